@@ -6,7 +6,7 @@ import PackageDescription
 // so their heavy dependencies never reach a user of GRDBRegistry.
 let package = Package(
     name: "GRDBRegistry",
-    platforms: [.macOS(.v13)],
+    platforms: [.macOS(.v15)],
     products: [
         .library(name: "GRDBRegistry", targets: ["GRDBRegistry"]),
     ],

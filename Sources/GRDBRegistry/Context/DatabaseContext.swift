@@ -1,0 +1,117 @@
+import GRDB
+
+/// Access to a database: read-write, read-only, or not connected.
+///
+/// A context is what a ``Queryable`` reads from. Register one in a
+/// ``DatabaseRegistry``:
+///
+/// ```swift
+/// var registry = DatabaseRegistry()
+/// registry.databaseContext = .readWrite {
+///     try DatabaseConnections.shared.pool(atPath: "players.sqlite")
+/// }
+/// ```
+///
+/// The closure given to ``readWrite(_:)`` or ``readOnly(_:)`` runs once,
+/// when the context is created. If it throws, every access to ``reader``
+/// and ``writer`` rethrows that same error.
+///
+/// A read-only context really is read-only: its ``reader`` is a
+/// ``ReadOnlyDatabaseReader``, which can't be cast back to a
+/// `DatabaseWriter` and runs every access with SQLite's `query_only`
+/// pragma, so that any write fails at the SQLite level.
+public struct DatabaseContext: TopLevelDatabaseReader, Sendable {
+    enum Access: Sendable {
+        case readWrite(any DatabaseWriter)
+        case readOnly(ReadOnlyDatabaseReader)
+        case failure(any Error)
+        case notConnected
+    }
+
+    let access: Access
+
+    /// A context that can read from and write into `writer`.
+    ///
+    /// ```swift
+    /// let context = DatabaseContext.readWrite { try DatabaseQueue(path: path) }
+    /// try await context.writer.write { db in try db.execute(sql: "DELETE FROM player") }
+    /// ```
+    public static func readWrite(_ writer: () throws -> any DatabaseWriter) -> DatabaseContext {
+        do {
+            return DatabaseContext(access: .readWrite(try writer()))
+        } catch {
+            return DatabaseContext(access: .failure(error))
+        }
+    }
+
+    /// A context that can only read from `reader`.
+    ///
+    /// ```swift
+    /// let context = DatabaseContext.readOnly { dbPool }
+    /// try context.writer                                  // throws DatabaseContextError.readOnly
+    /// try context.reader.unsafeRead { db in
+    ///     try db.execute(sql: "DELETE FROM player")      // throws SQLITE_READONLY
+    /// }
+    /// ```
+    public static func readOnly(_ reader: () throws -> any DatabaseReader) -> DatabaseContext {
+        do {
+            return DatabaseContext(access: .readOnly(ReadOnlyDatabaseReader(try reader())))
+        } catch {
+            return DatabaseContext(access: .failure(error))
+        }
+    }
+
+    /// A context that throws ``DatabaseContextError/notConnected`` on every access.
+    public static var notConnected: DatabaseContext {
+        DatabaseContext(access: .notConnected)
+    }
+
+    /// A reader of the database.
+    ///
+    /// - throws: ``DatabaseContextError/notConnected``, or the error of the
+    ///   closure that created the context.
+    public var reader: any DatabaseReader {
+        get throws {
+            switch access {
+            case let .readWrite(writer): return writer
+            case let .readOnly(reader): return reader
+            case let .failure(error): throw error
+            case .notConnected: throw DatabaseContextError.notConnected
+            }
+        }
+    }
+
+    /// A writer of the database.
+    ///
+    /// - throws: ``DatabaseContextError/readOnly`` for a read-only context,
+    ///   ``DatabaseContextError/notConnected``, or the error of the closure
+    ///   that created the context.
+    public var writer: any DatabaseWriter {
+        get throws {
+            switch access {
+            case let .readWrite(writer): return writer
+            case .readOnly: throw DatabaseContextError.readOnly
+            case let .failure(error): throw error
+            case .notConnected: throw DatabaseContextError.notConnected
+            }
+        }
+    }
+
+    /// Whether the context gives read-only access (or no access at all).
+    public var isReadOnly: Bool {
+        if case .readWrite = access { return false }
+        return true
+    }
+
+    /// A read-only context on the same database.
+    ///
+    /// ```swift
+    /// let readOnly = registry.databaseContext.readOnly()
+    /// ```
+    public func readOnly() -> DatabaseContext {
+        switch access {
+        case let .readWrite(writer): return DatabaseContext(access: .readOnly(ReadOnlyDatabaseReader(writer)))
+        case .readOnly, .failure, .notConnected: return self
+        }
+    }
+}

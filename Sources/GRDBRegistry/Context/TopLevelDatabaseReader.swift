@@ -1,0 +1,45 @@
+import GRDB
+
+/// A type that provides read access to a database.
+///
+/// Queryables read from any context that conforms to this protocol: a
+/// GRDB connection, a ``DatabaseContext``, or a repository of your app
+/// that owns its writer and only exposes a reader:
+///
+/// ```swift
+/// final class PlayerRepository: TopLevelDatabaseReader {
+///     private let writer: any DatabaseWriter
+///     var reader: any DatabaseReader { ReadOnlyDatabaseReader(writer) }
+/// }
+/// ```
+public protocol TopLevelDatabaseReader {
+    /// A reader of the database.
+    ///
+    /// - throws: An error when the database is not available.
+    var reader: any DatabaseReader { get throws }
+}
+
+extension DatabaseQueue: TopLevelDatabaseReader {
+    /// Returns self.
+    public var reader: any DatabaseReader { self }
+}
+
+extension DatabasePool: TopLevelDatabaseReader {
+    /// Returns self.
+    public var reader: any DatabaseReader { self }
+}
+
+extension DatabaseSnapshot: TopLevelDatabaseReader {
+    /// Returns self.
+    public var reader: any DatabaseReader { self }
+}
+
+extension AnyDatabaseReader: TopLevelDatabaseReader {
+    /// Returns self.
+    public var reader: any DatabaseReader { self }
+}
+
+extension AnyDatabaseWriter: TopLevelDatabaseReader {
+    /// Returns self.
+    public var reader: any DatabaseReader { self }
+}
