@@ -1,0 +1,31 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+// Benchmarks of GRDBRegistry against raw GRDB and the raw SQLite C API, in
+// the same process. A separate package, so that the benchmark harness never
+// reaches users of the library.
+//
+//     swift package --package-path Benchmarks benchmark
+let package = Package(
+    name: "GRDBRegistryBenchmarks",
+    platforms: [.macOS(.v15)],
+    dependencies: [
+        .package(name: "GRDBRegistry", path: ".."),
+        .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
+        .package(url: "https://github.com/ordo-one/benchmark", exact: "1.38.1", traits: ["MallocInterposer"]),
+    ],
+    targets: [
+        .executableTarget(
+            name: "CoreBenchmarks",
+            dependencies: [
+                .product(name: "GRDBRegistry", package: "GRDBRegistry"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
+                .product(name: "Benchmark", package: "benchmark"),
+            ],
+            path: "Benchmarks/CoreBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)
