@@ -9,9 +9,13 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "GRDBRegistry", targets: ["GRDBRegistry"]),
+        .library(name: "GRDBRegistryService", targets: ["GRDBRegistryService"]),
     ],
     dependencies: [
         .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", exact: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-log", exact: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics", exact: "2.13.0"),
     ],
     targets: [
         // MARK: Core: registry, contexts, queryables, Query
@@ -22,6 +26,26 @@ let package = Package(
         .testTarget(
             name: "GRDBRegistryTests",
             dependencies: ["GRDBRegistry"]
+        ),
+
+        // MARK: Daemon embedding: service lifecycle, configuration, logs, metrics
+        .target(
+            name: "GRDBRegistryService",
+            dependencies: [
+                "GRDBRegistry",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+            ]
+        ),
+        .testTarget(
+            name: "GRDBRegistryServiceTests",
+            dependencies: [
+                "GRDBRegistryService",
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
+                .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
+            ]
         ),
     ],
     swiftLanguageModes: [.v6]

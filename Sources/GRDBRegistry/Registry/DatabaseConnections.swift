@@ -66,6 +66,29 @@ public final class DatabaseConnections: Sendable {
         }
     }
 
+    /// Whether a connection is open on the file at `path`.
+    ///
+    /// ```swift
+    /// if DatabaseConnections.shared.isOpen(atPath: "players.sqlite") { ... }
+    /// ```
+    public func isOpen(atPath path: String) -> Bool {
+        guard let key = try? Self.canonicalPath(path) else { return false }
+        return writers.withLock { $0[key]?.writer != nil }
+    }
+
+    /// Closes `writer`, and forgets it: the next request for its file
+    /// opens a new connection.
+    ///
+    /// ```swift
+    /// try DatabaseConnections.shared.close(pool)
+    /// ```
+    public func close(_ writer: any DatabaseWriter) throws {
+        writers.withLock { writers in
+            writers = writers.filter { $0.value.writer.map { $0 !== writer } ?? false }
+        }
+        try writer.close()
+    }
+
     private func connection<Writer: DatabaseWriter>(
         atPath path: String,
         kind: String,

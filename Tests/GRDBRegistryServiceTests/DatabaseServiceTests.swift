@@ -1,0 +1,259 @@
+import Foundation
+import GRDB
+import GRDBRegistry
+@testable import GRDBRegistryService
+import MetricsTestKit
+import ServiceLifecycle
+import ServiceLifecycleTestKit
+import Synchronization
+import Testing
+
+@Suite struct DatabaseServiceTests {
+    private func makeService(
+        _ directory: TemporaryDirectory,
+        name: String,
+        migrations: Int? = 2,
+        mode: MigrationMode = .apply,
+        timeout: Duration = .seconds(10),
+        logs: LogRecorder = LogRecorder(),
+        environment: [String: String] = [:],
+        keySource: ServiceConfiguration.KeySource? = nil,
+        hooks: DatabaseService.Hooks? = nil
+    ) -> DatabaseService {
+        _ = testMetrics
+        if migrations != nil {
+            try? FileManager.default.createDirectory(atPath: directory.path("migrations"), withIntermediateDirectories: true)
+        }
+        let configuration = ServiceConfiguration(
+            databases: [.init(
+                name: name,
+                path: directory.path("\(name).sqlite"),
+                migrations: migrations.map { _ in directory.path("migrations") },
+                keySource: keySource)],
+            migrationMode: mode,
+            shutdownTimeout: timeout)
+        let count = migrations ?? 0
+        return DatabaseService(
+            configuration: configuration,
+            environment: environment,
+            logger: logs.logger(),
+            hooks: hooks ?? DatabaseService.Hooks(makeMigrator: { _, _ in tableMigrator(count: count) }))
+    }
+
+    @Test func serviceOpensMigratesAndReportsReadiness() async throws {
+        let directory = try TemporaryDirectory()
+        let logs = LogRecorder()
+        let service = makeService(directory, name: "ready_db", logs: logs)
+        #expect(service.phase == .created)
+        #expect(throws: DatabaseServiceError.notRunning(phase: "created")) { try service.writer(named: "ready_db") }
+
+        try await testGracefulShutdown { trigger in
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await service.run() }
+                try await service.waitUntilReady()
+
+                let health = service.health()
+                #expect(health.isHealthy, "\(health)")
+                #expect(health.databases.map(\.name) == ["ready_db"])
+                let writer = try service.writer(named: "ready_db")
+                try await writer.write { db in try db.execute(sql: "INSERT INTO t1 (value) VALUES ('a')") }
+                #expect(try await writer.read { db in try db.tableExists("t2") })
+                #expect(throws: DatabaseServiceError.self) { try service.writer(named: "other") }
+
+                trigger.triggerGracefulShutdown()
+                try await group.waitForAll()
+            }
+        }
+        #expect(service.phase == .stopped)
+        #expect(!service.health().databases[0].isOpen)
+
+        // Metrics and logs name the database.
+        #expect(testMetrics.counterTotal(label: "grdbregistry_commits_total", dimensions: [("database", "ready_db")]) >= 2)
+        #expect(testMetrics.counterTotal(label: "grdbregistry_statements_total", dimensions: [("database", "ready_db"), ("kind", "write")]) >= 3)
+        #expect(testMetrics.counterTotal(label: "grdbregistry_statements_total", dimensions: [("database", "ready_db"), ("kind", "read")]) >= 1)
+        #expect(testMetrics.counterTotal(label: "grdbregistry_migration_runs_total", dimensions: [("database", "ready_db"), ("result", "applied")]) == 1)
+        #expect(testMetrics.counterTotal(label: "grdbregistry_migrations_applied_total", dimensions: [("database", "ready_db")]) == 2)
+        #expect(logs.all.contains { $0.message == "migrations applied" && $0.metadata["database"] == "ready_db" })
+        #expect(logs.all.contains { $0.message == "database closed" && $0.metadata["database"] == "ready_db" })
+
+        // The data and the schema are on disk, and the WAL was checkpointed.
+        let queue = try DatabaseQueue(path: directory.path("ready_db.sqlite"))
+        #expect(try await queue.read { db in try String.fetchAll(db, sql: "SELECT value FROM t1") } == ["a"])
+        let walSize = (try? FileManager.default.attributesOfItem(atPath: directory.path("ready_db.sqlite-wal"))[.size] as? Int) ?? 0
+        #expect(walSize == 0)
+    }
+
+    @Test func verifyModeRefusesPendingMigrationsAndTouchesNothing() async throws {
+        let directory = try TemporaryDirectory()
+        // One migration applied by an earlier version of the app.
+        do {
+            let queue = try DatabaseQueue(path: directory.path("verify_db.sqlite"))
+            try tableMigrator(count: 1).migrate(queue)
+        }
+        let service = makeService(directory, name: "verify_db", migrations: 3, mode: .verify)
+        let error = await #expect(throws: DatabaseServiceError.self) { try await service.run() }
+        #expect(error == .pendingMigrations(database: "verify_db", migrations: ["2_create_t2", "3_create_t3"]))
+        #expect(service.phase == .failed)
+        await #expect(throws: DatabaseServiceError.self) { try await service.waitUntilReady() }
+
+        let queue = try DatabaseQueue(path: directory.path("verify_db.sqlite"))
+        #expect(try await queue.read { db in try db.tableExists("t2") } == false)
+        #expect(!DatabaseConnections.shared.isOpen(atPath: directory.path("verify_db.sqlite")))
+    }
+
+    @Test func invalidConfigurationFailsBeforeOpeningAnything() async throws {
+        let directory = try TemporaryDirectory()
+        let service = makeService(
+            directory, name: "secret_db",
+            keySource: .environment("SECRET_DB_KEY"),
+            hooks: DatabaseService.Hooks())
+        let error = await #expect(throws: DatabaseServiceError.self) { try await service.run() }
+        guard case let .invalidConfiguration(problems)? = error else {
+            Issue.record("unexpected \(String(describing: error))")
+            return
+        }
+        #expect(problems.contains("databases.secret_db.encryption: environment variable SECRET_DB_KEY is not set"))
+        #expect(problems.contains { $0.contains("no migration loader") })
+        #expect(problems.contains { $0.contains("no encryption support") })
+        #expect(!FileManager.default.fileExists(atPath: directory.path("secret_db.sqlite")))
+    }
+
+    @Test func keysNeverReachLogsErrorsOrHealth() async throws {
+        let directory = try TemporaryDirectory()
+        let logs = LogRecorder()
+        let secret = "s3cr3t-passphrase-\(UUID().uuidString)"
+        let received = Mutex<DatabaseSecret?>(nil)
+        let service = makeService(
+            directory, name: "keyed_db", logs: logs,
+            environment: ["KEYED_DB_KEY": secret],
+            keySource: .environment("KEYED_DB_KEY"),
+            hooks: DatabaseService.Hooks(
+                makeMigrator: { _, _ in tableMigrator(count: 1) },
+                encrypt: { _, _, key in received.withLock { $0 = key } }))
+        try await testGracefulShutdown { trigger in
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await service.run() }
+                try await service.waitUntilReady()
+                trigger.triggerGracefulShutdown()
+                try await group.waitForAll()
+            }
+        }
+        #expect(received.withLock { $0?.value } == secret)
+        #expect("\(received.withLock { $0 }!)" == "<redacted>")
+        for entry in logs.all {
+            #expect(!entry.message.contains(secret))
+            #expect(!entry.metadata.values.contains { $0.contains(secret) })
+        }
+        #expect(!service.health().description.contains(secret))
+    }
+
+    @Test func shutdownLetsQueuedWritesFinishAndRollsBackLaterOnes() async throws {
+        let directory = try TemporaryDirectory()
+        let service = makeService(directory, name: "drain_db")
+        let release = DispatchSemaphore(value: 0)
+        let started = Flag()
+
+        try await testGracefulShutdown { trigger in
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await service.run() }
+                try await service.waitUntilReady()
+                let writer = try service.writer(named: "drain_db")
+
+                // An in-flight write, holding the writer until released.
+                let inFlight = Task {
+                    try await writer.write { db in
+                        try db.execute(sql: "INSERT INTO t1 (value) VALUES ('in-flight')")
+                        started.set()
+                        release.wait()
+                    }
+                }
+                try await eventually { started.isSet }
+                trigger.triggerGracefulShutdown()
+                try await eventually { service.phase == .draining }
+                // Let the shutdown queue its barrier behind the in-flight write.
+                try await Task.sleep(for: .milliseconds(200))
+                let late = Task {
+                    try await writer.write { db in try db.execute(sql: "INSERT INTO t1 (value) VALUES ('late')") }
+                }
+                release.signal()
+
+                try await inFlight.value
+                // Queued after the barrier: rolled back by the write gate.
+                await #expect(throws: DatabaseServiceError.shuttingDown(database: "drain_db")) { try await late.value }
+                try await group.waitForAll()
+            }
+        }
+        let queue = try DatabaseQueue(path: directory.path("drain_db.sqlite"))
+        #expect(try await queue.read { db in try String.fetchAll(db, sql: "SELECT value FROM t1") } == ["in-flight"])
+        #expect(testMetrics.counterTotal(label: "grdbregistry_rejected_writes_total", dimensions: [("database", "drain_db")]) == 1)
+    }
+
+    @Test func writesThatOutliveTheTimeoutAreInterruptedAndRolledBack() async throws {
+        let directory = try TemporaryDirectory()
+        let service = makeService(directory, name: "slow_db", timeout: .milliseconds(300))
+        try await testGracefulShutdown { trigger in
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await service.run() }
+                try await service.waitUntilReady()
+                let writer = try service.writer(named: "slow_db")
+                let started = Flag()
+                let slow = Task {
+                    try await writer.write { db in
+                        try db.execute(sql: "INSERT INTO t1 (value) VALUES ('slow')")
+                        started.set()
+                        // Minutes of work, unless interrupted.
+                        _ = try Int.fetchOne(db, sql: """
+                            WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 10000000000)
+                            SELECT COUNT(*) FROM c
+                            """)
+                    }
+                }
+                try await eventually { started.isSet }
+                let shutdownStart = ContinuousClock.now
+                trigger.triggerGracefulShutdown()
+                let error = await #expect(throws: DatabaseError.self) { try await slow.value }
+                #expect(error?.resultCode == .SQLITE_INTERRUPT)
+                try await group.waitForAll()
+                #expect(ContinuousClock.now - shutdownStart < .seconds(30))
+            }
+        }
+        let queue = try DatabaseQueue(path: directory.path("slow_db.sqlite"))
+        #expect(try await queue.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM t1") } == 0)
+    }
+
+    @Test func shutdownPausesTrackedQueries() async throws {
+        let directory = try TemporaryDirectory()
+        let service = makeService(directory, name: "query_db")
+        try await testGracefulShutdown { trigger in
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await service.run() }
+                try await service.waitUntilReady()
+                let query = service.track(Query(CountRequest(), context: try service.context(named: "query_db")))
+                #expect(query.value == 0)
+                #expect(!query.isPaused)
+                trigger.triggerGracefulShutdown()
+                try await group.waitForAll()
+                #expect(query.isPaused)
+            }
+        }
+    }
+
+    @Test func cancellationClosesWithoutWaiting() async throws {
+        let directory = try TemporaryDirectory()
+        let service = makeService(directory, name: "cancel_db")
+        let run = Task { try await testGracefulShutdown { _ in try await service.run() } }
+        try await service.waitUntilReady()
+        run.cancel()
+        try await run.value
+        #expect(service.phase == .stopped)
+        #expect(!DatabaseConnections.shared.isOpen(atPath: directory.path("cancel_db.sqlite")))
+    }
+}
+
+private struct CountRequest: ValueObservationQueryable {
+    static var defaultValue: Int { -1 }
+
+    func fetch(_ db: Database) throws -> Int {
+        try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM t1") ?? 0
+    }
+}
