@@ -1,0 +1,42 @@
+import Foundation
+import GRDB
+
+/// A player of a team, stored in the team's own database.
+struct Player: Codable, Sendable, Equatable, FetchableRecord, MutablePersistableRecord {
+    var id: Int64?
+    var name: String
+    var score: Int
+    var team: String?
+
+    mutating func didInsert(_ inserted: InsertionSuccess) {
+        id = inserted.rowID
+    }
+}
+
+/// A team, listed in the catalog database.
+struct Tenant: Codable, Sendable, Equatable, FetchableRecord, PersistableRecord {
+    var id: String
+    var name: String
+    var encrypted: Bool
+    var createdAt: Date
+}
+
+/// The body of `POST /tenants`.
+struct NewTenant: Decodable, Sendable {
+    var id: String
+    var name: String?
+    var encrypted: Bool?
+}
+
+/// The body of `POST /tenants/{id}/players`.
+struct NewPlayer: Decodable, Sendable {
+    var name: String
+    var score: Int?
+    var team: String?
+}
+
+/// The body of `PUT /tenants/{id}/players/{playerID}`.
+struct PlayerUpdate: Decodable, Sendable {
+    var name: String?
+    var score: Int?
+}

@@ -1,0 +1,101 @@
+import Foundation
+import GRDB
+import GRDBRegistry
+import GRDBRegistryService
+import Hummingbird
+import Logging
+import ServiceLifecycle
+
+/// Command-line settings: `MultiTenantServer [--host H] [--port P] [--data DIR]`.
+/// Port 0 picks a free port; the server prints the one it listens on.
+struct ServerSettings: Sendable {
+    var host = "127.0.0.1"
+    var port = 8080
+    var dataDirectory = "data"
+
+    init(arguments: [String], environment: [String: String]) throws {
+        if let port = environment["PORT"].flatMap(Int.init) { self.port = port }
+        var iterator = arguments.makeIterator()
+        while let argument = iterator.next() {
+            switch argument {
+            case "--host": host = try value(after: argument, &iterator)
+            case "--port":
+                let text = try value(after: argument, &iterator)
+                guard let port = Int(text), (0...65535).contains(port) else {
+                    throw UsageError(message: "--port takes a number from 0 to 65535, not \(text)")
+                }
+                self.port = port
+            case "--data": dataDirectory = try value(after: argument, &iterator)
+            default: throw UsageError(message: "unknown argument \(argument)")
+            }
+        }
+    }
+
+    private func value(after option: String, _ iterator: inout IndexingIterator<[String]>) throws -> String {
+        guard let value = iterator.next() else { throw UsageError(message: "\(option) needs a value") }
+        return value
+    }
+}
+
+struct UsageError: Error, CustomStringConvertible {
+    var message: String
+    var description: String { "\(message)\nusage: MultiTenantServer [--host HOST] [--port PORT] [--data DIRECTORY]" }
+}
+
+@main
+struct MultiTenantServer {
+    static func main() async {
+        do {
+            try await run(settings: ServerSettings(
+                arguments: Array(CommandLine.arguments.dropFirst()),
+                environment: ProcessInfo.processInfo.environment))
+        } catch {
+            FileHandle.standardError.write(Data("error: \(error)\n".utf8))
+            exit(1)
+        }
+    }
+
+    static func run(settings: ServerSettings) async throws {
+        var logger = Logger(label: "MultiTenantServer")
+        logger.logLevel = .info
+        let data = URL(fileURLWithPath: settings.dataDirectory).standardizedFileURL
+        try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
+
+        let configuration = ServiceConfiguration(
+            databases: [.init(name: "catalog", path: data.appendingPathComponent("catalog.sqlite").path, migrations: data.path)],
+            shutdownTimeout: .seconds(5))
+        let databases = DatabaseService(
+            configuration: configuration,
+            logger: logger,
+            hooks: .init(makeMigrator: { _, _ in Catalog.migrator() }))
+        let teams = try TeamDirectory(root: data.appendingPathComponent("tenants"))
+
+        let router = Router()
+        Routes(databases: databases, teams: teams).add(to: router)
+
+        let app = Application(
+            router: router,
+            configuration: .init(address: .hostname(settings.host, port: settings.port), serverName: "MultiTenantServer"),
+            onServerRunning: { channel in
+                let port = channel.localAddress?.port ?? settings.port
+                // Unbuffered: scripts and tests read the port from this line.
+                say("listening on http://\(settings.host):\(port)")
+                say("try: curl -X POST http://\(settings.host):\(port)/tenants -d '{\"id\":\"acme\"}' && curl http://\(settings.host):\(port)/tenants/acme/leaderboard")
+            },
+            logger: logger)
+
+        // Databases first: the group shuts services down in reverse order,
+        // so the server stops taking requests before the databases close.
+        let group = ServiceGroup(configuration: .init(
+            services: [databases, app],
+            gracefulShutdownSignals: [.sigterm, .sigint],
+            logger: logger))
+        try await group.run()
+        say("stopped")
+    }
+
+    static func say(_ line: String) {
+        FileHandle.standardOutput.write(Data((line + "\n").utf8))
+    }
+}
+
