@@ -27,6 +27,14 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
+        // A bounded load generator for the benchmark figures (Benchmarks/RESULTS.md):
+        //     swift run -c release --package-path Samples/MultiTenantServer LoadGenerator
+        .executableTarget(
+            name: "LoadGenerator",
+            dependencies: [
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ]
+        ),
         .testTarget(
             name: "MultiTenantServerTests",
             dependencies: [

@@ -9,6 +9,7 @@ import ServiceLifecycle
 struct Routes: Sendable {
     let databases: DatabaseService
     let teams: TeamDirectory
+    let leaderboards = LeaderboardHub()
 
     /// The catalog, once the databases are ready: 503 before, and during shutdown.
     private func catalog() throws -> Catalog {
@@ -68,8 +69,9 @@ struct Routes: Sendable {
             return try await team.reader.read { db in try LeaderboardRequest().fetch(db) }
         }
         router.get("tenants/:tenant/leaderboard/stream") { _, context -> Response in
+            let id = try TeamID(try context.parameters.require("tenant"))
             let team = try await team(context)
-            return LeaderboardStream.response(for: team)
+            return leaderboards.response(for: id, players: team)
         }
     }
 

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import GRDBRegistry
+import Synchronization
 
 /// A write refused by an invariant of the team's database.
 struct TeamInvariantViolation: Error, CustomStringConvertible {
@@ -54,6 +55,8 @@ struct TeamPlayers: Sendable {
 /// One database per team, under a root directory.
 final class TeamDirectory: Sendable {
     let root: URL
+    /// Open pools stay open: `DatabaseConnections` only keeps weak references.
+    private let pools = Mutex<[String: DatabasePool]>([:])
 
     init(root: URL) throws {
         self.root = root
@@ -81,11 +84,19 @@ final class TeamDirectory: Sendable {
     }
 
     func provision(_ id: TeamID, encrypted: Bool) async throws {
-        let pool = try DatabaseConnections.shared.pool(atPath: path(id))
-        try Self.migrator().migrate(pool)
+        try Self.migrator().migrate(try pool(id))
     }
 
     func players(of id: TeamID) throws -> TeamPlayers {
-        TeamPlayers(writer: try DatabaseConnections.shared.pool(atPath: path(id)))
+        TeamPlayers(writer: try pool(id))
+    }
+
+    private func pool(_ id: TeamID) throws -> DatabasePool {
+        try pools.withLock { pools in
+            if let pool = pools[id.rawValue] { return pool }
+            let pool = try DatabaseConnections.shared.pool(atPath: path(id))
+            pools[id.rawValue] = pool
+            return pool
+        }
     }
 }
