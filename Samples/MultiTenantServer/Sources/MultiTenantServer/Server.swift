@@ -77,6 +77,13 @@ struct MultiTenantServer {
             router: router,
             configuration: .init(address: .hostname(settings.host, port: settings.port), serverName: "MultiTenantServer"),
             onServerRunning: { channel in
+                // Announce the server once its databases are ready: until
+                // then, requests get 503.
+                do {
+                    try await databases.waitUntilReady()
+                } catch {
+                    return
+                }
                 let port = channel.localAddress?.port ?? settings.port
                 // Unbuffered: scripts and tests read the port from this line.
                 say("listening on http://\(settings.host):\(port)")

@@ -106,14 +106,14 @@ struct APIClient: Sendable {
         }
     }
 
-    func send(_ method: HTTPMethod, _ path: String, json: String? = nil) async throws -> Reply {
+    func send(_ method: HTTPMethod, _ path: String, json: String? = nil, timeout: TimeAmount = .seconds(30)) async throws -> Reply {
         var request = HTTPClientRequest(url: baseURL + path)
         request.method = method
         if let json {
             request.headers.add(name: "Content-Type", value: "application/json")
             request.body = .bytes(ByteBuffer(string: json))
         }
-        let response = try await client.execute(request, timeout: .seconds(30))
+        let response = try await client.execute(request, timeout: timeout)
         let body = try await response.body.collect(upTo: 10 << 20)
         return Reply(status: Int(response.status.code), body: String(buffer: body))
     }
