@@ -10,6 +10,7 @@ let package = Package(
     products: [
         .library(name: "GRDBRegistry", targets: ["GRDBRegistry"]),
         .library(name: "GRDBRegistryService", targets: ["GRDBRegistryService"]),
+        .library(name: "GRDBRegistryExamples", targets: ["GRDBRegistryExamples"]),
     ],
     dependencies: [
         .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
@@ -26,6 +27,16 @@ let package = Package(
         .testTarget(
             name: "GRDBRegistryTests",
             dependencies: ["GRDBRegistry"]
+        ),
+
+        // MARK: Worked examples: PlayerRepository, used by docs, samples and tests
+        .target(
+            name: "GRDBRegistryExamples",
+            dependencies: ["GRDBRegistry", .product(name: "GRDB", package: "GRDB.swift")]
+        ),
+        .testTarget(
+            name: "GRDBRegistryExamplesTests",
+            dependencies: ["GRDBRegistryExamples"]
         ),
 
         // MARK: Daemon embedding: service lifecycle, configuration, logs, metrics

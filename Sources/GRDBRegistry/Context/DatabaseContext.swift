@@ -61,6 +61,16 @@ public struct DatabaseContext: TopLevelDatabaseReader, Sendable {
         }
     }
 
+    /// A read-only context whose reader keeps `retainer` alive.
+    static func readOnly(_ reader: any DatabaseReader, retaining retainer: any AnyObject & Sendable) -> DatabaseContext {
+        DatabaseContext(access: .readOnly(ReadOnlyDatabaseReader(reader, retaining: retainer)))
+    }
+
+    /// A context whose every access throws `error`.
+    static func failure(_ error: any Error) -> DatabaseContext {
+        DatabaseContext(access: .failure(error))
+    }
+
     /// A context that throws ``DatabaseContextError/notConnected`` on every access.
     public static var notConnected: DatabaseContext {
         DatabaseContext(access: .notConnected)

@@ -21,13 +21,22 @@ import GRDB
 /// ```
 public final class ReadOnlyDatabaseReader: DatabaseReader {
     private let base: any DatabaseReader
+    /// Something that must live as long as the reader: the lease that keeps
+    /// a tenant database open, for example.
+    private let retainer: (any AnyObject & Sendable)?
 
     /// Creates a read-only reader of the database accessed by `base`.
-    public init(_ base: any DatabaseReader) {
+    public convenience init(_ base: any DatabaseReader) {
+        self.init(base, retaining: nil)
+    }
+
+    init(_ base: any DatabaseReader, retaining retainer: (any AnyObject & Sendable)?) {
         if let readOnly = base as? ReadOnlyDatabaseReader {
             self.base = readOnly.base
+            self.retainer = retainer ?? readOnly.retainer
         } else {
             self.base = base
+            self.retainer = retainer
         }
     }
 

@@ -1,0 +1,120 @@
+import Foundation
+import GRDB
+import GRDBRegistry
+import GRDBRegistryExamples
+import Testing
+
+@Suite struct PlayerRepositoryTests {
+    private func names(_ path: String) throws -> [String] {
+        try freshRead(path) { db in try String.fetchAll(db, sql: "SELECT name || ':' || score FROM player ORDER BY id") }
+    }
+
+    @Test func permittedWritesPersist() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("players.sqlite")
+        let players = try PlayerRepository(path: path)
+        defer { try? players.close() }
+
+        let arthur = try await players.add(name: "Arthur", score: 10, team: "red")
+        let barbara = try await players.add(name: "Barbara", score: 20, team: "red")
+        #expect(try await players.updateScore(of: #require(arthur.id), to: 15)?.score == 15)
+        #expect(try await players.rename(#require(barbara.id), to: "Babs")?.name == "Babs")
+        #expect(try await players.updateScore(of: 999, to: 1) == nil)
+        #expect(try names(path) == ["Arthur:15", "Babs:20"])
+        #expect(try await players.delete(#require(arthur.id)))
+        #expect(try await players.delete(#require(arthur.id)) == false)
+        #expect(try names(path) == ["Babs:20"])
+    }
+
+    @Test func aWriteThatBreaksAnInvariantIsRolledBackAndNamesIt() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("players.sqlite")
+        let players = try PlayerRepository(path: path)
+        defer { try? players.close() }
+        let arthur = try await players.add(name: "Arthur", score: 10, team: "red")
+
+        let negative = await #expect(throws: InvariantViolation.self) { try await players.add(name: "Craig", score: -1) }
+        #expect(negative?.invariant == "nonNegativeScore")
+        #expect(negative?.offendingRows.first?.contains("Craig") == true)
+
+        let lowered = await #expect(throws: InvariantViolation.self) { try await players.updateScore(of: arthur.id!, to: -5) }
+        #expect(lowered?.invariant == "nonNegativeScore")
+
+        let duplicate = await #expect(throws: InvariantViolation.self) { try await players.add(name: "Arthur", team: "red") }
+        #expect(duplicate?.invariant == "uniqueNamePerTeam")
+        #expect(duplicate?.offendingRows.first?.contains("Arthur") == true)
+        // The same name in another team is fine.
+        try await players.add(name: "Arthur", team: "blue")
+
+        let renamed = try await players.add(name: "Zed", team: "blue")
+        let rename = await #expect(throws: InvariantViolation.self) { try await players.rename(renamed.id!, to: "Arthur") }
+        #expect(rename?.invariant == "uniqueNamePerTeam")
+
+        // Nothing of the refused writes reached the file.
+        #expect(try names(path) == ["Arthur:10", "Arthur:0", "Zed:0"])
+    }
+
+    @Test func writesThatBypassTheRepositoryAreRolledBack() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("players.sqlite")
+        let players = try PlayerRepository(path: path)
+        defer { try? players.close() }
+        // The process-wide connection registry hands out the repository's
+        // own pool: writing through it skips the permitted writes.
+        let pool = try DatabaseConnections.shared.pool(atPath: path)
+        let error = await #expect(throws: DatabaseRepositoryError.self) {
+            try await pool.write { db in try db.execute(sql: "INSERT INTO player (name, score) VALUES ('Mallory', -100)") }
+        }
+        #expect(error == .uncheckedWrite(database: "players"))
+        await #expect(throws: DatabaseRepositoryError.self) {
+            try await pool.writeWithoutTransaction { db in try db.execute(sql: "DELETE FROM player") }
+        }
+        #expect(try names(path) == [])
+    }
+
+    @Test func readPathsCantWrite() async throws {
+        let directory = try TemporaryDirectory()
+        let players = try PlayerRepository(path: directory.path("players.sqlite"))
+        defer { try? players.close() }
+        try await players.add(name: "Arthur", score: 1)
+
+        #expect(!(players.reader is any DatabaseWriter))
+        #expect(throws: DatabaseContextError.readOnly) { try players.context.writer }
+        for reader in [players.reader, try players.context.reader] {
+            let error = #expect(throws: DatabaseError.self) {
+                try reader.unsafeRead { db in try db.execute(sql: "DELETE FROM player") }
+            }
+            #expect(error?.resultCode == .SQLITE_READONLY)
+        }
+        #expect(try await players.reader.read { db in try Player.fetchCount(db) } == 1)
+    }
+
+    @Test func invariantsAreCheckedWhenADatabaseOpens() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("players.sqlite")
+        // Another tool writes a negative score.
+        do {
+            let queue = try DatabaseQueue(path: path)
+            try PlayerRepository.migrator.migrate(queue)
+            try queue.write { db in try db.execute(sql: "INSERT INTO player (name, score) VALUES ('Mallory', -3)") }
+            try queue.close()
+        }
+        let error = #expect(throws: InvariantViolation.self) { try PlayerRepository(path: path) }
+        #expect(error?.invariant == "nonNegativeScore")
+        #expect(error?.offendingRows.first?.contains("Mallory") == true)
+        #expect(!DatabaseConnections.shared.isOpen(atPath: path))
+    }
+
+    @Test func refusingPendingMigrationsTouchesNothing() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("players.sqlite")
+        do {
+            let queue = try DatabaseQueue(path: path)
+            try PlayerRepository.migrator.migrate(queue, upTo: "0001_create_player")
+            try queue.close()
+        }
+        let error = #expect(throws: DatabaseRepositoryError.self) { try PlayerRepository(path: path, policy: .refusePending) }
+        #expect(error == .pendingMigrations(database: "players", migrations: ["0002_add_player_team", "0003_index_player_score"]))
+        #expect(try freshRead(path) { db in try db.columns(in: "player").map(\.name) } == ["id", "name", "score"])
+    }
+}
