@@ -1,0 +1,296 @@
+import Foundation
+import GRDB
+import GRDBRegistry
+import GRDBRegistryExamples
+import Synchronization
+import Testing
+
+private struct TenantsKey: DatabaseKey {
+    static var defaultValue: TenantDirectory<PlayerRepository> { .notConfigured }
+}
+
+extension DatabaseRegistry {
+    fileprivate var tenants: TenantDirectory<PlayerRepository> {
+        get { self[TenantsKey.self] }
+        set { self[TenantsKey.self] = newValue }
+    }
+}
+
+/// A repository whose opening fails after its file was created: for the
+/// atomicity of provisioning.
+private struct BrokenRepository: TenantRepository {
+    struct Failure: Error {}
+    var reader: any DatabaseReader { get throws { throw Failure() } }
+
+    static func openTenant(at path: String, id: TenantID, policy: RepositoryDatabase.MigrationPolicy) throws -> BrokenRepository {
+        let queue = try DatabaseQueue(path: path)
+        try queue.write { db in try db.execute(sql: "CREATE TABLE half(a)") }
+        try queue.close()
+        throw Failure()
+    }
+
+    func close() throws {}
+}
+
+@Suite struct TenantDirectoryTests {
+    private func makeDirectory(_ directory: TemporaryDirectory, maxOpen: Int = 8, policy: RepositoryDatabase.MigrationPolicy = .apply) throws -> TenantDirectory<PlayerRepository> {
+        try TenantDirectory<PlayerRepository>(root: directory.url.appendingPathComponent("tenants"), maxOpen: maxOpen, policy: policy)
+    }
+
+    private func count(_ tenants: TenantDirectory<PlayerRepository>, _ id: String) throws -> Int {
+        try freshRead(tenants.path(of: TenantID(id))) { db in try Player.fetchCount(db) }
+    }
+
+    @Test func tenantIDsAreValidated() throws {
+        for valid in ["acme", "a", "team-42", "x_y", String(repeating: "z", count: 64)] {
+            #expect(try TenantID(valid).rawValue == valid)
+        }
+        #expect(throws: TenantIDError.empty) { try TenantID("") }
+        #expect(throws: TenantIDError.tooLong(length: 65)) { try TenantID(String(repeating: "z", count: 65)) }
+        for invalid in ["..", "../etc", "a/b", "a\\b", "Acme", "a b", "a\u{0}b", "a\nb", ".hidden", "café", "a.sqlite"] {
+            #expect(throws: TenantIDError.self, "\(invalid.debugDescription)") { try TenantID(invalid) }
+        }
+        #expect(throws: TenantIDError.invalidFirstCharacter("-a")) { try TenantID("-a") }
+    }
+
+    @Test func tenantsAreIsolated() async throws {
+        let directory = try TemporaryDirectory()
+        let tenants = try makeDirectory(directory)
+        try tenants.provision(TenantID("acme"))
+        try tenants.provision(TenantID("globex"))
+        #expect(try tenants.tenants() == [TenantID("acme"), TenantID("globex")])
+
+        try await tenants.withRepository(TenantID("acme")) { players in
+            try await players.add(name: "Arthur", score: 1)
+        }
+        #expect(try count(tenants, "acme") == 1)
+        #expect(try count(tenants, "globex") == 0)
+        let globexNames = try await tenants.withRepository(TenantID("globex")) { players in
+            try await players.reader.read { db in try String.fetchAll(db, sql: "SELECT name FROM player") }
+        }
+        #expect(globexNames.isEmpty)
+    }
+
+    @Test func idsCantAddressFilesOutsideTheRoot() throws {
+        let directory = try TemporaryDirectory()
+        let tenants = try makeDirectory(directory)
+        for attempt in ["../escape", "..", "/etc/passwd", "sub/dir", "%2e%2e"] {
+            #expect(throws: (any Error).self) { try tenants.reader(attempt) }
+            #expect(throws: (any Error).self) { try tenants[attempt].reader }
+        }
+        #expect(directory.files == ["tenants"])
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path("tenants")).isEmpty)
+    }
+
+    @Test func unknownTenantsAreNotCreatedOnUse() throws {
+        let directory = try TemporaryDirectory()
+        let tenants = try makeDirectory(directory)
+        #expect(throws: TenantError.unknownTenant(try TenantID("ghost"))) { try tenants.lease(TenantID("ghost")) }
+        #expect(try tenants.tenants().isEmpty)
+    }
+
+    @Test func provisioningIsAtomic() throws {
+        let directory = try TemporaryDirectory()
+        let tenants = try makeDirectory(directory)
+        try tenants.provision(TenantID("acme"))
+        #expect(throws: TenantError.alreadyExists(try TenantID("acme"))) { try tenants.provision(TenantID("acme")) }
+
+        let broken = try TenantDirectory<BrokenRepository>(root: directory.url.appendingPathComponent("tenants"))
+        #expect(throws: BrokenRepository.Failure.self) { try broken.provision(TenantID("half")) }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path("tenants")) == ["acme.sqlite"])
+    }
+
+    @Test func idleTenantsAreClosedLeastRecentlyUsedFirst() async throws {
+        let directory = try TemporaryDirectory()
+        let tenants = try makeDirectory(directory, maxOpen: 2)
+        let ids = try ["a", "b", "c"].map(TenantID.init)
+        for id in ids { try tenants.provision(id) }
+
+        _ = try tenants.lease(ids[0])
+        _ = try tenants.lease(ids[1])
+        _ = try tenants.lease(ids[0])   // a is now more recent than b
+        #expect(tenants.openCount == 2)
+        _ = try tenants.lease(ids[2])   // evicts b, the least recently used
+        #expect(tenants.openCount == 2)
+        #expect(tenants.isOpen(ids[0]))
+        #expect(!tenants.isOpen(ids[1]))
+        #expect(tenants.isOpen(ids[2]))
+    }
+
+    @Test func tenantsInUseAreNeverClosed() async throws {
+        let directory = try TemporaryDirectory()
+        let tenants = try makeDirectory(directory, maxOpen: 2)
+        let ids = try (0..<5).map { try TenantID("t\($0)") }
+        for id in ids { try tenants.provision(id) }
+
+        var leases = try ids.map { try tenants.lease($0) }
+        #expect(tenants.openCount == 5)
+        for lease in leases {
+            try await lease.repository.add(name: "P", score: 1)
+        }
+        leases.removeAll()
+        #expect(tenants.openCount == 2)
+        for id in ids { #expect(try count(tenants, id.rawValue) == 1) }
+    }
+
+    @Test func aLiveQueryKeepsItsTenantOpen() async throws {
+        let directory = try TemporaryDirectory()
+        let tenants = try makeDirectory(directory, maxOpen: 1)
+        for id in ["acme", "b", "c"] { try tenants.provision(TenantID(id)) }
+        var registry = DatabaseRegistry()
+        registry.tenants = tenants
+
+        let leaderboard = Query(LeaderboardRequest(), in: \.tenants["acme"], registry: registry)
+        #expect(leaderboard.value == [])
+        // Other tenants come and go: acme stays open under its query.
+        for (index, id) in ["b", "c", "b"].enumerated() {
+            try await tenants.withRepository(TenantID(id)) { try await $0.add(name: "X\(index)", score: 1) }
+        }
+        #expect(tenants.isOpen(try TenantID("acme")))
+        try await tenants.withRepository(TenantID("acme")) { try await $0.add(name: "Arthur", score: 5) }
+        let updates = leaderboard.updates
+        var iterator = updates.makeAsyncIterator()
+        while let value = await iterator.next(), value.isEmpty { }
+        #expect(leaderboard.value.map(\.name) == ["Arthur"])
+
+        // Names reach tenants too.
+        let reader = try registry.reader(named: "tenants/acme")
+        #expect(try await reader.read { db in try Player.fetchCount(db) } == 1)
+        #expect(throws: (any Error).self) { try registry.reader(named: "tenants/../x") }
+    }
+
+    @Test func reopeningAClosedTenantKeepsItsData() async throws {
+        let directory = try TemporaryDirectory()
+        let tenants = try makeDirectory(directory, maxOpen: 1)
+        for id in ["a", "b"] { try tenants.provision(TenantID(id)) }
+        try await tenants.withRepository(TenantID("a")) { try await $0.add(name: "Arthur", score: 3) }
+        try await tenants.withRepository(TenantID("b")) { _ in }
+        #expect(!tenants.isOpen(try TenantID("a")))
+        let names = try await tenants.withRepository(TenantID("a")) { players in
+            try await players.reader.read { db in try String.fetchAll(db, sql: "SELECT name FROM player") }
+        }
+        #expect(names == ["Arthur"])
+    }
+
+    @Test func removalRefusesTenantsInUseUnlessForced() async throws {
+        let directory = try TemporaryDirectory()
+        let tenants = try makeDirectory(directory)
+        let acme = try TenantID("acme")
+        try tenants.provision(acme)
+        var lease: TenantLease<PlayerRepository>? = try tenants.lease(acme)
+        try await lease?.repository.add(name: "Arthur")
+
+        #expect(throws: TenantError.inUse(acme, leases: 1)) { try tenants.remove(acme) }
+        #expect(try tenants.exists(acme))
+        lease = nil
+        try tenants.remove(acme)
+        #expect(try !tenants.exists(acme))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path("tenants")).isEmpty)
+        #expect(throws: TenantError.unknownTenant(acme)) { try tenants.remove(acme) }
+
+        try tenants.provision(acme)
+        let held = try tenants.lease(acme)
+        try tenants.remove(acme, force: true)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path("tenants")).isEmpty)
+        await #expect(throws: (any Error).self) { try await held.repository.add(name: "Late") }
+    }
+
+    @Test func strictDirectoriesRefusePendingMigrations() throws {
+        let directory = try TemporaryDirectory()
+        let tenants = try makeDirectory(directory, policy: .refusePending)
+        let path = try tenants.path(of: TenantID("old"))
+        do {
+            let queue = try DatabaseQueue(path: path)
+            try PlayerRepository.migrator.migrate(queue, upTo: "0001_create_player")
+            try queue.close()
+        }
+        #expect(throws: DatabaseRepositoryError.self) { try tenants.lease(TenantID("old")) }
+        #expect(tenants.openCount == 0)
+        // Provisioning always migrates.
+        try tenants.provision(TenantID("new"))
+        _ = try tenants.lease(TenantID("new"))
+    }
+
+    @Test func theCurrentTenantComesOnlyFromAScope() async throws {
+        #expect(throws: TenantError.noTenant) { try TenantScope.requireCurrent() }
+        let acme = try TenantID("acme")
+        try await withTenant(acme) {
+            #expect(try TenantScope.requireCurrent() == acme)
+            let inherited = try await Task { try TenantScope.requireCurrent() }.value
+            #expect(inherited == acme)
+        }
+        #expect(TenantScope.current == nil)
+    }
+
+    @Test func forEachTenantIsolatesFailures() async throws {
+        let directory = try TemporaryDirectory()
+        let tenants = try makeDirectory(directory, maxOpen: 2)
+        for index in 0..<10 { try tenants.provision(TenantID("t\(index)")) }
+        let visited = Mutex<Set<String>>([])
+        let failures = try await tenants.forEachTenant(maxConcurrency: 3) { id, players in
+            visited.withLock { _ = $0.insert(id.rawValue) }
+            if id.rawValue == "t4" { throw BrokenRepository.Failure() }
+            try await players.add(name: "Visited", score: 1)
+        }
+        #expect(Array(failures.keys) == [try TenantID("t4")])
+        #expect(visited.withLock { $0.count } == 10)
+        for index in 0..<10 where index != 4 {
+            #expect(try count(tenants, "t\(index)") == 1)
+        }
+        #expect(tenants.openCount <= 2)
+    }
+
+    @Test func stressMoreTenantsThanTheCapUnderConcurrentUse() async throws {
+        let directory = try TemporaryDirectory()
+        let tenants = try makeDirectory(directory, maxOpen: 6)
+        let ids = try (0..<30).map { try TenantID("s\($0)") }
+        for id in ids { try tenants.provision(id) }
+
+        let expected = try await withThrowingTaskGroup(of: [TenantID: Int].self) { group in
+            for task in 0..<16 {
+                group.addTask {
+                    var generator = SplitMix(seed: UInt64(task))
+                    var adds: [TenantID: Int] = [:]
+                    for step in 0..<40 {
+                        let id = ids[Int(generator.next() % UInt64(ids.count))]
+                        try await tenants.withRepository(id) { players in
+                            try await players.add(name: "t\(task)-\(step)", score: step)
+                            let count = try await players.reader.read { db in try Player.fetchCount(db) }
+                            #expect(count >= 1)
+                        }
+                        adds[id, default: 0] += 1
+                    }
+                    return adds
+                }
+            }
+            var total: [TenantID: Int] = [:]
+            for try await adds in group { total.merge(adds, uniquingKeysWith: +) }
+            return total
+        }
+        #expect(tenants.openCount <= 6)
+        for id in ids {
+            #expect(try count(tenants, id.rawValue) == expected[id, default: 0], "\(id)")
+        }
+    }
+}
+
+/// A small deterministic random generator.
+private struct SplitMix {
+    var state: UInt64
+    init(seed: UInt64) { state = seed &+ 0x9E3779B97F4A7C15 }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E3779B97F4A7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58476D1CE4E5B9
+        z = (z ^ (z >> 27)) &* 0x94D049BB133111EB
+        return z ^ (z >> 31)
+    }
+}
+
+extension TenantDirectory {
+    /// A reader by name, as tools look tenants up.
+    fileprivate func reader(_ name: String) throws -> any DatabaseReader {
+        guard let context = try value(named: name) as? DatabaseContext else { throw TenantError.notConfigured }
+        return try context.reader
+    }
+}
