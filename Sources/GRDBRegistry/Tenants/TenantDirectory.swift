@@ -208,8 +208,7 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
     /// id gives a context whose accesses throw the error.
     public subscript(id: String) -> DatabaseContext {
         do {
-            let lease = try lease(TenantID(id))
-            return .readOnly(try lease.repository.reader, retaining: lease)
+            return try lease(TenantID(id)).context
         } catch {
             return .failure(error)
         }
@@ -217,8 +216,9 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
 
     /// `"tenants/acme"` in named lookups: the read-only context of a tenant.
     public func value(named name: String) throws -> any Sendable {
-        let lease = try lease(TenantID(name))
-        return DatabaseContext.readOnly(try lease.repository.reader, retaining: lease)
+        let context = try lease(TenantID(name)).context
+        _ = try context.reader
+        return context
     }
 
     /// Runs `body` for every tenant, at most `maxConcurrency` at a time. A
@@ -312,6 +312,20 @@ public final class TenantLease<Repository: TenantRepository>: Sendable {
         self.id = id
         self.repository = repository
         self.onRelease = onRelease
+    }
+
+    /// A read-only context on the tenant, whose reader holds this lease:
+    /// a `Query` on it keeps the tenant open for as long as it lives.
+    ///
+    /// ```swift
+    /// let leaderboard = Query(LeaderboardRequest(), context: lease.context)
+    /// ```
+    public var context: DatabaseContext {
+        do {
+            return .readOnly(try repository.reader, retaining: self)
+        } catch {
+            return .failure(error)
+        }
     }
 
     deinit {

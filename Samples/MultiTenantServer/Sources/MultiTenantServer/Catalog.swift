@@ -43,12 +43,3 @@ struct TenantsRequest: ValueObservationQueryable {
     }
 }
 
-/// The ten best players of a team.
-struct LeaderboardRequest: ValueObservationQueryable {
-    static var defaultValue: [Player] { [] }
-    var limit = 10
-
-    func fetch(_ db: Database) throws -> [Player] {
-        try Player.order(Column("score").desc, Column("name")).limit(limit).fetchAll(db)
-    }
-}

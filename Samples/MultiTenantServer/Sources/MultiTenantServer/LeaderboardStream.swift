@@ -1,5 +1,6 @@
 import Foundation
 import GRDBRegistry
+import GRDBRegistryExamples
 import Hummingbird
 import ServiceLifecycle
 import Synchronization
@@ -18,18 +19,19 @@ final class LeaderboardHub: Sendable {
 
     private let queries = Mutex<[String: WeakQuery]>([:])
 
-    /// The live leaderboard of a team, shared while someone holds it.
-    func query(for team: TeamID, players: TeamPlayers) -> Query<LeaderboardRequest> {
+    /// The live leaderboard of a team, shared while someone holds it. The
+    /// query's context holds a lease: the team stays open while it lives.
+    func query(for team: TenantLease<PlayerRepository>) -> Query<LeaderboardRequest> {
         queries.withLock { queries in
-            if let query = queries[team.rawValue]?.query { return query }
-            let query = Query(LeaderboardRequest(), context: players.context)
-            queries[team.rawValue] = WeakQuery(query)
+            if let query = queries[team.id.rawValue]?.query { return query }
+            let query = Query(LeaderboardRequest(), context: team.context)
+            queries[team.id.rawValue] = WeakQuery(query)
             return query
         }
     }
 
-    func response(for team: TeamID, players: TeamPlayers) -> Response {
-        let query = query(for: team, players: players)
+    func response(for team: TenantLease<PlayerRepository>) -> Response {
+        let query = query(for: team)
         var headers = HTTPFields()
         headers[.contentType] = "text/event-stream"
         headers[.cacheControl] = "no-cache"

@@ -1,17 +1,6 @@
 import Foundation
 import GRDB
-
-/// A player of a team, stored in the team's own database.
-struct Player: Codable, Sendable, Equatable, FetchableRecord, MutablePersistableRecord {
-    var id: Int64?
-    var name: String
-    var score: Int
-    var team: String?
-
-    mutating func didInsert(_ inserted: InsertionSuccess) {
-        id = inserted.rowID
-    }
-}
+import GRDBRegistryExamples
 
 /// A team, listed in the catalog database.
 struct Tenant: Codable, Sendable, Equatable, FetchableRecord, PersistableRecord {

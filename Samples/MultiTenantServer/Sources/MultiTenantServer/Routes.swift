@@ -1,9 +1,13 @@
 import Foundation
 import GRDB
 import GRDBRegistry
+import GRDBRegistryExamples
 import GRDBRegistryService
 import Hummingbird
 import ServiceLifecycle
+
+/// The directory of team databases: one `PlayerRepository` per team.
+typealias TeamDirectory = TenantDirectory<PlayerRepository>
 
 /// The REST and SSE endpoints of the server.
 struct Routes: Sendable {
@@ -27,7 +31,7 @@ struct Routes: Sendable {
             for database in health.databases {
                 states[database.name] = "\(database.isOpen ? "open" : "closed"), \(database.isMigrated ? "migrated" : "pending"), \(database.isWritable ? "writable" : "read-only")"
             }
-            return ServiceHealthResponse(phase: health.phase.rawValue, healthy: health.isHealthy, databases: states)
+            return ServiceHealthResponse(phase: health.phase.rawValue, healthy: health.isHealthy, databases: states, openTenants: teams.openCount)
         }
 
         router.post("tenants") { request, context -> EditedResponse<Tenant> in
@@ -37,21 +41,27 @@ struct Routes: Sendable {
         }
         router.get("tenants") { _, _ in try await catalog().tenants() }
 
+        router.get("tenants/:tenant/players") { _, context -> [Player] in
+            let team = try await team(context)
+            return try await team.repository.reader.read { db in try Player.order(Column("id")).fetchAll(db) }
+        }
         router.post("tenants/:tenant/players") { request, context -> EditedResponse<Player> in
             let team = try await team(context)
             let body = try await request.decode(as: NewPlayer.self, context: context)
-            let player = try await mapErrors { try await team.insert(body) }
+            let player = try await mapErrors { try await team.repository.add(name: body.name, score: body.score ?? 0, team: body.team) }
             return EditedResponse(status: .created, response: player)
-        }
-        router.get("tenants/:tenant/players") { _, context -> [Player] in
-            let team = try await team(context)
-            return try await team.reader.read { db in try Player.order(Column("id")).fetchAll(db) }
         }
         router.put("tenants/:tenant/players/:player") { request, context -> Player in
             let team = try await team(context)
             let id = try context.parameters.require("player", as: Int64.self)
             let body = try await request.decode(as: PlayerUpdate.self, context: context)
-            guard let player = try await mapErrors({ try await team.update(id: id, body) }) else {
+            let player: Player? = try await mapErrors {
+                var player: Player?
+                if let name = body.name { player = try await team.repository.rename(id, to: name) }
+                if let score = body.score { player = try await team.repository.updateScore(of: id, to: score) }
+                return player
+            }
+            guard let player else {
                 throw HTTPError(.notFound, message: "No player \(id) in this team.")
             }
             return player
@@ -59,64 +69,67 @@ struct Routes: Sendable {
         router.delete("tenants/:tenant/players/:player") { _, context -> HTTPResponse.Status in
             let team = try await team(context)
             let id = try context.parameters.require("player", as: Int64.self)
-            guard try await mapErrors({ try await team.delete(id: id) }) else {
+            guard try await team.repository.delete(id) else {
                 throw HTTPError(.notFound, message: "No player \(id) in this team.")
             }
             return .noContent
         }
         router.get("tenants/:tenant/leaderboard") { _, context -> [Player] in
             let team = try await team(context)
-            return try await team.reader.read { db in try LeaderboardRequest().fetch(db) }
+            return try await team.repository.reader.read { db in try LeaderboardRequest().fetch(db) }
         }
         router.get("tenants/:tenant/leaderboard/stream") { _, context -> Response in
-            let id = try TeamID(try context.parameters.require("tenant"))
             let team = try await team(context)
-            return leaderboards.response(for: id, players: team)
+            return leaderboards.response(for: team)
         }
     }
 
     private func createTenant(_ body: NewTenant) async throws -> Tenant {
-        let id = try TeamID(body.id)
+        let id = try tenantID(body.id)
         let catalog = try catalog()
         if try await catalog.tenant(id.rawValue) != nil {
-            throw HTTPError(.conflict, message: "Tenant \(id.rawValue) already exists.")
+            throw HTTPError(.conflict, message: "Tenant \(id) already exists.")
         }
         let tenant = Tenant(id: id.rawValue, name: body.name ?? id.rawValue, encrypted: body.encrypted ?? false, createdAt: Date())
-        // The database first: a catalog row always has its database.
-        try await teams.provision(id, encrypted: tenant.encrypted)
+        // The database first, atomically: a catalog row always has its database.
+        do {
+            try teams.provision(id)
+        } catch TenantError.alreadyExists {
+            throw HTTPError(.conflict, message: "Tenant \(id) already exists.")
+        }
         try await catalog.insert(tenant)
         return tenant
     }
 
-    private func team(_ context: BasicRequestContext) async throws -> TeamPlayers {
-        let raw = try context.parameters.require("tenant")
-        let id = try TeamID(raw)
+    /// A lease on the team of the request: the team stays open while the
+    /// request uses it.
+    private func team(_ context: BasicRequestContext) async throws -> TenantLease<PlayerRepository> {
+        let id = try tenantID(try context.parameters.require("tenant"))
         guard try await catalog().tenant(id.rawValue) != nil else {
-            throw HTTPError(.notFound, message: "Unknown tenant \(id.rawValue).")
+            throw HTTPError(.notFound, message: "Unknown tenant \(id).")
         }
-        return try teams.players(of: id)
+        do {
+            return try teams.lease(id)
+        } catch TenantError.unknownTenant {
+            throw HTTPError(.notFound, message: "Unknown tenant \(id).")
+        }
+    }
+
+    private func tenantID(_ raw: String) throws -> TenantID {
+        do {
+            return try TenantID(raw)
+        } catch {
+            throw HTTPError(.badRequest, message: "Invalid tenant id: \(error)")
+        }
     }
 
     /// Invariant violations are the client's fault: 422, with the invariant's name.
     private func mapErrors<T>(_ operation: () async throws -> T) async throws -> T {
         do {
             return try await operation()
-        } catch let violation as TeamInvariantViolation {
-            throw HTTPError(.unprocessableContent, message: "Invariant \(violation.invariant) violated: \(violation.detail)")
+        } catch let violation as InvariantViolation {
+            throw HTTPError(.unprocessableContent, message: "Invariant \(violation.invariant) violated by \(violation.offendingRows.joined(separator: "; ")).")
         }
-    }
-}
-
-/// A validated team id: 400 for anything else.
-struct TeamID: Sendable, Hashable {
-    let rawValue: String
-
-    init(_ rawValue: String) throws {
-        let allowed = Set("abcdefghijklmnopqrstuvwxyz0123456789-_")
-        guard !rawValue.isEmpty, rawValue.count <= 64, rawValue.allSatisfy({ allowed.contains($0) }), rawValue.first != "-" else {
-            throw HTTPError(.badRequest, message: "Invalid tenant id \(String(reflecting: rawValue)): use 1 to 64 lowercase letters, digits, '-' or '_'.")
-        }
-        self.rawValue = rawValue
     }
 }
 
@@ -124,7 +137,8 @@ struct ServiceHealthResponse: ResponseEncodable {
     var phase: String
     var healthy: Bool
     var databases: [String: String]
+    var openTenants: Int
 }
 
 extension Tenant: ResponseEncodable { }
-extension Player: ResponseEncodable { }
+extension Player: @retroactive ResponseEncodable { }

@@ -68,7 +68,7 @@ struct MultiTenantServer {
             configuration: configuration,
             logger: logger,
             hooks: .init(makeMigrator: { _, _ in Catalog.migrator() }))
-        let teams = try TeamDirectory(root: data.appendingPathComponent("tenants"))
+        let teams = try TeamDirectory(root: data.appendingPathComponent("tenants"), maxOpen: 256)
 
         let router = Router()
         Routes(databases: databases, teams: teams).add(to: router)
@@ -98,6 +98,8 @@ struct MultiTenantServer {
             gracefulShutdownSignals: [.sigterm, .sigint],
             logger: logger))
         try await group.run()
+        // The server has stopped: no request holds a team any more.
+        teams.closeIdleTenants()
         say("stopped")
     }
 

@@ -54,7 +54,7 @@ import Testing
             #expect(negative.body.contains("nonNegativeScore"))
             let duplicate = try await api.send(.POST, "/tenants/acme/players", json: #"{"name":"Arthur","score":1}"#)
             #expect(duplicate.status == 422)
-            #expect(duplicate.body.contains("uniquePlayerNames"))
+            #expect(duplicate.body.contains("uniqueNamePerTeam"))
             #expect(try await api.send(.PUT, "/tenants/acme/players/\(arthurID)", json: #"{"score":-1}"#).status == 422)
 
             let updated = try await api.send(.PUT, "/tenants/acme/players/\(arthurID)", json: #"{"score":50}"#)
