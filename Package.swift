@@ -9,9 +9,12 @@ let package = Package(
     platforms: [.macOS(.v13)],
     products: [
         .library(name: "GRDBRegistry", targets: ["GRDBRegistry"]),
+        .library(name: "GRDBMigrations", targets: ["GRDBMigrations"]),
+        .executable(name: "registryctl", targets: ["registryctl"]),
     ],
     dependencies: [
         .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser", exact: "1.8.2"),
     ],
     targets: [
         // MARK: Core: registry, contexts, queryables, Query
@@ -22,6 +25,26 @@ let package = Package(
         .testTarget(
             name: "GRDBRegistryTests",
             dependencies: ["GRDBRegistry"]
+        ),
+
+        // MARK: Migrations: SQL migration sets and the registryctl runner
+        .target(
+            name: "GRDBMigrations",
+            dependencies: [.product(name: "GRDB", package: "GRDB.swift")]
+        ),
+        .executableTarget(
+            name: "registryctl",
+            dependencies: [
+                "GRDBMigrations",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .testTarget(
+            name: "GRDBMigrationsTests",
+            // Depends on the executable so that `swift test` builds it: the
+            // CLI tests run the real registryctl as a child process.
+            dependencies: ["GRDBMigrations", "registryctl"]
         ),
     ],
     swiftLanguageModes: [.v6]

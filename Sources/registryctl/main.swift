@@ -1,0 +1,2 @@
+import GRDBMigrations
+print("hi")
