@@ -1,2 +1,0 @@
-import GRDBMigrations
-print("hi")
