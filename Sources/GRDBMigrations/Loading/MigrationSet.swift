@@ -184,20 +184,27 @@ public struct MigrationSet: Sendable {
     /// try migrator.migrate(dbQueue)
     /// ```
     public func makeMigrator() -> DatabaseMigrator {
+        makeMigrator(didCommit: nil)
+    }
+
+    /// - parameter didCommit: Called with the identifier of each migration
+    ///   that this migrator committed (not those another connection applied).
+    func makeMigrator(didCommit: (@Sendable (String) -> Void)?) -> DatabaseMigrator {
         var migrator = DatabaseMigrator()
         for step in migrations {
             let identifier = step.identifier
-            switch step.body {
-            case .sql(let file):
-                migrator.registerMigration(identifier) { db in
-                    try ChecksumStore.ensureNotApplied(identifier, db)
+            let body = step.body
+            migrator.registerMigration(identifier) { db in
+                try ChecksumStore.ensureNotApplied(identifier, db)
+                switch body {
+                case .sql(let file):
                     try SQLScript(file: file).execute(in: db)
                     try ChecksumStore.record(identifier: identifier, checksum: file.checksum, db)
-                }
-            case .swift(let migrate):
-                migrator.registerMigration(identifier) { db in
-                    try ChecksumStore.ensureNotApplied(identifier, db)
+                case .swift(let migrate):
                     try migrate(db)
+                }
+                if let didCommit {
+                    db.afterNextTransaction(onCommit: { _ in didCommit(identifier) })
                 }
             }
         }

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import Synchronization
 
 /// Applies a ``MigrationSet`` to database files, with the checks a migration
 /// runner needs: edited files are refused, dry runs write nothing, and two
@@ -66,8 +67,21 @@ public struct DatabaseMigrationRunner: Sendable {
     /// let status = try dbQueue.read { try runner.status($0) }
     /// ```
     public func status(_ db: Database, path: String? = nil) throws -> MigrationStatus {
-        let migrator = set.makeMigrator()
-        let appliedIdentifiers = try migrator.appliedIdentifiers(db)
+        // Both tables are read in one transaction so that a concurrent
+        // runner's commit can't fall between the two reads.
+        if !db.isInsideTransaction {
+            var status: MigrationStatus?
+            try db.inTransaction(.deferred) {
+                status = try self.status(db, path: path)
+                return .commit
+            }
+            guard let status else { throw MigrationError.cannotOpen(path: path ?? db.description, reason: "status was not read") }
+            return status
+        }
+        // A deferred transaction takes its read lock at the first read: do it
+        // now, so that the existence checks and the reads below see one state.
+        _ = try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master")
+        let appliedIdentifiers = try ChecksumStore.appliedIdentifiers(db)
         let checksums = try ChecksumStore.storedChecksums(db)
         var applied: [String] = []
         var pending: [String] = []
@@ -142,7 +156,10 @@ public struct DatabaseMigrationRunner: Sendable {
                     }
                 }
             }
-            let migrator = set.makeMigrator()
+            let committed = CommittedMigrations()
+            let migrator = set.makeMigrator(didCommit: { identifier in
+                committed.identifiers.withLock { $0.append(identifier) }
+            })
             var attempt = 0
             while true {
                 do {
@@ -152,9 +169,10 @@ public struct DatabaseMigrationRunner: Sendable {
                     attempt += 1
                 }
             }
-            let after = try writer.read { try status($0, path: path) }
-            let newlyApplied = after.applied.filter { !before.applied.contains($0) }
-            return MigrationReport(path: path, applied: newlyApplied, acceptedModified: accepted, dryRun: false)
+            // Not a before/after diff: a concurrent runner may have applied
+            // some of the pending migrations, and they are its to report.
+            let applied = committed.identifiers.withLock { $0 }
+            return MigrationReport(path: path, applied: applied, acceptedModified: accepted, dryRun: false)
         }
     }
 
@@ -198,4 +216,9 @@ public struct DatabaseMigrationRunner: Sendable {
         }
         return String(describing: error)
     }
+}
+
+/// The migrations a runner committed itself, collected from commit hooks.
+private final class CommittedMigrations: Sendable {
+    let identifiers = Mutex<[String]>([])
 }
