@@ -112,6 +112,11 @@ struct TargetOptions: ParsableArguments {
                 throw ValidationError("Invalid tenant name \(String(reflecting: tenant)): use letters, digits, ., _ and - only.")
             }
             let path = URL(fileURLWithPath: root).appendingPathComponent(tenant + "." + TenantDirectory.fileExtension).path
+            // A typo must not provision a new tenant: tenants are created by
+            // the application, registryctl only migrates them.
+            guard FileManager.default.fileExists(atPath: path) else {
+                throw ValidationError("No tenant \(String(reflecting: tenant)): \(path) does not exist.")
+            }
             return [MigrationTarget(name: tenant, path: path, set: set, keySource: key)]
         }
         return try TenantDirectory.databases(in: URL(fileURLWithPath: root)).map {

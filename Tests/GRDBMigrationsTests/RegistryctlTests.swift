@@ -272,6 +272,57 @@ import Testing
         #expect(status.databases.first?.path == directory.path("data/catalog.sqlite"))
     }
 
+    @Test func progressIsABarOnATerminalAndPlainLinesOtherwise() throws {
+        let directory = try TemporaryDirectory()
+        let tenants = directory.url.appendingPathComponent("tenants")
+        try FileManager.default.createDirectory(at: tenants, withIntermediateDirectories: true)
+        for index in 1...30 {
+            FileManager.default.createFile(atPath: tenants.appendingPathComponent("t\(index).sqlite").path, contents: Data())
+        }
+        // `script` (util-linux, Debian bsdutils) runs the command on a pseudo-terminal.
+        func quoted(_ text: String) -> String { "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'" }
+        let command = try [Registryctl.executableURL().path, "status", "--tenants-root", tenants.path,
+                           "--migrations", Self.playersSet, "--jobs", "2"].map(quoted).joined(separator: " ")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["script", "-q", "-e", "-c", command, "/dev/null"]
+        let output = directory.path("tty.out")
+        FileManager.default.createFile(atPath: output, contents: nil)
+        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: output))
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        process.waitUntilExit()
+        let terminal = String(decoding: try fileBytes(output), as: UTF8.self)
+        #expect(process.terminationStatus == 0, "\(terminal)")
+        #expect(terminal.contains("\r[##############################] 30/30 checked"), "\(terminal)")
+        #expect(!terminal.contains("] ok t1"))
+
+        let plain = try Registryctl.run(["status", "--tenants-root", tenants.path, "--migrations", Self.playersSet])
+        #expect(plain.stderr.split(separator: "\n").filter { $0.hasPrefix("[") && $0.contains("] ok t") }.count == 30)
+        #expect(!plain.stderr.contains("\r"))
+    }
+
+    @Test func unknownTenantIsAnErrorNotANewDatabase() throws {
+        let directory = try TemporaryDirectory()
+        let tenants = directory.url.appendingPathComponent("tenants")
+        try FileManager.default.createDirectory(at: tenants, withIntermediateDirectories: true)
+        FileManager.default.createFile(atPath: tenants.appendingPathComponent("acme.sqlite").path, contents: Data())
+        let base = ["migrate", "--tenants-root", tenants.path, "--migrations", Self.playersSet]
+
+        let typo = try Registryctl.run(base + ["--tenant", "acmee"])
+        #expect(typo.status != 0)
+        #expect(typo.stderr.contains("No tenant \"acmee\""))
+        #expect(FileManager.default.fileExists(atPath: tenants.appendingPathComponent("acmee.sqlite").path) == false)
+
+        let escape = try Registryctl.run(base + ["--tenant", "../acme"])
+        #expect(escape.status != 0)
+        #expect(escape.stderr.contains("Invalid tenant name"))
+
+        let acme = try Registryctl.run(base + ["--tenant", "acme"])
+        #expect(acme.status == 0, "\(acme.stderr)")
+        #expect(try Self.appliedIdentifiers(tenants.appendingPathComponent("acme.sqlite").path) == Self.allPlayers)
+    }
+
     @Test func invalidMigrationSetFailsBeforeAnyDatabaseIsTouched() throws {
         let directory = try TemporaryDirectory()
         let setURL = try directory.makeSet("s", ["0001_a.sql": "CREATE TABLE a(x);", "0001_b.sql": "CREATE TABLE b(x);"])

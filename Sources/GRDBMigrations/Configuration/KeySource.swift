@@ -70,9 +70,17 @@ public enum KeySource: Equatable, Sendable, Codable {
 }
 
 /// A key could not be read from its ``KeySource``.
+///
+/// ```swift
+/// do { _ = try KeySource.environment("MISSING").loadKey() }
+/// catch let error as KeySourceError { print(error) }
+/// ```
 public enum KeySourceError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// The variable is not set, or empty.
     case environmentVariableNotSet(String)
+    /// The key file could not be read.
     case unreadableFile(path: String, reason: String)
+    /// The key file holds nothing but newlines.
     case emptyFile(path: String)
 
     public var description: String {

@@ -20,9 +20,11 @@ import Foundation
 /// let targets = try configuration.targets()
 /// ```
 public struct RunnerConfiguration: Equatable, Sendable, Codable {
-    /// A named database.
+    /// A named database: `{"name": "catalog", "path": "data/catalog.sqlite", "migrationSet": "catalog"}`.
     public struct DatabaseEntry: Equatable, Sendable, Codable {
+        /// Selects the database (`registryctl --name`); unique in a file.
         public var name: String
+        /// The database file.
         public var path: String
         /// A key of ``RunnerConfiguration/migrationSets``.
         public var migrationSet: String
@@ -36,10 +38,14 @@ public struct RunnerConfiguration: Equatable, Sendable, Codable {
         }
     }
 
-    /// A folder where every `*.sqlite` file is a tenant database.
+    /// A folder where every `*.sqlite` file is a tenant database:
+    /// `{"root": "data/tenants", "migrationSet": "players"}`.
     public struct TenantsEntry: Equatable, Sendable, Codable {
+        /// The tenants folder.
         public var root: String
+        /// A key of ``RunnerConfiguration/migrationSets``.
         public var migrationSet: String
+        /// The key source shared by all tenants, for encrypted tenants.
         public var key: KeySource?
 
         public init(root: String, migrationSet: String, key: KeySource? = nil) {
@@ -51,7 +57,9 @@ public struct RunnerConfiguration: Equatable, Sendable, Codable {
 
     /// Migration set folders by name.
     public var migrationSets: [String: String]
+    /// Named databases.
     public var databases: [DatabaseEntry]
+    /// The tenants folder, if any.
     public var tenants: TenantsEntry?
 
     public init(migrationSets: [String: String], databases: [DatabaseEntry] = [], tenants: TenantsEntry? = nil) {
@@ -124,6 +132,11 @@ public struct RunnerConfiguration: Equatable, Sendable, Codable {
 }
 
 /// A configuration file could not be used.
+///
+/// ```swift
+/// do { _ = try RunnerConfiguration.load(from: url) }
+/// catch let error as RunnerConfigurationError { print(error) }
+/// ```
 public enum RunnerConfigurationError: Error, Equatable, Sendable, CustomStringConvertible {
     case unreadable(path: String, reason: String)
     case invalid(path: String, reason: String)

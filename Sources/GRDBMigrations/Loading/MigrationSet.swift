@@ -26,7 +26,8 @@ import GRDB
 ///   or the `migrationSets` entry of a ``RunnerConfiguration`` file).
 /// - A package that ships its migrations copies the folder as a resource,
 ///   `resources: [.copy("Migrations/players")]` in its target, and loads it with
-///   `MigrationSet(directory: Bundle.module.url(forResource: "players", withExtension: nil)!)`.
+///   `Bundle.module.url(forResource: "players", withExtension: nil)` (nil when the
+///   resource is missing from the target: report that as a packaging error).
 ///   `.copy` keeps the folder and its file names intact (`.process` could flatten it).
 /// - Tests of this package find the repository's `Migrations/` folder relative
 ///   to `#filePath`.

@@ -21,6 +21,7 @@ import Synchronization
 /// cooperative pool (one thread per core) would cap parallelism at the core
 /// count whatever `jobs` says.
 public struct MigrationBatch: Sendable {
+    /// The databases, processed in this order (completion order varies with `jobs`).
     public var targets: [MigrationTarget]
     /// How many databases are processed (and open) at once.
     public var jobs: Int
@@ -30,6 +31,11 @@ public struct MigrationBatch: Sendable {
     /// source fails with ``MigrationError/encryptionUnavailable``.
     public var keyApplier: DatabaseKeyApplier?
 
+    /// Creates a batch; `jobs` below 1 counts as 1.
+    ///
+    /// ```swift
+    /// let batch = MigrationBatch(targets: targets, jobs: 2)
+    /// ```
     public init(targets: [MigrationTarget], jobs: Int = 1, keyApplier: DatabaseKeyApplier? = nil) {
         self.targets = targets
         self.jobs = max(1, jobs)

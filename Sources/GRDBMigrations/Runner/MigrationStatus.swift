@@ -19,6 +19,11 @@ public struct MigrationStatus: Equatable, Sendable, Codable {
     /// database was migrated by a newer set).
     public var unknown: [String]
 
+    /// Creates a status; ``DatabaseMigrationRunner`` makes them.
+    ///
+    /// ```swift
+    /// let status = MigrationStatus(path: "a.sqlite", exists: false, applied: [], pending: ["0001_a.sql"], modified: [], unknown: [])
+    /// ```
     public init(path: String, exists: Bool, applied: [String], pending: [String], modified: [String], unknown: [String]) {
         self.path = path
         self.exists = exists
@@ -41,6 +46,11 @@ public struct MigrationReport: Equatable, Sendable, Codable {
     /// Whether this was a dry run (nothing written).
     public var dryRun: Bool
 
+    /// Creates a report; ``DatabaseMigrationRunner`` makes them.
+    ///
+    /// ```swift
+    /// let report = MigrationReport(path: "a.sqlite", applied: ["0001_a.sql"], acceptedModified: [], dryRun: false)
+    /// ```
     public init(path: String, applied: [String], acceptedModified: [String], dryRun: Bool) {
         self.path = path
         self.applied = applied
