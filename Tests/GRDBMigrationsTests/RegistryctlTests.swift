@@ -144,7 +144,7 @@ import Testing
         try FileManager.default.createDirectory(at: tenants, withIntermediateDirectories: true)
         // An empty file is a valid empty SQLite database.
         for index in 1...500 where index != 250 {
-            FileManager.default.createFile(atPath: tenants.appendingPathComponent(String(format: "tenant-%03d.sqlite", index)).path, contents: Data())
+            try Data().write(to: URL(fileURLWithPath: tenants.appendingPathComponent(String(format: "tenant-%03d.sqlite", index)).path))
         }
         let broken = tenants.appendingPathComponent("tenant-250.sqlite").path
         let garbage = Data(String(repeating: "not a database. ", count: 64).utf8)
@@ -185,7 +185,7 @@ import Testing
         let tenants = directory.url.appendingPathComponent("tenants")
         try FileManager.default.createDirectory(at: tenants, withIntermediateDirectories: true)
         for index in 1...40 {
-            FileManager.default.createFile(atPath: tenants.appendingPathComponent("t\(index).sqlite").path, contents: Data())
+            try Data().write(to: URL(fileURLWithPath: tenants.appendingPathComponent("t\(index).sqlite").path))
         }
         let arguments = ["migrate", "--tenants-root", tenants.path, "--migrations", setURL.path, "--jobs", "2"]
         let first = try Registryctl.start(arguments)
@@ -245,7 +245,7 @@ import Testing
         let tenants = directory.url.appendingPathComponent("data/tenants")
         try FileManager.default.createDirectory(at: tenants, withIntermediateDirectories: true)
         for name in ["acme", "globex"] {
-            FileManager.default.createFile(atPath: tenants.appendingPathComponent("\(name).sqlite").path, contents: Data())
+            try Data().write(to: URL(fileURLWithPath: tenants.appendingPathComponent("\(name).sqlite").path))
         }
         let catalogSet = shippedMigrationsURL.appendingPathComponent("catalog").path
         let config = directory.path("registry.json")
@@ -277,7 +277,7 @@ import Testing
         let tenants = directory.url.appendingPathComponent("tenants")
         try FileManager.default.createDirectory(at: tenants, withIntermediateDirectories: true)
         for index in 1...30 {
-            FileManager.default.createFile(atPath: tenants.appendingPathComponent("t\(index).sqlite").path, contents: Data())
+            try Data().write(to: URL(fileURLWithPath: tenants.appendingPathComponent("t\(index).sqlite").path))
         }
         // `script` (util-linux, Debian bsdutils) runs the command on a pseudo-terminal.
         func quoted(_ text: String) -> String { "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'" }
@@ -287,7 +287,7 @@ import Testing
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = ["script", "-q", "-e", "-c", command, "/dev/null"]
         let output = directory.path("tty.out")
-        FileManager.default.createFile(atPath: output, contents: nil)
+        try Data().write(to: URL(fileURLWithPath: output))
         process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: output))
         process.standardInput = FileHandle.nullDevice
         try process.run()
@@ -306,7 +306,7 @@ import Testing
         let directory = try TemporaryDirectory()
         let tenants = directory.url.appendingPathComponent("tenants")
         try FileManager.default.createDirectory(at: tenants, withIntermediateDirectories: true)
-        FileManager.default.createFile(atPath: tenants.appendingPathComponent("acme.sqlite").path, contents: Data())
+        try Data().write(to: URL(fileURLWithPath: tenants.appendingPathComponent("acme.sqlite").path))
         let base = ["migrate", "--tenants-root", tenants.path, "--migrations", Self.playersSet]
 
         let typo = try Registryctl.run(base + ["--tenant", "acmee"])

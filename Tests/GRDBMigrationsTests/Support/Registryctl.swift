@@ -76,8 +76,8 @@ struct Registryctl {
         let outputs = FileManager.default.temporaryDirectory
         let stdoutURL = outputs.appendingPathComponent("registryctl-\(UUID().uuidString).out")
         let stderrURL = outputs.appendingPathComponent("registryctl-\(UUID().uuidString).err")
-        FileManager.default.createFile(atPath: stdoutURL.path, contents: nil)
-        FileManager.default.createFile(atPath: stderrURL.path, contents: nil)
+        try Data().write(to: stdoutURL)
+        try Data().write(to: stderrURL)
         process.standardOutput = try FileHandle(forWritingTo: stdoutURL)
         process.standardError = try FileHandle(forWritingTo: stderrURL)
         process.standardInput = FileHandle.nullDevice
