@@ -13,7 +13,7 @@ struct TargetOptions: ParsableArguments {
     @Option(help: ArgumentHelp("Only this tenant (the file <tenants-root>/<name>.sqlite).", valueName: "name"))
     var tenant: String?
 
-    @Option(help: ArgumentHelp("The migration set folder (NNNN_description.sql files).", valueName: "dir"))
+    @Option(help: ArgumentHelp("The migration set folder (NNNN_description.sql files). With --config, only for --database, or --tenants-root when the configuration has no tenants.", valueName: "dir"))
     var migrations: String?
 
     @Option(help: ArgumentHelp("A JSON configuration file naming databases, tenants and migration sets.", valueName: "file"))
@@ -56,7 +56,8 @@ struct TargetOptions: ParsableArguments {
             var sets: [String: MigrationSet] = [:]
             func set(named name: String) throws -> MigrationSet {
                 if let set = sets[name] { return set }
-                let path = migrations ?? configuration.migrationSets[name] ?? name
+                // load(from:) checked that every referenced set is declared.
+                let path = configuration.migrationSets[name] ?? name
                 let set = try MigrationSet(directory: URL(fileURLWithPath: path))
                 sets[name] = set
                 return set
