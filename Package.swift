@@ -11,12 +11,15 @@ let package = Package(
         .library(name: "GRDBRegistry", targets: ["GRDBRegistry"]),
         .library(name: "GRDBRegistryService", targets: ["GRDBRegistryService"]),
         .library(name: "GRDBRegistryExamples", targets: ["GRDBRegistryExamples"]),
+        .library(name: "GRDBMigrations", targets: ["GRDBMigrations"]),
+        .executable(name: "registryctl", targets: ["registryctl"]),
     ],
     dependencies: [
         .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", exact: "2.13.0"),
         .package(url: "https://github.com/apple/swift-log", exact: "1.16.2"),
         .package(url: "https://github.com/apple/swift-metrics", exact: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser", exact: "1.8.2"),
     ],
     targets: [
         // MARK: Core: registry, contexts, queryables, Query
@@ -57,6 +60,26 @@ let package = Package(
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
             ]
+        ),
+
+        // MARK: Migrations: SQL migration sets and the registryctl runner
+        .target(
+            name: "GRDBMigrations",
+            dependencies: [.product(name: "GRDB", package: "GRDB.swift")]
+        ),
+        .executableTarget(
+            name: "registryctl",
+            dependencies: [
+                "GRDBMigrations",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .testTarget(
+            name: "GRDBMigrationsTests",
+            // Depends on the executable so that `swift test` builds it: the
+            // CLI tests run the real registryctl as a child process.
+            dependencies: ["GRDBMigrations", "registryctl"]
         ),
     ],
     swiftLanguageModes: [.v6]

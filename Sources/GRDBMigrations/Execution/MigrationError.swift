@@ -1,0 +1,56 @@
+/// An error raised while checking or applying migrations to a database.
+///
+/// When a migration fails, its transaction is rolled back: the database is
+/// exactly as it was before that migration, and the migrations before it
+/// stay applied.
+///
+/// ```swift
+/// do {
+///     try runner.migrate(databaseAt: path)
+/// } catch let error as MigrationError {
+///     print(error) // e.g. "0003_add_team.sql line 4: no such table: players ..."
+/// }
+/// ```
+public enum MigrationError: Error, Equatable, Sendable {
+    /// A statement of a SQL migration failed to compile or to run.
+    case statementFailed(identifier: String, path: String, line: Int, statement: String, reason: String)
+    /// A SQL migration contains BEGIN, COMMIT, END or ROLLBACK, which would
+    /// break the one-transaction-per-migration guarantee.
+    case transactionControlStatement(identifier: String, path: String, line: Int)
+    /// Another connection applied this migration between the moment this one
+    /// listed pending migrations and the moment it got the write lock.
+    /// ``DatabaseMigrationRunner`` retries on this error; callers of
+    /// `MigrationSet.makeMigrator()` may retry too.
+    case appliedConcurrently(identifier: String)
+    /// Applied SQL files were edited afterwards.
+    case modifiedMigrations(path: String, identifiers: [String])
+    /// A key source was given, but this build can't open encrypted databases.
+    case encryptionUnavailable
+    /// The database could not be opened or read.
+    case cannotOpen(path: String, reason: String)
+}
+
+extension MigrationError: CustomStringConvertible {
+    public var description: String {
+        switch self {
+        case let .statementFailed(identifier, path, line, statement, reason):
+            let excerpt = statement.count > 120 ? String(statement.prefix(117)) + "..." : statement
+            return "migration \(identifier) failed at \(path):\(line): \(reason)\n  statement: \(excerpt)\n"
+                + "  The migration was rolled back; fix the file and run migrate again."
+        case let .transactionControlStatement(identifier, path, line):
+            return "migration \(identifier) contains a transaction statement at \(path):\(line). "
+                + "Each migration already runs in its own transaction: remove BEGIN/COMMIT/END/ROLLBACK from the file."
+        case let .appliedConcurrently(identifier):
+            return "migration \(identifier) was applied by another connection while this one waited; run migrate again."
+        case let .modifiedMigrations(path, identifiers):
+            let names = identifiers.joined(separator: ", ")
+            return "\(path): applied migration files were edited since they were applied: \(names). "
+                + "Restore the files to their applied content and put the change in a new migration, "
+                + "or, if the edit does not change the schema (comments, formatting), run migrate with --accept-modified to record the new checksums."
+        case .encryptionUnavailable:
+            return "encryption support not available in this build: --key-env, --key-file and config key sources can't be used yet."
+        case let .cannotOpen(path, reason):
+            return "cannot open database \(path): \(reason)"
+        }
+    }
+}

@@ -1,0 +1,135 @@
+import Foundation
+import GRDB
+import Synchronization
+
+/// Runs status or migrate on many databases with a bounded number of worker
+/// threads, each holding at most one open database. A failing database does
+/// not stop the others.
+///
+/// ```swift
+/// let targets = try TenantDirectory.databases(in: root).map {
+///     MigrationTarget(name: $0.name, path: $0.path, set: set)
+/// }
+/// let batch = MigrationBatch(targets: targets, jobs: 4)
+/// let outcomes = batch.migrate(dryRun: false) { completed, total, outcome in
+///     print("\(completed)/\(total) \(outcome.name)")
+/// }
+/// let failures = outcomes.filter { !$0.succeeded }
+/// ```
+///
+/// Workers are threads, not Swift tasks: SQLite calls block, and blocking the
+/// cooperative pool (one thread per core) would cap parallelism at the core
+/// count whatever `jobs` says.
+public struct MigrationBatch: Sendable {
+    /// The databases, processed in this order (completion order varies with `jobs`).
+    public var targets: [MigrationTarget]
+    /// How many databases are processed (and open) at once.
+    public var jobs: Int
+    /// Accept edited applied files (see ``DatabaseMigrationRunner/acceptsModifiedMigrations``).
+    public var acceptsModifiedMigrations = false
+    /// Installs keys of encrypted targets. When nil, a target with a key
+    /// source fails with ``MigrationError/encryptionUnavailable``.
+    public var keyApplier: DatabaseKeyApplier?
+
+    /// Creates a batch; `jobs` below 1 counts as 1.
+    ///
+    /// ```swift
+    /// let batch = MigrationBatch(targets: targets, jobs: 2)
+    /// ```
+    public init(targets: [MigrationTarget], jobs: Int = 1, keyApplier: DatabaseKeyApplier? = nil) {
+        self.targets = targets
+        self.jobs = max(1, jobs)
+        self.keyApplier = keyApplier
+    }
+
+    /// Called after each target completes, from a worker thread, with the
+    /// number of completed targets, the total, and the outcome.
+    public typealias Progress<Value: Sendable> = @Sendable (_ completed: Int, _ total: Int, _ outcome: TargetOutcome<Value>) -> Void
+
+    /// Migrates every target (or plans it, with `dryRun`).
+    public func migrate(dryRun: Bool, progress: Progress<MigrationReport>? = nil) -> [TargetOutcome<MigrationReport>] {
+        run(progress: progress) { runner, target in
+            try runner.migrate(databaseAt: target.path, dryRun: dryRun)
+        }
+    }
+
+    /// Reads the status of every target, read-only.
+    public func status(progress: Progress<MigrationStatus>? = nil) -> [TargetOutcome<MigrationStatus>] {
+        run(progress: progress) { runner, target in
+            try runner.status(ofDatabaseAt: target.path)
+        }
+    }
+
+    /// Returns the runner for a target, with its key installed.
+    public func runner(for target: MigrationTarget) throws -> DatabaseMigrationRunner {
+        var runner = DatabaseMigrationRunner(set: target.set)
+        runner.acceptsModifiedMigrations = acceptsModifiedMigrations
+        if let keySource = target.keySource {
+            guard let keyApplier else { throw MigrationError.encryptionUnavailable }
+            let key = try keySource.loadKey()
+            runner.prepareConfiguration = { configuration in
+                try keyApplier(key, &configuration)
+            }
+        }
+        return runner
+    }
+
+    private func run<Value: Sendable>(
+        progress: Progress<Value>?,
+        _ body: @escaping @Sendable (DatabaseMigrationRunner, MigrationTarget) throws -> Value
+    ) -> [TargetOutcome<Value>] {
+        let targets = self.targets
+        let total = targets.count
+        let state = BatchState<Value>(count: total)
+        let batch = self
+        let group = DispatchGroup()
+        for _ in 0..<min(jobs, max(total, 1)) {
+            group.enter()
+            let thread = Thread {
+                while true {
+                    let index: Int? = state.mutex.withLock { state in
+                        guard state.nextIndex < total else { return nil }
+                        defer { state.nextIndex += 1 }
+                        return state.nextIndex
+                    }
+                    guard let index else { break }
+                    let target = targets[index]
+                    let result: Result<Value, TargetFailure>
+                    do {
+                        result = .success(try body(try batch.runner(for: target), target))
+                    } catch {
+                        result = .failure(TargetFailure(
+                            message: String(describing: error),
+                            migrationError: error as? MigrationError))
+                    }
+                    let outcome = TargetOutcome(name: target.name, path: target.path, result: result)
+                    let completed = state.mutex.withLock { state in
+                        state.outcomes[index] = outcome
+                        state.completed += 1
+                        return state.completed
+                    }
+                    progress?(completed, total, outcome)
+                }
+                group.leave()
+            }
+            thread.start()
+        }
+        group.wait()
+        return state.mutex.withLock { $0.outcomes.compactMap { $0 } }
+    }
+}
+
+/// The work queue and results shared by the worker threads of a batch.
+private final class BatchState<Value: Sendable>: Sendable {
+    struct Content {
+        var nextIndex = 0
+        var completed = 0
+        var outcomes: [TargetOutcome<Value>?]
+    }
+
+    let mutex: Mutex<Content>
+
+    init(count: Int) {
+        mutex = Mutex(Content(outcomes: Array(repeating: nil, count: count)))
+    }
+}

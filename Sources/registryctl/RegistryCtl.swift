@@ -1,0 +1,20 @@
+import ArgumentParser
+
+/// `registryctl`: status and migrations of one database or thousands of tenants.
+///
+/// ```
+/// registryctl status  --database data/players.sqlite --migrations Migrations/players --json
+/// registryctl migrate --tenants-root data/tenants --migrations Migrations/players --jobs 4
+/// registryctl migrate --config registry.json --name catalog --dry-run
+/// ```
+///
+/// Exit status: 0 when every database succeeded, 1 when at least one failed
+/// (the others were still processed), 2 for bad arguments or configuration
+/// (nothing was touched).
+@main
+struct RegistryCtl: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "registryctl",
+        abstract: "Inspect and apply per-database migrations of GRDBRegistry databases.",
+        subcommands: [StatusCommand.self, MigrateCommand.self])
+}

@@ -1,0 +1,335 @@
+import Foundation
+import GRDB
+import GRDBMigrations
+import Testing
+
+/// Runs the real `registryctl` executable as a child process. Serialized:
+/// some tests start several processes and the machine may have two cores.
+@Suite(.serialized) struct RegistryctlTests {
+    static let playersSet = shippedMigrationsURL.appendingPathComponent("players").path
+    static let allPlayers = ["0001_create_player.sql", "0002_add_player_team.sql", "0003_index_player_score.sql"]
+
+    /// A copy of the shipped players set with only its first migration: the
+    /// databases it migrates are "partly migrated" for the full set.
+    static func firstPlayersMigration(in directory: TemporaryDirectory) throws -> String {
+        let url = try directory.makeSet("players-v1", [
+            "0001_create_player.sql": String(
+                decoding: try fileBytes(playersSet + "/0001_create_player.sql"), as: UTF8.self),
+        ])
+        return url.path
+    }
+
+    static func appliedIdentifiers(_ path: String) throws -> [String] {
+        try DatabaseQueue(path: path).read { try String.fetchAll($0, sql: "SELECT identifier FROM grdb_migrations ORDER BY identifier") }
+    }
+
+    @Test func statusReportsFreshPartlyAndFullyMigratedDatabases() throws {
+        let directory = try TemporaryDirectory()
+        let fresh = directory.path("fresh.sqlite")
+        let partly = directory.path("partly.sqlite")
+        let fully = directory.path("fully.sqlite")
+        let v1 = try Self.firstPlayersMigration(in: directory)
+        #expect(try Registryctl.run(["migrate", "--database", partly, "--migrations", v1]).status == 0)
+        #expect(try Registryctl.run(["migrate", "--database", fully, "--migrations", Self.playersSet]).status == 0)
+
+        for (path, exists, applied) in [
+            (fresh, false, [String]()),
+            (partly, true, ["0001_create_player.sql"]),
+            (fully, true, Self.allPlayers),
+        ] {
+            let result = try Registryctl.run(["status", "--database", path, "--migrations", Self.playersSet, "--json"])
+            #expect(result.status == 0, "\(result.stderr)")
+            let document = try StatusDocument(result)
+            #expect(document.databases.count == 1)
+            let database = try #require(document.databases.first)
+            #expect(database.path == path)
+            #expect(database.exists == exists)
+            #expect(database.applied == applied)
+            #expect(database.pending == Self.allPlayers.filter { !applied.contains($0) })
+            #expect(database.modified == [])
+        }
+        #expect(FileManager.default.fileExists(atPath: fresh) == false, "status must not create a database")
+
+        let text = try Registryctl.run(["status", "--database", partly, "--migrations", Self.playersSet])
+        #expect(text.stdout.contains("1 applied, 2 pending"))
+        #expect(text.stdout.contains("pending   0002_add_player_team.sql"))
+    }
+
+    @Test func dryRunWritesNothing() throws {
+        let directory = try TemporaryDirectory()
+        let tenants = directory.url.appendingPathComponent("tenants")
+        try FileManager.default.createDirectory(at: tenants, withIntermediateDirectories: true)
+        let v1 = try Self.firstPlayersMigration(in: directory)
+        var paths: [String] = []
+        for index in 1...5 {
+            let path = tenants.appendingPathComponent("t\(index).sqlite").path
+            #expect(try Registryctl.run(["migrate", "--database", path, "--migrations", v1]).status == 0)
+            paths.append(path)
+        }
+        let listing = try FileManager.default.contentsOfDirectory(atPath: tenants.path).sorted()
+        let bytes = try paths.map(fileBytes)
+
+        let single = try Registryctl.run(["migrate", "--database", paths[0], "--migrations", Self.playersSet, "--dry-run"])
+        #expect(single.status == 0, "\(single.stderr)")
+        #expect(single.stdout.contains("would apply 0002_add_player_team.sql, 0003_index_player_score.sql"))
+        #expect(single.stdout.contains("nothing written"))
+
+        let all = try Registryctl.run([
+            "migrate", "--tenants-root", tenants.path, "--migrations", Self.playersSet, "--dry-run", "--jobs", "2",
+        ])
+        #expect(all.status == 0, "\(all.stderr)")
+        #expect(all.stdout.contains("5 of 5 databases succeeded (dry run: 10 migrations would be applied, nothing written)"))
+
+        let missing = directory.path("missing.sqlite")
+        #expect(try Registryctl.run(["migrate", "--database", missing, "--migrations", Self.playersSet, "--dry-run"]).status == 0)
+
+        #expect(try paths.map(fileBytes) == bytes)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: tenants.path).sorted() == listing)
+        #expect(FileManager.default.fileExists(atPath: missing) == false)
+    }
+
+    @Test func failingMigrationIsRolledBackAndReportedWithFileAndLine() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("db.sqlite")
+        let setURL = try directory.makeSet("s", [
+            "0001_create.sql": "CREATE TABLE t (x INTEGER NOT NULL);\nINSERT INTO t VALUES (1);\n",
+        ])
+        #expect(try Registryctl.run(["migrate", "--database", path, "--migrations", setURL.path]).status == 0)
+        let before = try fileBytes(path)
+
+        try Data("CREATE TABLE u (y);\nINSERT INTO t VALUES (2);\n\nINSERT INTO t VALUES (NULL);\n".utf8)
+            .write(to: setURL.appendingPathComponent("0002_broken.sql"))
+        let result = try Registryctl.run(["migrate", "--database", path, "--migrations", setURL.path])
+        #expect(result.status == 1)
+        #expect(result.stdout.contains("0002_broken.sql:4"), "\(result.stdout)")
+        #expect(result.stdout.contains("NOT NULL constraint failed"))
+        #expect(result.stdout.contains("0 of 1 databases succeeded"))
+        #expect(try fileBytes(path) == before)
+        #expect(try Self.appliedIdentifiers(path) == ["0001_create.sql"])
+    }
+
+    @Test func editedAppliedFileIsReportedAndMigrateRefusesUntilAccepted() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("db.sqlite")
+        let setURL = try directory.makeSet("s", [
+            "0001_create.sql": "CREATE TABLE t (x);\n",
+            "0002_index.sql": "CREATE INDEX t_x ON t(x);\n",
+        ])
+        #expect(try Registryctl.run(["migrate", "--database", path, "--migrations", setURL.path]).status == 0)
+        try Data("-- create t\nCREATE TABLE t (x);\n".utf8).write(to: setURL.appendingPathComponent("0001_create.sql"))
+        try Data("INSERT INTO t VALUES (1);\n".utf8).write(to: setURL.appendingPathComponent("0003_insert.sql"))
+
+        let status = try StatusDocument(Registryctl.run(["status", "--database", path, "--migrations", setURL.path, "--json"]))
+        #expect(status.databases.first?.modified == ["0001_create.sql"])
+        #expect(status.databases.first?.pending == ["0003_insert.sql"])
+
+        let before = try fileBytes(path)
+        let refused = try Registryctl.run(["migrate", "--database", path, "--migrations", setURL.path])
+        #expect(refused.status == 1)
+        #expect(refused.stdout.contains("0001_create.sql"))
+        #expect(refused.stdout.contains("--accept-modified"))
+        #expect(try fileBytes(path) == before)
+
+        let accepted = try Registryctl.run(["migrate", "--database", path, "--migrations", setURL.path, "--accept-modified"])
+        #expect(accepted.status == 0, "\(accepted.stdout)\(accepted.stderr)")
+        #expect(accepted.stdout.contains("accepted modified 0001_create.sql"))
+        let after = try StatusDocument(Registryctl.run(["status", "--database", path, "--migrations", setURL.path, "--json"]))
+        #expect(after.databases.first?.modified == [])
+        #expect(after.databases.first?.pending == [])
+    }
+
+    @Test func fiveHundredTenantsWithFourJobsIsolateTheOneBrokenTenant() throws {
+        let directory = try TemporaryDirectory()
+        let tenants = directory.url.appendingPathComponent("tenants")
+        try FileManager.default.createDirectory(at: tenants, withIntermediateDirectories: true)
+        // An empty file is a valid empty SQLite database.
+        for index in 1...500 where index != 250 {
+            try Data().write(to: URL(fileURLWithPath: tenants.appendingPathComponent(String(format: "tenant-%03d.sqlite", index)).path))
+        }
+        let broken = tenants.appendingPathComponent("tenant-250.sqlite").path
+        let garbage = Data(String(repeating: "not a database. ", count: 64).utf8)
+        try garbage.write(to: URL(fileURLWithPath: broken))
+
+        let result = try Registryctl.run(["migrate", "--tenants-root", tenants.path, "--migrations", Self.playersSet, "--jobs", "4"])
+        #expect(result.status == 1)
+        #expect(result.stdout.contains("499 of 500 databases succeeded (1497 migrations applied); 1 failed"), "\(result.stdout)")
+        let failureLines = result.stdout.split(separator: "\n").drop { $0 != "failures:" }.dropFirst()
+        #expect(failureLines.count == 1)
+        #expect(failureLines.first?.contains("tenant-250: cannot open database \(broken): file is not a database") == true)
+        // Not a terminal: one plain progress line per tenant.
+        let progressLines = result.stderr.split(separator: "\n").filter { $0.hasPrefix("[") }
+        #expect(progressLines.count == 500)
+        #expect(progressLines.filter { $0.contains("FAILED tenant-250") }.count == 1)
+
+        #expect(try fileBytes(broken) == garbage)
+        for index in 1...500 where index != 250 {
+            let path = tenants.appendingPathComponent(String(format: "tenant-%03d.sqlite", index)).path
+            #expect(try Self.appliedIdentifiers(path) == Self.allPlayers, "\(path)")
+        }
+    }
+
+    @Test func twoRunnerProcessesOnTheSameDatabasesApplyEachMigrationOnce() throws {
+        let directory = try TemporaryDirectory()
+        // Each migration logs itself: running one twice would add a second row
+        // (or fail on the UNIQUE constraint). 0002 holds the write lock a while
+        // so that the runners overlap.
+        let setURL = try directory.makeSet("s", [
+            "0001_create.sql": "CREATE TABLE log (identifier TEXT NOT NULL UNIQUE);\nCREATE TABLE filler (x);\nINSERT INTO log VALUES ('0001');\n",
+            "0002_fill.sql": """
+                INSERT INTO filler WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 20000) SELECT i FROM n;
+                INSERT INTO log VALUES ('0002');
+                """,
+            "0003_index.sql": "CREATE INDEX filler_x ON filler(x);\nINSERT INTO log VALUES ('0003');\n",
+            "0004_more.sql": "INSERT INTO log VALUES ('0004');\n",
+        ])
+        let tenants = directory.url.appendingPathComponent("tenants")
+        try FileManager.default.createDirectory(at: tenants, withIntermediateDirectories: true)
+        for index in 1...40 {
+            try Data().write(to: URL(fileURLWithPath: tenants.appendingPathComponent("t\(index).sqlite").path))
+        }
+        let arguments = ["migrate", "--tenants-root", tenants.path, "--migrations", setURL.path, "--jobs", "2"]
+        let first = try Registryctl.start(arguments)
+        let second = try Registryctl.start(arguments)
+        let results = [try first.wait(), try second.wait()]
+        for result in results {
+            #expect(result.status == 0, "\(result.stdout)\n\(result.stderr)")
+        }
+        // Together the two runners applied each migration of each tenant once.
+        let appliedCounts = results.map { result -> Int in
+            let summary = result.stdout.split(separator: "\n").last { $0.contains("databases succeeded") } ?? ""
+            let number = summary.split(separator: "(").dropFirst().first?.split(separator: " ").first
+            return number.flatMap { Int($0) } ?? -1
+        }
+        #expect(appliedCounts.reduce(0, +) == 160, "\(appliedCounts)")
+
+        for index in 1...40 {
+            let path = tenants.appendingPathComponent("t\(index).sqlite").path
+            let (log, integrity, filler) = try DatabaseQueue(path: path).read { db in
+                try (
+                    String.fetchAll(db, sql: "SELECT identifier FROM log ORDER BY rowid"),
+                    String.fetchOne(db, sql: "PRAGMA integrity_check"),
+                    Int.fetchOne(db, sql: "SELECT count(*) FROM filler"))
+            }
+            #expect(log == ["0001", "0002", "0003", "0004"], "\(path)")
+            #expect(integrity == "ok")
+            #expect(filler == 20000)
+            #expect(try Self.appliedIdentifiers(path) == ["0001_create.sql", "0002_fill.sql", "0003_index.sql", "0004_more.sql"])
+        }
+    }
+
+    @Test func keyOptionsAreRefusedBeforeAnyDatabaseIsTouched() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("db.sqlite")
+        let keyFile = directory.path("key")
+        try Data("secret\n".utf8).write(to: URL(fileURLWithPath: keyFile))
+        for keyArguments in [["--key-env", "REGISTRY_TEST_KEY"], ["--key-file", keyFile]] {
+            let result = try Registryctl.run(
+                ["migrate", "--database", path, "--migrations", Self.playersSet] + keyArguments,
+                environment: ["REGISTRY_TEST_KEY": "secret"])
+            #expect(result.status == 2)
+            #expect(result.stderr.contains("encryption support not available in this build"))
+        }
+        let config = directory.path("registry.json")
+        try Data("""
+            {"migrationSets": {"players": "\(Self.playersSet)"},
+             "databases": [{"name": "main", "path": "db.sqlite", "migrationSet": "players", "key": {"environment": "REGISTRY_TEST_KEY"}}]}
+            """.utf8).write(to: URL(fileURLWithPath: config))
+        let fromConfig = try Registryctl.run(["migrate", "--config", config])
+        #expect(fromConfig.status == 2)
+        #expect(fromConfig.stderr.contains("encryption support not available in this build"))
+        #expect(FileManager.default.fileExists(atPath: path) == false)
+    }
+
+    @Test func configFileNamesDatabasesAndTenantsRelativeToItself() throws {
+        let directory = try TemporaryDirectory()
+        let tenants = directory.url.appendingPathComponent("data/tenants")
+        try FileManager.default.createDirectory(at: tenants, withIntermediateDirectories: true)
+        for name in ["acme", "globex"] {
+            try Data().write(to: URL(fileURLWithPath: tenants.appendingPathComponent("\(name).sqlite").path))
+        }
+        let catalogSet = shippedMigrationsURL.appendingPathComponent("catalog").path
+        let config = directory.path("registry.json")
+        try Data("""
+            {
+              "migrationSets": {"players": "\(Self.playersSet)", "catalog": "\(catalogSet)"},
+              "databases": [{"name": "catalog", "path": "data/catalog.sqlite", "migrationSet": "catalog"}],
+              "tenants": {"root": "data/tenants", "migrationSet": "players"}
+            }
+            """.utf8).write(to: URL(fileURLWithPath: config))
+
+        let one = try Registryctl.run(["migrate", "--config", config, "--tenant", "acme"])
+        #expect(one.status == 0, "\(one.stdout)\(one.stderr)")
+        #expect(try Self.appliedIdentifiers(tenants.appendingPathComponent("acme.sqlite").path) == Self.allPlayers)
+        #expect(try fileBytes(tenants.appendingPathComponent("globex.sqlite").path).isEmpty)
+
+        let all = try Registryctl.run(["migrate", "--config", config])
+        #expect(all.status == 0, "\(all.stdout)\(all.stderr)")
+        #expect(all.stdout.contains("3 of 3 databases succeeded"))
+
+        let status = try StatusDocument(Registryctl.run(["status", "--config", config, "--name", "catalog", "--json"]))
+        #expect(status.databases.map(\.name) == ["catalog"])
+        #expect(status.databases.first?.applied == ["0001_create_tenant.sql"])
+        #expect(status.databases.first?.path == directory.path("data/catalog.sqlite"))
+    }
+
+    @Test func progressIsABarOnATerminalAndPlainLinesOtherwise() throws {
+        let directory = try TemporaryDirectory()
+        let tenants = directory.url.appendingPathComponent("tenants")
+        try FileManager.default.createDirectory(at: tenants, withIntermediateDirectories: true)
+        for index in 1...30 {
+            try Data().write(to: URL(fileURLWithPath: tenants.appendingPathComponent("t\(index).sqlite").path))
+        }
+        // `script` (util-linux, Debian bsdutils) runs the command on a pseudo-terminal.
+        func quoted(_ text: String) -> String { "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'" }
+        let command = try [Registryctl.executableURL().path, "status", "--tenants-root", tenants.path,
+                           "--migrations", Self.playersSet, "--jobs", "2"].map(quoted).joined(separator: " ")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["script", "-q", "-e", "-c", command, "/dev/null"]
+        let output = directory.path("tty.out")
+        try Data().write(to: URL(fileURLWithPath: output))
+        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: output))
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        process.waitUntilExit()
+        let terminal = String(decoding: try fileBytes(output), as: UTF8.self)
+        #expect(process.terminationStatus == 0, "\(terminal)")
+        #expect(terminal.contains("\r[##############################] 30/30 checked"), "\(terminal)")
+        #expect(!terminal.contains("] ok t1"))
+
+        let plain = try Registryctl.run(["status", "--tenants-root", tenants.path, "--migrations", Self.playersSet])
+        #expect(plain.stderr.split(separator: "\n").filter { $0.hasPrefix("[") && $0.contains("] ok t") }.count == 30)
+        #expect(!plain.stderr.contains("\r"))
+    }
+
+    @Test func unknownTenantIsAnErrorNotANewDatabase() throws {
+        let directory = try TemporaryDirectory()
+        let tenants = directory.url.appendingPathComponent("tenants")
+        try FileManager.default.createDirectory(at: tenants, withIntermediateDirectories: true)
+        try Data().write(to: URL(fileURLWithPath: tenants.appendingPathComponent("acme.sqlite").path))
+        let base = ["migrate", "--tenants-root", tenants.path, "--migrations", Self.playersSet]
+
+        let typo = try Registryctl.run(base + ["--tenant", "acmee"])
+        #expect(typo.status != 0)
+        #expect(typo.stderr.contains("No tenant \"acmee\""))
+        #expect(FileManager.default.fileExists(atPath: tenants.appendingPathComponent("acmee.sqlite").path) == false)
+
+        let escape = try Registryctl.run(base + ["--tenant", "../acme"])
+        #expect(escape.status != 0)
+        #expect(escape.stderr.contains("Invalid tenant name"))
+
+        let acme = try Registryctl.run(base + ["--tenant", "acme"])
+        #expect(acme.status == 0, "\(acme.stderr)")
+        #expect(try Self.appliedIdentifiers(tenants.appendingPathComponent("acme.sqlite").path) == Self.allPlayers)
+    }
+
+    @Test func invalidMigrationSetFailsBeforeAnyDatabaseIsTouched() throws {
+        let directory = try TemporaryDirectory()
+        let setURL = try directory.makeSet("s", ["0001_a.sql": "CREATE TABLE a(x);", "0001_b.sql": "CREATE TABLE b(x);"])
+        let path = directory.path("db.sqlite")
+        let result = try Registryctl.run(["migrate", "--database", path, "--migrations", setURL.path])
+        #expect(result.status == 2)
+        #expect(result.stderr.contains("migration number 1 is used more than once: 0001_a.sql, 0001_b.sql"))
+        #expect(FileManager.default.fileExists(atPath: path) == false)
+    }
+}
