@@ -35,11 +35,11 @@ let package = Package(
         // MARK: Worked examples: PlayerRepository, used by docs, samples and tests
         .target(
             name: "GRDBRegistryExamples",
-            dependencies: ["GRDBRegistry", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: ["GRDBRegistry", "GRDBMigrations", .product(name: "GRDB", package: "GRDB.swift")]
         ),
         .testTarget(
             name: "GRDBRegistryExamplesTests",
-            dependencies: ["GRDBRegistryExamples"]
+            dependencies: ["GRDBRegistryExamples", "GRDBMigrations"]
         ),
 
         // MARK: Daemon embedding: service lifecycle, configuration, logs, metrics
@@ -47,6 +47,7 @@ let package = Package(
             name: "GRDBRegistryService",
             dependencies: [
                 "GRDBRegistry",
+                "GRDBMigrations",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
@@ -57,6 +58,7 @@ let package = Package(
             name: "GRDBRegistryServiceTests",
             dependencies: [
                 "GRDBRegistryService",
+                "GRDBMigrations",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
             ]

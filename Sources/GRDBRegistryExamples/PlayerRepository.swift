@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import GRDBMigrations
 import GRDBRegistry
 
 /// The worked example of a restricted-write repository: the players of a
@@ -32,26 +33,40 @@ public struct PlayerRepository: TopLevelDatabaseReader, TenantRepository, Sendab
             """),
     ]
 
-    /// The schema: the same migrations, under the same names, as the SQL
-    /// set in `Migrations/players`.
+    /// The migration set of a players database: the files of
+    /// `Migrations/players`, embedded so that the repository works without
+    /// the source tree (a test checks they are byte for byte the same, so
+    /// `registryctl` sees databases created here as migrated, unmodified).
+    public static let migrationFiles: [SQLMigrationFile] = [
+        SQLMigrationFile(identifier: "0001_create_player.sql", sql: """
+-- Players of one tenant.
+CREATE TABLE player (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL,
+    score INTEGER NOT NULL DEFAULT 0
+);
+
+"""),
+        SQLMigrationFile(identifier: "0002_add_player_team.sql", sql: """
+-- Teams came later; existing players have none.
+ALTER TABLE player ADD COLUMN team TEXT;
+
+"""),
+        SQLMigrationFile(identifier: "0003_index_player_score.sql", sql: """
+-- Leaderboards sort by score.
+CREATE INDEX player_on_score ON player(score);
+
+"""),
+    ]
+
+    /// The migrator of a players database.
     public static var migrator: DatabaseMigrator {
-        var migrator = DatabaseMigrator()
-        migrator.registerMigration("0001_create_player") { db in
-            try db.execute(sql: """
-                CREATE TABLE player (
-                    id INTEGER PRIMARY KEY,
-                    name TEXT NOT NULL,
-                    score INTEGER NOT NULL DEFAULT 0
-                )
-                """)
+        do {
+            return try MigrationSet(name: "players", sqlFiles: migrationFiles, allowsGaps: false).makeMigrator()
+        } catch {
+            // The embedded files are numbered 1...n, checked by tests.
+            fatalError("invalid embedded players migrations: \(error)")
         }
-        migrator.registerMigration("0002_add_player_team") { db in
-            try db.execute(sql: "ALTER TABLE player ADD COLUMN team TEXT")
-        }
-        migrator.registerMigration("0003_index_player_score") { db in
-            try db.execute(sql: "CREATE INDEX player_score ON player(score)")
-        }
-        return migrator
     }
 
     /// Opens the players database at `path`, creating and migrating it if

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import GRDBRegistry
+import GRDBMigrations
 import GRDBRegistryExamples
 import Testing
 
@@ -110,11 +111,39 @@ import Testing
         let path = directory.path("players.sqlite")
         do {
             let queue = try DatabaseQueue(path: path)
-            try PlayerRepository.migrator.migrate(queue, upTo: "0001_create_player")
+            try PlayerRepository.migrator.migrate(queue, upTo: "0001_create_player.sql")
             try queue.close()
         }
         let error = #expect(throws: DatabaseRepositoryError.self) { try PlayerRepository(path: path, policy: .refusePending) }
-        #expect(error == .pendingMigrations(database: "players", migrations: ["0002_add_player_team", "0003_index_player_score"]))
+        #expect(error == .pendingMigrations(database: "players", migrations: ["0002_add_player_team.sql", "0003_index_player_score.sql"]))
         #expect(try freshRead(path) { db in try db.columns(in: "player").map(\.name) } == ["id", "name", "score"])
+    }
+}
+
+@Suite struct PlayerMigrationsTests {
+    /// The repository embeds `Migrations/players`: they must not drift.
+    @Test func embeddedMigrationsAreTheFilesOfTheMigrationsFolder() throws {
+        let folder = URL(fileURLWithPath: #filePath)
+            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Migrations/players")
+        let set = try MigrationSet(directory: folder)
+        #expect(set.identifiers == PlayerRepository.migrationFiles.map(\.identifier))
+        for file in PlayerRepository.migrationFiles {
+            let onDisk = try String(contentsOf: folder.appendingPathComponent(file.identifier), encoding: .utf8)
+            #expect(onDisk == file.sql, "\(file.identifier) differs from Migrations/players")
+        }
+    }
+
+    @Test func registryctlStatusSeesRepositoryDatabasesAsMigrated() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("players.sqlite")
+        try PlayerRepository(path: path).close()
+        let folder = URL(fileURLWithPath: #filePath)
+            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Migrations/players")
+        let status = try DatabaseMigrationRunner(set: MigrationSet(directory: folder)).status(ofDatabaseAt: path)
+        #expect(status.pending == [])
+        #expect(status.modified == [])
+        #expect(status.applied == PlayerRepository.migrationFiles.map(\.identifier))
     }
 }

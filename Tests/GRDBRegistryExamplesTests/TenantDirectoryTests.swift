@@ -201,7 +201,7 @@ private struct BrokenRepository: TenantRepository {
         let path = try tenants.path(of: TenantID("old"))
         do {
             let queue = try DatabaseQueue(path: path)
-            try PlayerRepository.migrator.migrate(queue, upTo: "0001_create_player")
+            try PlayerRepository.migrator.migrate(queue, upTo: "0001_create_player.sql")
             try queue.close()
         }
         #expect(throws: DatabaseRepositoryError.self) { try tenants.lease(TenantID("old")) }

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import GRDBMigrations
 import GRDBRegistry
 @testable import GRDBRegistryService
 import MetricsTestKit
@@ -83,6 +84,30 @@ import Testing
         #expect(walSize == 0)
     }
 
+    @Test func serviceAppliesTheSQLMigrationSetsOfTheRepository() async throws {
+        _ = testMetrics
+        let directory = try TemporaryDirectory()
+        let catalogSet = URL(fileURLWithPath: #filePath)
+            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Migrations/catalog")
+        let configuration = ServiceConfiguration(
+            databases: [.init(name: "sql_catalog", path: directory.path("catalog.sqlite"), migrations: catalogSet.path)])
+        let service = DatabaseService(configuration: configuration, environment: [:], logger: LogRecorder().logger())
+        try await testGracefulShutdown { trigger in
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await service.run() }
+                try await service.waitUntilReady()
+                #expect(try await service.writer(named: "sql_catalog").read { db in try db.tableExists("tenant") })
+                trigger.triggerGracefulShutdown()
+                try await group.waitForAll()
+            }
+        }
+        // registryctl's runner agrees: applied, with checksums, nothing pending.
+        let status = try DatabaseMigrationRunner(set: MigrationSet(directory: catalogSet)).status(ofDatabaseAt: directory.path("catalog.sqlite"))
+        #expect(status.applied == ["0001_create_tenant.sql"])
+        #expect(status.pending.isEmpty && status.modified.isEmpty)
+    }
+
     @Test func verifyModeRefusesPendingMigrationsAndTouchesNothing() async throws {
         let directory = try TemporaryDirectory()
         // One migration applied by an earlier version of the app.
@@ -106,7 +131,7 @@ import Testing
         let service = makeService(
             directory, name: "secret_db",
             keySource: .environment("SECRET_DB_KEY"),
-            hooks: DatabaseService.Hooks())
+            hooks: DatabaseService.Hooks(makeMigrator: nil))
         let error = await #expect(throws: DatabaseServiceError.self) { try await service.run() }
         guard case let .invalidConfiguration(problems)? = error else {
             Issue.record("unexpected \(String(describing: error))")

@@ -116,3 +116,49 @@ import Testing
         #expect(StatementMetrics.kind(of: "PRAGMA query_only = 1") == nil)
     }
 }
+
+@Suite struct SharedConfigurationFormatTests {
+    @Test func registryctlConfigurationFilesRunTheDaemon() throws {
+        let json = """
+        {
+          "migrationSets": { "players": "Migrations/players", "catalog": "Migrations/catalog" },
+          "databases": [
+            { "name": "catalog", "path": "data/catalog.sqlite", "migrationSet": "catalog" },
+            { "name": "vault", "path": "data/vault.sqlite", "migrationSet": "players", "key": { "file": "keys/vault.key" } }
+          ],
+          "tenants": { "root": "data/tenants", "migrationSet": "players", "key": { "environment": "TENANT_KEY" } }
+        }
+        """
+        let configuration = try ServiceConfiguration.parse(Data(json.utf8), baseDirectory: URL(fileURLWithPath: "/srv/app"), environment: [:])
+        #expect(configuration.databases.map(\.name) == ["catalog", "vault"])
+        #expect(configuration.database(named: "catalog")?.migrations == "/srv/app/Migrations/catalog")
+        #expect(configuration.database(named: "vault")?.keySource == .file("/srv/app/keys/vault.key"))
+        #expect(configuration.tenants == .init(root: "/srv/app/data/tenants", migrations: "/srv/app/Migrations/players", masterKeySource: .environment("TENANT_KEY")))
+    }
+
+    @Test func registryctlFormatProblemsAreListedToo() {
+        let json = """
+        {
+          "migrationSets": { "players": "Migrations/players" },
+          "databases": [
+            { "name": "a", "path": "a.sqlite", "migrationSet": "nope" },
+            { "name": "a", "path": "b.sqlite", "migrations": "m", "migrationSet": "players" },
+            { "path": "c.sqlite" },
+            { "name": "d", "path": "d.sqlite", "key": { "environment": "X", "file": "y" } }
+          ]
+        }
+        """
+        let error = #expect(throws: ServiceConfigurationError.self) {
+            try ServiceConfiguration.parse(Data(json.utf8), baseDirectory: URL(fileURLWithPath: "/srv"), environment: [:])
+        }
+        let problems = error?.problems ?? []
+        for fragment in [
+            "databases.a.migrationSet: no migration set named \"nope\"",
+            "databases.a: give `migrations` (a folder) or `migrationSet` (a name), not both",
+            "databases[2]: must be an object with a `name`",
+            "databases.d.key: give exactly one of `environment` or `file`",
+        ] {
+            #expect(problems.contains { $0.contains(fragment) }, "missing \(fragment) in \(problems)")
+        }
+    }
+}

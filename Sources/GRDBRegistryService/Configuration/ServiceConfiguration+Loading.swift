@@ -92,6 +92,7 @@ struct ConfigurationParser {
     let baseDirectory: URL
     let environment: [String: String]
     var problems: [String] = []
+    var migrationSets: [String: String] = [:]
 
     mutating func parse(_ data: Data) -> ServiceConfiguration? {
         let json: Any
@@ -105,7 +106,21 @@ struct ConfigurationParser {
             problems.append("the top level must be a JSON object")
             return nil
         }
-        checkKeys(root, allowed: ["databases", "tenants", "migrationMode", "shutdownTimeoutSeconds"], at: "")
+        checkKeys(root, allowed: ["databases", "tenants", "migrationMode", "shutdownTimeoutSeconds", "migrationSets"], at: "")
+
+        // registryctl's format names migration sets once, and databases
+        // refer to them by name.
+        if let value = root["migrationSets"] {
+            if let object = value as? [String: Any] {
+                for name in object.keys.sorted() {
+                    if let folder = string(object[name], at: "migrationSets.\(name)", required: true) {
+                        migrationSets[name] = resolve(folder)
+                    }
+                }
+            } else {
+                problems.append("migrationSets: must be an object of migration folders by name")
+            }
+        }
 
         var databases: [ServiceConfiguration.Database] = []
         if let value = root["databases"] {
@@ -115,8 +130,24 @@ struct ConfigurationParser {
                         databases.append(database)
                     }
                 }
+            } else if let array = value as? [Any] {
+                for (index, element) in array.enumerated() {
+                    guard let object = element as? [String: Any], let name = object["name"] as? String else {
+                        problems.append("databases[\(index)]: must be an object with a `name` and a `path`")
+                        continue
+                    }
+                    var entry = object
+                    entry["name"] = nil
+                    if let database = parseDatabase(name: name, entry) {
+                        databases.append(database)
+                    }
+                }
             } else {
-                problems.append("databases: must be an object of databases by name")
+                problems.append("databases: must be an object of databases by name, or an array of databases with a `name`")
+            }
+            let names = databases.map(\.name)
+            for name in Set(names) where names.filter({ $0 == name }).count > 1 {
+                problems.append("databases.\(name): the name is used twice")
             }
         }
 
@@ -166,7 +197,7 @@ struct ConfigurationParser {
             problems.append("\(at): must be an object with at least a `path`")
             return nil
         }
-        checkKeys(object, allowed: ["path", "migrations", "encryption", "connection"], at: at)
+        checkKeys(object, allowed: ["path", "migrations", "migrationSet", "encryption", "key", "connection"], at: at)
         let overrideName = "GRDBREGISTRY_\(name.uppercased())_PATH"
         var path: String?
         if let override = environment[overrideName], !override.isEmpty {
@@ -174,8 +205,8 @@ struct ConfigurationParser {
         } else {
             path = string(object["path"], at: "\(at).path", required: true).map(resolve)
         }
-        let migrations = string(object["migrations"], at: "\(at).migrations", required: false).map(resolve)
-        let keySource = object["encryption"].flatMap { parseKeySource($0, at: "\(at).encryption", prefix: "key") }
+        let migrations = parseMigrations(object, at: at)
+        let keySource = parseAnyKeySource(object, at: at, prefix: "key")
         var connection = ServiceConfiguration.ConnectionKind.pool
         if let value = string(object["connection"], at: "\(at).connection", required: false) {
             if let kind = ServiceConfiguration.ConnectionKind(rawValue: value) {
@@ -193,14 +224,14 @@ struct ConfigurationParser {
             problems.append("tenants: must be an object with at least a `root`")
             return nil
         }
-        checkKeys(object, allowed: ["root", "migrations", "maxOpen", "encryption"], at: "tenants")
+        checkKeys(object, allowed: ["root", "migrations", "migrationSet", "maxOpen", "encryption", "key"], at: "tenants")
         var root: String?
         if let override = environment["GRDBREGISTRY_TENANTS_ROOT"], !override.isEmpty {
             root = resolve(override)
         } else {
             root = string(object["root"], at: "tenants.root", required: true).map(resolve)
         }
-        let migrations = string(object["migrations"], at: "tenants.migrations", required: false).map(resolve)
+        let migrations = parseMigrations(object, at: "tenants")
         var maxOpen = 256
         if let value = object["maxOpen"] {
             if let number = value as? Int, !(value is Bool), number > 0 {
@@ -209,9 +240,58 @@ struct ConfigurationParser {
                 problems.append("tenants.maxOpen: must be a positive integer")
             }
         }
-        let masterKeySource = object["encryption"].flatMap { parseKeySource($0, at: "tenants.encryption", prefix: "masterKey") }
+        let masterKeySource = parseAnyKeySource(object, at: "tenants", prefix: "masterKey")
         guard let root else { return nil }
         return ServiceConfiguration.Tenants(root: root, migrations: migrations, maxOpen: maxOpen, masterKeySource: masterKeySource)
+    }
+
+    /// A migration folder (`migrations`) or a set of `migrationSets` (`migrationSet`).
+    private mutating func parseMigrations(_ object: [String: Any], at: String) -> String? {
+        let folder = string(object["migrations"], at: "\(at).migrations", required: false).map(resolve)
+        let setName = string(object["migrationSet"], at: "\(at).migrationSet", required: false)
+        switch (folder, setName) {
+        case let (folder?, nil):
+            return folder
+        case let (nil, name?):
+            guard let folder = migrationSets[name] else {
+                problems.append("\(at).migrationSet: no migration set named \(String(reflecting: name)) in `migrationSets`")
+                return nil
+            }
+            return folder
+        case (_?, _?):
+            problems.append("\(at): give `migrations` (a folder) or `migrationSet` (a name), not both")
+            return nil
+        case (nil, nil):
+            return nil
+        }
+    }
+
+    /// `encryption: {keyEnv | keyFile}`, or registryctl's `key: {environment | file}`.
+    private mutating func parseAnyKeySource(_ object: [String: Any], at: String, prefix: String) -> ServiceConfiguration.KeySource? {
+        switch (object["encryption"], object["key"]) {
+        case let (encryption?, nil):
+            return parseKeySource(encryption, at: "\(at).encryption", prefix: prefix)
+        case let (nil, key?):
+            guard let key = key as? [String: Any] else {
+                problems.append("\(at).key: must be an object with `environment` or `file`")
+                return nil
+            }
+            checkKeys(key, allowed: ["environment", "file"], at: "\(at).key")
+            let env = string(key["environment"], at: "\(at).key.environment", required: false)
+            let file = string(key["file"], at: "\(at).key.file", required: false).map(resolve)
+            switch (env, file) {
+            case let (env?, nil): return .environment(env)
+            case let (nil, file?): return .file(file)
+            default:
+                problems.append("\(at).key: give exactly one of `environment` or `file`")
+                return nil
+            }
+        case (_?, _?):
+            problems.append("\(at): give `encryption` or `key`, not both")
+            return nil
+        case (nil, nil):
+            return nil
+        }
     }
 
     private mutating func parseKeySource(_ value: Any, at: String, prefix: String) -> ServiceConfiguration.KeySource? {

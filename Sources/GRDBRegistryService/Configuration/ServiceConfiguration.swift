@@ -15,6 +15,20 @@ import Foundation
 /// }
 /// ```
 ///
+/// The file may also use `registryctl`'s format, so that the daemon and
+/// the migration runner share one file: migration sets named once under
+/// `migrationSets` and referred to by `migrationSet`, databases as an array
+/// of objects with a `name`, and key sources as `key: {"environment": …}`
+/// or `key: {"file": …}`:
+///
+/// ```json
+/// {
+///   "migrationSets": { "players": "Migrations/players", "catalog": "Migrations/catalog" },
+///   "databases": [ { "name": "catalog", "path": "data/catalog.sqlite", "migrationSet": "catalog" } ],
+///   "tenants": { "root": "data/tenants", "migrationSet": "players", "key": { "environment": "TENANT_KEY" } }
+/// }
+/// ```
+///
 /// Relative paths are resolved against the directory of the file. Every
 /// problem of a file is reported at once, in a ``ServiceConfigurationError``,
 /// before any database is touched: unknown keys, missing values, missing

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import GRDBMigrations
 import GRDBRegistry
 import Logging
 import Metrics
@@ -62,14 +63,18 @@ public final class DatabaseService: Service, Sendable {
     /// What the service can't know by itself: how to build the migrator of
     /// a migration folder, and how to open an encrypted database.
     public struct Hooks: Sendable {
-        /// Returns the migrator of the migration set in `folder`.
+        /// Returns the migrator of the migration set in `folder`. The default
+        /// loads the SQL set of the folder (``GRDBMigrations/MigrationSet``),
+        /// with checksums, as `registryctl` does.
         public var makeMigrator: (@Sendable (_ database: String, _ folder: URL) throws -> DatabaseMigrator)?
 
         /// Prepares the configuration of an encrypted database with its key.
         public var encrypt: (@Sendable (_ database: String, _ configuration: inout Configuration, _ key: DatabaseSecret) throws -> Void)?
 
         public init(
-            makeMigrator: (@Sendable (_ database: String, _ folder: URL) throws -> DatabaseMigrator)? = nil,
+            makeMigrator: (@Sendable (_ database: String, _ folder: URL) throws -> DatabaseMigrator)? = { _, folder in
+                try MigrationSet(directory: folder).makeMigrator()
+            },
             encrypt: (@Sendable (_ database: String, _ configuration: inout Configuration, _ key: DatabaseSecret) throws -> Void)? = nil
         ) {
             self.makeMigrator = makeMigrator

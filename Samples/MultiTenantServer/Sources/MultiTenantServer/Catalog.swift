@@ -6,21 +6,6 @@ import GRDBRegistry
 struct Catalog: Sendable {
     let writer: any DatabaseWriter
 
-    static func migrator() -> DatabaseMigrator {
-        var migrator = DatabaseMigrator()
-        migrator.registerMigration("0001_create_tenant") { db in
-            try db.execute(sql: """
-                CREATE TABLE tenant (
-                    id TEXT PRIMARY KEY NOT NULL,
-                    name TEXT NOT NULL,
-                    encrypted BOOLEAN NOT NULL DEFAULT 0,
-                    createdAt DATETIME NOT NULL
-                )
-                """)
-        }
-        return migrator
-    }
-
     func tenants() async throws -> [Tenant] {
         try await writer.read { db in try Tenant.order(Column("id")).fetchAll(db) }
     }

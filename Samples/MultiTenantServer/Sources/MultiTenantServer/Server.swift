@@ -61,13 +61,16 @@ struct MultiTenantServer {
         let data = URL(fileURLWithPath: settings.dataDirectory).standardizedFileURL
         try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
 
+        // The catalog's schema is the SQL set Migrations/catalog of the
+        // repository (the sample runs from its source tree).
+        let catalogMigrations = URL(fileURLWithPath: #filePath)
+            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Migrations/catalog")
         let configuration = ServiceConfiguration(
-            databases: [.init(name: "catalog", path: data.appendingPathComponent("catalog.sqlite").path, migrations: data.path)],
+            databases: [.init(name: "catalog", path: data.appendingPathComponent("catalog.sqlite").path, migrations: catalogMigrations.path)],
             shutdownTimeout: .seconds(5))
-        let databases = DatabaseService(
-            configuration: configuration,
-            logger: logger,
-            hooks: .init(makeMigrator: { _, _ in Catalog.migrator() }))
+        let databases = DatabaseService(configuration: configuration, logger: logger)
         let teams = try TeamDirectory(root: data.appendingPathComponent("tenants"), maxOpen: 256)
 
         let router = Router()
