@@ -59,6 +59,7 @@ let package = Package(
             dependencies: [
                 "GRDBRegistryService",
                 "GRDBMigrations",
+                "GRDBRegistryExamples",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
             ]

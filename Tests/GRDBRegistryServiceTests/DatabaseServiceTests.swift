@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import GRDBMigrations
 import GRDBRegistry
+import GRDBRegistryExamples
 @testable import GRDBRegistryService
 import MetricsTestKit
 import ServiceLifecycle
@@ -106,6 +107,32 @@ import Testing
         let status = try DatabaseMigrationRunner(set: MigrationSet(directory: catalogSet)).status(ofDatabaseAt: directory.path("catalog.sqlite"))
         #expect(status.applied == ["0001_create_tenant.sql"])
         #expect(status.pending.isEmpty && status.modified.isEmpty)
+    }
+
+    @Test func invariantViolationsAndOpenTenantsReachMetricsWhileTheServiceRuns() async throws {
+        let directory = try TemporaryDirectory()
+        let logs = LogRecorder()
+        let service = makeService(directory, name: "events_db", logs: logs)
+        let tenantsRoot = directory.url.appendingPathComponent("tenants")
+        let tenants = try TenantDirectory<PlayerRepository>(root: tenantsRoot, maxOpen: 4)
+        try tenants.provision(TenantID("events-acme"))
+        try await testGracefulShutdown { trigger in
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await service.run() }
+                try await service.waitUntilReady()
+                try await tenants.withRepository(TenantID("events-acme")) { players in
+                    await #expect(throws: InvariantViolation.self) { try await players.add(name: "Mallory", score: -1) }
+                    let gauge = try testMetrics.expectGauge("grdbregistry_open_tenants", [("directory", tenantsRoot.standardizedFileURL.path)])
+                    #expect(gauge.lastValue == 1)
+                }
+                trigger.triggerGracefulShutdown()
+                try await group.waitForAll()
+            }
+        }
+        #expect(testMetrics.counterTotal(
+            label: "grdbregistry_invariant_violations_total",
+            dimensions: [("database", "tenants/events-acme"), ("invariant", "nonNegativeScore")]) == 1)
+        tenants.closeIdleTenants()
     }
 
     @Test func verifyModeRefusesPendingMigrationsAndTouchesNothing() async throws {

@@ -70,6 +70,7 @@ extension [DatabaseInvariant] {
         for invariant in self {
             let offenses = try invariant.check(db)
             if !offenses.isEmpty {
+                DatabaseEvents.shared.report(.invariantViolated(database: database, invariant: invariant.name))
                 throw InvariantViolation(
                     invariant: invariant.name,
                     database: database,

@@ -42,6 +42,7 @@ final class InvariantGate: TransactionObserver, Sendable {
             return checked
         }
         if !wasChecked && !allowsUnchecked.withLock({ $0 }) {
+            DatabaseEvents.shared.report(.uncheckedWriteRefused(database: database))
             throw DatabaseRepositoryError.uncheckedWrite(database: database)
         }
     }

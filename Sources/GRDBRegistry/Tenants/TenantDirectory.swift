@@ -168,7 +168,7 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
     ///   not provisioned, or the error of opening it.
     public func lease(_ id: TenantID) throws -> TenantLease<Repository> {
         let path = try path(of: id)
-        let (repository, slot) = try state.withLock { state in
+        let (repository, slot, openCount) = try state.withLock { state in
             let slot = state.slots[id] ?? Slot()
             if slot.repository == nil {
                 guard FileManager.default.fileExists(atPath: path) else { throw TenantError.unknownTenant(id) }
@@ -184,8 +184,9 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
                 // Unreachable: the slot was just opened, and has a lease.
                 throw TenantError.unknownTenant(id)
             }
-            return (repository, slot)
+            return (repository, slot, state.openCount)
         }
+        reportOpenCount(openCount)
         return TenantLease(id: id, repository: repository) { [self] in release(slot) }
     }
 
@@ -262,7 +263,7 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
 
     /// Closes every idle tenant (for shutdown). Tenants in use stay open.
     public func closeIdleTenants() {
-        state.withLock { state in
+        let openCount = state.withLock { state in
             for slot in state.slots.values where slot.leases == 0 {
                 if let repository = slot.repository {
                     try? repository.close()
@@ -271,16 +272,25 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
                 }
             }
             state.slots = state.slots.filter { $0.value.repository != nil }
+            return state.openCount
         }
+        reportOpenCount(openCount)
+    }
+
+    /// Reports the open count after a change made under the lock.
+    private func reportOpenCount(_ count: Int) {
+        DatabaseEvents.shared.report(.openTenantsChanged(directory: root?.path ?? "", count: count))
     }
 
     private func release(_ slot: Slot) {
-        state.withLock { state in
+        let openCount = state.withLock { state in
             slot.leases -= 1
             state.clock += 1
             slot.lastUse = state.clock
             evictIdle(&state)
+            return state.openCount
         }
+        reportOpenCount(openCount)
     }
 
     /// Closes least recently used idle tenants until the cap holds.

@@ -52,8 +52,11 @@ import Synchronization
 /// `grdbregistry_commits_total`, `grdbregistry_rollbacks_total`,
 /// `grdbregistry_rejected_writes_total`, `grdbregistry_migration_runs_total`
 /// (by result), `grdbregistry_migrations_applied_total`,
-/// `grdbregistry_open_databases`. Keys never appear in logs, errors or
-/// metrics.
+/// `grdbregistry_open_databases`; while it runs, also what repositories and
+/// tenant directories report (``GRDBRegistry/DatabaseEvents``):
+/// `grdbregistry_invariant_violations_total` (by database and invariant),
+/// `grdbregistry_unchecked_writes_total`, `grdbregistry_open_tenants`.
+/// Keys never appear in logs, errors or metrics.
 public final class DatabaseService: Service, Sendable {
     /// Where the service is in its life.
     public enum Phase: String, Sendable, Equatable {
@@ -96,6 +99,7 @@ public final class DatabaseService: Service, Sendable {
         var databases: [String: OpenDatabase] = [:]
         var readinessWaiters: [CheckedContinuation<Void, any Error>] = []
         var liveQueries: [@Sendable () -> Void] = []
+        var events: EventMetrics.Token?
     }
 
     /// The configuration the service runs.
@@ -245,6 +249,8 @@ public final class DatabaseService: Service, Sendable {
             state.phase = .starting
         }
         try checkConfiguration()
+        let events = EventMetrics.shared.acquire(logger: logger)
+        state.withLock { $0.events = events }
         for database in configuration.databases {
             let open = try open(database)
             state.withLock { $0.databases[database.name] = open }
@@ -370,6 +376,7 @@ public final class DatabaseService: Service, Sendable {
     private func fail(_ error: any Error) {
         let waiters = state.withLock { state in
             state.phase = .failed
+            state.events = nil
             state.failure = error
             defer { state.readinessWaiters = [] }
             return state.readinessWaiters
@@ -397,7 +404,10 @@ public final class DatabaseService: Service, Sendable {
         for database in databases {
             close(database, checkpoint: true)
         }
-        state.withLock { $0.phase = .stopped }
+        state.withLock { state in
+            state.phase = .stopped
+            state.events = nil
+        }
         openDatabases.record(0)
         logger.info("database service stopped")
     }
