@@ -98,11 +98,7 @@ extension DatabaseValues {
         makeTransform: @escaping @Sendable () -> @Sendable (Fetched) -> Element
     ) -> DatabaseValues {
         DatabaseValues { sink in
-            let reader: any DatabaseReader
-            switch readerResult {
-            case let .success(value): reader = value
-            case let .failure(error):
-                report(error, to: sink, options: options, requestType: requestType)
+            guard let reader = reader(readerResult, sink: sink, options: options, requestType: requestType) else {
                 return AnyDatabaseCancellable { }
             }
             let observation = options.contains(.constantRegion)
@@ -130,11 +126,7 @@ extension DatabaseValues {
         fetch: @escaping @Sendable (Database) throws -> Element
     ) -> DatabaseValues {
         DatabaseValues { sink in
-            let reader: any DatabaseReader
-            switch readerResult {
-            case let .success(value): reader = value
-            case let .failure(error):
-                report(error, to: sink, options: options, requestType: requestType)
+            guard let reader = reader(readerResult, sink: sink, options: options, requestType: requestType) else {
                 return AnyDatabaseCancellable { }
             }
             if options.contains(.async) {
@@ -159,6 +151,22 @@ extension DatabaseValues {
             // A single fetch is not cancellable: cancellation only drops
             // its value, which the finished sequence ignores.
             return AnyDatabaseCancellable { }
+        }
+    }
+
+    /// The reader of a subscription, or nil after reporting why there is none.
+    private static func reader(
+        _ result: Result<any DatabaseReader, any Error>,
+        sink: DatabaseValuesSink<Element>,
+        options: QueryableOptions,
+        requestType: Any.Type
+    ) -> (any DatabaseReader)? {
+        switch result {
+        case let .success(reader):
+            return reader
+        case let .failure(error):
+            report(error, to: sink, options: options, requestType: requestType)
+            return nil
         }
     }
 
