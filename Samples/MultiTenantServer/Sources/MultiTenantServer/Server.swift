@@ -5,6 +5,7 @@ import GRDBRegistryService
 import Hummingbird
 import Logging
 import ServiceLifecycle
+import UnixSignals
 
 /// Command-line settings: `MultiTenantServer [--host H] [--port P] [--data DIR]`.
 /// Port 0 picks a free port; the server prints the one it listens on.
@@ -96,11 +97,29 @@ struct MultiTenantServer {
 
         // Databases first: the group shuts services down in reverse order,
         // so the server stops taking requests before the databases close.
-        let group = ServiceGroup(configuration: .init(
+        // First SIGTERM/SIGINT: graceful shutdown. A second one, or 15 s of
+        // graceful shutdown, cancels: writes in flight are interrupted (and
+        // rolled back), the databases close, nothing half-written remains.
+        var groupConfiguration = ServiceGroupConfiguration(
             services: [databases, app],
             gracefulShutdownSignals: [.sigterm, .sigint],
-            logger: logger))
-        try await group.run()
+            logger: logger)
+        groupConfiguration.maximumGracefulShutdownDuration = .seconds(15)
+        groupConfiguration.maximumCancellationDuration = .seconds(10)
+        let group = ServiceGroup(configuration: groupConfiguration)
+        let running = Task { try await group.run() }
+        let escalation = Task {
+            var count = 0
+            for await _ in await UnixSignalsSequence(trapping: .sigterm, .sigint) {
+                count += 1
+                if count == 2 {
+                    logger.warning("second signal: cancelling without waiting")
+                    running.cancel()
+                }
+            }
+        }
+        defer { escalation.cancel() }
+        try await running.value
         // The server has stopped: no request holds a team any more.
         teams.closeIdleTenants()
         say("stopped")

@@ -110,7 +110,8 @@ import Testing
         }
     }
 
-    @Test func sigtermWithWritesInFlightLosesNoAcknowledgedWrite() async throws {
+    @Test(arguments: [1, 2])
+    func sigtermWithWritesInFlightLosesNoAcknowledgedWrite(signals: Int) async throws {
         let data = temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: data) }
         let acknowledged = try await withServer(dataDirectory: data) { server, api in
@@ -133,6 +134,11 @@ import Testing
                 }
                 // Let writes flow, then SIGTERM while they are in flight.
                 try await Task.sleep(for: .milliseconds(500))
+                // A second signal escalates to cancellation: no waiting.
+                if signals == 2 {
+                    kill(server.process.processIdentifier, SIGTERM)
+                    try await Task.sleep(for: .milliseconds(20))
+                }
                 let status = try await server.stop(signal: SIGTERM)
                 #expect(status == 0, "\(server.outputText)")
                 var names: [String] = []
@@ -144,6 +150,7 @@ import Testing
         #expect(!acknowledged.isEmpty)
         try await withServer(dataDirectory: data) { _, api in
             let stored = Set(try await api.send(.GET, "/tenants/acme/players").json([PlayerJSON].self).map(\.name))
+            #expect(try await api.send(.GET, "/health").body.contains("\"healthy\":true"))
             for name in acknowledged {
                 #expect(stored.contains(name), "acknowledged write \(name) was lost")
             }
