@@ -54,17 +54,22 @@ public final class ReadOnlyDatabaseReader: DatabaseReader {
         base.interrupt()
     }
 
+    // GRDB's `read` and `asyncRead` are read-only on every reader: a
+    // DatabaseQueue runs them in `query_only` mode, a DatabasePool and a
+    // snapshot on read-only connections. Forwarding them spares two pragmas
+    // per read (the tests check that writes still fail).
+
     @_disfavoredOverload
     public func read<T>(_ value: (Database) throws -> T) throws -> T {
-        try base.read { db in try db.readOnly { try value(db) } }
+        try base.read(value)
     }
 
     public func read<T: Sendable>(_ value: @Sendable (Database) throws -> T) async throws -> T {
-        try await base.read { db in try db.readOnly { try value(db) } }
+        try await base.read(value)
     }
 
     public func asyncRead(_ value: @escaping @Sendable (Result<Database, any Error>) -> Void) {
-        base.asyncRead { result in Self.runReadOnly(result, value) }
+        base.asyncRead(value)
     }
 
     @_disfavoredOverload

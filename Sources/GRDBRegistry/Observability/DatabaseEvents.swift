@@ -47,6 +47,12 @@ public final class DatabaseEvents: Sendable {
     }
 
     private let state = Mutex(State())
+    private let hasHandlers = Mutex(false)
+
+    /// Whether anyone listens: reporters skip building events otherwise.
+    var isObserved: Bool {
+        hasHandlers.withLock { $0 }
+    }
 
     /// Calls `handler` with every event, on the thread that reports it,
     /// until the returned subscription is cancelled or deallocated.
@@ -56,10 +62,16 @@ public final class DatabaseEvents: Sendable {
             let id = state.nextID
             state.nextID += 1
             state.handlers[id] = handler
+            hasHandlers.withLock { $0 = true }
             return id
         }
         return Subscription { [weak self] in
-            _ = self?.state.withLock { $0.handlers.removeValue(forKey: id) }
+            guard let self else { return }
+            let isEmpty = state.withLock { state in
+                state.handlers.removeValue(forKey: id)
+                return state.handlers.isEmpty
+            }
+            if isEmpty { hasHandlers.withLock { $0 = false } }
         }
     }
 

@@ -51,6 +51,9 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
     public let maxOpen: Int
     /// What opening a tenant does with pending migrations.
     public let policy: RepositoryDatabase.MigrationPolicy
+    /// `root.path` with a trailing `/`: building paths by concatenation
+    /// keeps URL work off the hot path.
+    private let rootPrefix: String?
     private let state = Mutex(State())
 
     /// Creates a directory of tenants under `root` (created if needed).
@@ -58,12 +61,14 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
         precondition(maxOpen > 0, "maxOpen must be positive")
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
         self.root = root.standardizedFileURL
+        self.rootPrefix = root.standardizedFileURL.path + "/"
         self.maxOpen = maxOpen
         self.policy = policy
     }
 
     private init() {
         root = nil
+        rootPrefix = nil
         maxOpen = 1
         policy = .apply
     }
@@ -76,8 +81,8 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
 
     /// The path of the database of `id`.
     public func path(of id: TenantID) throws -> String {
-        guard let root else { throw TenantError.notConfigured }
-        return root.appendingPathComponent("\(id.rawValue).sqlite").path
+        guard let rootPrefix else { throw TenantError.notConfigured }
+        return rootPrefix + id.rawValue + ".sqlite"
     }
 
     /// The tenants that have a database, sorted.
@@ -279,6 +284,7 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
 
     /// Reports the open count after a change made under the lock.
     private func reportOpenCount(_ count: Int) {
+        guard DatabaseEvents.shared.isObserved else { return }
         DatabaseEvents.shared.report(.openTenantsChanged(directory: root?.path ?? "", count: count))
     }
 
