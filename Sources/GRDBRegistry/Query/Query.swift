@@ -251,7 +251,8 @@ public final class Query<Request: Queryable>: Sendable where Request.Context: Se
         if Request.Values.self == DatabaseValues<Request.Value>.self {
             // The built-in queryables deliver through callbacks, without a
             // task hop: the initial value is set before `init` returns.
-            let values = request.values(in: context) as! DatabaseValues<Request.Value>
+            // The cast can't fail: the types were just compared.
+            let values = unsafeBitCast(request.values(in: context), to: DatabaseValues<Request.Value>.self)
             return .database(values.subscribe(DatabaseValuesSink(
                 onValue: { [weak self] value in self?.receive(value, generation: generation) },
                 onError: { [weak self] error in self?.receive(error, generation: generation) },
