@@ -112,7 +112,7 @@ struct TargetOptions: ParsableArguments {
             guard MigrationTargetName.isValidTenantName(tenant) else {
                 throw ValidationError("Invalid tenant name \(String(reflecting: tenant)): use letters, digits, ., _ and - only.")
             }
-            let path = URL(fileURLWithPath: root).appendingPathComponent(tenant + "." + TenantDirectory.fileExtension).path
+            let path = URL(fileURLWithPath: root).appendingPathComponent(tenant + "." + TenantDatabaseFiles.fileExtension).path
             // A typo must not provision a new tenant: tenants are created by
             // the application, registryctl only migrates them.
             guard FileManager.default.fileExists(atPath: path) else {
@@ -120,7 +120,7 @@ struct TargetOptions: ParsableArguments {
             }
             return [MigrationTarget(name: tenant, path: path, set: set, keySource: key)]
         }
-        return try TenantDirectory.databases(in: URL(fileURLWithPath: root)).map {
+        return try TenantDatabaseFiles.databases(in: URL(fileURLWithPath: root)).map {
             MigrationTarget(name: $0.name, path: $0.path, set: set, keySource: key)
         }
     }

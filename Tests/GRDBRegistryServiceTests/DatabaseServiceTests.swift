@@ -135,6 +135,33 @@ import Testing
         tenants.closeIdleTenants()
     }
 
+    @Test func theConfiguredTenantDirectoryClosesWithTheService() async throws {
+        _ = testMetrics
+        let directory = try TemporaryDirectory()
+        let configuration = ServiceConfiguration(
+            databases: [],
+            tenants: .init(root: directory.path("tenants"), maxOpen: 3))
+        let service = DatabaseService(configuration: configuration, environment: [:], logger: LogRecorder().logger())
+        let tenants = try service.tenants(of: PlayerRepository.self)
+        #expect(try service.tenants(of: PlayerRepository.self) === tenants)
+        #expect(tenants.maxOpen == 3)
+        try tenants.provision(TenantID("closing"))
+        try await testGracefulShutdown { trigger in
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await service.run() }
+                try await service.waitUntilReady()
+                try await tenants.withRepository(TenantID("closing")) { try await $0.add(name: "Arthur") }
+                #expect(tenants.openCount == 1)
+                trigger.triggerGracefulShutdown()
+                try await group.waitForAll()
+            }
+        }
+        #expect(tenants.openCount == 0)
+        #expect(throws: DatabaseServiceError.self) {
+            try DatabaseService(configuration: ServiceConfiguration(databases: [])).tenants(of: PlayerRepository.self)
+        }
+    }
+
     @Test func verifyModeRefusesPendingMigrationsAndTouchesNothing() async throws {
         let directory = try TemporaryDirectory()
         // One migration applied by an earlier version of the app.

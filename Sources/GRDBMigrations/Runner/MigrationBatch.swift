@@ -7,7 +7,7 @@ import Synchronization
 /// not stop the others.
 ///
 /// ```swift
-/// let targets = try TenantDirectory.databases(in: root).map {
+/// let targets = try TenantDatabaseFiles.databases(in: root).map {
 ///     MigrationTarget(name: $0.name, path: $0.path, set: set)
 /// }
 /// let batch = MigrationBatch(targets: targets, jobs: 4)

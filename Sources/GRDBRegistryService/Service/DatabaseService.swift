@@ -99,6 +99,9 @@ public final class DatabaseService: Service, Sendable {
         var databases: [String: OpenDatabase] = [:]
         var readinessWaiters: [CheckedContinuation<Void, any Error>] = []
         var liveQueries: [@Sendable () -> Void] = []
+        /// The tenant directory of the configuration, once asked for, and
+        /// how to close its idle tenants at shutdown.
+        var tenants: (directory: any Sendable, closeIdle: @Sendable () -> Void)?
         var events: EventMetrics.Token?
     }
 
@@ -219,6 +222,38 @@ public final class DatabaseService: Service, Sendable {
         }
         if pauseNow { pause() }
         return query
+    }
+
+    /// The directory of tenant databases of the configuration (`tenants`),
+    /// created on first call. Shutdown closes its idle tenants after the
+    /// tracked queries are paused.
+    ///
+    /// ```swift
+    /// let teams = try service.tenants(of: PlayerRepository.self)
+    /// try await teams.withRepository(TenantID("acme")) { try await $0.add(name: "Arthur") }
+    /// ```
+    ///
+    /// - throws: ``DatabaseServiceError/unknownDatabase(_:knownNames:)``
+    ///   when the configuration has no `tenants`, or when a directory of
+    ///   another repository type was created first.
+    public func tenants<Repository: TenantRepository>(of type: Repository.Type) throws -> TenantDirectory<Repository> {
+        guard let tenants = configuration.tenants else {
+            throw DatabaseServiceError.unknownDatabase("tenants", knownNames: configuration.databases.map(\.name))
+        }
+        return try state.withLock { state in
+            if let existing = state.tenants {
+                guard let directory = existing.directory as? TenantDirectory<Repository> else {
+                    throw DatabaseServiceError.unknownDatabase("tenants of \(Repository.self)", knownNames: configuration.databases.map(\.name))
+                }
+                return directory
+            }
+            let directory = try TenantDirectory<Repository>(
+                root: URL(fileURLWithPath: tenants.root),
+                maxOpen: tenants.maxOpen,
+                policy: configuration.migrationMode == .verify ? .refusePending : .apply)
+            state.tenants = (directory, { directory.closeIdleTenants() })
+            return directory
+        }
     }
 
     /// Which databases are open, migrated and writable.
@@ -401,6 +436,7 @@ public final class DatabaseService: Service, Sendable {
             }
         }
         for pause in liveQueries { pause() }
+        state.withLock { $0.tenants }?.closeIdle()
         for database in databases {
             close(database, checkpoint: true)
         }

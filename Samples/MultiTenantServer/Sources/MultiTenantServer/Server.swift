@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import GRDBRegistry
+import GRDBRegistryExamples
 import GRDBRegistryService
 import Hummingbird
 import Logging
@@ -70,9 +71,11 @@ struct MultiTenantServer {
             .appendingPathComponent("Migrations/catalog")
         let configuration = ServiceConfiguration(
             databases: [.init(name: "catalog", path: data.appendingPathComponent("catalog.sqlite").path, migrations: catalogMigrations.path)],
+            tenants: .init(root: data.appendingPathComponent("tenants").path, maxOpen: 256),
             shutdownTimeout: .seconds(5))
         let databases = DatabaseService(configuration: configuration, logger: logger)
-        let teams = try TeamDirectory(root: data.appendingPathComponent("tenants"), maxOpen: 256)
+        // Teams live in the service's tenant directory: it closes them at shutdown.
+        let teams = try databases.tenants(of: PlayerRepository.self)
 
         let router = Router()
         Routes(databases: databases, teams: teams).add(to: router)
@@ -120,8 +123,6 @@ struct MultiTenantServer {
         }
         defer { escalation.cancel() }
         try await running.value
-        // The server has stopped: no request holds a team any more.
-        teams.closeIdleTenants()
         say("stopped")
     }
 

@@ -3,11 +3,11 @@ import Foundation
 /// The tenant databases of a folder: every `*.sqlite` file directly in it.
 ///
 /// ```swift
-/// for tenant in try TenantDirectory.databases(in: URL(fileURLWithPath: "data/tenants")) {
+/// for tenant in try TenantDatabaseFiles.databases(in: URL(fileURLWithPath: "data/tenants")) {
 ///     print(tenant.name, tenant.path)   // "acme", ".../acme.sqlite"
 /// }
 /// ```
-public enum TenantDirectory {
+public enum TenantDatabaseFiles {
     /// The file extension of tenant databases.
     public static let fileExtension = "sqlite"
 
