@@ -12,6 +12,7 @@ let package = Package(
         .library(name: "GRDBRegistryService", targets: ["GRDBRegistryService"]),
         .library(name: "GRDBRegistryExamples", targets: ["GRDBRegistryExamples"]),
         .library(name: "GRDBMigrations", targets: ["GRDBMigrations"]),
+        .library(name: "GRDBCipher", targets: ["GRDBCipher"]),
         .executable(name: "registryctl", targets: ["registryctl"]),
     ],
     dependencies: [
@@ -63,6 +64,22 @@ let package = Package(
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
             ]
+        ),
+
+        // MARK: Encryption: SQLCipher file format through an SQLite VFS
+        .target(
+            name: "CSQLCipherVFS",
+            dependencies: [.product(name: "GRDBSQLite", package: "GRDB.swift")],
+            cSettings: [.define("OPENSSL_API_COMPAT", to: "0x10100000L")],
+            linkerSettings: [.linkedLibrary("crypto")]
+        ),
+        .target(
+            name: "GRDBCipher",
+            dependencies: ["CSQLCipherVFS", .product(name: "GRDB", package: "GRDB.swift")]
+        ),
+        .testTarget(
+            name: "GRDBCipherTests",
+            dependencies: ["GRDBCipher"]
         ),
 
         // MARK: Migrations: SQL migration sets and the registryctl runner

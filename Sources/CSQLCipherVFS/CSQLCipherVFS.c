@@ -1,0 +1,854 @@
+// An SQLite VFS that reads and writes databases in the SQLCipher file format.
+//
+// Main database pages, rollback journal pages and WAL frame pages of a keyed
+// database are encrypted with the SQLCipher page codec (AES-256-CBC, HMAC,
+// PBKDF2 key derivation; v3 and v4 parameters). Journal and WAL headers stay
+// plain, as in SQLCipher. Temporary files (sorter spills, temp databases,
+// statement journals) are encrypted with AES-256-CTR and an ephemeral random
+// key, so that no plaintext reaches the disk.
+
+#include "CSQLCipherVFS.h"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SALT_SIZE 16
+#define KEY_SIZE 32
+#define IV_SIZE 16
+#define MAX_PAGE 65536
+
+static const unsigned char SQLITE_MAGIC[16] = "SQLite format 3";
+
+// MARK: - Codec
+
+typedef struct Codec {
+    int version;                 // 3 or 4
+    int pageSize;                // 1024 (v3) or 4096 (v4)
+    int reserve;                 // 48 (v3) or 80 (v4)
+    int hmacSize;                // 20 (v3) or 64 (v4)
+    int kdfIterations;
+    const EVP_MD *md;            // SHA1 (v3) or SHA512 (v4)
+    unsigned char *passphrase;   // NULL for a raw key
+    int passphraseLength;
+    int hasRawKey;
+    int hasExplicitSalt;
+    unsigned char salt[SALT_SIZE];
+    int hasSalt;
+    unsigned char key[KEY_SIZE];
+    unsigned char hmacKey[KEY_SIZE];
+    int derived;
+    int failedPage;              // last page whose HMAC check failed
+    int state;                   // GRDBCIPHER_STATE_*
+} Codec;
+
+static void codec_free(Codec *codec) {
+    if (!codec) return;
+    if (codec->passphrase) {
+        OPENSSL_cleanse(codec->passphrase, codec->passphraseLength);
+        free(codec->passphrase);
+    }
+    OPENSSL_cleanse(codec, sizeof(Codec));
+    free(codec);
+}
+
+static int hex_value(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+static int parse_hex(const char *hex, int length, unsigned char *out) {
+    for (int i = 0; i < length / 2; i++) {
+        int high = hex_value(hex[2 * i]), low = hex_value(hex[2 * i + 1]);
+        if (high < 0 || low < 0) return 0;
+        out[i] = (unsigned char)(high * 16 + low);
+    }
+    return 1;
+}
+
+static Codec *codec_new(const void *key, int nKey, int version, int kdfIterations) {
+    if (!key || nKey <= 0 || (version != 3 && version != 4)) return NULL;
+    Codec *codec = calloc(1, sizeof(Codec));
+    if (!codec) return NULL;
+    codec->version = version;
+    if (version == 4) {
+        codec->pageSize = 4096; codec->reserve = 80; codec->hmacSize = 64;
+        codec->kdfIterations = 256000; codec->md = EVP_sha512();
+    } else {
+        codec->pageSize = 1024; codec->reserve = 48; codec->hmacSize = 20;
+        codec->kdfIterations = 64000; codec->md = EVP_sha1();
+    }
+    if (kdfIterations > 0) codec->kdfIterations = kdfIterations;
+    const char *text = key;
+    // x'<64 hex>' or x'<64 hex><32 hex>': a raw key (and salt).
+    if ((nKey == 67 || nKey == 99) && (text[0] == 'x' || text[0] == 'X') && text[1] == '\'' && text[nKey - 1] == '\'') {
+        if (!parse_hex(text + 2, 64, codec->key)) { codec_free(codec); return NULL; }
+        if (nKey == 99) {
+            if (!parse_hex(text + 66, 32, codec->salt)) { codec_free(codec); return NULL; }
+            codec->hasExplicitSalt = 1;
+        }
+        codec->hasRawKey = 1;
+        return codec;
+    }
+    codec->passphrase = malloc(nKey);
+    if (!codec->passphrase) { codec_free(codec); return NULL; }
+    memcpy(codec->passphrase, key, nKey);
+    codec->passphraseLength = nKey;
+    return codec;
+}
+
+static Codec *codec_copy(const Codec *source) {
+    if (!source) return NULL;
+    Codec *codec = malloc(sizeof(Codec));
+    if (!codec) return NULL;
+    memcpy(codec, source, sizeof(Codec));
+    if (source->passphrase) {
+        codec->passphrase = malloc(source->passphraseLength);
+        if (!codec->passphrase) { free(codec); return NULL; }
+        memcpy(codec->passphrase, source->passphrase, source->passphraseLength);
+    }
+    return codec;
+}
+
+// MARK: Derived key cache
+
+typedef struct CacheEntry {
+    struct CacheEntry *next;
+    unsigned char digest[32];    // SHA-256 of passphrase, salt and parameters
+    unsigned char key[KEY_SIZE];
+} CacheEntry;
+
+static pthread_mutex_t cacheMutex = PTHREAD_MUTEX_INITIALIZER;
+static CacheEntry *cacheHead = NULL;
+static int cacheEnabled = 1;
+static long kdfCount = 0;
+
+void grdbcipher_set_kdf_cache(int enabled) {
+    pthread_mutex_lock(&cacheMutex);
+    cacheEnabled = enabled;
+    pthread_mutex_unlock(&cacheMutex);
+}
+
+void grdbcipher_clear_kdf_cache(void) {
+    pthread_mutex_lock(&cacheMutex);
+    while (cacheHead) {
+        CacheEntry *next = cacheHead->next;
+        OPENSSL_cleanse(cacheHead, sizeof(CacheEntry));
+        free(cacheHead);
+        cacheHead = next;
+    }
+    pthread_mutex_unlock(&cacheMutex);
+}
+
+long grdbcipher_kdf_count(void) {
+    pthread_mutex_lock(&cacheMutex);
+    long count = kdfCount;
+    pthread_mutex_unlock(&cacheMutex);
+    return count;
+}
+
+static void cache_digest(const Codec *codec, unsigned char out[32]) {
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    unsigned int length = 0;
+    EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
+    EVP_DigestUpdate(ctx, codec->passphrase, codec->passphraseLength);
+    EVP_DigestUpdate(ctx, codec->salt, SALT_SIZE);
+    int parameters[2] = { codec->version, codec->kdfIterations };
+    EVP_DigestUpdate(ctx, parameters, sizeof(parameters));
+    EVP_DigestFinal_ex(ctx, out, &length);
+    EVP_MD_CTX_free(ctx);
+}
+
+/// Derives the encryption and HMAC keys, once the salt is known.
+static int codec_derive(Codec *codec) {
+    if (codec->derived) return SQLITE_OK;
+    if (!codec->hasSalt) return SQLITE_ERROR;
+    if (!codec->hasRawKey) {
+        unsigned char digest[32];
+        int found = 0;
+        cache_digest(codec, digest);
+        pthread_mutex_lock(&cacheMutex);
+        if (cacheEnabled) {
+            for (CacheEntry *entry = cacheHead; entry; entry = entry->next) {
+                if (CRYPTO_memcmp(entry->digest, digest, 32) == 0) {
+                    memcpy(codec->key, entry->key, KEY_SIZE);
+                    found = 1;
+                    break;
+                }
+            }
+        }
+        pthread_mutex_unlock(&cacheMutex);
+        if (!found) {
+            if (!PKCS5_PBKDF2_HMAC((const char *)codec->passphrase, codec->passphraseLength, codec->salt, SALT_SIZE,
+                                   codec->kdfIterations, codec->md, KEY_SIZE, codec->key)) {
+                return SQLITE_ERROR;
+            }
+            pthread_mutex_lock(&cacheMutex);
+            kdfCount++;
+            if (cacheEnabled) {
+                CacheEntry *entry = malloc(sizeof(CacheEntry));
+                if (entry) {
+                    memcpy(entry->digest, digest, 32);
+                    memcpy(entry->key, codec->key, KEY_SIZE);
+                    entry->next = cacheHead;
+                    cacheHead = entry;
+                }
+            }
+            pthread_mutex_unlock(&cacheMutex);
+        }
+        OPENSSL_cleanse(digest, sizeof(digest));
+    }
+    unsigned char hmacSalt[SALT_SIZE];
+    for (int i = 0; i < SALT_SIZE; i++) hmacSalt[i] = codec->salt[i] ^ 0x3a;
+    if (!PKCS5_PBKDF2_HMAC((const char *)codec->key, KEY_SIZE, hmacSalt, SALT_SIZE, 2, codec->md, KEY_SIZE, codec->hmacKey)) {
+        return SQLITE_ERROR;
+    }
+    codec->derived = 1;
+    return SQLITE_OK;
+}
+
+static int page_hmac(const Codec *codec, const unsigned char *data, int length, unsigned int pgno, unsigned char *out) {
+    unsigned char pgnoBytes[4] = { pgno & 0xff, (pgno >> 8) & 0xff, (pgno >> 16) & 0xff, (pgno >> 24) & 0xff };
+    HMAC_CTX *ctx = HMAC_CTX_new();
+    unsigned int outLength = 0;
+    int ok = ctx
+        && HMAC_Init_ex(ctx, codec->hmacKey, KEY_SIZE, codec->md, NULL)
+        && HMAC_Update(ctx, data, length)
+        && HMAC_Update(ctx, pgnoBytes, 4)
+        && HMAC_Final(ctx, out, &outLength);
+    HMAC_CTX_free(ctx);
+    return ok ? SQLITE_OK : SQLITE_ERROR;
+}
+
+static int aes_cbc(const Codec *codec, int encrypt, const unsigned char *iv, const unsigned char *in, int length, unsigned char *out) {
+    EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();
+    int outLength = 0, finalLength = 0;
+    int ok = ctx
+        && EVP_CipherInit_ex(ctx, EVP_aes_256_cbc(), NULL, codec->key, iv, encrypt)
+        && EVP_CIPHER_CTX_set_padding(ctx, 0)
+        && EVP_CipherUpdate(ctx, out, &outLength, in, length)
+        && EVP_CipherFinal_ex(ctx, out + outLength, &finalLength);
+    EVP_CIPHER_CTX_free(ctx);
+    return ok ? SQLITE_OK : SQLITE_ERROR;
+}
+
+/// Encrypts one page: [salt on page 1 | ciphertext | IV | HMAC | random].
+static int codec_encrypt(Codec *codec, unsigned int pgno, const unsigned char *in, unsigned char *out) {
+    int rc = codec_derive(codec);
+    if (rc != SQLITE_OK) return rc;
+    int offset = pgno == 1 ? SALT_SIZE : 0;
+    int end = codec->pageSize - codec->reserve;
+    unsigned char *iv = out + end;
+    if (RAND_bytes(iv, codec->reserve) != 1) return SQLITE_ERROR;   // IV and random padding
+    if (aes_cbc(codec, 1, iv, in + offset, end - offset, out + offset) != SQLITE_OK) return SQLITE_ERROR;
+    if (page_hmac(codec, out + offset, end - offset + IV_SIZE, pgno, out + end + IV_SIZE) != SQLITE_OK) return SQLITE_ERROR;
+    if (pgno == 1) memcpy(out, codec->salt, SALT_SIZE);
+    return SQLITE_OK;
+}
+
+/// Decrypts one page in place; SQLITE_NOTADB / SQLITE_CORRUPT when the HMAC fails.
+static int codec_decrypt(Codec *codec, unsigned int pgno, unsigned char *page) {
+    int rc = codec_derive(codec);
+    if (rc != SQLITE_OK) return rc;
+    int offset = pgno == 1 ? SALT_SIZE : 0;
+    int end = codec->pageSize - codec->reserve;
+    unsigned char expected[EVP_MAX_MD_SIZE];
+    if (page_hmac(codec, page + offset, end - offset + IV_SIZE, pgno, expected) != SQLITE_OK) return SQLITE_ERROR;
+    if (CRYPTO_memcmp(expected, page + end + IV_SIZE, codec->hmacSize) != 0) {
+        // An all-zero page is a page SQLite has not written yet (a hole).
+        int zero = 1;
+        for (int i = 0; i < codec->pageSize; i++) if (page[i]) { zero = 0; break; }
+        if (zero) return SQLITE_OK;
+        codec->failedPage = (int)pgno;
+        if (pgno == 1) {
+            codec->state = GRDBCIPHER_STATE_WRONG_KEY;
+            return SQLITE_NOTADB;
+        }
+        codec->state = GRDBCIPHER_STATE_CORRUPT_PAGE;
+        sqlite3_log(SQLITE_CORRUPT, "grdbcipher: HMAC check failed for page %u", pgno);
+        return SQLITE_CORRUPT;
+    }
+    unsigned char plain[MAX_PAGE];
+    if (aes_cbc(codec, 0, page + end, page + offset, end - offset, plain) != SQLITE_OK) return SQLITE_ERROR;
+    memcpy(page + offset, plain, end - offset);
+    OPENSSL_cleanse(plain, end - offset);
+    if (pgno == 1) memcpy(page, SQLITE_MAGIC, SALT_SIZE);
+    // SQLite hands back what it reads when it writes a page, and WAL
+    // checksums cover the whole page: reserved bytes must read the same
+    // every time (zeros), not as this write's IV and HMAC.
+    memset(page + end, 0, codec->reserve);
+    return SQLITE_OK;
+}
+
+// MARK: - Pending keys (VACUUM INTO targets)
+
+typedef struct PendingKey {
+    struct PendingKey *next;
+    char *path;
+    Codec *codec;               // NULL: explicitly plain
+} PendingKey;
+
+static pthread_mutex_t pendingMutex = PTHREAD_MUTEX_INITIALIZER;
+static PendingKey *pendingHead = NULL;
+
+int grdbcipher_set_pending_key(const char *path, const void *key, int nKey, int version, int kdfIterations) {
+    PendingKey *pending = calloc(1, sizeof(PendingKey));
+    if (!pending) return SQLITE_NOMEM;
+    pending->path = strdup(path);
+    if (key) {
+        pending->codec = codec_new(key, nKey, version, kdfIterations);
+        if (!pending->codec) { free(pending->path); free(pending); return SQLITE_MISUSE; }
+    }
+    pthread_mutex_lock(&pendingMutex);
+    pending->next = pendingHead;
+    pendingHead = pending;
+    pthread_mutex_unlock(&pendingMutex);
+    return SQLITE_OK;
+}
+
+/// Takes the pending key of `path`, if any: 1 and the codec (maybe NULL).
+static int take_pending_key(const char *path, Codec **codec) {
+    int found = 0;
+    pthread_mutex_lock(&pendingMutex);
+    for (PendingKey **link = &pendingHead; *link; link = &(*link)->next) {
+        if (strcmp((*link)->path, path) == 0) {
+            PendingKey *pending = *link;
+            *link = pending->next;
+            *codec = pending->codec;
+            free(pending->path);
+            free(pending);
+            found = 1;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&pendingMutex);
+    return found;
+}
+
+// MARK: - Files
+
+enum Kind { KIND_MAIN, KIND_JOURNAL, KIND_WAL, KIND_TEMP, KIND_OTHER };
+
+typedef struct CipherFile {
+    sqlite3_file base;
+    sqlite3_file *real;
+    int kind;
+    Codec *codec;                       // main databases only (owned)
+    struct CipherFile *mainFile;        // journals and WAL: their database
+    unsigned int lastPgno;              // journals: page number of the record being read or written
+    sqlite3_int64 lastPgnoOffset;       // journals: where that page number is
+    int sawCiphertext;                  // unkeyed main databases: the header is not SQLite's
+    unsigned char tempKey[KEY_SIZE];    // temporary files: ephemeral CTR key
+} CipherFile;
+
+static sqlite3_vfs cipherVFS;
+static sqlite3_vfs *baseVFS;
+
+static Codec *file_codec(CipherFile *file) {
+    if (file->kind == KIND_MAIN) return file->codec;
+    if ((file->kind == KIND_JOURNAL || file->kind == KIND_WAL) && file->mainFile) return file->mainFile->codec;
+    return NULL;
+}
+
+/// Loads the salt of a main database: from its first 16 bytes, or a fresh
+/// random one for an empty file.
+static int load_salt(CipherFile *file) {
+    Codec *codec = file->codec;
+    if (!codec || codec->hasSalt) return SQLITE_OK;
+    if (codec->hasExplicitSalt) { codec->hasSalt = 1; return SQLITE_OK; }
+    sqlite3_int64 size = 0;
+    int rc = file->real->pMethods->xFileSize(file->real, &size);
+    if (rc != SQLITE_OK) return rc;
+    if (size >= SALT_SIZE) {
+        unsigned char header[SALT_SIZE];
+        rc = file->real->pMethods->xRead(file->real, header, SALT_SIZE, 0);
+        if (rc != SQLITE_OK) return rc;
+        if (memcmp(header, SQLITE_MAGIC, SALT_SIZE) == 0) {
+            codec->state = GRDBCIPHER_STATE_KEY_ON_PLAINTEXT;
+            return SQLITE_NOTADB;
+        }
+        memcpy(codec->salt, header, SALT_SIZE);
+    } else if (RAND_bytes(codec->salt, SALT_SIZE) != 1) {
+        return SQLITE_ERROR;
+    }
+    codec->hasSalt = 1;
+    return SQLITE_OK;
+}
+
+static int ctr_xor(const unsigned char *key, sqlite3_int64 offset, unsigned char *data, int length) {
+    // Counter blocks start at offset / 16; skip into the first block.
+    unsigned char iv[IV_SIZE] = { 0 };
+    sqlite3_uint64 block = (sqlite3_uint64)offset / 16;
+    for (int i = 0; i < 8; i++) iv[15 - i] = (unsigned char)(block >> (8 * i));
+    int skip = (int)(offset % 16);
+    EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();
+    unsigned char scratch[16];
+    int outLength = 0;
+    int ok = ctx && EVP_EncryptInit_ex(ctx, EVP_aes_256_ctr(), NULL, key, iv);
+    if (ok && skip) ok = EVP_EncryptUpdate(ctx, scratch, &outLength, scratch, skip);
+    if (ok) ok = EVP_EncryptUpdate(ctx, data, &outLength, data, length);
+    EVP_CIPHER_CTX_free(ctx);
+    return ok ? SQLITE_OK : SQLITE_IOERR;
+}
+
+static unsigned int read_be32(const unsigned char *p) {
+    return ((unsigned int)p[0] << 24) | ((unsigned int)p[1] << 16) | ((unsigned int)p[2] << 8) | p[3];
+}
+
+// MARK: I/O methods
+
+static int cipherClose(sqlite3_file *pFile) {
+    CipherFile *file = (CipherFile *)pFile;
+    int rc = file->real->pMethods ? file->real->pMethods->xClose(file->real) : SQLITE_OK;
+    codec_free(file->codec);
+    file->codec = NULL;
+    OPENSSL_cleanse(file->tempKey, KEY_SIZE);
+    return rc;
+}
+
+/// Reads the pages covering [offset, offset+amount) of a main database,
+/// decrypts them, and copies the slice asked for.
+static int read_main(CipherFile *file, unsigned char *out, int amount, sqlite3_int64 offset) {
+    Codec *codec = file->codec;
+    int rc = load_salt(file);
+    if (rc != SQLITE_OK) return rc;
+    int pageSize = codec->pageSize;
+    sqlite3_int64 first = offset / pageSize, last = (offset + amount - 1) / pageSize;
+    unsigned char *page = sqlite3_malloc(pageSize);
+    if (!page) return SQLITE_NOMEM;
+    int result = SQLITE_OK;
+    for (sqlite3_int64 index = first; index <= last; index++) {
+        rc = file->real->pMethods->xRead(file->real, page, pageSize, index * pageSize);
+        if (rc == SQLITE_IOERR_SHORT_READ) {
+            // Past the end: a partial or missing page reads as zeros.
+            memset(page, 0, pageSize);
+            result = SQLITE_IOERR_SHORT_READ;
+        } else if (rc != SQLITE_OK) {
+            sqlite3_free(page);
+            return rc;
+        } else {
+            rc = codec_decrypt(codec, (unsigned int)(index + 1), page);
+            if (rc != SQLITE_OK) { sqlite3_free(page); return rc; }
+        }
+        sqlite3_int64 pageStart = index * pageSize;
+        sqlite3_int64 from = offset > pageStart ? offset : pageStart;
+        sqlite3_int64 to = (offset + amount) < (pageStart + pageSize) ? (offset + amount) : (pageStart + pageSize);
+        memcpy(out + (from - offset), page + (from - pageStart), (size_t)(to - from));
+    }
+    OPENSSL_cleanse(page, pageSize);
+    sqlite3_free(page);
+    return result;
+}
+
+static int write_main(CipherFile *file, const unsigned char *in, int amount, sqlite3_int64 offset) {
+    Codec *codec = file->codec;
+    int rc = load_salt(file);
+    if (rc != SQLITE_OK) return rc;
+    int pageSize = codec->pageSize;
+    unsigned char *page = sqlite3_malloc(pageSize);
+    unsigned char *encrypted = sqlite3_malloc(pageSize);
+    if (!page || !encrypted) { sqlite3_free(page); sqlite3_free(encrypted); return SQLITE_NOMEM; }
+    sqlite3_int64 first = offset / pageSize, last = (offset + amount - 1) / pageSize;
+    for (sqlite3_int64 index = first; index <= last && rc == SQLITE_OK; index++) {
+        sqlite3_int64 pageStart = index * pageSize;
+        sqlite3_int64 from = offset > pageStart ? offset : pageStart;
+        sqlite3_int64 to = (offset + amount) < (pageStart + pageSize) ? (offset + amount) : (pageStart + pageSize);
+        if (to - from < pageSize) {
+            // A partial page write: read, patch, write back.
+            rc = read_main(file, page, pageSize, pageStart);
+            if (rc == SQLITE_IOERR_SHORT_READ) rc = SQLITE_OK;
+            if (rc != SQLITE_OK) break;
+        }
+        memcpy(page + (from - pageStart), in + (from - offset), (size_t)(to - from));
+        rc = codec_encrypt(codec, (unsigned int)(index + 1), page, encrypted);
+        if (rc == SQLITE_OK) rc = file->real->pMethods->xWrite(file->real, encrypted, pageSize, pageStart);
+    }
+    OPENSSL_cleanse(page, pageSize);
+    sqlite3_free(page);
+    sqlite3_free(encrypted);
+    return rc;
+}
+
+static int cipherRead(sqlite3_file *pFile, void *buffer, int amount, sqlite3_int64 offset) {
+    CipherFile *file = (CipherFile *)pFile;
+    Codec *codec = file_codec(file);
+    if (file->kind == KIND_TEMP) {
+        int rc = file->real->pMethods->xRead(file->real, buffer, amount, offset);
+        if (rc != SQLITE_OK && rc != SQLITE_IOERR_SHORT_READ) return rc;
+        int xrc = ctr_xor(file->tempKey, offset, buffer, amount);
+        if (rc == SQLITE_IOERR_SHORT_READ) {
+            // Bytes past the end must read as zeros, not as keystream.
+            sqlite3_int64 size = 0;
+            file->real->pMethods->xFileSize(file->real, &size);
+            if (size < offset + amount) {
+                sqlite3_int64 valid = size > offset ? size - offset : 0;
+                memset((unsigned char *)buffer + valid, 0, (size_t)(amount - valid));
+            }
+            return rc;
+        }
+        return xrc;
+    }
+    if (!codec) {
+        int rc = file->real->pMethods->xRead(file->real, buffer, amount, offset);
+        if (file->kind == KIND_MAIN && rc == SQLITE_OK && offset == 0 && amount >= 16
+            && memcmp(buffer, SQLITE_MAGIC, 16) != 0) {
+            // Not a plain database: an encrypted one opened without a key
+            // (SQLite reports "file is not a database").
+            unsigned char *bytes = buffer;
+            int zero = 1;
+            for (int i = 0; i < 16; i++) if (bytes[i]) { zero = 0; break; }
+            if (!zero) {
+                // Remembered for grdbcipher_state().
+                file->sawCiphertext = 1;
+            }
+        }
+        return rc;
+    }
+    if (file->kind == KIND_MAIN) return read_main(file, buffer, amount, offset);
+    if (!codec->hasSalt) {
+        // A connection that reads its pages from the WAL: the salt is on
+        // page 1 of the database file.
+        int rc = load_salt(file->mainFile);
+        if (rc != SQLITE_OK) return rc;
+    }
+
+    int pageSize = codec->pageSize;
+    if (file->kind == KIND_JOURNAL) {
+        int rc = file->real->pMethods->xRead(file->real, buffer, amount, offset);
+        if (rc != SQLITE_OK) return rc;
+        // A record is a 4-byte page number, the page, a checksum: the page
+        // is the read right after its page number (headers can be as large
+        // as a page, and are not preceded by one).
+        if (amount == 4) { file->lastPgno = read_be32(buffer); file->lastPgnoOffset = offset; }
+        else if (amount == pageSize && offset == file->lastPgnoOffset + 4) return codec_decrypt(codec, file->lastPgno, buffer);
+        return SQLITE_OK;
+    }
+    // WAL: frames are a 24-byte header followed by a page.
+    if (amount == pageSize + 24) {
+        int rc = file->real->pMethods->xRead(file->real, buffer, amount, offset);
+        if (rc != SQLITE_OK) return rc;
+        unsigned char *frame = buffer;
+        unsigned int pgno = read_be32(frame);
+        if (pgno == 0) return SQLITE_OK;
+        return codec_decrypt(codec, pgno, frame + 24);
+    }
+    if (amount == pageSize && offset >= 32 + 24) {
+        unsigned char header[4];
+        int rc = file->real->pMethods->xRead(file->real, header, 4, offset - 24);
+        if (rc != SQLITE_OK) return rc;
+        rc = file->real->pMethods->xRead(file->real, buffer, amount, offset);
+        if (rc != SQLITE_OK) return rc;
+        return codec_decrypt(codec, read_be32(header), buffer);
+    }
+    return file->real->pMethods->xRead(file->real, buffer, amount, offset);
+}
+
+static int cipherWrite(sqlite3_file *pFile, const void *buffer, int amount, sqlite3_int64 offset) {
+    CipherFile *file = (CipherFile *)pFile;
+    Codec *codec = file_codec(file);
+    if (file->kind == KIND_TEMP) {
+        unsigned char *copy = sqlite3_malloc(amount);
+        if (!copy) return SQLITE_NOMEM;
+        memcpy(copy, buffer, amount);
+        int rc = ctr_xor(file->tempKey, offset, copy, amount);
+        if (rc == SQLITE_OK) rc = file->real->pMethods->xWrite(file->real, copy, amount, offset);
+        OPENSSL_cleanse(copy, amount);
+        sqlite3_free(copy);
+        return rc;
+    }
+    if (!codec) return file->real->pMethods->xWrite(file->real, buffer, amount, offset);
+    if (file->kind == KIND_MAIN) return write_main(file, buffer, amount, offset);
+    if (!codec->hasSalt) {
+        int rc = load_salt(file->mainFile);
+        if (rc != SQLITE_OK) return rc;
+    }
+
+    int pageSize = codec->pageSize;
+    unsigned int pgno = 0;
+    if (file->kind == KIND_JOURNAL) {
+        if (amount == 4) { file->lastPgno = read_be32(buffer); file->lastPgnoOffset = offset; }
+        if (amount != pageSize || offset != file->lastPgnoOffset + 4) return file->real->pMethods->xWrite(file->real, buffer, amount, offset);
+        pgno = file->lastPgno;
+    } else {
+        if (amount == pageSize + 24) {
+            unsigned char *frame = sqlite3_malloc(amount);
+            if (!frame) return SQLITE_NOMEM;
+            memcpy(frame, buffer, 24);
+            int rc = codec_encrypt(codec, read_be32(buffer), (const unsigned char *)buffer + 24, frame + 24);
+            if (rc == SQLITE_OK) rc = file->real->pMethods->xWrite(file->real, frame, amount, offset);
+            sqlite3_free(frame);
+            return rc;
+        }
+        if (amount != pageSize || offset < 32 + 24) return file->real->pMethods->xWrite(file->real, buffer, amount, offset);
+        // The frame header is on disk before its page (SQLite writes it
+        // first, or rewrites a page of a frame it already wrote).
+        unsigned char header[4];
+        int rc = file->real->pMethods->xRead(file->real, header, 4, offset - 24);
+        if (rc != SQLITE_OK) return rc;
+        pgno = read_be32(header);
+    }
+    unsigned char *encrypted = sqlite3_malloc(pageSize);
+    if (!encrypted) return SQLITE_NOMEM;
+    int rc = codec_encrypt(codec, pgno, buffer, encrypted);
+    if (rc == SQLITE_OK) rc = file->real->pMethods->xWrite(file->real, encrypted, pageSize, offset);
+    sqlite3_free(encrypted);
+    return rc;
+}
+
+static int cipherTruncate(sqlite3_file *pFile, sqlite3_int64 size) {
+    CipherFile *file = (CipherFile *)pFile;
+    return file->real->pMethods->xTruncate(file->real, size);
+}
+
+static int cipherSync(sqlite3_file *pFile, int flags) {
+    CipherFile *file = (CipherFile *)pFile;
+    return file->real->pMethods->xSync(file->real, flags);
+}
+
+static int cipherFileSize(sqlite3_file *pFile, sqlite3_int64 *pSize) {
+    CipherFile *file = (CipherFile *)pFile;
+    return file->real->pMethods->xFileSize(file->real, pSize);
+}
+
+static int cipherLock(sqlite3_file *pFile, int lock) {
+    CipherFile *file = (CipherFile *)pFile;
+    return file->real->pMethods->xLock(file->real, lock);
+}
+
+static int cipherUnlock(sqlite3_file *pFile, int lock) {
+    CipherFile *file = (CipherFile *)pFile;
+    return file->real->pMethods->xUnlock(file->real, lock);
+}
+
+static int cipherCheckReservedLock(sqlite3_file *pFile, int *pResOut) {
+    CipherFile *file = (CipherFile *)pFile;
+    return file->real->pMethods->xCheckReservedLock(file->real, pResOut);
+}
+
+/// Sets the key of a main database file.
+static int set_file_key(CipherFile *file, const void *key, int nKey, int version, int kdfIterations) {
+    if (file->kind != KIND_MAIN) return SQLITE_MISUSE;
+    Codec *codec = codec_new(key, nKey, version, kdfIterations);
+    if (!codec) return SQLITE_MISUSE;
+    codec_free(file->codec);
+    file->codec = codec;
+    return SQLITE_OK;
+}
+
+static int cipherFileControl(sqlite3_file *pFile, int op, void *pArg) {
+    CipherFile *file = (CipherFile *)pFile;
+    if (op == SQLITE_FCNTL_PRAGMA && file->kind == KIND_MAIN) {
+        char **args = pArg;
+        const char *name = args[1], *value = args[2];
+        if (name && sqlite3_stricmp(name, "key") == 0 && value) {
+            int version = file->codec ? file->codec->version : 4;
+            return set_file_key(file, value, (int)strlen(value), version, 0);
+        }
+        if (name && sqlite3_stricmp(name, "cipher_compatibility") == 0 && value) {
+            int version = atoi(value);
+            if (version != 3 && version != 4) return SQLITE_ERROR;
+            if (file->codec) {
+                Codec *old = file->codec;
+                Codec *codec = old->passphrase
+                    ? codec_new(old->passphrase, old->passphraseLength, version, 0)
+                    : codec_copy(old);
+                if (!codec) return SQLITE_NOMEM;
+                codec_free(old);
+                file->codec = codec;
+            }
+            return SQLITE_OK;
+        }
+    }
+    return file->real->pMethods->xFileControl(file->real, op, pArg);
+}
+
+static int cipherSectorSize(sqlite3_file *pFile) {
+    CipherFile *file = (CipherFile *)pFile;
+    return file->real->pMethods->xSectorSize(file->real);
+}
+
+static int cipherDeviceCharacteristics(sqlite3_file *pFile) {
+    CipherFile *file = (CipherFile *)pFile;
+    int flags = file->real->pMethods->xDeviceCharacteristics(file->real);
+    // Pages are rewritten whole: never claim atomic or powersafe partial writes.
+    return flags & ~(SQLITE_IOCAP_ATOMIC | SQLITE_IOCAP_ATOMIC512 | SQLITE_IOCAP_ATOMIC1K | SQLITE_IOCAP_ATOMIC2K
+                     | SQLITE_IOCAP_ATOMIC4K | SQLITE_IOCAP_ATOMIC8K | SQLITE_IOCAP_ATOMIC16K | SQLITE_IOCAP_ATOMIC32K
+                     | SQLITE_IOCAP_ATOMIC64K | SQLITE_IOCAP_BATCH_ATOMIC);
+}
+
+static int cipherShmMap(sqlite3_file *pFile, int iPg, int pgsz, int bExtend, void volatile **pp) {
+    CipherFile *file = (CipherFile *)pFile;
+    return file->real->pMethods->xShmMap(file->real, iPg, pgsz, bExtend, pp);
+}
+
+static int cipherShmLock(sqlite3_file *pFile, int offset, int n, int flags) {
+    CipherFile *file = (CipherFile *)pFile;
+    return file->real->pMethods->xShmLock(file->real, offset, n, flags);
+}
+
+static void cipherShmBarrier(sqlite3_file *pFile) {
+    CipherFile *file = (CipherFile *)pFile;
+    file->real->pMethods->xShmBarrier(file->real);
+}
+
+static int cipherShmUnmap(sqlite3_file *pFile, int deleteFlag) {
+    CipherFile *file = (CipherFile *)pFile;
+    return file->real->pMethods->xShmUnmap(file->real, deleteFlag);
+}
+
+static int cipherFetch(sqlite3_file *pFile, sqlite3_int64 offset, int amount, void **pp) {
+    // No memory-mapped reads: they would bypass decryption.
+    *pp = NULL;
+    return SQLITE_OK;
+}
+
+static int cipherUnfetch(sqlite3_file *pFile, sqlite3_int64 offset, void *p) {
+    return SQLITE_OK;
+}
+
+static const sqlite3_io_methods cipherMethods = {
+    3,
+    cipherClose, cipherRead, cipherWrite, cipherTruncate, cipherSync, cipherFileSize,
+    cipherLock, cipherUnlock, cipherCheckReservedLock, cipherFileControl, cipherSectorSize,
+    cipherDeviceCharacteristics, cipherShmMap, cipherShmLock, cipherShmBarrier, cipherShmUnmap,
+    cipherFetch, cipherUnfetch,
+};
+
+// MARK: - VFS
+
+static int cipherOpen(sqlite3_vfs *vfs, sqlite3_filename name, sqlite3_file *pFile, int flags, int *pOutFlags) {
+    CipherFile *file = (CipherFile *)pFile;
+    memset(file, 0, sizeof(CipherFile));
+    file->real = (sqlite3_file *)(file + 1);
+    file->lastPgnoOffset = -100;
+    if (flags & SQLITE_OPEN_MAIN_DB) file->kind = KIND_MAIN;
+    else if (flags & SQLITE_OPEN_MAIN_JOURNAL) file->kind = KIND_JOURNAL;
+    else if (flags & SQLITE_OPEN_WAL) file->kind = KIND_WAL;
+    else if (flags & (SQLITE_OPEN_TEMP_DB | SQLITE_OPEN_TEMP_JOURNAL | SQLITE_OPEN_SUBJOURNAL | SQLITE_OPEN_TRANSIENT_DB)) file->kind = KIND_TEMP;
+    else file->kind = KIND_OTHER;
+
+    int rc = baseVFS->xOpen(baseVFS, name, file->real, flags, pOutFlags);
+    if (rc != SQLITE_OK) {
+        file->real->pMethods = NULL;
+        pFile->pMethods = NULL;
+        return rc;
+    }
+    if (file->kind == KIND_TEMP && RAND_bytes(file->tempKey, KEY_SIZE) != 1) {
+        file->real->pMethods->xClose(file->real);
+        return SQLITE_IOERR;
+    }
+    if ((file->kind == KIND_JOURNAL || file->kind == KIND_WAL) && name) {
+        sqlite3_file *main = sqlite3_database_file_object(name);
+        if (main && main->pMethods == &cipherMethods) file->mainFile = (CipherFile *)main;
+    }
+    if (file->kind == KIND_MAIN && name) {
+        Codec *codec = NULL;
+        if (take_pending_key(name, &codec)) file->codec = codec;
+    }
+    pFile->pMethods = &cipherMethods;
+    return SQLITE_OK;
+}
+
+static int cipherDelete(sqlite3_vfs *vfs, const char *name, int syncDir) {
+    return baseVFS->xDelete(baseVFS, name, syncDir);
+}
+
+static int cipherAccess(sqlite3_vfs *vfs, const char *name, int flags, int *pResOut) {
+    return baseVFS->xAccess(baseVFS, name, flags, pResOut);
+}
+
+static int cipherFullPathname(sqlite3_vfs *vfs, const char *name, int n, char *out) {
+    return baseVFS->xFullPathname(baseVFS, name, n, out);
+}
+
+static void *cipherDlOpen(sqlite3_vfs *vfs, const char *name) { return baseVFS->xDlOpen(baseVFS, name); }
+static void cipherDlError(sqlite3_vfs *vfs, int n, char *out) { baseVFS->xDlError(baseVFS, n, out); }
+static void (*cipherDlSym(sqlite3_vfs *vfs, void *p, const char *sym))(void) { return baseVFS->xDlSym(baseVFS, p, sym); }
+static void cipherDlClose(sqlite3_vfs *vfs, void *p) { baseVFS->xDlClose(baseVFS, p); }
+static int cipherRandomness(sqlite3_vfs *vfs, int n, char *out) { return baseVFS->xRandomness(baseVFS, n, out); }
+static int cipherSleep(sqlite3_vfs *vfs, int micro) { return baseVFS->xSleep(baseVFS, micro); }
+static int cipherCurrentTime(sqlite3_vfs *vfs, double *out) { return baseVFS->xCurrentTime(baseVFS, out); }
+static int cipherGetLastError(sqlite3_vfs *vfs, int n, char *out) { return baseVFS->xGetLastError ? baseVFS->xGetLastError(baseVFS, n, out) : 0; }
+static int cipherCurrentTimeInt64(sqlite3_vfs *vfs, sqlite3_int64 *out) { return baseVFS->xCurrentTimeInt64(baseVFS, out); }
+static int cipherSetSystemCall(sqlite3_vfs *vfs, const char *name, sqlite3_syscall_ptr p) { return baseVFS->xSetSystemCall(baseVFS, name, p); }
+static sqlite3_syscall_ptr cipherGetSystemCall(sqlite3_vfs *vfs, const char *name) { return baseVFS->xGetSystemCall(baseVFS, name); }
+static const char *cipherNextSystemCall(sqlite3_vfs *vfs, const char *name) { return baseVFS->xNextSystemCall(baseVFS, name); }
+
+static pthread_once_t registerOnce = PTHREAD_ONCE_INIT;
+static int registerResult = SQLITE_ERROR;
+
+static void register_vfs(void) {
+    sqlite3_initialize();
+    baseVFS = sqlite3_vfs_find(NULL);
+    if (!baseVFS) return;
+    cipherVFS.iVersion = 3;
+    cipherVFS.szOsFile = (int)sizeof(CipherFile) + baseVFS->szOsFile;
+    cipherVFS.mxPathname = baseVFS->mxPathname;
+    cipherVFS.zName = "grdbcipher";
+    cipherVFS.xOpen = cipherOpen;
+    cipherVFS.xDelete = cipherDelete;
+    cipherVFS.xAccess = cipherAccess;
+    cipherVFS.xFullPathname = cipherFullPathname;
+    cipherVFS.xDlOpen = cipherDlOpen;
+    cipherVFS.xDlError = cipherDlError;
+    cipherVFS.xDlSym = cipherDlSym;
+    cipherVFS.xDlClose = cipherDlClose;
+    cipherVFS.xRandomness = cipherRandomness;
+    cipherVFS.xSleep = cipherSleep;
+    cipherVFS.xCurrentTime = cipherCurrentTime;
+    cipherVFS.xGetLastError = cipherGetLastError;
+    cipherVFS.xCurrentTimeInt64 = cipherCurrentTimeInt64;
+    cipherVFS.xSetSystemCall = cipherSetSystemCall;
+    cipherVFS.xGetSystemCall = cipherGetSystemCall;
+    cipherVFS.xNextSystemCall = cipherNextSystemCall;
+    registerResult = sqlite3_vfs_register(&cipherVFS, 1);
+}
+
+int grdbcipher_register(void) {
+    pthread_once(&registerOnce, register_vfs);
+    return registerResult;
+}
+
+// MARK: - Connections
+
+static CipherFile *main_file(sqlite3 *db) {
+    sqlite3_file *file = NULL;
+    if (sqlite3_file_control(db, "main", SQLITE_FCNTL_FILE_POINTER, &file) != SQLITE_OK || !file) return NULL;
+    if (file->pMethods != &cipherMethods) return NULL;
+    return (CipherFile *)file;
+}
+
+int grdbcipher_set_key(sqlite3 *db, const void *key, int nKey, int version, int kdfIterations) {
+    CipherFile *file = main_file(db);
+    if (!file) return SQLITE_MISUSE;
+    return set_file_key(file, key, nKey, version, kdfIterations);
+}
+
+int grdbcipher_state(sqlite3 *db) {
+    CipherFile *file = main_file(db);
+    if (!file) return GRDBCIPHER_STATE_OK;
+    if (!file->codec) return file->sawCiphertext ? GRDBCIPHER_STATE_ENCRYPTED_WITHOUT_KEY : GRDBCIPHER_STATE_OK;
+    return file->codec->state;
+}
+
+int grdbcipher_failed_page(sqlite3 *db) {
+    CipherFile *file = main_file(db);
+    return file && file->codec ? file->codec->failedPage : 0;
+}
+
+int grdbcipher_file_is_plaintext(const char *path) {
+    FILE *handle = fopen(path, "rb");
+    if (!handle) return -1;
+    unsigned char header[16];
+    size_t count = fread(header, 1, 16, handle);
+    fclose(handle);
+    if (count == 0) return -1;
+    return count == 16 && memcmp(header, SQLITE_MAGIC, 16) == 0;
+}

@@ -1,0 +1,46 @@
+#ifndef CSQLCIPHERVFS_H
+#define CSQLCIPHERVFS_H
+
+#include <sqlite3.h>
+
+/// Registers the "grdbcipher" VFS, wrapping the default VFS, as the new
+/// default. Idempotent and thread-safe. Files without a key pass through
+/// unchanged (temporary files are always encrypted with an ephemeral key).
+int grdbcipher_register(void);
+
+/// Sets the key of the main database of `db`, before its first page is read.
+/// `key` is a passphrase, or a raw key written `x'<64 hex>'` or
+/// `x'<64 hex><32 hex salt>'`. `version` is 3 or 4. `kdfIterations` <= 0
+/// selects the version's default (64,000 for v3, 256,000 for v4).
+int grdbcipher_set_key(sqlite3 *db, const void *key, int nKey, int version, int kdfIterations);
+
+/// Registers a key for a file that SQLite will open later as a main
+/// database (the target of VACUUM INTO). `path` is the absolute path.
+/// A NULL key registers "no encryption" for that path.
+int grdbcipher_set_pending_key(const char *path, const void *key, int nKey, int version, int kdfIterations);
+
+/// Diagnosis of the main database of `db` after an error:
+#define GRDBCIPHER_STATE_OK 0
+#define GRDBCIPHER_STATE_KEY_ON_PLAINTEXT 1
+#define GRDBCIPHER_STATE_ENCRYPTED_WITHOUT_KEY 2
+#define GRDBCIPHER_STATE_WRONG_KEY 3
+#define GRDBCIPHER_STATE_CORRUPT_PAGE 4
+int grdbcipher_state(sqlite3 *db);
+
+/// The page whose HMAC check failed last, or 0.
+int grdbcipher_failed_page(sqlite3 *db);
+
+/// Enables or disables the in-memory cache of derived keys (default: on).
+void grdbcipher_set_kdf_cache(int enabled);
+
+/// Empties the cache of derived keys (wiping them).
+void grdbcipher_clear_kdf_cache(void);
+
+/// The number of key derivations (PBKDF2 runs) performed so far.
+long grdbcipher_kdf_count(void);
+
+/// Whether a file starts with the SQLite magic header ("SQLite format 3"):
+/// 1 plaintext, 0 not (encrypted, or another format), -1 missing or empty.
+int grdbcipher_file_is_plaintext(const char *path);
+
+#endif

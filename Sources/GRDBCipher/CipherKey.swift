@@ -1,0 +1,79 @@
+import Foundation
+
+/// The key of an encrypted database.
+///
+/// ```swift
+/// let passphrase = CipherKey.passphrase("correct horse battery staple")
+/// let raw = try CipherKey.raw(Data(repeating: 7, count: 32))    // no key derivation
+/// ```
+///
+/// A key never prints: its description is `<redacted>`.
+public struct CipherKey: Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible {
+    /// The key as SQLCipher's `PRAGMA key` takes it: a passphrase, or
+    /// `x'<hex>'` for a raw key.
+    let sqlcipherValue: String
+
+    /// A passphrase, turned into a key with PBKDF2 and the database's salt.
+    public static func passphrase(_ passphrase: String) -> CipherKey {
+        CipherKey(sqlcipherValue: passphrase)
+    }
+
+    /// A raw 256-bit key (no key derivation), and optionally the 16-byte
+    /// salt (otherwise the salt is read from the file, or random for a new one).
+    ///
+    /// - throws: ``CipherError/invalidKey(_:)`` for other lengths.
+    public static func raw(_ key: Data, salt: Data? = nil) throws -> CipherKey {
+        guard key.count == 32 else { throw CipherError.invalidKey("a raw key has 32 bytes, not \(key.count)") }
+        if let salt, salt.count != 16 { throw CipherError.invalidKey("a salt has 16 bytes, not \(salt.count)") }
+        let hex = (key + (salt ?? Data())).map { String(format: "%02x", $0) }.joined()
+        return CipherKey(sqlcipherValue: "x'\(hex)'")
+    }
+
+    public var description: String { "<redacted>" }
+    public var debugDescription: String { "CipherKey(<redacted>)" }
+}
+
+/// The SQLCipher file format version.
+public enum CipherCompatibility: Int32, Sendable, Equatable {
+    /// SQLCipher 3: 1024-byte pages, PBKDF2-HMAC-SHA1 (64,000 iterations), HMAC-SHA1.
+    case v3 = 3
+    /// SQLCipher 4 (the default): 4096-byte pages, PBKDF2-HMAC-SHA512
+    /// (256,000 iterations), HMAC-SHA512.
+    case v4 = 4
+
+    var pageSize: Int32 { self == .v4 ? 4096 : 1024 }
+    var reserveBytes: Int32 { self == .v4 ? 80 : 48 }
+}
+
+/// Why an encrypted database can't be used.
+public enum CipherError: Error, CustomStringConvertible, Sendable, Equatable {
+    /// The key does not open this database (or its first page is damaged).
+    case wrongKey(path: String)
+    /// The database is encrypted, and no key was given.
+    case missingKey(path: String)
+    /// A key was given, and the database is not encrypted.
+    case keyOnPlaintextDatabase(path: String)
+    /// A page failed its HMAC check: the file was modified or damaged.
+    case corruptPage(path: String, page: Int)
+    /// The key is not valid.
+    case invalidKey(String)
+    /// The encryption VFS could not be registered in SQLite.
+    case unavailable(code: Int32)
+
+    public var description: String {
+        switch self {
+        case let .wrongKey(path):
+            return "The key does not open \(path) (wrong key, wrong compatibility, or a damaged first page). The file was not modified."
+        case let .missingKey(path):
+            return "\(path) is encrypted: open it with its key."
+        case let .keyOnPlaintextDatabase(path):
+            return "\(path) is not encrypted: open it without a key, or encrypt it first (CipherDatabase.encrypt)."
+        case let .corruptPage(path, page):
+            return "Page \(page) of \(path) failed its integrity check (HMAC): the file was modified or damaged."
+        case let .invalidKey(reason):
+            return "Invalid key: \(reason)."
+        case let .unavailable(code):
+            return "The encryption VFS could not be registered (SQLite error \(code))."
+        }
+    }
+}

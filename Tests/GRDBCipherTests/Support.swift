@@ -1,0 +1,50 @@
+import Foundation
+import GRDB
+@testable import GRDBCipher
+
+/// Few PBKDF2 iterations: tests exercise the format, not the KDF's cost.
+let fastIterations = 64
+
+final class TemporaryDirectory: Sendable {
+    let url: URL
+
+    init() throws {
+        url = FileManager.default.temporaryDirectory
+            .appendingPathComponent("GRDBCipherTests-\(UUID().uuidString)", isDirectory: true)
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    }
+
+    func path(_ name: String) -> String {
+        url.appendingPathComponent(name).path
+    }
+
+    /// Whether any file of the directory contains `marker`.
+    func filesContaining(_ marker: String) throws -> [String] {
+        let needle = Data(marker.utf8)
+        return try FileManager.default.contentsOfDirectory(atPath: url.path).filter { name in
+            let data = try Data(contentsOf: url.appendingPathComponent(name))
+            return data.range(of: needle) != nil
+        }
+    }
+
+    deinit {
+        try? FileManager.default.removeItem(at: url)
+    }
+}
+
+/// Runs the real `sqlcipher` command-line tool (SQLCipher 3.4.1 on Debian).
+func sqlcipher(_ path: String, _ script: String) throws -> (status: Int32, output: String) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlcipher")
+    process.arguments = ["-batch", path]
+    let input = Pipe(), output = Pipe()
+    process.standardInput = input
+    process.standardOutput = output
+    process.standardError = output
+    try process.run()
+    input.fileHandleForWriting.write(Data(script.utf8))
+    try input.fileHandleForWriting.close()
+    let data = output.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+}
