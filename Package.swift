@@ -91,6 +91,7 @@ let package = Package(
             name: "registryctl",
             dependencies: [
                 "GRDBMigrations",
+                "GRDBCipher",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
@@ -99,7 +100,7 @@ let package = Package(
             name: "GRDBMigrationsTests",
             // Depends on the executable so that `swift test` builds it: the
             // CLI tests run the real registryctl as a child process.
-            dependencies: ["GRDBMigrations", "registryctl"]
+            dependencies: ["GRDBMigrations", "registryctl", "GRDBCipher"]
         ),
     ],
     swiftLanguageModes: [.v6]

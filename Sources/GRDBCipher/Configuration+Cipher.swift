@@ -65,7 +65,8 @@ enum CipherVFS {
 
     static func cipherError(_ db: Database) -> CipherError? {
         let connection = db.sqliteConnection
-        let path = db.configuration.label ?? String(cString: sqlite3_db_filename(connection, "main"))
+        let filename = sqlite3_db_filename(connection, "main").map { String(cString: $0) } ?? ""
+        let path = filename.isEmpty ? (db.configuration.label ?? "database") : filename
         switch grdbcipher_state(connection) {
         case GRDBCIPHER_STATE_KEY_ON_PLAINTEXT: return .keyOnPlaintextDatabase(path: path)
         case GRDBCIPHER_STATE_ENCRYPTED_WITHOUT_KEY: return .missingKey(path: path)

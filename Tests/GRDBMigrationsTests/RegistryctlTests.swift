@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import GRDBCipher
 import GRDBMigrations
 import Testing
 
@@ -217,27 +218,42 @@ import Testing
         }
     }
 
-    @Test func keyOptionsAreRefusedBeforeAnyDatabaseIsTouched() throws {
+    @Test func encryptedDatabasesMigrateWithKeysFromTheEnvironmentOrAFile() throws {
         let directory = try TemporaryDirectory()
         let path = directory.path("db.sqlite")
         let keyFile = directory.path("key")
         try Data("secret\n".utf8).write(to: URL(fileURLWithPath: keyFile))
-        for keyArguments in [["--key-env", "REGISTRY_TEST_KEY"], ["--key-file", keyFile]] {
-            let result = try Registryctl.run(
-                ["migrate", "--database", path, "--migrations", Self.playersSet] + keyArguments,
-                environment: ["REGISTRY_TEST_KEY": "secret"])
-            #expect(result.status == 2)
-            #expect(result.stderr.contains("encryption support not available in this build"))
-        }
-        let config = directory.path("registry.json")
-        try Data("""
-            {"migrationSets": {"players": "\(Self.playersSet)"},
-             "databases": [{"name": "main", "path": "db.sqlite", "migrationSet": "players", "key": {"environment": "REGISTRY_TEST_KEY"}}]}
-            """.utf8).write(to: URL(fileURLWithPath: config))
-        let fromConfig = try Registryctl.run(["migrate", "--config", config])
-        #expect(fromConfig.status == 2)
-        #expect(fromConfig.stderr.contains("encryption support not available in this build"))
-        #expect(FileManager.default.fileExists(atPath: path) == false)
+
+        let migrated = try Registryctl.run(
+            ["migrate", "--database", path, "--migrations", Self.playersSet, "--key-env", "REGISTRY_TEST_KEY"],
+            environment: ["REGISTRY_TEST_KEY": "secret"])
+        #expect(migrated.status == 0, "\(migrated.stderr)")
+        #expect(CipherDatabase.isEncrypted(atPath: path) == true)
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: path))
+        #expect(bytes.range(of: Data("CREATE TABLE player".utf8)) == nil)
+        // The key never reaches the output.
+        #expect(!migrated.stdout.contains("secret") && !migrated.stderr.contains("secret"))
+
+        let status = try Registryctl.run(["status", "--database", path, "--migrations", Self.playersSet, "--key-file", keyFile, "--json"])
+        #expect(status.status == 0, "\(status.stderr)")
+        #expect(status.stdout.contains("\"pending\":[]") || status.stdout.contains("\"pending\" : [\n\n      ]") || status.stdout.contains("\"pending\" : ["), "\(status.stdout)")
+        let queue = try CipherDatabase.queue(atPath: path, key: .passphrase("secret"))
+        #expect(try queue.read { db in try db.tableExists("player") })
+        try queue.close()
+
+        let before = try Data(contentsOf: URL(fileURLWithPath: path))
+        let wrong = try Registryctl.run(
+            ["migrate", "--database", path, "--migrations", Self.playersSet, "--key-env", "REGISTRY_TEST_KEY"],
+            environment: ["REGISTRY_TEST_KEY": "not the key"])
+        #expect(wrong.status != 0)
+        #expect(wrong.stdout.contains("The key does not open \(path)"), "\(wrong.stdout)")
+
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == before)
+        let unset = try Registryctl.run(
+            ["migrate", "--database", path, "--migrations", Self.playersSet, "--key-env", "REGISTRY_UNSET_KEY"],
+            environment: [:])
+        #expect(unset.status != 0)
+        #expect(unset.stdout.contains("environment variable REGISTRY_UNSET_KEY is not set"), "\(unset.stdout)")
     }
 
     @Test func configFileNamesDatabasesAndTenantsRelativeToItself() throws {
