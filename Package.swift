@@ -49,6 +49,7 @@ let package = Package(
             dependencies: [
                 "GRDBRegistry",
                 "GRDBMigrations",
+                "GRDBCipher",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
@@ -61,6 +62,7 @@ let package = Package(
                 "GRDBRegistryService",
                 "GRDBMigrations",
                 "GRDBRegistryExamples",
+                "GRDBCipher",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
             ]

@@ -852,3 +852,8 @@ int grdbcipher_file_is_plaintext(const char *path) {
     if (count == 0) return -1;
     return count == 16 && memcmp(header, SQLITE_MAGIC, 16) == 0;
 }
+
+int grdbcipher_hmac_sha256(const void *key, int nKey, const void *message, int nMessage, unsigned char *out) {
+    unsigned int length = 0;
+    return HMAC(EVP_sha256(), key, nKey, message, (size_t)nMessage, out, &length) ? SQLITE_OK : SQLITE_ERROR;
+}

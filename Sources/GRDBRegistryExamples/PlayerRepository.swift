@@ -145,8 +145,13 @@ CREATE INDEX player_on_score ON player(score);
 
     // MARK: TenantRepository
 
-    public static func openTenant(at path: String, id: TenantID, policy: RepositoryDatabase.MigrationPolicy) throws -> PlayerRepository {
-        try PlayerRepository(path: path, name: "tenants/\(id)", policy: policy)
+    public static func openTenant(
+        at path: String,
+        id: TenantID,
+        policy: RepositoryDatabase.MigrationPolicy,
+        configuration: Configuration
+    ) throws -> PlayerRepository {
+        try PlayerRepository(path: path, name: "tenants/\(id)", policy: policy, configuration: configuration)
     }
 
     /// Checkpoints and closes the database.

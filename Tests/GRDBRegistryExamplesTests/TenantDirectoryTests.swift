@@ -22,7 +22,7 @@ private struct BrokenRepository: TenantRepository {
     struct Failure: Error {}
     var reader: any DatabaseReader { get throws { throw Failure() } }
 
-    static func openTenant(at path: String, id: TenantID, policy: RepositoryDatabase.MigrationPolicy) throws -> BrokenRepository {
+    static func openTenant(at path: String, id: TenantID, policy: RepositoryDatabase.MigrationPolicy, configuration: Configuration) throws -> BrokenRepository {
         let queue = try DatabaseQueue(path: path)
         try queue.write { db in try db.execute(sql: "CREATE TABLE half(a)") }
         try queue.close()

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import GRDBCipher
 import GRDBMigrations
 import GRDBRegistry
 import GRDBRegistryExamples
@@ -162,6 +163,49 @@ import Testing
         }
     }
 
+    @Test func encryptedDatabasesAndTenantsUseTheConfiguredKeys() async throws {
+        _ = testMetrics
+        let directory = try TemporaryDirectory()
+        let master = String(repeating: "m", count: 32)
+        let configuration = ServiceConfiguration(
+            databases: [.init(name: "vault_db", path: directory.path("vault.sqlite"), keySource: .environment("VAULT_KEY"))],
+            tenants: .init(root: directory.path("tenants"), masterKeySource: .environment("TENANT_MASTER_KEY")))
+        let environment = ["VAULT_KEY": "vault passphrase", "TENANT_MASTER_KEY": master]
+        let service = DatabaseService(configuration: configuration, environment: environment, logger: LogRecorder().logger())
+        let tenants = try service.tenants(of: PlayerRepository.self)
+        let secret = try TenantID("secret-team"), open = try TenantID("open-team")
+        try tenants.provision(secret, configuration: service.tenantConfiguration(for: secret, encrypted: true))
+        try tenants.provision(open, configuration: service.tenantConfiguration(for: open, encrypted: false))
+        try await testGracefulShutdown { trigger in
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await service.run() }
+                try await service.waitUntilReady()
+                try await service.writer(named: "vault_db").write { db in try db.execute(sql: "CREATE TABLE vault(secret TEXT); INSERT INTO vault VALUES ('VAULT_MARKER')") }
+                try await tenants.withRepository(secret) { try await $0.add(name: "TENANT_MARKER") }
+                try await tenants.withRepository(open) { try await $0.add(name: "Visible") }
+                trigger.triggerGracefulShutdown()
+                try await group.waitForAll()
+            }
+        }
+        #expect(CipherDatabase.isEncrypted(atPath: directory.path("vault.sqlite")) == true)
+        #expect(CipherDatabase.isEncrypted(atPath: try tenants.path(of: secret)) == true)
+        #expect(CipherDatabase.isEncrypted(atPath: try tenants.path(of: open)) == false)
+        for file in try FileManager.default.subpathsOfDirectory(atPath: directory.url.path) where file.hasSuffix("sqlite") || file.contains(".sqlite-") {
+            let data = try Data(contentsOf: directory.url.appendingPathComponent(file))
+            #expect(data.range(of: Data("VAULT_MARKER".utf8)) == nil, "\(file)")
+            #expect(data.range(of: Data("TENANT_MARKER".utf8)) == nil, "\(file)")
+        }
+        // The tenant key is the one derived from the master key.
+        let key = try CipherKey.derived(fromMasterKey: Data(master.utf8), info: "tenant:secret-team")
+        let queue = try CipherDatabase.queue(atPath: tenants.path(of: secret), key: key)
+        #expect(try await queue.read { db in try String.fetchAll(db, sql: "SELECT name FROM player") } == ["TENANT_MARKER"])
+        try queue.close()
+        #expect(throws: DatabaseServiceError.self) {
+            try DatabaseService(configuration: ServiceConfiguration(databases: [], tenants: .init(root: directory.path("x"))))
+                .tenantConfiguration(for: secret, encrypted: true)
+        }
+    }
+
     @Test func verifyModeRefusesPendingMigrationsAndTouchesNothing() async throws {
         let directory = try TemporaryDirectory()
         // One migration applied by an earlier version of the app.
@@ -185,7 +229,7 @@ import Testing
         let service = makeService(
             directory, name: "secret_db",
             keySource: .environment("SECRET_DB_KEY"),
-            hooks: DatabaseService.Hooks(makeMigrator: nil))
+            hooks: DatabaseService.Hooks(makeMigrator: nil, encrypt: nil))
         let error = await #expect(throws: DatabaseServiceError.self) { try await service.run() }
         guard case let .invalidConfiguration(problems)? = error else {
             Issue.record("unexpected \(String(describing: error))")

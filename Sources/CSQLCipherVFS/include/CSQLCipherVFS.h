@@ -43,4 +43,8 @@ long grdbcipher_kdf_count(void);
 /// 1 plaintext, 0 not (encrypted, or another format), -1 missing or empty.
 int grdbcipher_file_is_plaintext(const char *path);
 
+/// HMAC-SHA256 of `message` with `key`, into `out` (32 bytes): derives
+/// per-tenant keys from a master key.
+int grdbcipher_hmac_sha256(const void *key, int nKey, const void *message, int nMessage, unsigned char *out);
+
 #endif

@@ -51,19 +51,31 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
     public let maxOpen: Int
     /// What opening a tenant does with pending migrations.
     public let policy: RepositoryDatabase.MigrationPolicy
+    /// The GRDB configuration of each tenant.
+    private let configuration: @Sendable (TenantID, _ path: String) throws -> Configuration
     /// `root.path` with a trailing `/`: building paths by concatenation
     /// keeps URL work off the hot path.
     private let rootPrefix: String?
     private let state = Mutex(State())
 
     /// Creates a directory of tenants under `root` (created if needed).
-    public init(root: URL, maxOpen: Int = 256, policy: RepositoryDatabase.MigrationPolicy = .apply) throws {
+    ///
+    /// - parameter configuration: The GRDB configuration of a tenant's
+    ///   database: where an encryption key goes, for example. Called each
+    ///   time a tenant opens.
+    public init(
+        root: URL,
+        maxOpen: Int = 256,
+        policy: RepositoryDatabase.MigrationPolicy = .apply,
+        configuration: @escaping @Sendable (TenantID, _ path: String) throws -> Configuration = { _, _ in Configuration() }
+    ) throws {
         precondition(maxOpen > 0, "maxOpen must be positive")
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
         self.root = root.standardizedFileURL
         self.rootPrefix = root.standardizedFileURL.path + "/"
         self.maxOpen = maxOpen
         self.policy = policy
+        self.configuration = configuration
     }
 
     private init() {
@@ -71,6 +83,7 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
         rootPrefix = nil
         maxOpen = 1
         policy = .apply
+        configuration = { _, _ in throw TenantError.notConfigured }
     }
 
     /// A directory whose every access throws ``TenantError/notConfigured``:
@@ -103,9 +116,12 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
     /// database is built under a temporary name, closed, then renamed. A
     /// failure leaves no file behind.
     ///
+    /// - parameter configuration: The configuration of the new database;
+    ///   the default is the directory's (see ``init(root:maxOpen:policy:configuration:)``).
+    ///   An encrypted tenant is provisioned with its key here.
     /// - throws: ``TenantError/alreadyExists(_:)``, or the error of the
     ///   migrations.
-    public func provision(_ id: TenantID) throws {
+    public func provision(_ id: TenantID, configuration: Configuration? = nil) throws {
         let path = try path(of: id)
         guard let root else { throw TenantError.notConfigured }
         let temporary = root.appendingPathComponent(".provisioning-\(id.rawValue)-\(UUID().uuidString).sqlite").path
@@ -113,7 +129,9 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
         try state.withLock { _ in
             if FileManager.default.fileExists(atPath: path) { throw TenantError.alreadyExists(id) }
         }
-        let repository = try Repository.openTenant(at: temporary, id: id, policy: .apply)
+        let repository = try Repository.openTenant(
+            at: temporary, id: id, policy: .apply,
+            configuration: configuration ?? self.configuration(id, path))
         try repository.close()
         try state.withLock { _ in
             // link(2) fails if the destination exists: two concurrent
@@ -177,7 +195,7 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
             let slot = state.slots[id] ?? Slot()
             if slot.repository == nil {
                 guard FileManager.default.fileExists(atPath: path) else { throw TenantError.unknownTenant(id) }
-                slot.repository = try Repository.openTenant(at: path, id: id, policy: policy)
+                slot.repository = try Repository.openTenant(at: path, id: id, policy: policy, configuration: configuration(id, path))
                 state.slots[id] = slot
                 state.openCount += 1
             }

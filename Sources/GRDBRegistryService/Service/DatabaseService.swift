@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import GRDBCipher
 import GRDBMigrations
 import GRDBRegistry
 import Logging
@@ -72,13 +73,17 @@ public final class DatabaseService: Service, Sendable {
         public var makeMigrator: (@Sendable (_ database: String, _ folder: URL) throws -> DatabaseMigrator)?
 
         /// Prepares the configuration of an encrypted database with its key.
+        /// The default opens it in the SQLCipher v4 format (``GRDBCipher``),
+        /// the key being a passphrase or a raw `x'<hex>'` key.
         public var encrypt: (@Sendable (_ database: String, _ configuration: inout Configuration, _ key: DatabaseSecret) throws -> Void)?
 
         public init(
             makeMigrator: (@Sendable (_ database: String, _ folder: URL) throws -> DatabaseMigrator)? = { _, folder in
                 try MigrationSet(directory: folder).makeMigrator()
             },
-            encrypt: (@Sendable (_ database: String, _ configuration: inout Configuration, _ key: DatabaseSecret) throws -> Void)? = nil
+            encrypt: (@Sendable (_ database: String, _ configuration: inout Configuration, _ key: DatabaseSecret) throws -> Void)? = { _, configuration, key in
+                try configuration.encrypt(with: .passphrase(key.value))
+            }
         ) {
             self.makeMigrator = makeMigrator
             self.encrypt = encrypt
@@ -247,13 +252,44 @@ public final class DatabaseService: Service, Sendable {
                 }
                 return directory
             }
+            let masterKey = try tenants.masterKeySource.map { Data(try readKey($0).value.utf8) }
             let directory = try TenantDirectory<Repository>(
                 root: URL(fileURLWithPath: tenants.root),
                 maxOpen: tenants.maxOpen,
-                policy: configuration.migrationMode == .verify ? .refusePending : .apply)
+                policy: configuration.migrationMode == .verify ? .refusePending : .apply,
+                configuration: { id, path in
+                    // Encrypted tenants (their file says so) open with the
+                    // key derived from the master key; others stay plain.
+                    guard let masterKey, CipherDatabase.isEncrypted(atPath: path) == true else { return Configuration() }
+                    return try Self.tenantConfiguration(id, masterKey: masterKey)
+                })
             state.tenants = (directory, { directory.closeIdleTenants() })
             return directory
         }
+    }
+
+    /// The configuration of a new tenant database: encrypted with the key
+    /// derived from the configured master key (`tenants.encryption`), or plain.
+    ///
+    /// ```swift
+    /// try teams.provision(id, configuration: try service.tenantConfiguration(for: id, encrypted: true))
+    /// ```
+    ///
+    /// - throws: ``DatabaseServiceError/invalidConfiguration(problems:)``
+    ///   when `encrypted` is true and no master key is configured.
+    public func tenantConfiguration(for id: TenantID, encrypted: Bool) throws -> Configuration {
+        guard encrypted else { return Configuration() }
+        guard let source = configuration.tenants?.masterKeySource else {
+            throw DatabaseServiceError.invalidConfiguration(problems: ["tenants.encryption: an encrypted tenant needs a master key source"])
+        }
+        return try Self.tenantConfiguration(id, masterKey: Data(readKey(source).value.utf8))
+    }
+
+    /// Tenant keys: HMAC-SHA256(master key, "tenant:<id>"), raw keys (no KDF).
+    private static func tenantConfiguration(_ id: TenantID, masterKey: Data) throws -> Configuration {
+        var configuration = Configuration()
+        try configuration.encrypt(with: .derived(fromMasterKey: masterKey, info: "tenant:\(id)"))
+        return configuration
     }
 
     /// Which databases are open, migrated and writable.

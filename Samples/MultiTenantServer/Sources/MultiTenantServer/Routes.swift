@@ -93,7 +93,7 @@ struct Routes: Sendable {
         let tenant = Tenant(id: id.rawValue, name: body.name ?? id.rawValue, encrypted: body.encrypted ?? false, createdAt: Date())
         // The database first, atomically: a catalog row always has its database.
         do {
-            try teams.provision(id)
+            try teams.provision(id, configuration: databases.tenantConfiguration(for: id, encrypted: tenant.encrypted))
         } catch TenantError.alreadyExists {
             throw HTTPError(.conflict, message: "Tenant \(id) already exists.")
         }

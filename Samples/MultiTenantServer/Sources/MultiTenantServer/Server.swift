@@ -69,9 +69,25 @@ struct MultiTenantServer {
             .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("Migrations/catalog")
+        // Encrypted teams get keys derived from a master key: from
+        // MTS_MASTER_KEY, or a key file made on first start (a demo's
+        // convenience: keep a real master key out of the data directory).
+        let masterKeySource: ServiceConfiguration.KeySource
+        if ProcessInfo.processInfo.environment["MTS_MASTER_KEY"] != nil {
+            masterKeySource = .environment("MTS_MASTER_KEY")
+        } else {
+            let keyFile = data.appendingPathComponent("master.key").path
+            if !FileManager.default.fileExists(atPath: keyFile) {
+                var bytes = [UInt8](repeating: 0, count: 32)
+                for index in bytes.indices { bytes[index] = UInt8.random(in: 0...255) }
+                let hex = bytes.map { String(format: "%02x", $0) }.joined()
+                FileManager.default.createFile(atPath: keyFile, contents: Data(hex.utf8), attributes: [.posixPermissions: 0o600])
+            }
+            masterKeySource = .file(keyFile)
+        }
         let configuration = ServiceConfiguration(
             databases: [.init(name: "catalog", path: data.appendingPathComponent("catalog.sqlite").path, migrations: catalogMigrations.path)],
-            tenants: .init(root: data.appendingPathComponent("tenants").path, maxOpen: 256),
+            tenants: .init(root: data.appendingPathComponent("tenants").path, maxOpen: 256, masterKeySource: masterKeySource),
             shutdownTimeout: .seconds(5))
         let databases = DatabaseService(configuration: configuration, logger: logger)
         // Teams live in the service's tenant directory: it closes them at shutdown.

@@ -94,6 +94,31 @@ import Testing
         }
     }
 
+    @Test func encryptedTenantsAreStoredEncrypted() async throws {
+        let data = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: data) }
+        for restart in 0..<2 {
+            try await withServer(dataDirectory: data) { _, api in
+                if restart == 0 {
+                    #expect(try await api.send(.POST, "/tenants", json: #"{"id":"vault","encrypted":true}"#).status == 201)
+                    #expect(try await api.send(.POST, "/tenants", json: #"{"id":"open"}"#).status == 201)
+                    for tenant in ["vault", "open"] {
+                        #expect(try await api.send(.POST, "/tenants/\(tenant)/players", json: #"{"name":"SECRET_PLAYER_NAME","score":7}"#).status == 201)
+                    }
+                }
+                // After a restart too, the encrypted team opens with its derived key.
+                let players = try await api.send(.GET, "/tenants/vault/players").json([PlayerJSON].self)
+                #expect(players.map(\.name) == ["SECRET_PLAYER_NAME"])
+            }
+        }
+        func contains(_ file: String) throws -> Bool {
+            let bytes = try Data(contentsOf: data.appendingPathComponent("tenants/\(file)"))
+            return bytes.range(of: Data("SECRET_PLAYER_NAME".utf8)) != nil
+        }
+        #expect(try contains("vault.sqlite") == false)
+        #expect(try contains("open.sqlite") == true)
+    }
+
     @Test func restartKeepsData() async throws {
         let data = temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: data) }
