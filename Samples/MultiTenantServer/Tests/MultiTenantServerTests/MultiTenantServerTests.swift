@@ -20,7 +20,7 @@ import Testing
             }
             return result
         } catch {
-            if server.process.isRunning { try? await server.stop(signal: SIGKILL) }
+            if server.process.isRunning { _ = try? await server.stop(signal: SIGKILL) }
             throw error
         }
     }
