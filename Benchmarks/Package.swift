@@ -37,6 +37,16 @@ let package = Package(
             path: "Benchmarks/TenantBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
+        .executableTarget(
+            name: "CipherBenchmarks",
+            dependencies: [
+                .product(name: "GRDBCipher", package: "GRDBRegistry"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Benchmark", package: "benchmark"),
+            ],
+            path: "Benchmarks/CipherBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,0 +1,92 @@
+import Benchmark
+import Foundation
+import GRDB
+import GRDBCipher
+
+/// One plain and one encrypted (v4, default 256,000 PBKDF2 iterations)
+/// database with the same 10,000 rows.
+final class CipherFixture: Sendable {
+    let directory: URL
+    var plainPath: String { directory.appendingPathComponent("plain.sqlite").path }
+    var encryptedPath: String { directory.appendingPathComponent("encrypted.sqlite").path }
+    static let key = CipherKey.passphrase("benchmark passphrase")
+
+    init() throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("CipherBenchmarks-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let fill: @Sendable (Database) throws -> Void = { db in
+            try db.execute(sql: "CREATE TABLE item(id INTEGER PRIMARY KEY, name TEXT, score INTEGER)")
+            for index in 0..<10_000 {
+                try db.execute(sql: "INSERT INTO item(name, score) VALUES (?, ?)", arguments: ["item \(index)", index % 1000])
+            }
+        }
+        let plain = try DatabaseQueue(path: plainPath)
+        try plain.write(fill)
+        try plain.close()
+        let encrypted = try CipherDatabase.queue(atPath: encryptedPath, key: Self.key)
+        try encrypted.write(fill)
+        try encrypted.close()
+    }
+}
+
+let cipherFixture = Result { try CipherFixture() }
+
+let benchmarks: @Sendable () -> Void = {
+    Benchmark.defaultConfiguration = .init(metrics: [.wallClock], maxDuration: .seconds(5))
+    Benchmark.teardown = {
+        if case let .success(fixture) = cipherFixture { try? FileManager.default.removeItem(at: fixture.directory) }
+    }
+
+    Benchmark("Open + first read: plain DatabaseQueue", configuration: .init(maxIterations: 200)) { benchmark in
+        let fixture = try cipherFixture.get()
+        for _ in benchmark.scaledIterations {
+            let queue = try DatabaseQueue(path: fixture.plainPath)
+            blackHole(try queue.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM item") })
+            try queue.close()
+        }
+    }
+
+    Benchmark("Open + first read: encrypted, KDF cache on", configuration: .init(maxIterations: 200)) { benchmark in
+        let fixture = try cipherFixture.get()
+        CipherDatabase.setKeyCacheEnabled(true)
+        for _ in benchmark.scaledIterations {
+            let queue = try CipherDatabase.queue(atPath: fixture.encryptedPath, key: CipherFixture.key)
+            blackHole(try queue.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM item") })
+            try queue.close()
+        }
+    }
+
+    Benchmark("Open + first read: encrypted, KDF cache off", configuration: .init(maxIterations: 20)) { benchmark in
+        let fixture = try cipherFixture.get()
+        CipherDatabase.setKeyCacheEnabled(false)
+        defer { CipherDatabase.setKeyCacheEnabled(true) }
+        for _ in benchmark.scaledIterations {
+            let queue = try CipherDatabase.queue(atPath: fixture.encryptedPath, key: CipherFixture.key)
+            blackHole(try queue.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM item") })
+            try queue.close()
+        }
+    }
+
+    Benchmark("Fetch 10k rows: plain", configuration: .init(maxIterations: 200)) { benchmark in
+        let fixture = try cipherFixture.get()
+        let queue = try DatabaseQueue(path: fixture.plainPath)
+        for _ in benchmark.scaledIterations {
+            // A fresh page cache each time: every page is read (and decrypted).
+            blackHole(try queue.read { db in
+                try db.execute(sql: "PRAGMA shrink_memory")
+                return try Row.fetchAll(db, sql: "SELECT * FROM item")
+            })
+        }
+    }
+
+    Benchmark("Fetch 10k rows: encrypted", configuration: .init(maxIterations: 200)) { benchmark in
+        let fixture = try cipherFixture.get()
+        let queue = try CipherDatabase.queue(atPath: fixture.encryptedPath, key: CipherFixture.key)
+        for _ in benchmark.scaledIterations {
+            blackHole(try queue.read { db in
+                try db.execute(sql: "PRAGMA shrink_memory")
+                return try Row.fetchAll(db, sql: "SELECT * FROM item")
+            })
+        }
+    }
+}
