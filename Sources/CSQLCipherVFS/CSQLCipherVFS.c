@@ -857,3 +857,25 @@ int grdbcipher_hmac_sha256(const void *key, int nKey, const void *message, int n
     unsigned int length = 0;
     return HMAC(EVP_sha256(), key, nKey, message, (size_t)nMessage, out, &length) ? SQLITE_OK : SQLITE_ERROR;
 }
+
+int grdbcipher_verify_pages(sqlite3 *db) {
+    CipherFile *file = main_file(db);
+    if (!file || !file->codec) return -1;
+    sqlite3_int64 size = 0;
+    if (file->real->pMethods->xFileSize(file->real, &size) != SQLITE_OK) return -1;
+    if (load_salt(file) != SQLITE_OK) return 1;
+    Codec *codec = file->codec;
+    unsigned char *page = sqlite3_malloc(codec->pageSize);
+    if (!page) return -1;
+    int result = 0;
+    for (sqlite3_int64 index = 0; index * codec->pageSize < size; index++) {
+        if (file->real->pMethods->xRead(file->real, page, codec->pageSize, index * codec->pageSize) != SQLITE_OK
+            || codec_decrypt(codec, (unsigned int)(index + 1), page) != SQLITE_OK) {
+            result = (int)(index + 1);
+            break;
+        }
+    }
+    OPENSSL_cleanse(page, codec->pageSize);
+    sqlite3_free(page);
+    return result;
+}

@@ -81,6 +81,51 @@ public enum CipherDatabase {
             targetKey: key, targetCompatibility: compatibility, targetIterations: kdfIterations)
     }
 
+    /// Writes an encrypted copy of a plaintext database to `destination`
+    /// (which must not exist). The source is only read.
+    public static func encryptedCopy(
+        ofPlaintextAt path: String,
+        to destination: String,
+        with key: CipherKey,
+        compatibility: CipherCompatibility = .v4,
+        kdfIterations: Int? = nil
+    ) throws {
+        let queue = try self.queue(atPath: path, key: nil)
+        defer { try? queue.close() }
+        let target = try absolutePath(destination)
+        try queue.writeWithoutTransaction { db in
+            var reserve = compatibility.reserveBytes
+            _ = sqlite3_file_control(db.sqliteConnection, "main", SQLITE_FCNTL_RESERVE_BYTES, &reserve)
+            let value = key.sqlcipherValue
+            let rc = value.withCString { pointer in
+                grdbcipher_set_pending_key(target, pointer, Int32(strlen(pointer)), compatibility.rawValue, Int32(kdfIterations ?? 0))
+            }
+            guard rc == SQLITE_OK else { throw CipherError.invalidKey("SQLite error \(rc)") }
+            try db.execute(sql: "VACUUM INTO ?", arguments: [target])
+        }
+    }
+
+    /// Checks an encrypted database: SQLite's integrity check, and the HMAC
+    /// of every page of the file.
+    ///
+    /// - returns: Nil when the database is sound, or what is wrong.
+    public static func verify(
+        atPath path: String,
+        key: CipherKey,
+        compatibility: CipherCompatibility = .v4,
+        kdfIterations: Int? = nil
+    ) throws -> String? {
+        let queue = try self.queue(atPath: path, key: key, compatibility: compatibility, kdfIterations: kdfIterations)
+        defer { try? queue.close() }
+        return try queue.inDatabase { db in
+            let badPage = grdbcipher_verify_pages(db.sqliteConnection)
+            if badPage > 0 { return "page \(badPage) failed its HMAC check" }
+            if badPage < 0 { return "the file can't be read" }
+            let integrity = try String.fetchAll(db, sql: "PRAGMA integrity_check")
+            return integrity == ["ok"] ? nil : integrity.joined(separator: "; ")
+        }
+    }
+
     /// Writes a plaintext copy of an encrypted database to `destination`
     /// (which must not exist).
     public static func exportPlaintext(

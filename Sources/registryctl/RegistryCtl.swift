@@ -6,6 +6,8 @@ import ArgumentParser
 /// registryctl status  --database data/players.sqlite --migrations Migrations/players --json
 /// registryctl migrate --tenants-root data/tenants --migrations Migrations/players --jobs 4
 /// registryctl migrate --config registry.json --name catalog --dry-run
+/// registryctl encrypt --in plain.sqlite --out vault.sqlite --key-env VAULT_KEY
+/// registryctl verify vault.sqlite --key-file vault.key
 /// ```
 ///
 /// Exit status: 0 when every database succeeded, 1 when at least one failed
@@ -16,5 +18,8 @@ struct RegistryCtl: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "registryctl",
         abstract: "Inspect and apply per-database migrations of GRDBRegistry databases.",
-        subcommands: [StatusCommand.self, MigrateCommand.self])
+        subcommands: [
+            StatusCommand.self, MigrateCommand.self,
+            EncryptCommand.self, DecryptCommand.self, RekeyCommand.self, VerifyCommand.self,
+        ])
 }

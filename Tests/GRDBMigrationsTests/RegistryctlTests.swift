@@ -256,6 +256,46 @@ import Testing
         #expect(unset.stdout.contains("environment variable REGISTRY_UNSET_KEY is not set"), "\(unset.stdout)")
     }
 
+    @Test func cipherCommandsEncryptDecryptRekeyAndVerify() throws {
+        let directory = try TemporaryDirectory()
+        let plain = directory.path("plain.sqlite")
+        do {
+            let queue = try DatabaseQueue(path: plain)
+            try queue.write { db in try db.execute(sql: "CREATE TABLE t(a); INSERT INTO t VALUES ('CLI_MARKER')") }
+            try queue.close()
+        }
+        let plainBytes = try Data(contentsOf: URL(fileURLWithPath: plain))
+        let environment = ["OLD_KEY": "old", "NEW_KEY": "new"]
+        let vault = directory.path("vault.sqlite")
+
+        let encrypt = try Registryctl.run(["encrypt", "--in", plain, "--out", vault, "--key-env", "OLD_KEY"], environment: environment)
+        #expect(encrypt.status == 0, "\(encrypt.stderr)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: plain)) == plainBytes)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: vault)).range(of: Data("CLI_MARKER".utf8)) == nil)
+        #expect(try Registryctl.run(["verify", vault, "--key-env", "OLD_KEY"], environment: environment).status == 0)
+
+        let rekey = try Registryctl.run(["rekey", vault, "--key-env", "OLD_KEY", "--new-key-env", "NEW_KEY"], environment: environment)
+        #expect(rekey.status == 0, "\(rekey.stderr)")
+        let oldKey = try Registryctl.run(["verify", vault, "--key-env", "OLD_KEY"], environment: environment)
+        #expect(oldKey.status == 1)
+        #expect(oldKey.stderr.contains("The key does not open"), "\(oldKey.stderr)")
+        #expect(oldKey.stderr.split(separator: "\n").count == 1)
+
+        let decrypted = directory.path("decrypted.sqlite")
+        #expect(try Registryctl.run(["decrypt", "--in", vault, "--out", decrypted, "--key-env", "NEW_KEY"], environment: environment).status == 0)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: decrypted)).range(of: Data("CLI_MARKER".utf8)) != nil)
+
+        // A tampered page is found, and named.
+        let handle = try FileHandle(forUpdating: URL(fileURLWithPath: vault))
+        try handle.seek(toOffset: 4096 + 100)
+        try handle.write(contentsOf: Data([0x42]))
+        try handle.close()
+        let tampered = try Registryctl.run(["verify", vault, "--key-env", "NEW_KEY"], environment: environment)
+        #expect(tampered.status == 1)
+        #expect(tampered.stderr.contains("page 2 failed its HMAC check"), "\(tampered.stderr)")
+        #expect(try Registryctl.run(["verify", vault], environment: environment).status != 0)
+    }
+
     @Test func configFileNamesDatabasesAndTenantsRelativeToItself() throws {
         let directory = try TemporaryDirectory()
         let tenants = directory.url.appendingPathComponent("data/tenants")

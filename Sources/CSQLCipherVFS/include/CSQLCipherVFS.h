@@ -43,6 +43,11 @@ long grdbcipher_kdf_count(void);
 /// 1 plaintext, 0 not (encrypted, or another format), -1 missing or empty.
 int grdbcipher_file_is_plaintext(const char *path);
 
+/// Reads and checks every page of the main database file of `db` (keyed):
+/// returns 0 when all pages pass their HMAC check, the number of the first
+/// bad page otherwise, or -1 when the file can't be read.
+int grdbcipher_verify_pages(sqlite3 *db);
+
 /// HMAC-SHA256 of `message` with `key`, into `out` (32 bytes): derives
 /// per-tenant keys from a master key.
 int grdbcipher_hmac_sha256(const void *key, int nKey, const void *message, int nMessage, unsigned char *out);

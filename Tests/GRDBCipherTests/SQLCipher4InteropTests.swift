@@ -1,0 +1,69 @@
+import Foundation
+import GRDB
+@testable import GRDBCipher
+import Testing
+
+/// SQLCipher 4 (the `sqlcipher3` Python wheel, installed by scripts/bootstrap
+/// in .build-venv) as the oracle of the v4 format.
+private let venvPython = URL(fileURLWithPath: #filePath)
+    .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    .appendingPathComponent(".build-venv/bin/python").path
+
+private func python(_ script: String) throws -> (status: Int32, output: String) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: venvPython)
+    process.arguments = ["-c", script]
+    let output = Pipe()
+    process.standardOutput = output
+    process.standardError = output
+    try process.run()
+    let data = output.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+}
+
+@Suite(.enabled(if: FileManager.default.isExecutableFile(atPath: venvPython)))
+struct SQLCipher4InteropTests {
+    @Test func sqlcipher4ReadsOurV4Databases() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("ours.sqlite")
+        let pool = try CipherDatabase.pool(atPath: path, key: .passphrase("v4 interop"))
+        try pool.write { db in
+            try db.execute(sql: "CREATE TABLE t(id INTEGER PRIMARY KEY, value TEXT)")
+            for index in 0..<1000 { try db.execute(sql: "INSERT INTO t(value) VALUES (?)", arguments: ["row \(index)"]) }
+        }
+        try pool.close()
+        let result = try python("""
+            import sqlcipher3
+            c = sqlcipher3.connect('\(path)')
+            c.execute("PRAGMA key = 'v4 interop'")
+            print(c.execute('SELECT COUNT(*), MAX(id) FROM t').fetchone())
+            print(c.execute('PRAGMA cipher_integrity_check').fetchall())
+            print(c.execute('PRAGMA integrity_check').fetchone()[0])
+            """)
+        #expect(result.output == "(1000, 1000)\n[]\nok\n", "\(result.output)")
+    }
+
+    @Test func weReadSQLCipher4Databases() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("theirs.sqlite")
+        let rawHex = String(repeating: "ab", count: 32)
+        let result = try python("""
+            import sqlcipher3
+            for path, key in [('\(path)', "'from sqlcipher 4'"), ('\(path)-raw', "\\"x'\(rawHex)'\\"")]:
+                c = sqlcipher3.connect(path)
+                c.execute('PRAGMA key = ' + key)
+                c.execute('CREATE TABLE t(id INTEGER PRIMARY KEY, value TEXT)')
+                c.executemany('INSERT INTO t(value) VALUES (?)', [('value %d' % i,) for i in range(500)])
+                c.commit()
+                c.close()
+            print('done')
+            """)
+        #expect(result.output == "done\n", "\(result.output)")
+        let queue = try CipherDatabase.queue(atPath: path, key: .passphrase("from sqlcipher 4"))
+        #expect(try queue.read { db in try String.fetchOne(db, sql: "SELECT value FROM t WHERE id = 500") } == "value 499")
+        #expect(try queue.read { db in try String.fetchOne(db, sql: "PRAGMA integrity_check") } == "ok")
+        let raw = try CipherDatabase.queue(atPath: path + "-raw", key: CipherKey.raw(Data(repeating: 0xab, count: 32)))
+        #expect(try raw.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM t") } == 500)
+    }
+}
