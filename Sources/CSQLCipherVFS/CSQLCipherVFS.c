@@ -45,10 +45,18 @@ typedef struct Codec {
     int derived;
     int failedPage;              // last page whose HMAC check failed
     int state;                   // GRDBCIPHER_STATE_*
+    // Contexts keyed once, reused for every page: a codec serves one
+    // connection, which SQLite never uses from two threads at once.
+    EVP_CIPHER_CTX *encryptor;
+    EVP_CIPHER_CTX *decryptor;
+    HMAC_CTX *hmac;
 } Codec;
 
 static void codec_free(Codec *codec) {
     if (!codec) return;
+    EVP_CIPHER_CTX_free(codec->encryptor);
+    EVP_CIPHER_CTX_free(codec->decryptor);
+    HMAC_CTX_free(codec->hmac);
     if (codec->passphrase) {
         OPENSSL_cleanse(codec->passphrase, codec->passphraseLength);
         free(codec->passphrase);
@@ -109,6 +117,9 @@ static Codec *codec_copy(const Codec *source) {
     Codec *codec = malloc(sizeof(Codec));
     if (!codec) return NULL;
     memcpy(codec, source, sizeof(Codec));
+    codec->encryptor = NULL;
+    codec->decryptor = NULL;
+    codec->hmac = NULL;
     if (source->passphrase) {
         codec->passphrase = malloc(source->passphraseLength);
         if (!codec->passphrase) { free(codec); return NULL; }
@@ -210,32 +221,39 @@ static int codec_derive(Codec *codec) {
     if (!PKCS5_PBKDF2_HMAC((const char *)codec->key, KEY_SIZE, hmacSalt, SALT_SIZE, 2, codec->md, KEY_SIZE, codec->hmacKey)) {
         return SQLITE_ERROR;
     }
+    codec->encryptor = EVP_CIPHER_CTX_new();
+    codec->decryptor = EVP_CIPHER_CTX_new();
+    codec->hmac = HMAC_CTX_new();
+    if (!codec->encryptor || !codec->decryptor || !codec->hmac
+        || !EVP_EncryptInit_ex(codec->encryptor, EVP_aes_256_cbc(), NULL, codec->key, NULL)
+        || !EVP_DecryptInit_ex(codec->decryptor, EVP_aes_256_cbc(), NULL, codec->key, NULL)
+        || !EVP_CIPHER_CTX_set_padding(codec->encryptor, 0)
+        || !EVP_CIPHER_CTX_set_padding(codec->decryptor, 0)
+        || !HMAC_Init_ex(codec->hmac, codec->hmacKey, KEY_SIZE, codec->md, NULL)) {
+        return SQLITE_ERROR;
+    }
     codec->derived = 1;
     return SQLITE_OK;
 }
 
 static int page_hmac(const Codec *codec, const unsigned char *data, int length, unsigned int pgno, unsigned char *out) {
     unsigned char pgnoBytes[4] = { pgno & 0xff, (pgno >> 8) & 0xff, (pgno >> 16) & 0xff, (pgno >> 24) & 0xff };
-    HMAC_CTX *ctx = HMAC_CTX_new();
     unsigned int outLength = 0;
-    int ok = ctx
-        && HMAC_Init_ex(ctx, codec->hmacKey, KEY_SIZE, codec->md, NULL)
-        && HMAC_Update(ctx, data, length)
-        && HMAC_Update(ctx, pgnoBytes, 4)
-        && HMAC_Final(ctx, out, &outLength);
-    HMAC_CTX_free(ctx);
+    // A NULL key and digest restart the HMAC with the key set at derivation.
+    int ok = HMAC_Init_ex(codec->hmac, NULL, 0, NULL, NULL)
+        && HMAC_Update(codec->hmac, data, length)
+        && HMAC_Update(codec->hmac, pgnoBytes, 4)
+        && HMAC_Final(codec->hmac, out, &outLength);
     return ok ? SQLITE_OK : SQLITE_ERROR;
 }
 
 static int aes_cbc(const Codec *codec, int encrypt, const unsigned char *iv, const unsigned char *in, int length, unsigned char *out) {
-    EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();
+    EVP_CIPHER_CTX *ctx = encrypt ? codec->encryptor : codec->decryptor;
     int outLength = 0, finalLength = 0;
-    int ok = ctx
-        && EVP_CipherInit_ex(ctx, EVP_aes_256_cbc(), NULL, codec->key, iv, encrypt)
-        && EVP_CIPHER_CTX_set_padding(ctx, 0)
+    // Only the IV changes: the key schedule set at derivation is kept.
+    int ok = EVP_CipherInit_ex(ctx, NULL, NULL, NULL, iv, encrypt)
         && EVP_CipherUpdate(ctx, out, &outLength, in, length)
         && EVP_CipherFinal_ex(ctx, out + outLength, &finalLength);
-    EVP_CIPHER_CTX_free(ctx);
     return ok ? SQLITE_OK : SQLITE_ERROR;
 }
 

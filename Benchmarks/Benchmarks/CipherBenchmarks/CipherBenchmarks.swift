@@ -31,10 +31,74 @@ final class CipherFixture: Sendable {
 
 let cipherFixture = Result { try CipherFixture() }
 
+/// Databases of about 40 MB (10× a 1,000-page cache of 4 KB pages), plain and encrypted.
+final class ScanFixture: Sendable {
+    let directory: URL
+    var plainPath: String { directory.appendingPathComponent("scan-plain.sqlite").path }
+    var encryptedPath: String { directory.appendingPathComponent("scan-encrypted.sqlite").path }
+
+    init() throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("CipherScan-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let fill: @Sendable (Database) throws -> Void = { db in
+            try db.execute(sql: "CREATE TABLE blob(id INTEGER PRIMARY KEY, payload TEXT)")
+            let payload = String(repeating: "p", count: 400)
+            for _ in 0..<100_000 { try db.execute(sql: "INSERT INTO blob(payload) VALUES (?)", arguments: [payload]) }
+        }
+        let plain = try DatabaseQueue(path: plainPath)
+        try plain.write(fill)
+        try plain.close()
+        let encrypted = try CipherDatabase.queue(atPath: encryptedPath, key: CipherFixture.key)
+        try encrypted.write(fill)
+        try encrypted.close()
+    }
+}
+
+let scanFixture = Result { try ScanFixture() }
+
+func scan(_ queue: DatabaseQueue) throws -> Int {
+    try queue.read { db in
+        try db.execute(sql: "PRAGMA cache_size = 1000")
+        return try Int.fetchOne(db, sql: "SELECT SUM(length(payload)) FROM blob") ?? 0
+    }
+}
+
 let benchmarks: @Sendable () -> Void = {
     Benchmark.defaultConfiguration = .init(metrics: [.wallClock], maxDuration: .seconds(5))
     Benchmark.teardown = {
         if case let .success(fixture) = cipherFixture { try? FileManager.default.removeItem(at: fixture.directory) }
+        if case let .success(fixture) = scanFixture { try? FileManager.default.removeItem(at: fixture.directory) }
+    }
+
+    // (a) A scan of a database 10× larger than the page cache.
+    Benchmark("Scan 40 MB, cache 4 MB: plain", configuration: .init(maxIterations: 20)) { benchmark in
+        let fixture = try scanFixture.get()
+        let queue = try DatabaseQueue(path: fixture.plainPath)
+        for _ in benchmark.scaledIterations { blackHole(try scan(queue)) }
+    }
+
+    Benchmark("Scan 40 MB, cache 4 MB: encrypted", configuration: .init(maxIterations: 20)) { benchmark in
+        let fixture = try scanFixture.get()
+        let queue = try CipherDatabase.queue(atPath: fixture.encryptedPath, key: CipherFixture.key)
+        for _ in benchmark.scaledIterations { blackHole(try scan(queue)) }
+    }
+
+    // (b) 10,000 single-row write transactions (WAL, synchronous NORMAL).
+    for encrypted in [false, true] {
+        Benchmark("10,000 single-row transactions: \(encrypted ? "encrypted" : "plain")", configuration: .init(maxIterations: 5)) { benchmark in
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("CipherWrites-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let path = directory.appendingPathComponent("db.sqlite").path
+            let pool = try CipherDatabase.pool(atPath: path, key: encrypted ? CipherFixture.key : nil)
+            try pool.write { db in try db.execute(sql: "CREATE TABLE t(id INTEGER PRIMARY KEY, value TEXT)") }
+            benchmark.startMeasurement()
+            for index in 0..<10_000 {
+                try pool.write { db in try db.execute(sql: "INSERT INTO t(value) VALUES (?)", arguments: ["value \(index)"]) }
+            }
+            benchmark.stopMeasurement()
+            try pool.close()
+        }
     }
 
     Benchmark("Open + first read: plain DatabaseQueue", configuration: .init(maxIterations: 200)) { benchmark in
