@@ -9,10 +9,17 @@
 
 #include "CSQLCipherVFS.h"
 
+// The page HMAC uses OpenSSL's SHA-1 and SHA-512 block functions directly,
+// which OpenSSL 3 marks deprecated (still exported, same assembly). Its
+// HMAC and EVP digest APIs allocate a provider context on every reset or
+// copy, which costs more than hashing a 4 KB page.
+#define OPENSSL_SUPPRESS_DEPRECATED
+
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
+#include <openssl/sha.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,14 +56,15 @@ typedef struct Codec {
     // connection, which SQLite never uses from two threads at once.
     EVP_CIPHER_CTX *encryptor;
     EVP_CIPHER_CTX *decryptor;
-    HMAC_CTX *hmac;
+    // HMAC digest states after the inner (key XOR ipad) and outer (key XOR
+    // opad) blocks: each page's HMAC starts from copies of them.
+    union { SHA512_CTX sha512; SHA_CTX sha1; } hmacInner, hmacOuter;
 } Codec;
 
 static void codec_free(Codec *codec) {
     if (!codec) return;
     EVP_CIPHER_CTX_free(codec->encryptor);
     EVP_CIPHER_CTX_free(codec->decryptor);
-    HMAC_CTX_free(codec->hmac);
     if (codec->passphrase) {
         OPENSSL_cleanse(codec->passphrase, codec->passphraseLength);
         free(codec->passphrase);
@@ -81,10 +89,7 @@ static int parse_hex(const char *hex, int length, unsigned char *out) {
     return 1;
 }
 
-static Codec *codec_new(const void *key, int nKey, int version, int kdfIterations) {
-    if (!key || nKey <= 0 || (version != 3 && version != 4)) return NULL;
-    Codec *codec = calloc(1, sizeof(Codec));
-    if (!codec) return NULL;
+static void codec_set_version(Codec *codec, int version, int kdfIterations) {
     codec->version = version;
     if (version == 4) {
         codec->pageSize = 4096; codec->reserve = 80; codec->hmacSize = 64;
@@ -94,6 +99,13 @@ static Codec *codec_new(const void *key, int nKey, int version, int kdfIteration
         codec->kdfIterations = 64000; codec->md = EVP_sha1();
     }
     if (kdfIterations > 0) codec->kdfIterations = kdfIterations;
+}
+
+static Codec *codec_new(const void *key, int nKey, int version, int kdfIterations) {
+    if (!key || nKey <= 0 || (version != 3 && version != 4)) return NULL;
+    Codec *codec = calloc(1, sizeof(Codec));
+    if (!codec) return NULL;
+    codec_set_version(codec, version, kdfIterations);
     const char *text = key;
     // x'<64 hex>' or x'<64 hex><32 hex>': a raw key (and salt).
     if ((nKey == 67 || nKey == 99) && (text[0] == 'x' || text[0] == 'X') && text[1] == '\'' && text[nKey - 1] == '\'') {
@@ -112,18 +124,18 @@ static Codec *codec_new(const void *key, int nKey, int version, int kdfIteration
     return codec;
 }
 
-static Codec *codec_copy(const Codec *source) {
-    if (!source) return NULL;
-    Codec *codec = malloc(sizeof(Codec));
+/// The same key (passphrase, or raw key and salt) with another format
+/// version's parameters, not yet derived.
+static Codec *codec_with_version(const Codec *source, int version) {
+    if (source->passphrase) return codec_new(source->passphrase, source->passphraseLength, version, 0);
+    Codec *codec = calloc(1, sizeof(Codec));
     if (!codec) return NULL;
-    memcpy(codec, source, sizeof(Codec));
-    codec->encryptor = NULL;
-    codec->decryptor = NULL;
-    codec->hmac = NULL;
-    if (source->passphrase) {
-        codec->passphrase = malloc(source->passphraseLength);
-        if (!codec->passphrase) { free(codec); return NULL; }
-        memcpy(codec->passphrase, source->passphrase, source->passphraseLength);
+    codec_set_version(codec, version, 0);
+    memcpy(codec->key, source->key, KEY_SIZE);
+    codec->hasRawKey = 1;
+    if (source->hasExplicitSalt) {
+        memcpy(codec->salt, source->salt, SALT_SIZE);
+        codec->hasExplicitSalt = 1;
     }
     return codec;
 }
@@ -177,6 +189,25 @@ static void cache_digest(const Codec *codec, unsigned char out[32]) {
     EVP_MD_CTX_free(ctx);
 }
 
+/// Hashes the HMAC key's inner and outer pad blocks once (RFC 2104), so that
+/// a page's HMAC only hashes the page and the two digests.
+static int hmac_prepare(Codec *codec) {
+    unsigned char pad[SHA512_CBLOCK];
+    int block = codec->version == 4 ? SHA512_CBLOCK : SHA_CBLOCK;
+    int ok;
+    memset(pad, 0x36, sizeof(pad));
+    for (int i = 0; i < KEY_SIZE; i++) pad[i] ^= codec->hmacKey[i];
+    ok = codec->version == 4
+        ? SHA512_Init(&codec->hmacInner.sha512) && SHA512_Update(&codec->hmacInner.sha512, pad, block)
+        : SHA1_Init(&codec->hmacInner.sha1) && SHA1_Update(&codec->hmacInner.sha1, pad, block);
+    for (int i = 0; i < block; i++) pad[i] ^= 0x36 ^ 0x5c;
+    ok = ok && (codec->version == 4
+        ? SHA512_Init(&codec->hmacOuter.sha512) && SHA512_Update(&codec->hmacOuter.sha512, pad, block)
+        : SHA1_Init(&codec->hmacOuter.sha1) && SHA1_Update(&codec->hmacOuter.sha1, pad, block));
+    OPENSSL_cleanse(pad, sizeof(pad));
+    return ok;
+}
+
 /// Derives the encryption and HMAC keys, once the salt is known.
 static int codec_derive(Codec *codec) {
     if (codec->derived) return SQLITE_OK;
@@ -223,37 +254,49 @@ static int codec_derive(Codec *codec) {
     }
     codec->encryptor = EVP_CIPHER_CTX_new();
     codec->decryptor = EVP_CIPHER_CTX_new();
-    codec->hmac = HMAC_CTX_new();
-    if (!codec->encryptor || !codec->decryptor || !codec->hmac
+    if (!codec->encryptor || !codec->decryptor
         || !EVP_EncryptInit_ex(codec->encryptor, EVP_aes_256_cbc(), NULL, codec->key, NULL)
         || !EVP_DecryptInit_ex(codec->decryptor, EVP_aes_256_cbc(), NULL, codec->key, NULL)
         || !EVP_CIPHER_CTX_set_padding(codec->encryptor, 0)
         || !EVP_CIPHER_CTX_set_padding(codec->decryptor, 0)
-        || !HMAC_Init_ex(codec->hmac, codec->hmacKey, KEY_SIZE, codec->md, NULL)) {
+        || !hmac_prepare(codec)) {
         return SQLITE_ERROR;
     }
     codec->derived = 1;
     return SQLITE_OK;
 }
 
+/// HMAC of `data` followed by the page number (4 bytes, little-endian).
 static int page_hmac(const Codec *codec, const unsigned char *data, int length, unsigned int pgno, unsigned char *out) {
     unsigned char pgnoBytes[4] = { pgno & 0xff, (pgno >> 8) & 0xff, (pgno >> 16) & 0xff, (pgno >> 24) & 0xff };
-    unsigned int outLength = 0;
-    // A NULL key and digest restart the HMAC with the key set at derivation.
-    int ok = HMAC_Init_ex(codec->hmac, NULL, 0, NULL, NULL)
-        && HMAC_Update(codec->hmac, data, length)
-        && HMAC_Update(codec->hmac, pgnoBytes, 4)
-        && HMAC_Final(codec->hmac, out, &outLength);
+    unsigned char inner[SHA512_DIGEST_LENGTH];
+    int ok;
+    if (codec->version == 4) {
+        SHA512_CTX ctx = codec->hmacInner.sha512;
+        ok = SHA512_Update(&ctx, data, length) && SHA512_Update(&ctx, pgnoBytes, 4) && SHA512_Final(inner, &ctx);
+        ctx = codec->hmacOuter.sha512;
+        ok = ok && SHA512_Update(&ctx, inner, SHA512_DIGEST_LENGTH) && SHA512_Final(out, &ctx);
+        OPENSSL_cleanse(&ctx, sizeof(ctx));
+    } else {
+        SHA_CTX ctx = codec->hmacInner.sha1;
+        ok = SHA1_Update(&ctx, data, length) && SHA1_Update(&ctx, pgnoBytes, 4) && SHA1_Final(inner, &ctx);
+        ctx = codec->hmacOuter.sha1;
+        ok = ok && SHA1_Update(&ctx, inner, SHA_DIGEST_LENGTH) && SHA1_Final(out, &ctx);
+        OPENSSL_cleanse(&ctx, sizeof(ctx));
+    }
     return ok ? SQLITE_OK : SQLITE_ERROR;
 }
 
+/// AES-256-CBC without padding; `out` may be `in` (OpenSSL supports
+/// in-place CBC).
 static int aes_cbc(const Codec *codec, int encrypt, const unsigned char *iv, const unsigned char *in, int length, unsigned char *out) {
     EVP_CIPHER_CTX *ctx = encrypt ? codec->encryptor : codec->decryptor;
-    int outLength = 0, finalLength = 0;
+    int outLength = 0;
     // Only the IV changes: the key schedule set at derivation is kept.
+    // Lengths are whole blocks, so there is nothing to finalize.
     int ok = EVP_CipherInit_ex(ctx, NULL, NULL, NULL, iv, encrypt)
         && EVP_CipherUpdate(ctx, out, &outLength, in, length)
-        && EVP_CipherFinal_ex(ctx, out + outLength, &finalLength);
+        && outLength == length;
     return ok ? SQLITE_OK : SQLITE_ERROR;
 }
 
@@ -293,10 +336,7 @@ static int codec_decrypt(Codec *codec, unsigned int pgno, unsigned char *page) {
         sqlite3_log(SQLITE_CORRUPT, "grdbcipher: HMAC check failed for page %u", pgno);
         return SQLITE_CORRUPT;
     }
-    unsigned char plain[MAX_PAGE];
-    if (aes_cbc(codec, 0, page + end, page + offset, end - offset, plain) != SQLITE_OK) return SQLITE_ERROR;
-    memcpy(page + offset, plain, end - offset);
-    OPENSSL_cleanse(plain, end - offset);
+    if (aes_cbc(codec, 0, page + end, page + offset, end - offset, page + offset) != SQLITE_OK) return SQLITE_ERROR;
     if (pgno == 1) memcpy(page, SQLITE_MAGIC, SALT_SIZE);
     // SQLite hands back what it reads when it writes a page, and WAL
     // checksums cover the whole page: reserved bytes must read the same
@@ -363,11 +403,29 @@ typedef struct CipherFile {
     unsigned int lastPgno;              // journals: page number of the record being read or written
     sqlite3_int64 lastPgnoOffset;       // journals: where that page number is
     int sawCiphertext;                  // unkeyed main databases: the header is not SQLite's
+    int requestedVersion;               // main databases: PRAGMA cipher_compatibility, 0 if none
+    unsigned char *buffer;              // scratch for pages and frames, wiped on close
+    int bufferSize;
     unsigned char tempKey[KEY_SIZE];    // temporary files: ephemeral CTR key
 } CipherFile;
 
 static sqlite3_vfs cipherVFS;
 static sqlite3_vfs *baseVFS;
+
+/// The file's scratch buffer, at least `size` bytes: one per file, because
+/// a connection never uses its files from two threads at once.
+static unsigned char *file_buffer(CipherFile *file, int size) {
+    if (file->bufferSize >= size) return file->buffer;
+    unsigned char *buffer = sqlite3_malloc(size);
+    if (!buffer) return NULL;
+    if (file->buffer) {
+        OPENSSL_cleanse(file->buffer, file->bufferSize);
+        sqlite3_free(file->buffer);
+    }
+    file->buffer = buffer;
+    file->bufferSize = size;
+    return buffer;
+}
 
 static Codec *file_codec(CipherFile *file) {
     if (file->kind == KIND_MAIN) return file->codec;
@@ -428,40 +486,49 @@ static int cipherClose(sqlite3_file *pFile) {
     codec_free(file->codec);
     file->codec = NULL;
     OPENSSL_cleanse(file->tempKey, KEY_SIZE);
+    if (file->buffer) {
+        OPENSSL_cleanse(file->buffer, file->bufferSize);
+        sqlite3_free(file->buffer);
+        file->buffer = NULL;
+    }
     return rc;
 }
 
 /// Reads the pages covering [offset, offset+amount) of a main database,
-/// decrypts them, and copies the slice asked for.
+/// decrypts them, and copies the slice asked for. A whole aligned page, what
+/// SQLite reads almost always, is decrypted in place in SQLite's buffer.
 static int read_main(CipherFile *file, unsigned char *out, int amount, sqlite3_int64 offset) {
     Codec *codec = file->codec;
     int rc = load_salt(file);
     if (rc != SQLITE_OK) return rc;
     int pageSize = codec->pageSize;
-    sqlite3_int64 first = offset / pageSize, last = (offset + amount - 1) / pageSize;
-    unsigned char *page = sqlite3_malloc(pageSize);
+    if (amount == pageSize && offset % pageSize == 0) {
+        rc = file->real->pMethods->xRead(file->real, out, pageSize, offset);
+        // Past the end: a partial or missing page reads as zeros.
+        if (rc == SQLITE_IOERR_SHORT_READ) memset(out, 0, pageSize);
+        if (rc != SQLITE_OK) return rc;
+        return codec_decrypt(codec, (unsigned int)(offset / pageSize + 1), out);
+    }
+    unsigned char *page = file_buffer(file, pageSize);
     if (!page) return SQLITE_NOMEM;
+    sqlite3_int64 first = offset / pageSize, last = (offset + amount - 1) / pageSize;
     int result = SQLITE_OK;
     for (sqlite3_int64 index = first; index <= last; index++) {
         rc = file->real->pMethods->xRead(file->real, page, pageSize, index * pageSize);
         if (rc == SQLITE_IOERR_SHORT_READ) {
-            // Past the end: a partial or missing page reads as zeros.
             memset(page, 0, pageSize);
             result = SQLITE_IOERR_SHORT_READ;
         } else if (rc != SQLITE_OK) {
-            sqlite3_free(page);
             return rc;
         } else {
             rc = codec_decrypt(codec, (unsigned int)(index + 1), page);
-            if (rc != SQLITE_OK) { sqlite3_free(page); return rc; }
+            if (rc != SQLITE_OK) return rc;
         }
         sqlite3_int64 pageStart = index * pageSize;
         sqlite3_int64 from = offset > pageStart ? offset : pageStart;
         sqlite3_int64 to = (offset + amount) < (pageStart + pageSize) ? (offset + amount) : (pageStart + pageSize);
         memcpy(out + (from - offset), page + (from - pageStart), (size_t)(to - from));
     }
-    OPENSSL_cleanse(page, pageSize);
-    sqlite3_free(page);
     return result;
 }
 
@@ -470,27 +537,27 @@ static int write_main(CipherFile *file, const unsigned char *in, int amount, sql
     int rc = load_salt(file);
     if (rc != SQLITE_OK) return rc;
     int pageSize = codec->pageSize;
-    unsigned char *page = sqlite3_malloc(pageSize);
-    unsigned char *encrypted = sqlite3_malloc(pageSize);
-    if (!page || !encrypted) { sqlite3_free(page); sqlite3_free(encrypted); return SQLITE_NOMEM; }
+    unsigned char *buffer = file_buffer(file, 2 * pageSize);
+    if (!buffer) return SQLITE_NOMEM;
+    unsigned char *page = buffer, *encrypted = buffer + pageSize;
     sqlite3_int64 first = offset / pageSize, last = (offset + amount - 1) / pageSize;
     for (sqlite3_int64 index = first; index <= last && rc == SQLITE_OK; index++) {
         sqlite3_int64 pageStart = index * pageSize;
         sqlite3_int64 from = offset > pageStart ? offset : pageStart;
         sqlite3_int64 to = (offset + amount) < (pageStart + pageSize) ? (offset + amount) : (pageStart + pageSize);
+        const unsigned char *plain = in + (from - offset);
         if (to - from < pageSize) {
-            // A partial page write: read, patch, write back.
+            // A partial page write: read, patch, write back. read_main
+            // uses the first half of the buffer only for partial reads.
             rc = read_main(file, page, pageSize, pageStart);
             if (rc == SQLITE_IOERR_SHORT_READ) rc = SQLITE_OK;
             if (rc != SQLITE_OK) break;
+            memcpy(page + (from - pageStart), in + (from - offset), (size_t)(to - from));
+            plain = page;
         }
-        memcpy(page + (from - pageStart), in + (from - offset), (size_t)(to - from));
-        rc = codec_encrypt(codec, (unsigned int)(index + 1), page, encrypted);
+        rc = codec_encrypt(codec, (unsigned int)(index + 1), plain, encrypted);
         if (rc == SQLITE_OK) rc = file->real->pMethods->xWrite(file->real, encrypted, pageSize, pageStart);
     }
-    OPENSSL_cleanse(page, pageSize);
-    sqlite3_free(page);
-    sqlite3_free(encrypted);
     return rc;
 }
 
@@ -572,13 +639,11 @@ static int cipherWrite(sqlite3_file *pFile, const void *buffer, int amount, sqli
     CipherFile *file = (CipherFile *)pFile;
     Codec *codec = file_codec(file);
     if (file->kind == KIND_TEMP) {
-        unsigned char *copy = sqlite3_malloc(amount);
+        unsigned char *copy = file_buffer(file, amount);
         if (!copy) return SQLITE_NOMEM;
         memcpy(copy, buffer, amount);
         int rc = ctr_xor(file->tempKey, offset, copy, amount);
         if (rc == SQLITE_OK) rc = file->real->pMethods->xWrite(file->real, copy, amount, offset);
-        OPENSSL_cleanse(copy, amount);
-        sqlite3_free(copy);
         return rc;
     }
     if (!codec) return file->real->pMethods->xWrite(file->real, buffer, amount, offset);
@@ -596,27 +661,31 @@ static int cipherWrite(sqlite3_file *pFile, const void *buffer, int amount, sqli
         pgno = file->lastPgno;
     } else {
         if (amount == pageSize + 24) {
-            unsigned char *frame = sqlite3_malloc(amount);
+            unsigned char *frame = file_buffer(file, amount);
             if (!frame) return SQLITE_NOMEM;
             memcpy(frame, buffer, 24);
             int rc = codec_encrypt(codec, read_be32(buffer), (const unsigned char *)buffer + 24, frame + 24);
             if (rc == SQLITE_OK) rc = file->real->pMethods->xWrite(file->real, frame, amount, offset);
-            sqlite3_free(frame);
             return rc;
         }
+        // SQLite writes a frame as its 24-byte header, then its page.
+        if (amount == 24) { file->lastPgno = read_be32(buffer); file->lastPgnoOffset = offset; }
         if (amount != pageSize || offset < 32 + 24) return file->real->pMethods->xWrite(file->real, buffer, amount, offset);
-        // The frame header is on disk before its page (SQLite writes it
-        // first, or rewrites a page of a frame it already wrote).
-        unsigned char header[4];
-        int rc = file->real->pMethods->xRead(file->real, header, 4, offset - 24);
-        if (rc != SQLITE_OK) return rc;
-        pgno = read_be32(header);
+        if (offset == file->lastPgnoOffset + 24) {
+            pgno = file->lastPgno;
+        } else {
+            // A page of a frame written earlier (SQLite rewrites frames of
+            // the open transaction in place): its header is on disk.
+            unsigned char header[4];
+            int rc = file->real->pMethods->xRead(file->real, header, 4, offset - 24);
+            if (rc != SQLITE_OK) return rc;
+            pgno = read_be32(header);
+        }
     }
-    unsigned char *encrypted = sqlite3_malloc(pageSize);
+    unsigned char *encrypted = file_buffer(file, pageSize);
     if (!encrypted) return SQLITE_NOMEM;
     int rc = codec_encrypt(codec, pgno, buffer, encrypted);
     if (rc == SQLITE_OK) rc = file->real->pMethods->xWrite(file->real, encrypted, pageSize, offset);
-    sqlite3_free(encrypted);
     return rc;
 }
 
@@ -666,19 +735,18 @@ static int cipherFileControl(sqlite3_file *pFile, int op, void *pArg) {
         char **args = pArg;
         const char *name = args[1], *value = args[2];
         if (name && sqlite3_stricmp(name, "key") == 0 && value) {
-            int version = file->codec ? file->codec->version : 4;
+            int version = file->codec ? file->codec->version : (file->requestedVersion ? file->requestedVersion : 4);
             return set_file_key(file, value, (int)strlen(value), version, 0);
         }
         if (name && sqlite3_stricmp(name, "cipher_compatibility") == 0 && value) {
             int version = atoi(value);
             if (version != 3 && version != 4) return SQLITE_ERROR;
-            if (file->codec) {
-                Codec *old = file->codec;
-                Codec *codec = old->passphrase
-                    ? codec_new(old->passphrase, old->passphraseLength, version, 0)
-                    : codec_copy(old);
+            // Before or after the key, as SQLCipher accepts both orders.
+            file->requestedVersion = version;
+            if (file->codec && file->codec->version != version) {
+                Codec *codec = codec_with_version(file->codec, version);
                 if (!codec) return SQLITE_NOMEM;
-                codec_free(old);
+                codec_free(file->codec);
                 file->codec = codec;
             }
             return SQLITE_OK;
