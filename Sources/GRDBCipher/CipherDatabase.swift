@@ -176,6 +176,42 @@ public enum CipherDatabase {
         Int(grdbcipher_kdf_count())
     }
 
+    // MARK: - Read-ahead
+
+    /// Whether encrypted databases are read ahead (the default).
+    ///
+    /// Checking and decrypting a page costs more than SQLite's own work on
+    /// it (v4's HMAC-SHA512 alone takes about 6 µs per 4 KB page). Once a
+    /// connection reads several consecutive pages of a file, as in a table
+    /// scan, `VACUUM INTO` or an export, a few worker threads (one less than
+    /// the processor count, at most four) check and decrypt the next 32
+    /// pages while SQLite works on the current one.
+    ///
+    /// A prefetched page is used only if its IV and HMAC in the file are
+    /// still those of the checked bytes, so pages rewritten in between are
+    /// read again, and a tampered page fails as it does without read-ahead.
+    /// Decrypted pages waiting in the window are plaintext in memory, as in
+    /// SQLite's page cache; they are wiped when the connection closes.
+    ///
+    /// The trade-off: read-ahead lowers a scan's latency by using idle
+    /// processors, not its CPU time. On a machine whose cores are all busy,
+    /// it brings nothing, and a few percent of bookkeeping. Benchmarks:
+    /// `Benchmarks/RESULTS.md`.
+    ///
+    /// ```swift
+    /// // A server saturated with concurrent queries: keep every core for them.
+    /// CipherDatabase.setReadAheadEnabled(false)
+    /// ```
+    public static func setReadAheadEnabled(_ enabled: Bool) {
+        grdbcipher_set_read_ahead(enabled ? 1 : 0)
+    }
+
+    /// The number of pages the connection took from read-ahead (see
+    /// ``setReadAheadEnabled(_:)``): 0 for a plain database.
+    public static func readAheadPageCount(in db: Database) -> Int {
+        Int(grdbcipher_read_ahead_pages(db.sqliteConnection))
+    }
+
     // MARK: - Private
 
     private static func prepare(

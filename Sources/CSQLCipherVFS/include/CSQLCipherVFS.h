@@ -33,6 +33,13 @@ int grdbcipher_failed_page(sqlite3 *db);
 /// Enables or disables the in-memory cache of derived keys (default: on).
 void grdbcipher_set_kdf_cache(int enabled);
 
+/// Enables or disables read-ahead (default: on): after a few consecutive
+/// page reads, worker threads decrypt the next pages of the file.
+void grdbcipher_set_read_ahead(int enabled);
+
+/// The number of pages the main database file of `db` took from read-ahead.
+long grdbcipher_read_ahead_pages(sqlite3 *db);
+
 /// Empties the cache of derived keys (wiping them).
 void grdbcipher_clear_kdf_cache(void);
 
