@@ -422,6 +422,9 @@ typedef struct CipherFile {
     int sequentialReads;
     struct ReadAhead *readAhead;        // main databases: pages decrypted ahead, or NULL
     long readAheadPages;                // main databases: pages taken from read-ahead
+    sqlite3 *db;                        // main databases: the connection (SQLITE_FCNTL_PDB)
+    Codec *rekeyCodec;                  // main databases: the new key during PRAGMA rekey
+    int playback;                       // main databases: SQLite is rolling back from the journal
 } CipherFile;
 
 // MARK: - Read-ahead
@@ -633,7 +636,7 @@ static void read_ahead_note(CipherFile *file, unsigned int pgno) {
     int sequential = pgno == file->lastReadPgno + 1;
     file->lastReadPgno = pgno;
     file->sequentialReads = sequential ? file->sequentialReads + 1 : 0;
-    if (file->sequentialReads < READAHEAD_TRIGGER || !__atomic_load_n(&readAheadEnabled, __ATOMIC_RELAXED)) return;
+    if (file->sequentialReads < READAHEAD_TRIGGER || file->rekeyCodec || !__atomic_load_n(&readAheadEnabled, __ATOMIC_RELAXED)) return;
     if (!file->readAhead && !(file->readAhead = read_ahead_new(file))) return;
     ReadAhead *readAhead = file->readAhead;
     unsigned int through = pgno + READAHEAD_WINDOW - 1;
@@ -756,6 +759,15 @@ static int cipherClose(sqlite3_file *pFile) {
     return rc;
 }
 
+/// Decrypts a page of a main database. During PRAGMA rekey, pages already
+/// rewritten are under the new key, the others under the old one.
+static int file_decrypt(CipherFile *file, unsigned int pgno, unsigned char *page) {
+    Codec *next = file->rekeyCodec;
+    // page_decrypt leaves the page as it is when the HMAC does not match.
+    if (next && page_decrypt(next, next->decryptor, pgno, page, page) == SQLITE_OK) return SQLITE_OK;
+    return codec_decrypt(file->codec, pgno, page);
+}
+
 /// Reads the pages covering [offset, offset+amount) of a main database,
 /// decrypts them, and copies the slice asked for. A whole aligned page, what
 /// SQLite reads almost always, is decrypted in place in SQLite's buffer.
@@ -774,7 +786,7 @@ static int read_main(CipherFile *file, unsigned char *out, int amount, sqlite3_i
         // Past the end: a partial or missing page reads as zeros.
         if (rc == SQLITE_IOERR_SHORT_READ) memset(out, 0, pageSize);
         if (rc != SQLITE_OK) return rc;
-        rc = codec_decrypt(codec, pgno, out);
+        rc = file_decrypt(file, pgno, out);
         if (rc != SQLITE_OK) return rc;
         read_ahead_note(file, pgno);
         return SQLITE_OK;
@@ -791,7 +803,7 @@ static int read_main(CipherFile *file, unsigned char *out, int amount, sqlite3_i
         } else if (rc != SQLITE_OK) {
             return rc;
         } else {
-            rc = codec_decrypt(codec, (unsigned int)(index + 1), page);
+            rc = file_decrypt(file, (unsigned int)(index + 1), page);
             if (rc != SQLITE_OK) return rc;
         }
         sqlite3_int64 pageStart = index * pageSize;
@@ -825,7 +837,10 @@ static int write_main(CipherFile *file, const unsigned char *in, int amount, sql
             memcpy(page + (from - pageStart), in + (from - offset), (size_t)(to - from));
             plain = page;
         }
-        rc = codec_encrypt(codec, (unsigned int)(index + 1), plain, encrypted);
+        // During PRAGMA rekey, pages go out under the new key, except when
+        // SQLite rolls the rekey back: the journal holds old-key pages.
+        Codec *writer = file->rekeyCodec && !file->playback ? file->rekeyCodec : codec;
+        rc = codec_encrypt(writer, (unsigned int)(index + 1), plain, encrypted);
         if (rc == SQLITE_OK) rc = file->real->pMethods->xWrite(file->real, encrypted, pageSize, pageStart);
     }
     return rc;
@@ -882,7 +897,12 @@ static int cipherRead(sqlite3_file *pFile, void *buffer, int amount, sqlite3_int
         // is the read right after its page number (headers can be as large
         // as a page, and are not preceded by one).
         if (amount == 4) { file->lastPgno = read_be32(buffer); file->lastPgnoOffset = offset; }
-        else if (amount == pageSize && offset == file->lastPgnoOffset + 4) return codec_decrypt(codec, file->lastPgno, buffer);
+        else if (amount == pageSize && offset == file->lastPgnoOffset + 4) {
+            // Forward work only writes the journal: a page read back from
+            // it is a rollback, whose pages must go back under the old key.
+            if (file->mainFile) file->mainFile->playback = 1;
+            return codec_decrypt(codec, file->lastPgno, buffer);
+        }
         return SQLITE_OK;
     }
     // WAL: frames are a 24-byte header followed by a page.
@@ -1000,18 +1020,83 @@ static int set_file_key(CipherFile *file, const void *key, int nKey, int version
     return SQLITE_OK;
 }
 
+/// Fails a pragma with a message SQLite reports as the statement's error.
+static int pragma_error(char **args, const char *message) {
+    args[0] = sqlite3_mprintf("%s", message);
+    return SQLITE_ERROR;
+}
+
+/// PRAGMA rekey: rewrites every page under a new key in one transaction.
+///
+/// The rewrite is a VACUUM run on the connection, so SQLite's rollback
+/// journal makes it atomic: journal pages keep the old key, pages written
+/// to the database take the new one, and until the journal is gone a crash
+/// or an error rolls the file back to the old key, page by page. The salt
+/// is kept (unless the new key is a raw key with its own salt).
+static int rekey(CipherFile *file, char **args, const char *value) {
+    Codec *codec = file->codec;
+    if (!codec) return pragma_error(args, "PRAGMA rekey: the database has no key; set it with PRAGMA key first (to encrypt a plain database, use CipherDatabase.encrypt or registryctl encrypt)");
+    if (!file->db) return pragma_error(args, "PRAGMA rekey: the connection is unknown to the encryption VFS");
+    if (!sqlite3_get_autocommit(file->db)) return pragma_error(args, "PRAGMA rekey: cannot rekey inside a transaction");
+    sqlite3_int64 size = 0;
+    int rc = file->real->pMethods->xFileSize(file->real, &size);
+    if (rc != SQLITE_OK) return rc;
+    Codec *next = codec_new(value, (int)strlen(value), codec->version, codec->kdfIterations);
+    if (!next) return pragma_error(args, "PRAGMA rekey: the new key is empty or malformed");
+    if (size == 0) {
+        // Nothing written yet: the new key simply replaces the old one.
+        read_ahead_free(file);
+        codec_free(file->codec);
+        file->codec = next;
+        return SQLITE_OK;
+    }
+    unsigned char header[100];
+    rc = read_main(file, header, 100, 0);
+    if (rc != SQLITE_OK) { codec_free(next); return rc; }
+    if (header[18] == 2 || header[19] == 2) {
+        codec_free(next);
+        return pragma_error(args, "PRAGMA rekey: not supported in WAL mode, where other connections may still read pages under the old key; close them and use CipherDatabase.rekey(atPath:) or registryctl rekey, or switch to PRAGMA journal_mode = DELETE first");
+    }
+    if (!next->hasExplicitSalt) memcpy(next->salt, codec->salt, SALT_SIZE);
+    next->hasSalt = 1;
+    if (codec_derive(next) != SQLITE_OK) { codec_free(next); return SQLITE_ERROR; }
+    read_ahead_free(file);
+    file->rekeyCodec = next;
+    file->playback = 0;
+    char *message = NULL;
+    rc = sqlite3_exec(file->db, "VACUUM", NULL, NULL, &message);
+    file->rekeyCodec = NULL;
+    if (rc == SQLITE_OK && !file->playback) {
+        codec_free(file->codec);
+        file->codec = next;
+    } else {
+        // Rolled back: every rewritten page went back under the old key.
+        codec_free(next);
+        if (rc == SQLITE_OK) rc = SQLITE_ERROR;
+        args[0] = sqlite3_mprintf("PRAGMA rekey: %s; the database keeps its old key", message ? message : sqlite3_errstr(rc));
+    }
+    file->playback = 0;
+    sqlite3_free(message);
+    return rc;
+}
+
 static int cipherFileControl(sqlite3_file *pFile, int op, void *pArg) {
     CipherFile *file = (CipherFile *)pFile;
+    if (op == SQLITE_FCNTL_PDB && file->kind == KIND_MAIN) file->db = *(sqlite3 **)pArg;
     if (op == SQLITE_FCNTL_PRAGMA && file->kind == KIND_MAIN) {
         char **args = pArg;
         const char *name = args[1], *value = args[2];
+        if (name && sqlite3_stricmp(name, "rekey") == 0) {
+            if (!value) return pragma_error(args, "PRAGMA rekey needs a value: PRAGMA rekey = 'new passphrase'");
+            return rekey(file, args, value);
+        }
         if (name && sqlite3_stricmp(name, "key") == 0 && value) {
             int version = file->codec ? file->codec->version : (file->requestedVersion ? file->requestedVersion : 4);
             return set_file_key(file, value, (int)strlen(value), version, 0);
         }
         if (name && sqlite3_stricmp(name, "cipher_compatibility") == 0 && value) {
             int version = atoi(value);
-            if (version != 3 && version != 4) return SQLITE_ERROR;
+            if (version != 3 && version != 4) return pragma_error(args, "PRAGMA cipher_compatibility: supported values are 3 and 4");
             // Before or after the key, as SQLCipher accepts both orders.
             file->requestedVersion = version;
             if (file->codec && file->codec->version != version) {

@@ -43,6 +43,25 @@ public enum CipherDatabase {
         return try DatabaseQueue(path: path, configuration: configuration)
     }
 
+    /// Replaces the key of the connection's database: every page is
+    /// rewritten under `key` in one transaction (`PRAGMA rekey`). A crash or
+    /// an error before the commit leaves the old key valid.
+    ///
+    /// ```swift
+    /// try queue.inDatabase { db in
+    ///     try CipherDatabase.rekey(db, to: .passphrase("new secret"))
+    /// }
+    /// ```
+    ///
+    /// The database must be in a rollback journal mode (a `DatabaseQueue`'s
+    /// default) and outside any transaction; other connections to the file
+    /// must be closed, because they keep the old key. For a WAL database or
+    /// a pool, close it and use ``rekey(atPath:from:to:compatibility:kdfIterations:)``.
+    public static func rekey(_ db: Database, to key: CipherKey) throws {
+        let literal = "'" + key.sqlcipherValue.replacingOccurrences(of: "'", with: "''") + "'"
+        try db.execute(sql: "PRAGMA rekey = " + literal)
+    }
+
     /// Whether the file at `path` is encrypted (nil when it is missing or empty).
     public static func isEncrypted(atPath path: String) -> Bool? {
         switch grdbcipher_file_is_plaintext(path) {
