@@ -47,6 +47,16 @@ let package = Package(
             path: "Benchmarks/CipherBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
+        .executableTarget(
+            name: "SQLCipherComparisonBenchmarks",
+            dependencies: [
+                .product(name: "GRDBCipher", package: "GRDBRegistry"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Benchmark", package: "benchmark"),
+            ],
+            path: "Benchmarks/SQLCipherComparisonBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )
