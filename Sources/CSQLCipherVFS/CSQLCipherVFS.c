@@ -425,6 +425,19 @@ typedef struct CipherFile {
     sqlite3 *db;                        // main databases: the connection (SQLITE_FCNTL_PDB)
     Codec *rekeyCodec;                  // main databases: the new key during PRAGMA rekey
     int playback;                       // main databases: SQLite is rolling back from the journal
+    // Journals: the record whose checksum comes next, and the sums of its
+    // checksummed bytes in plaintext and in ciphertext.
+    sqlite3_int64 recordOffset;
+    unsigned int recordPlainSum, recordCipherSum;
+    int recordBad;
+    // WAL: a frame header written but not yet checksummed over ciphertext,
+    // the byte order of checksums, and the checksum chains (ciphertext, and
+    // plaintext as SQLite sees it) up to the last frame read in order.
+    unsigned char walHeader[24];
+    sqlite3_int64 walHeaderOffset;      // -1: none pending
+    int walByteOrder;                   // 0 unknown, 1 little-endian, 2 big-endian
+    sqlite3_int64 walChainOffset;       // offset of the last frame in the chains, or -1
+    unsigned int walCipherSum[2], walPlainSum[2];
 } CipherFile;
 
 // MARK: - Read-ahead
@@ -742,11 +755,107 @@ static unsigned int read_be32(const unsigned char *p) {
     return ((unsigned int)p[0] << 24) | ((unsigned int)p[1] << 16) | ((unsigned int)p[2] << 8) | p[3];
 }
 
+static void write_be32(unsigned char *p, unsigned int value) {
+    p[0] = (unsigned char)(value >> 24); p[1] = (unsigned char)(value >> 16);
+    p[2] = (unsigned char)(value >> 8); p[3] = (unsigned char)value;
+}
+
+// MARK: Checksums of journal records and WAL frames
+//
+// SQLite checksums what it hands to the VFS: the plaintext. SQLCipher's
+// codec sits above SQLite's pager, so it checksums the encrypted pages. For
+// hot journals and WAL files to open in both, the checksums on disk are
+// those of the ciphertext: translated on the way out, and back on the way
+// in, where a checksum that does not match the ciphertext stays wrong.
+
+/// The sum of the bytes a journal record checksum covers (every 200th byte
+/// from the end of the page); the checksum adds a nonce from the header.
+static unsigned int journal_sample_sum(const unsigned char *page, int pageSize) {
+    unsigned int sum = 0;
+    for (int i = pageSize - 200; i > 0; i -= 200) sum += page[i];
+    return sum;
+}
+
+/// Continues a WAL checksum over `data` (a multiple of 8 bytes).
+static void wal_checksum(int bigEndian, const unsigned char *data, int length, unsigned int sum[2]) {
+    unsigned int s1 = sum[0], s2 = sum[1];
+    for (int i = 0; i < length; i += 8) {
+        const unsigned char *p = data + i;
+        unsigned int x0, x1;
+        if (bigEndian) {
+            x0 = read_be32(p); x1 = read_be32(p + 4);
+        } else {
+            x0 = (unsigned int)p[0] | (unsigned int)p[1] << 8 | (unsigned int)p[2] << 16 | (unsigned int)p[3] << 24;
+            x1 = (unsigned int)p[4] | (unsigned int)p[5] << 8 | (unsigned int)p[6] << 16 | (unsigned int)p[7] << 24;
+        }
+        s1 += x0 + s2;
+        s2 += x1 + s1;
+    }
+    sum[0] = s1; sum[1] = s2;
+}
+
+/// Whether the WAL's checksums read words big-endian (bit 0 of its magic).
+static int wal_big_endian(CipherFile *file) {
+    if (!file->walByteOrder) {
+        unsigned char magic[4];
+        if (file->real->pMethods->xRead(file->real, magic, 4, 0) != SQLITE_OK) return 0;
+        file->walByteOrder = (magic[3] & 1) ? 2 : 1;
+    }
+    return file->walByteOrder == 2;
+}
+
+/// The checksum on disk before the frame at `offset`: the WAL header's for
+/// the first frame, the previous frame's otherwise.
+static int wal_previous_checksum(CipherFile *file, sqlite3_int64 offset, int frameSize, unsigned int sum[2]) {
+    unsigned char bytes[8];
+    int rc = file->real->pMethods->xRead(file->real, bytes, 8, offset == 32 ? 24 : offset - frameSize + 16);
+    if (rc != SQLITE_OK) return rc;
+    sum[0] = read_be32(bytes);
+    sum[1] = read_be32(bytes + 4);
+    return SQLITE_OK;
+}
+
+/// The checksum of the frame at `offset` over its encrypted page, chained
+/// from the checksum on disk before it, into `out` (8 bytes).
+static int wal_cipher_checksum(CipherFile *file, sqlite3_int64 offset, const unsigned char *header, const unsigned char *page, int pageSize, unsigned char *out) {
+    unsigned int sum[2];
+    int rc = wal_previous_checksum(file, offset, pageSize + 24, sum);
+    if (rc != SQLITE_OK) return rc;
+    int bigEndian = wal_big_endian(file);
+    wal_checksum(bigEndian, header, 8, sum);
+    wal_checksum(bigEndian, page, pageSize, sum);
+    write_be32(out, sum[0]);
+    write_be32(out + 4, sum[1]);
+    return SQLITE_OK;
+}
+
+/// Checksums a frame header SQLite wrote on its own: the header of a frame
+/// whose page is already on disk (SQLite rewrites them at commit after it
+/// rewrote a page of the transaction in place).
+static int wal_flush_header(CipherFile *file) {
+    if (file->walHeaderOffset < 0) return SQLITE_OK;
+    sqlite3_int64 offset = file->walHeaderOffset;
+    file->walHeaderOffset = -1;
+    Codec *codec = file_codec(file);
+    int pageSize = codec->pageSize;
+    sqlite3_int64 size = 0;
+    int rc = file->real->pMethods->xFileSize(file->real, &size);
+    if (rc != SQLITE_OK || size < offset + 24 + pageSize) return rc;
+    unsigned char *page = file_buffer(file, pageSize);
+    if (!page) return SQLITE_NOMEM;
+    rc = file->real->pMethods->xRead(file->real, page, pageSize, offset + 24);
+    unsigned char checksum[8];
+    if (rc == SQLITE_OK) rc = wal_cipher_checksum(file, offset, file->walHeader, page, pageSize, checksum);
+    if (rc == SQLITE_OK) rc = file->real->pMethods->xWrite(file->real, checksum, 8, offset + 16);
+    return rc;
+}
+
 // MARK: I/O methods
 
 static int cipherClose(sqlite3_file *pFile) {
     CipherFile *file = (CipherFile *)pFile;
     read_ahead_free(file);
+    if (file->real->pMethods) wal_flush_header(file);
     int rc = file->real->pMethods ? file->real->pMethods->xClose(file->real) : SQLITE_OK;
     codec_free(file->codec);
     file->codec = NULL;
@@ -846,6 +955,103 @@ static int write_main(CipherFile *file, const unsigned char *in, int amount, sql
     return rc;
 }
 
+/// Journal records: a 4-byte page number, the page, a 4-byte checksum.
+static int read_journal(CipherFile *file, Codec *codec, unsigned char *buffer, int amount, sqlite3_int64 offset) {
+    int pageSize = codec->pageSize;
+    int rc = file->real->pMethods->xRead(file->real, buffer, amount, offset);
+    if (rc != SQLITE_OK) return rc;
+    if (amount == 4 && offset == file->recordOffset + 4 + pageSize) {
+        // The record's checksum: from ciphertext back to plaintext. A
+        // record whose page failed its HMAC ends the journal, as a torn one.
+        unsigned int checksum = read_be32(buffer) - file->recordCipherSum + file->recordPlainSum;
+        write_be32(buffer, file->recordBad ? checksum + 1 : checksum);
+        file->recordOffset = -100;
+        return SQLITE_OK;
+    }
+    // The page is the read right after its page number (headers can be as
+    // large as a page, and are not preceded by one).
+    if (amount == 4) { file->lastPgno = read_be32(buffer); file->lastPgnoOffset = offset; }
+    else if (amount == pageSize && offset == file->lastPgnoOffset + 4) {
+        // Forward work only writes the journal: a page read back from it is
+        // a rollback, whose pages must go back under the old key.
+        if (file->mainFile) file->mainFile->playback = 1;
+        file->recordOffset = file->lastPgnoOffset;
+        file->recordCipherSum = journal_sample_sum(buffer, pageSize);
+        rc = codec_decrypt(codec, file->lastPgno, buffer);
+        file->recordBad = rc != SQLITE_OK;
+        if (rc == SQLITE_CORRUPT || rc == SQLITE_NOTADB) {
+            sqlite3_log(SQLITE_CORRUPT, "grdbcipher: journal page %u fails its HMAC check: the journal ends there", file->lastPgno);
+            rc = SQLITE_OK;
+        }
+        file->recordPlainSum = journal_sample_sum(buffer, pageSize);
+        return rc;
+    }
+    return SQLITE_OK;
+}
+
+/// WAL frames: a 24-byte header (page number, commit size, salts,
+/// checksum), then the page.
+static int read_wal(CipherFile *file, Codec *codec, unsigned char *buffer, int amount, sqlite3_int64 offset) {
+    int pageSize = codec->pageSize, frameSize = pageSize + 24;
+    if (amount == frameSize && offset >= 32 && (offset - 32) % frameSize == 0) {
+        // Whole frames are read by WAL recovery, in order from the first,
+        // which checks their checksum chain over what it gets: plaintext.
+        int rc = file->real->pMethods->xRead(file->real, buffer, amount, offset);
+        if (rc != SQLITE_OK) return rc;
+        unsigned int cipherSum[2], plainSum[2];
+        int chained = 1;
+        if (offset == 32) {
+            rc = wal_previous_checksum(file, offset, frameSize, cipherSum);
+            if (rc != SQLITE_OK) return rc;
+            plainSum[0] = cipherSum[0]; plainSum[1] = cipherSum[1];
+        } else if (file->walChainOffset == offset - frameSize) {
+            memcpy(cipherSum, file->walCipherSum, sizeof(cipherSum));
+            memcpy(plainSum, file->walPlainSum, sizeof(plainSum));
+        } else {
+            // Out of order (SQLite rewriting checksums, which it does not
+            // check): the header stays as on disk.
+            chained = 0;
+        }
+        int bigEndian = wal_big_endian(file);
+        int valid = 0;
+        if (chained) {
+            wal_checksum(bigEndian, buffer, 8, cipherSum);
+            wal_checksum(bigEndian, buffer + 24, pageSize, cipherSum);
+            valid = cipherSum[0] == read_be32(buffer + 16) && cipherSum[1] == read_be32(buffer + 20);
+        }
+        unsigned int pgno = read_be32(buffer);
+        // A frame that fails its HMAC is handed over encrypted: its checksum
+        // decides whether it belongs to the log, and reading its page later
+        // reports the corruption.
+        if (pgno != 0 && codec_derive(codec) == SQLITE_OK) {
+            page_decrypt(codec, codec->decryptor, pgno, buffer + 24, buffer + 24);
+        }
+        if (!chained) {
+            file->walChainOffset = -1;
+            return SQLITE_OK;
+        }
+        wal_checksum(bigEndian, buffer, 8, plainSum);
+        wal_checksum(bigEndian, buffer + 24, pageSize, plainSum);
+        write_be32(buffer + 16, valid ? plainSum[0] : plainSum[0] ^ 1);
+        write_be32(buffer + 20, plainSum[1]);
+        file->walChainOffset = offset;
+        memcpy(file->walCipherSum, cipherSum, sizeof(cipherSum));
+        memcpy(file->walPlainSum, plainSum, sizeof(plainSum));
+        return SQLITE_OK;
+    }
+    if (amount == pageSize && offset >= 32 + 24) {
+        unsigned char header[4];
+        int rc = file->real->pMethods->xRead(file->real, header, 4, offset - 24);
+        if (rc != SQLITE_OK) return rc;
+        rc = file->real->pMethods->xRead(file->real, buffer, amount, offset);
+        if (rc != SQLITE_OK) return rc;
+        return codec_decrypt(codec, read_be32(header), buffer);
+    }
+    int rc = file->real->pMethods->xRead(file->real, buffer, amount, offset);
+    if (rc == SQLITE_OK && offset == 0 && amount >= 4) file->walByteOrder = (buffer[3] & 1) ? 2 : 1;
+    return rc;
+}
+
 static int cipherRead(sqlite3_file *pFile, void *buffer, int amount, sqlite3_int64 offset) {
     CipherFile *file = (CipherFile *)pFile;
     Codec *codec = file_codec(file);
@@ -889,40 +1095,83 @@ static int cipherRead(sqlite3_file *pFile, void *buffer, int amount, sqlite3_int
         if (rc != SQLITE_OK) return rc;
     }
 
+    if (file->kind == KIND_JOURNAL) return read_journal(file, codec, buffer, amount, offset);
+    int rc = wal_flush_header(file);
+    if (rc != SQLITE_OK) return rc;
+    return read_wal(file, codec, buffer, amount, offset);
+}
+
+static int write_journal(CipherFile *file, Codec *codec, const unsigned char *buffer, int amount, sqlite3_int64 offset) {
     int pageSize = codec->pageSize;
-    if (file->kind == KIND_JOURNAL) {
-        int rc = file->real->pMethods->xRead(file->real, buffer, amount, offset);
-        if (rc != SQLITE_OK) return rc;
-        // A record is a 4-byte page number, the page, a checksum: the page
-        // is the read right after its page number (headers can be as large
-        // as a page, and are not preceded by one).
-        if (amount == 4) { file->lastPgno = read_be32(buffer); file->lastPgnoOffset = offset; }
-        else if (amount == pageSize && offset == file->lastPgnoOffset + 4) {
-            // Forward work only writes the journal: a page read back from
-            // it is a rollback, whose pages must go back under the old key.
-            if (file->mainFile) file->mainFile->playback = 1;
-            return codec_decrypt(codec, file->lastPgno, buffer);
-        }
-        return SQLITE_OK;
+    if (amount == 4 && offset == file->recordOffset + 4 + pageSize) {
+        // The record's checksum: from plaintext to ciphertext.
+        unsigned char checksum[4];
+        write_be32(checksum, read_be32(buffer) - file->recordPlainSum + file->recordCipherSum);
+        file->recordOffset = -100;
+        return file->real->pMethods->xWrite(file->real, checksum, 4, offset);
     }
-    // WAL: frames are a 24-byte header followed by a page.
-    if (amount == pageSize + 24) {
-        int rc = file->real->pMethods->xRead(file->real, buffer, amount, offset);
+    if (amount == 4) { file->lastPgno = read_be32(buffer); file->lastPgnoOffset = offset; }
+    if (amount != pageSize || offset != file->lastPgnoOffset + 4) return file->real->pMethods->xWrite(file->real, buffer, amount, offset);
+    unsigned char *encrypted = file_buffer(file, pageSize);
+    if (!encrypted) return SQLITE_NOMEM;
+    int rc = codec_encrypt(codec, file->lastPgno, buffer, encrypted);
+    if (rc != SQLITE_OK) return rc;
+    file->recordOffset = file->lastPgnoOffset;
+    file->recordPlainSum = journal_sample_sum(buffer, pageSize);
+    file->recordCipherSum = journal_sample_sum(encrypted, pageSize);
+    return file->real->pMethods->xWrite(file->real, encrypted, pageSize, offset);
+}
+
+static int write_wal(CipherFile *file, Codec *codec, const unsigned char *buffer, int amount, sqlite3_int64 offset) {
+    int pageSize = codec->pageSize, frameSize = pageSize + 24;
+    int isHeader = amount == 24 && offset >= 32 && (offset - 32) % frameSize == 0;
+    int isPage = amount == pageSize && offset >= 32 + 24 && (offset - 32 - 24) % frameSize == 0;
+    int rc;
+    if (!(isPage && offset == file->walHeaderOffset + 24)) {
+        rc = wal_flush_header(file);
         if (rc != SQLITE_OK) return rc;
-        unsigned char *frame = buffer;
-        unsigned int pgno = read_be32(frame);
-        if (pgno == 0) return SQLITE_OK;
-        return codec_decrypt(codec, pgno, frame + 24);
     }
-    if (amount == pageSize && offset >= 32 + 24) {
-        unsigned char header[4];
-        int rc = file->real->pMethods->xRead(file->real, header, 4, offset - 24);
-        if (rc != SQLITE_OK) return rc;
-        rc = file->real->pMethods->xRead(file->real, buffer, amount, offset);
-        if (rc != SQLITE_OK) return rc;
-        return codec_decrypt(codec, read_be32(header), buffer);
+    if (offset == 0 && amount >= 4) {
+        // A new WAL header: its magic gives the checksums' byte order.
+        file->walByteOrder = (buffer[3] & 1) ? 2 : 1;
+        file->walChainOffset = -1;
     }
-    return file->real->pMethods->xRead(file->real, buffer, amount, offset);
+    if (amount == frameSize && offset >= 32 && (offset - 32) % frameSize == 0) {
+        unsigned char *frame = file_buffer(file, amount);
+        if (!frame) return SQLITE_NOMEM;
+        memcpy(frame, buffer, 24);
+        rc = codec_encrypt(codec, read_be32(buffer), buffer + 24, frame + 24);
+        if (rc == SQLITE_OK) rc = wal_cipher_checksum(file, offset, frame, frame + 24, pageSize, frame + 16);
+        if (rc == SQLITE_OK) rc = file->real->pMethods->xWrite(file->real, frame, amount, offset);
+        return rc;
+    }
+    if (isHeader) {
+        // SQLite writes a frame as its header, then its page: the checksum
+        // is set once the encrypted page is known (or, for a header alone,
+        // before the next operation on the file).
+        memcpy(file->walHeader, buffer, 24);
+        file->walHeaderOffset = offset;
+        return file->real->pMethods->xWrite(file->real, buffer, amount, offset);
+    }
+    if (!isPage) return file->real->pMethods->xWrite(file->real, buffer, amount, offset);
+    unsigned char header[24];
+    if (offset == file->walHeaderOffset + 24) {
+        memcpy(header, file->walHeader, 24);
+        file->walHeaderOffset = -1;
+    } else {
+        // A page of a frame written earlier (SQLite rewrites frames of the
+        // open transaction in place): its header is on disk.
+        rc = file->real->pMethods->xRead(file->real, header, 24, offset - 24);
+        if (rc != SQLITE_OK) return rc;
+    }
+    unsigned char *encrypted = file_buffer(file, pageSize);
+    if (!encrypted) return SQLITE_NOMEM;
+    rc = codec_encrypt(codec, read_be32(header), buffer, encrypted);
+    if (rc == SQLITE_OK) rc = file->real->pMethods->xWrite(file->real, encrypted, pageSize, offset);
+    unsigned char checksum[8];
+    if (rc == SQLITE_OK) rc = wal_cipher_checksum(file, offset - 24, header, encrypted, pageSize, checksum);
+    if (rc == SQLITE_OK) rc = file->real->pMethods->xWrite(file->real, checksum, 8, offset - 24 + 16);
+    return rc;
 }
 
 static int cipherWrite(sqlite3_file *pFile, const void *buffer, int amount, sqlite3_int64 offset) {
@@ -943,49 +1192,23 @@ static int cipherWrite(sqlite3_file *pFile, const void *buffer, int amount, sqli
         if (rc != SQLITE_OK) return rc;
     }
 
-    int pageSize = codec->pageSize;
-    unsigned int pgno = 0;
-    if (file->kind == KIND_JOURNAL) {
-        if (amount == 4) { file->lastPgno = read_be32(buffer); file->lastPgnoOffset = offset; }
-        if (amount != pageSize || offset != file->lastPgnoOffset + 4) return file->real->pMethods->xWrite(file->real, buffer, amount, offset);
-        pgno = file->lastPgno;
-    } else {
-        if (amount == pageSize + 24) {
-            unsigned char *frame = file_buffer(file, amount);
-            if (!frame) return SQLITE_NOMEM;
-            memcpy(frame, buffer, 24);
-            int rc = codec_encrypt(codec, read_be32(buffer), (const unsigned char *)buffer + 24, frame + 24);
-            if (rc == SQLITE_OK) rc = file->real->pMethods->xWrite(file->real, frame, amount, offset);
-            return rc;
-        }
-        // SQLite writes a frame as its 24-byte header, then its page.
-        if (amount == 24) { file->lastPgno = read_be32(buffer); file->lastPgnoOffset = offset; }
-        if (amount != pageSize || offset < 32 + 24) return file->real->pMethods->xWrite(file->real, buffer, amount, offset);
-        if (offset == file->lastPgnoOffset + 24) {
-            pgno = file->lastPgno;
-        } else {
-            // A page of a frame written earlier (SQLite rewrites frames of
-            // the open transaction in place): its header is on disk.
-            unsigned char header[4];
-            int rc = file->real->pMethods->xRead(file->real, header, 4, offset - 24);
-            if (rc != SQLITE_OK) return rc;
-            pgno = read_be32(header);
-        }
-    }
-    unsigned char *encrypted = file_buffer(file, pageSize);
-    if (!encrypted) return SQLITE_NOMEM;
-    int rc = codec_encrypt(codec, pgno, buffer, encrypted);
-    if (rc == SQLITE_OK) rc = file->real->pMethods->xWrite(file->real, encrypted, pageSize, offset);
-    return rc;
+    if (file->kind == KIND_JOURNAL) return write_journal(file, codec, buffer, amount, offset);
+    return write_wal(file, codec, buffer, amount, offset);
 }
 
 static int cipherTruncate(sqlite3_file *pFile, sqlite3_int64 size) {
     CipherFile *file = (CipherFile *)pFile;
+    int rc = wal_flush_header(file);
+    if (rc != SQLITE_OK) return rc;
+    file->walChainOffset = -1;
     return file->real->pMethods->xTruncate(file->real, size);
 }
 
 static int cipherSync(sqlite3_file *pFile, int flags) {
     CipherFile *file = (CipherFile *)pFile;
+    // A checksum written after the sync would not be durable with it.
+    int rc = wal_flush_header(file);
+    if (rc != SQLITE_OK) return rc;
     return file->real->pMethods->xSync(file->real, flags);
 }
 
@@ -1171,6 +1394,9 @@ static int cipherOpen(sqlite3_vfs *vfs, sqlite3_filename name, sqlite3_file *pFi
     memset(file, 0, sizeof(CipherFile));
     file->real = (sqlite3_file *)(file + 1);
     file->lastPgnoOffset = -100;
+    file->recordOffset = -100;
+    file->walHeaderOffset = -1;
+    file->walChainOffset = -1;
     if (flags & SQLITE_OPEN_MAIN_DB) file->kind = KIND_MAIN;
     else if (flags & SQLITE_OPEN_MAIN_JOURNAL) file->kind = KIND_JOURNAL;
     else if (flags & SQLITE_OPEN_WAL) file->kind = KIND_WAL;

@@ -269,10 +269,9 @@ import Testing
         }
         #expect(try pool.read { db in try entries(in: db) } == rows)
         #expect(try entries(in: connection) == rows)
-        // The pool's reader closes last, read-only, and can't checkpoint: the
-        // WAL would stay, and SQLCipher can't read our WAL frames (see
-        // walFramesLeftByOneEngineAreLostToTheOther). Checkpoint explicitly.
-        try pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)") }
+        // No checkpoint: the pool's reader may close last, read-only, and
+        // leave the WAL, which SQLCipher reads (its checksums cover the
+        // encrypted pages, as SQLCipher's do).
         try pool.close()
         connection.close()
 
@@ -299,14 +298,11 @@ import Testing
         #expect(try Data(contentsOf: URL(fileURLWithPath: copy + "-wal")).count > 32)
     }
 
-    /// Known bug of the VFS: SQLCipher computes WAL frame checksums over the
-    /// encrypted page, SQLite (under our VFS) over the plaintext page. Each
-    /// engine's WAL recovery rejects the other's frames as invalid and
-    /// treats the WAL as empty: committed transactions that are still in the
-    /// WAL (after a crash, or after a `DatabasePool` whose read-only reader
-    /// closed last) are invisible to the other engine, and lost if it then
-    /// writes (it restarts the WAL). Each engine reads its own WAL fine.
-    @Test func walFramesLeftByOneEngineAreLostToTheOther() throws {
+    /// Committed transactions still in the WAL (after a crash, or after a
+    /// `DatabasePool` whose read-only reader closed last) are recovered by
+    /// the other engine: WAL frame checksums on disk cover the encrypted
+    /// page in both (the VFS translates SQLite's plaintext checksums).
+    @Test func walFramesLeftByOneEngineAreRecoveredByTheOther() throws {
         let library = try LoadedSQLCipher()
         let directory = try TemporaryDirectory()
         let keyCase = KeyCase.passphrase("wal frames", iterations: fastIterations)
@@ -354,15 +350,17 @@ import Testing
             try queue.close()
         }
 
-        withKnownIssue("WAL frame checksums cover the plaintext page under our VFS, the encrypted page in SQLCipher") {
+        do {
             let queue = try ourQueue(theirsImage, keyCase)
             defer { try? queue.close() }
             #expect(try queue.read { db in try entries(in: db) } == rows)
+            #expect(try queue.read { db in try String.fetchOne(db, sql: "PRAGMA integrity_check") } == "ok")
         }
-        withKnownIssue("WAL frame checksums cover the plaintext page under our VFS, the encrypted page in SQLCipher") {
+        do {
             let connection = try sqlcipher(library, oursImage, keyCase)
             defer { connection.close() }
             #expect(try entries(in: connection) == rows)
+            #expect(try connection.string("PRAGMA integrity_check") == "ok")
         }
     }
 }

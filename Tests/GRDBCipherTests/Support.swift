@@ -48,3 +48,22 @@ func sqlcipher(_ path: String, _ script: String) throws -> (status: Int32, outpu
     process.waitUntilExit()
     return (process.terminationStatus, String(decoding: data, as: UTF8.self))
 }
+
+/// SQLCipher 4 (the `sqlcipher3` Python wheel, installed by scripts/bootstrap
+/// in .build-venv) as the oracle of the v4 format.
+let venvPython = URL(fileURLWithPath: #filePath)
+    .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    .appendingPathComponent(".build-venv/bin/python").path
+
+func python(_ script: String) throws -> (status: Int32, output: String) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: venvPython)
+    process.arguments = ["-c", script]
+    let output = Pipe()
+    process.standardOutput = output
+    process.standardError = output
+    try process.run()
+    let data = output.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+}
