@@ -829,9 +829,10 @@ static int wal_cipher_checksum(CipherFile *file, sqlite3_int64 offset, const uns
     return SQLITE_OK;
 }
 
-/// Checksums a frame header SQLite wrote on its own: the header of a frame
-/// whose page is already on disk (SQLite rewrites them at commit after it
-/// rewrote a page of the transaction in place).
+/// Writes a frame header that SQLite wrote on its own, not followed by its
+/// page: the header of a frame whose page is already on disk (SQLite
+/// rewrites them at commit after it rewrote a page of the transaction in
+/// place), with the checksum of that page.
 static int wal_flush_header(CipherFile *file) {
     if (file->walHeaderOffset < 0) return SQLITE_OK;
     sqlite3_int64 offset = file->walHeaderOffset;
@@ -840,14 +841,15 @@ static int wal_flush_header(CipherFile *file) {
     int pageSize = codec->pageSize;
     sqlite3_int64 size = 0;
     int rc = file->real->pMethods->xFileSize(file->real, &size);
-    if (rc != SQLITE_OK || size < offset + 24 + pageSize) return rc;
-    unsigned char *page = file_buffer(file, pageSize);
-    if (!page) return SQLITE_NOMEM;
-    rc = file->real->pMethods->xRead(file->real, page, pageSize, offset + 24);
-    unsigned char checksum[8];
-    if (rc == SQLITE_OK) rc = wal_cipher_checksum(file, offset, file->walHeader, page, pageSize, checksum);
-    if (rc == SQLITE_OK) rc = file->real->pMethods->xWrite(file->real, checksum, 8, offset + 16);
-    return rc;
+    if (rc != SQLITE_OK) return rc;
+    if (size >= offset + 24 + pageSize) {
+        unsigned char *page = file_buffer(file, pageSize);
+        if (!page) return SQLITE_NOMEM;
+        rc = file->real->pMethods->xRead(file->real, page, pageSize, offset + 24);
+        if (rc == SQLITE_OK) rc = wal_cipher_checksum(file, offset, file->walHeader, page, pageSize, file->walHeader + 16);
+        if (rc != SQLITE_OK) return rc;
+    }
+    return file->real->pMethods->xWrite(file->real, file->walHeader, 24, offset);
 }
 
 // MARK: I/O methods
@@ -1146,31 +1148,29 @@ static int write_wal(CipherFile *file, Codec *codec, const unsigned char *buffer
         return rc;
     }
     if (isHeader) {
-        // SQLite writes a frame as its header, then its page: the checksum
-        // is set once the encrypted page is known (or, for a header alone,
-        // before the next operation on the file).
+        // SQLite writes a frame as its header, then its page: the header
+        // waits for the page, to go out with the checksum of the encrypted
+        // page, in one write (a header alone goes out before the next
+        // operation on the file).
         memcpy(file->walHeader, buffer, 24);
         file->walHeaderOffset = offset;
-        return file->real->pMethods->xWrite(file->real, buffer, amount, offset);
+        return SQLITE_OK;
     }
     if (!isPage) return file->real->pMethods->xWrite(file->real, buffer, amount, offset);
-    unsigned char header[24];
+    unsigned char *frame = file_buffer(file, frameSize);
+    if (!frame) return SQLITE_NOMEM;
     if (offset == file->walHeaderOffset + 24) {
-        memcpy(header, file->walHeader, 24);
+        memcpy(frame, file->walHeader, 24);
         file->walHeaderOffset = -1;
     } else {
         // A page of a frame written earlier (SQLite rewrites frames of the
         // open transaction in place): its header is on disk.
-        rc = file->real->pMethods->xRead(file->real, header, 24, offset - 24);
+        rc = file->real->pMethods->xRead(file->real, frame, 24, offset - 24);
         if (rc != SQLITE_OK) return rc;
     }
-    unsigned char *encrypted = file_buffer(file, pageSize);
-    if (!encrypted) return SQLITE_NOMEM;
-    rc = codec_encrypt(codec, read_be32(header), buffer, encrypted);
-    if (rc == SQLITE_OK) rc = file->real->pMethods->xWrite(file->real, encrypted, pageSize, offset);
-    unsigned char checksum[8];
-    if (rc == SQLITE_OK) rc = wal_cipher_checksum(file, offset - 24, header, encrypted, pageSize, checksum);
-    if (rc == SQLITE_OK) rc = file->real->pMethods->xWrite(file->real, checksum, 8, offset - 24 + 16);
+    rc = codec_encrypt(codec, read_be32(frame), buffer, frame + 24);
+    if (rc == SQLITE_OK) rc = wal_cipher_checksum(file, offset - 24, frame, frame + 24, pageSize, frame + 16);
+    if (rc == SQLITE_OK) rc = file->real->pMethods->xWrite(file->real, frame, frameSize, offset - 24);
     return rc;
 }
 
@@ -1214,6 +1214,8 @@ static int cipherSync(sqlite3_file *pFile, int flags) {
 
 static int cipherFileSize(sqlite3_file *pFile, sqlite3_int64 *pSize) {
     CipherFile *file = (CipherFile *)pFile;
+    int rc = wal_flush_header(file);
+    if (rc != SQLITE_OK) return rc;
     return file->real->pMethods->xFileSize(file->real, pSize);
 }
 
