@@ -60,7 +60,39 @@ typedef struct Codec {
     // HMAC digest states after the inner (key XOR ipad) and outer (key XOR
     // opad) blocks: each page's HMAC starts from copies of them.
     union { SHA512_CTX sha512; SHA_CTX sha1; } hmacInner, hmacOuter;
+    // Random bytes for IVs and padding, drawn from OpenSSL in batches: one
+    // RAND_bytes call per page cost about as much as a fifth of the page's
+    // AES encryption. `randomUsed` bytes of the pool are spent.
+    unsigned char randomPool[2048];
+    int randomUsed;
+    unsigned long randomGeneration;
 } Codec;
+
+// Incremented in the child of every fork(): a codec's random pool drawn
+// before a fork is never used after it, so parent and child cannot write
+// pages with the same IV (SQLite forbids carrying a connection across
+// fork(), this makes a violation fail safe rather than reuse IVs).
+static volatile unsigned long forkGeneration = 1;
+static void note_fork_in_child(void) { forkGeneration++; }
+static pthread_once_t forkHandlerOnce = PTHREAD_ONCE_INIT;
+static void install_fork_handler(void) { pthread_atfork(NULL, NULL, note_fork_in_child); }
+
+/// Fills `out` with `length` random bytes (at most the pool's size) from
+/// the codec's pool, refilling it from OpenSSL's CSPRNG when spent.
+static int codec_random(Codec *codec, unsigned char *out, int length) {
+    if (length > (int)sizeof(codec->randomPool)) return RAND_bytes(out, length) == 1 ? SQLITE_OK : SQLITE_ERROR;
+    if (codec->randomGeneration != forkGeneration || codec->randomUsed + length > (int)sizeof(codec->randomPool)) {
+        pthread_once(&forkHandlerOnce, install_fork_handler);
+        if (RAND_bytes(codec->randomPool, sizeof(codec->randomPool)) != 1) return SQLITE_ERROR;
+        codec->randomUsed = 0;
+        codec->randomGeneration = forkGeneration;
+    }
+    memcpy(out, codec->randomPool + codec->randomUsed, length);
+    // Spent bytes are wiped: the pool never holds an IV already on disk.
+    OPENSSL_cleanse(codec->randomPool + codec->randomUsed, length);
+    codec->randomUsed += length;
+    return SQLITE_OK;
+}
 
 static void codec_free(Codec *codec) {
     if (!codec) return;
@@ -307,7 +339,11 @@ static int codec_encrypt(Codec *codec, unsigned int pgno, const unsigned char *i
     int offset = pgno == 1 ? SALT_SIZE : 0;
     int end = codec->pageSize - codec->reserve;
     unsigned char *iv = out + end;
-    if (RAND_bytes(iv, codec->reserve) != 1) return SQLITE_ERROR;   // IV and random padding
+    // The IV, and for v3 the padding after the HMAC (v4's HMAC fills the
+    // reserve).
+    if (codec_random(codec, iv, IV_SIZE) != SQLITE_OK) return SQLITE_ERROR;
+    int padding = codec->reserve - IV_SIZE - codec->hmacSize;
+    if (padding > 0 && codec_random(codec, iv + IV_SIZE + codec->hmacSize, padding) != SQLITE_OK) return SQLITE_ERROR;
     if (aes_cbc(codec->encryptor, 1, iv, in + offset, end - offset, out + offset) != SQLITE_OK) return SQLITE_ERROR;
     if (page_hmac(codec, out + offset, end - offset + IV_SIZE, pgno, out + end + IV_SIZE) != SQLITE_OK) return SQLITE_ERROR;
     if (pgno == 1) memcpy(out, codec->salt, SALT_SIZE);
@@ -515,11 +551,28 @@ static int prefetch(ReadAhead *readAhead, ReadAheadSlot *slot, unsigned int pgno
     return page_decrypt(readAhead->codec, cipher->decryptor, pgno, slot->ciphertext, slot->plaintext) == SQLITE_OK;
 }
 
+/// Forgets the key: the context's key schedule and the copy of the key.
+static void worker_cipher_wipe(WorkerCipher *cipher) {
+    if (cipher->decryptor) EVP_CIPHER_CTX_reset(cipher->decryptor);
+    OPENSSL_cleanse(cipher->key, KEY_SIZE);
+    cipher->keyed = 0;
+}
+
 static void *read_ahead_worker(void *unused) {
     WorkerCipher cipher = { EVP_CIPHER_CTX_new(), { 0 }, 0 };
     for (;;) {
         pthread_mutex_lock(&queueMutex);
-        while (queueHead == queueTail) pthread_cond_wait(&queueNotEmpty, &queueMutex);
+        while (queueHead == queueTail) {
+            if (cipher.keyed) {
+                // Out of work: no key outlives the jobs that needed it (its
+                // connection may close while this thread sleeps).
+                pthread_mutex_unlock(&queueMutex);
+                worker_cipher_wipe(&cipher);
+                pthread_mutex_lock(&queueMutex);
+                continue;
+            }
+            pthread_cond_wait(&queueNotEmpty, &queueMutex);
+        }
         queueTail--;
         ReadAheadJob job = queue[queueTail % READAHEAD_QUEUE];
         ReadAhead *readAhead = job.readAhead;

@@ -3,8 +3,7 @@ import GRDB
 @testable import GRDBCipher
 import Testing
 
-@Suite(.enabled(if: FileManager.default.isExecutableFile(atPath: venvPython)))
-struct SQLCipher4InteropTests {
+@Suite struct SQLCipher4InteropTests {
     @Test func sqlcipher4ReadsOurV4Databases() throws {
         let directory = try TemporaryDirectory()
         let path = directory.path("ours.sqlite")

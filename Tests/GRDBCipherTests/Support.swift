@@ -34,6 +34,9 @@ final class TemporaryDirectory: Sendable {
 
 /// Runs the real `sqlcipher` command-line tool (SQLCipher 3.4.1 on Debian).
 func sqlcipher(_ path: String, _ script: String) throws -> (status: Int32, output: String) {
+    guard FileManager.default.isExecutableFile(atPath: "/usr/bin/sqlcipher") else {
+        throw MissingOracle(path: "/usr/bin/sqlcipher", install: "apt-get install sqlcipher")
+    }
     let process = Process()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlcipher")
     process.arguments = ["-batch", path]
@@ -55,7 +58,18 @@ let venvPython = URL(fileURLWithPath: #filePath)
     .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
     .appendingPathComponent(".build-venv/bin/python").path
 
+/// An interop oracle that scripts/bootstrap installs (the README's test
+/// command runs it) is missing: interop tests fail rather than skip.
+struct MissingOracle: Error, CustomStringConvertible {
+    var path: String
+    var install: String
+    var description: String { "interop oracle missing at \(path): run scripts/bootstrap (\(install))" }
+}
+
 func python(_ script: String) throws -> (status: Int32, output: String) {
+    guard FileManager.default.isExecutableFile(atPath: venvPython) else {
+        throw MissingOracle(path: venvPython, install: "a venv with sqlcipher3==0.6.4")
+    }
     let process = Process()
     process.executableURL = URL(fileURLWithPath: venvPython)
     process.arguments = ["-c", script]
