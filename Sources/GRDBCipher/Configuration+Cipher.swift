@@ -26,11 +26,37 @@ extension Configuration {
         compatibility: CipherCompatibility = .v4,
         kdfIterations: Int? = nil
     ) throws {
+        try encrypt(compatibility: compatibility, kdfIterations: kdfIterations) { _ in key }
+    }
+
+    /// Makes every connection of this configuration use the SQLCipher file
+    /// format with the key that `keyProvider` returns for the database,
+    /// asked each time a connection opens: keys can come from a secret
+    /// store, or be derived per database from a master key.
+    ///
+    /// ```swift
+    /// var configuration = Configuration()
+    /// try configuration.encrypt { path in
+    ///     try CipherKey.derived(fromMasterKey: master, info: URL(fileURLWithPath: path).lastPathComponent)
+    /// }
+    /// let pool = try DatabasePool(path: "tenants/acme.sqlite", configuration: configuration)
+    /// ```
+    ///
+    /// The provider receives the absolute path of the database file. An
+    /// error it throws fails the opening of the connection, as is. A pool
+    /// asks once per connection (the writer, then each reader), so a
+    /// provider that can be slow should cache.
+    public mutating func encrypt(
+        compatibility: CipherCompatibility = .v4,
+        kdfIterations: Int? = nil,
+        keyProvider: @escaping @Sendable (_ path: String) throws -> CipherKey
+    ) throws {
         try CipherVFS.register()
-        let value = key.sqlcipherValue
         let iterations = Int32(kdfIterations ?? 0)
         prepareDatabase { db in
             let connection = db.sqliteConnection
+            let path = sqlite3_db_filename(connection, "main").map { String(cString: $0) } ?? ""
+            let value = try keyProvider(path).sqlcipherValue
             let rc = value.withCString { pointer in
                 grdbcipher_set_key(connection, pointer, Int32(strlen(pointer)), compatibility.rawValue, iterations)
             }
