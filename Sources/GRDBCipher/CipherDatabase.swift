@@ -201,10 +201,12 @@ public enum CipherDatabase {
     ///
     /// Checking and decrypting a page costs more than SQLite's own work on
     /// it (v4's HMAC-SHA512 alone takes about 6 µs per 4 KB page). Once a
-    /// connection reads several consecutive pages of a file, as in a table
-    /// scan, `VACUUM INTO` or an export, a few worker threads (one less than
-    /// the processor count, at most four) check and decrypt the next 32
-    /// pages while SQLite works on the current one.
+    /// connection reads several consecutive pages of a v4 file, as in a
+    /// table scan, `VACUUM INTO` or an export, a few worker threads (one
+    /// less than the processor count, at most four) check and decrypt the
+    /// next 32 pages while SQLite works on the current one. v3 files are
+    /// not read ahead: their 1 KB pages decrypt faster than a worker can
+    /// hand them over.
     ///
     /// A prefetched page is used only if its IV and HMAC in the file are
     /// still those of the checked bytes, so pages rewritten in between are

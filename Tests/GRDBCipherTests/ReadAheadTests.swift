@@ -35,8 +35,10 @@ import Testing
         ((id + 1)...rows).reduce(0) { $0 + $1 * 7 + 48 + $1 % 10 + 1000 }
     }
 
+    /// v3 pages (1 KB, HMAC-SHA1) decrypt faster than a hand-off from a
+    /// worker: they are never read ahead.
     @Test(arguments: [CipherCompatibility.v4, .v3])
-    func sequentialScansTakePagesFromReadAheadAndReturnTheFileContents(compatibility: CipherCompatibility) throws {
+    func sequentialV4ScansTakePagesFromReadAheadAndEveryScanReturnsTheFileContents(compatibility: CipherCompatibility) throws {
         let directory = try TemporaryDirectory()
         let path = directory.path("db.sqlite")
         let rows = 4000
@@ -48,9 +50,13 @@ import Testing
                 #expect(result.count == rows)
                 #expect(result.sum == expectedSum(rows: rows))
             }
-            // Workers decrypted pages (how many depends on the load of the
-            // machine: on a busy one the connection does most of the work).
-            #expect(CipherDatabase.readAheadPageCount(in: db) > 0)
+            if compatibility == .v4 {
+                // Workers decrypted pages (how many depends on the load of the
+                // machine: on a busy one the connection does most of the work).
+                #expect(CipherDatabase.readAheadPageCount(in: db) > 0)
+            } else {
+                #expect(CipherDatabase.readAheadPageCount(in: db) == 0)
+            }
         }
         try queue.close()
     }

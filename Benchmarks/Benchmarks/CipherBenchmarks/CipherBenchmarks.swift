@@ -83,6 +83,15 @@ let benchmarks: @Sendable () -> Void = {
         for _ in benchmark.scaledIterations { blackHole(try scan(queue)) }
     }
 
+    // The same scan on the reader's core only.
+    Benchmark("Scan 40 MB, cache 4 MB: encrypted, read-ahead off", configuration: .init(maxIterations: 20)) { benchmark in
+        let fixture = try scanFixture.get()
+        CipherDatabase.setReadAheadEnabled(false)
+        defer { CipherDatabase.setReadAheadEnabled(true) }
+        let queue = try CipherDatabase.queue(atPath: fixture.encryptedPath, key: CipherFixture.key)
+        for _ in benchmark.scaledIterations { blackHole(try scan(queue)) }
+    }
+
     // (b) 10,000 single-row write transactions (WAL, synchronous NORMAL).
     for encrypted in [false, true] {
         Benchmark("10,000 single-row transactions: \(encrypted ? "encrypted" : "plain")", configuration: .init(maxIterations: 5)) { benchmark in
