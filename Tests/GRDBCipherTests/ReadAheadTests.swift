@@ -8,6 +8,15 @@ import Testing
 @Suite struct ReadAheadTests {
     let key = CipherKey.passphrase("read ahead")
 
+    /// A closed v4 database of 4,000 rows (about 1,000 pages).
+    private func largeDatabase(in directory: TemporaryDirectory) throws -> String {
+        let path = directory.path("db.sqlite")
+        let queue = try CipherDatabase.queue(atPath: path, key: key, kdfIterations: fastIterations)
+        try createLargeTable(queue, rows: 4000)
+        try queue.close()
+        return path
+    }
+
     /// A table of `rows` rows of about 1 KB each: for v4, four rows a page.
     private func createLargeTable(_ writer: some DatabaseWriter, rows: Int) throws {
         try writer.write { db in
@@ -63,12 +72,7 @@ import Testing
 
     @Test func aTamperedPageFailsAScanThatReadsAhead() throws {
         let directory = try TemporaryDirectory()
-        let path = directory.path("db.sqlite")
-        do {
-            let queue = try CipherDatabase.queue(atPath: path, key: key, kdfIterations: fastIterations)
-            try createLargeTable(queue, rows: 4000)
-            try queue.close()
-        }
+        let path = try largeDatabase(in: directory)
         // Flip one byte of page 600, well inside the scan: the pages before
         // it start the read-ahead, whose workers meet the bad page first.
         let badPage = 600
@@ -130,12 +134,7 @@ import Testing
 
     @Test func closingAConnectionInTheMiddleOfAScanWaitsForItsWorkers() throws {
         let directory = try TemporaryDirectory()
-        let path = directory.path("db.sqlite")
-        do {
-            let queue = try CipherDatabase.queue(atPath: path, key: key, kdfIterations: fastIterations)
-            try createLargeTable(queue, rows: 4000)
-            try queue.close()
-        }
+        let path = try largeDatabase(in: directory)
         for _ in 0..<20 {
             let queue = try CipherDatabase.queue(atPath: path, key: key, kdfIterations: fastIterations)
             try queue.inDatabase { db in
