@@ -1,0 +1,201 @@
+// The page codec: keys, IVs, and the encryption and HMAC of one page.
+
+#include "Internal.h"
+
+// Incremented in the child of every fork(): a codec's random pool drawn
+// before a fork is never used after it, so parent and child cannot write
+// pages with the same IV (SQLite forbids carrying a connection across
+// fork(), this makes a violation fail safe rather than reuse IVs).
+static volatile unsigned long forkGeneration = 1;
+static void note_fork_in_child(void) { forkGeneration++; }
+static pthread_once_t forkHandlerOnce = PTHREAD_ONCE_INIT;
+static void install_fork_handler(void) { pthread_atfork(NULL, NULL, note_fork_in_child); }
+
+/// Fills `out` with `length` random bytes (at most the pool's size) from
+/// the codec's pool, refilling it from OpenSSL's CSPRNG when spent.
+static int codec_random(Codec *codec, unsigned char *out, int length) {
+    if (length > (int)sizeof(codec->randomPool)) return RAND_bytes(out, length) == 1 ? SQLITE_OK : SQLITE_ERROR;
+    if (codec->randomGeneration != forkGeneration || codec->randomUsed + length > (int)sizeof(codec->randomPool)) {
+        pthread_once(&forkHandlerOnce, install_fork_handler);
+        if (RAND_bytes(codec->randomPool, sizeof(codec->randomPool)) != 1) return SQLITE_ERROR;
+        codec->randomUsed = 0;
+        codec->randomGeneration = forkGeneration;
+    }
+    memcpy(out, codec->randomPool + codec->randomUsed, length);
+    // Spent bytes are wiped: the pool never holds an IV already on disk.
+    OPENSSL_cleanse(codec->randomPool + codec->randomUsed, length);
+    codec->randomUsed += length;
+    return SQLITE_OK;
+}
+
+HIDDEN void codec_free(Codec *codec) {
+    if (!codec) return;
+    EVP_CIPHER_CTX_free(codec->encryptor);
+    EVP_CIPHER_CTX_free(codec->decryptor);
+    if (codec->passphrase) {
+        OPENSSL_cleanse(codec->passphrase, codec->passphraseLength);
+        free(codec->passphrase);
+    }
+    OPENSSL_cleanse(codec, sizeof(Codec));
+    free(codec);
+}
+
+static int hex_value(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+static int parse_hex(const char *hex, int length, unsigned char *out) {
+    for (int i = 0; i < length / 2; i++) {
+        int high = hex_value(hex[2 * i]), low = hex_value(hex[2 * i + 1]);
+        if (high < 0 || low < 0) return 0;
+        out[i] = (unsigned char)(high * 16 + low);
+    }
+    return 1;
+}
+
+static void codec_set_version(Codec *codec, int version, int kdfIterations) {
+    codec->version = version;
+    if (version == 4) {
+        codec->pageSize = 4096; codec->reserve = 80; codec->hmacSize = 64;
+        codec->kdfIterations = 256000; codec->md = EVP_sha512();
+    } else {
+        codec->pageSize = 1024; codec->reserve = 48; codec->hmacSize = 20;
+        codec->kdfIterations = 64000; codec->md = EVP_sha1();
+    }
+    if (kdfIterations > 0) codec->kdfIterations = kdfIterations;
+}
+
+HIDDEN Codec *codec_new(const void *key, int nKey, int version, int kdfIterations) {
+    if (!key || nKey <= 0 || (version != 3 && version != 4)) return NULL;
+    Codec *codec = calloc(1, sizeof(Codec));
+    if (!codec) return NULL;
+    codec_set_version(codec, version, kdfIterations);
+    const char *text = key;
+    // x'<64 hex>' or x'<64 hex><32 hex>': a raw key (and salt).
+    if ((nKey == 67 || nKey == 99) && (text[0] == 'x' || text[0] == 'X') && text[1] == '\'' && text[nKey - 1] == '\'') {
+        if (!parse_hex(text + 2, 64, codec->key)) { codec_free(codec); return NULL; }
+        if (nKey == 99) {
+            if (!parse_hex(text + 66, 32, codec->salt)) { codec_free(codec); return NULL; }
+            codec->hasExplicitSalt = 1;
+        }
+        codec->hasRawKey = 1;
+        return codec;
+    }
+    codec->passphrase = malloc(nKey);
+    if (!codec->passphrase) { codec_free(codec); return NULL; }
+    memcpy(codec->passphrase, key, nKey);
+    codec->passphraseLength = nKey;
+    return codec;
+}
+
+/// The same key (passphrase, or raw key and salt) with another format
+/// version's parameters, not yet derived.
+HIDDEN Codec *codec_with_version(const Codec *source, int version) {
+    if (source->passphrase) return codec_new(source->passphrase, source->passphraseLength, version, 0);
+    Codec *codec = calloc(1, sizeof(Codec));
+    if (!codec) return NULL;
+    codec_set_version(codec, version, 0);
+    memcpy(codec->key, source->key, KEY_SIZE);
+    codec->hasRawKey = 1;
+    if (source->hasExplicitSalt) {
+        memcpy(codec->salt, source->salt, SALT_SIZE);
+        codec->hasExplicitSalt = 1;
+    }
+    return codec;
+}
+
+/// HMAC of `data` followed by the page number (4 bytes, little-endian).
+static int page_hmac(const Codec *codec, const unsigned char *data, int length, unsigned int pgno, unsigned char *out) {
+    unsigned char pgnoBytes[4] = { pgno & 0xff, (pgno >> 8) & 0xff, (pgno >> 16) & 0xff, (pgno >> 24) & 0xff };
+    unsigned char inner[SHA512_DIGEST_LENGTH];
+    int ok;
+    if (codec->version == 4) {
+        SHA512_CTX ctx = codec->hmacInner.sha512;
+        ok = SHA512_Update(&ctx, data, length) && SHA512_Update(&ctx, pgnoBytes, 4) && SHA512_Final(inner, &ctx);
+        ctx = codec->hmacOuter.sha512;
+        ok = ok && SHA512_Update(&ctx, inner, SHA512_DIGEST_LENGTH) && SHA512_Final(out, &ctx);
+        OPENSSL_cleanse(&ctx, sizeof(ctx));
+    } else {
+        SHA_CTX ctx = codec->hmacInner.sha1;
+        ok = SHA1_Update(&ctx, data, length) && SHA1_Update(&ctx, pgnoBytes, 4) && SHA1_Final(inner, &ctx);
+        ctx = codec->hmacOuter.sha1;
+        ok = ok && SHA1_Update(&ctx, inner, SHA_DIGEST_LENGTH) && SHA1_Final(out, &ctx);
+        OPENSSL_cleanse(&ctx, sizeof(ctx));
+    }
+    return ok ? SQLITE_OK : SQLITE_ERROR;
+}
+
+/// AES-256-CBC without padding; `out` may be `in` (OpenSSL supports
+/// in-place CBC).
+static int aes_cbc(EVP_CIPHER_CTX *ctx, int encrypt, const unsigned char *iv, const unsigned char *in, int length, unsigned char *out) {
+    int outLength = 0;
+    // Only the IV changes: the key schedule set at derivation is kept.
+    // Lengths are whole blocks, so there is nothing to finalize.
+    int ok = EVP_CipherInit_ex(ctx, NULL, NULL, NULL, iv, encrypt)
+        && EVP_CipherUpdate(ctx, out, &outLength, in, length)
+        && outLength == length;
+    return ok ? SQLITE_OK : SQLITE_ERROR;
+}
+
+/// Encrypts one page: [salt on page 1 | ciphertext | IV | HMAC | random].
+HIDDEN int codec_encrypt(Codec *codec, unsigned int pgno, const unsigned char *in, unsigned char *out) {
+    int rc = codec_derive(codec);
+    if (rc != SQLITE_OK) return rc;
+    int offset = pgno == 1 ? SALT_SIZE : 0;
+    int end = codec->pageSize - codec->reserve;
+    unsigned char *iv = out + end;
+    // The IV, and for v3 the padding after the HMAC (v4's HMAC fills the
+    // reserve).
+    if (codec_random(codec, iv, IV_SIZE) != SQLITE_OK) return SQLITE_ERROR;
+    int padding = codec->reserve - IV_SIZE - codec->hmacSize;
+    if (padding > 0 && codec_random(codec, iv + IV_SIZE + codec->hmacSize, padding) != SQLITE_OK) return SQLITE_ERROR;
+    if (aes_cbc(codec->encryptor, 1, iv, in + offset, end - offset, out + offset) != SQLITE_OK) return SQLITE_ERROR;
+    if (page_hmac(codec, out + offset, end - offset + IV_SIZE, pgno, out + end + IV_SIZE) != SQLITE_OK) return SQLITE_ERROR;
+    if (pgno == 1) memcpy(out, codec->salt, SALT_SIZE);
+    return SQLITE_OK;
+}
+
+/// Checks the HMAC of the page `in` and decrypts it into `out` (which may
+/// be `in`) with `decryptor`, keyed with the codec's key: SQLITE_OK, or
+/// SQLITE_CORRUPT when the HMAC does not match. Reads the codec only, so
+/// read-ahead workers can use it.
+HIDDEN int page_decrypt(const Codec *codec, EVP_CIPHER_CTX *decryptor, unsigned int pgno, const unsigned char *in, unsigned char *out) {
+    int offset = pgno == 1 ? SALT_SIZE : 0;
+    int end = codec->pageSize - codec->reserve;
+    unsigned char expected[SHA512_DIGEST_LENGTH];
+    if (page_hmac(codec, in + offset, end - offset + IV_SIZE, pgno, expected) != SQLITE_OK) return SQLITE_ERROR;
+    if (CRYPTO_memcmp(expected, in + end + IV_SIZE, codec->hmacSize) != 0) {
+        // An all-zero page is a page SQLite has not written yet (a hole).
+        for (int i = 0; i < codec->pageSize; i++) if (in[i]) return SQLITE_CORRUPT;
+        if (out != in) memset(out, 0, codec->pageSize);
+        return SQLITE_OK;
+    }
+    if (aes_cbc(decryptor, 0, in + end, in + offset, end - offset, out + offset) != SQLITE_OK) return SQLITE_ERROR;
+    if (pgno == 1) memcpy(out, SQLITE_MAGIC, SALT_SIZE);
+    // SQLite hands back what it reads when it writes a page, and WAL
+    // checksums cover the whole page: reserved bytes must read the same
+    // every time (zeros), not as this write's IV and HMAC.
+    memset(out + end, 0, codec->reserve);
+    return SQLITE_OK;
+}
+
+/// Decrypts one page in place; SQLITE_NOTADB (page 1: a wrong key) or
+/// SQLITE_CORRUPT when the HMAC fails.
+HIDDEN int codec_decrypt(Codec *codec, unsigned int pgno, unsigned char *page) {
+    int rc = codec_derive(codec);
+    if (rc != SQLITE_OK) return rc;
+    rc = page_decrypt(codec, codec->decryptor, pgno, page, page);
+    if (rc == SQLITE_CORRUPT) {
+        codec->failedPage = (int)pgno;
+        if (pgno == 1) {
+            codec->state = GRDBCIPHER_STATE_WRONG_KEY;
+            return SQLITE_NOTADB;
+        }
+        codec->state = GRDBCIPHER_STATE_CORRUPT_PAGE;
+        sqlite3_log(SQLITE_CORRUPT, "grdbcipher: HMAC check failed for page %u", pgno);
+    }
+    return rc;
+}

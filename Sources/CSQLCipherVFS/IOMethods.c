@@ -1,0 +1,501 @@
+// The sqlite3_io_methods of encrypted files: page encryption on the way
+// out, decryption and HMAC checks on the way in.
+
+#include "Internal.h"
+
+/// The file's scratch buffer, at least `size` bytes: one per file, because
+/// a connection never uses its files from two threads at once.
+HIDDEN unsigned char *file_buffer(CipherFile *file, int size) {
+    if (file->bufferSize >= size) return file->buffer;
+    unsigned char *buffer = sqlite3_malloc(size);
+    if (!buffer) return NULL;
+    if (file->buffer) {
+        OPENSSL_cleanse(file->buffer, file->bufferSize);
+        sqlite3_free(file->buffer);
+    }
+    file->buffer = buffer;
+    file->bufferSize = size;
+    return buffer;
+}
+
+HIDDEN Codec *file_codec(CipherFile *file) {
+    if (file->kind == KIND_MAIN) return file->codec;
+    if ((file->kind == KIND_JOURNAL || file->kind == KIND_WAL) && file->mainFile) return file->mainFile->codec;
+    return NULL;
+}
+
+/// Loads the salt of a main database: from its first 16 bytes, or a fresh
+/// random one for an empty file.
+HIDDEN int load_salt(CipherFile *file) {
+    Codec *codec = file->codec;
+    if (!codec || codec->hasSalt) return SQLITE_OK;
+    if (codec->hasExplicitSalt) { codec->hasSalt = 1; return SQLITE_OK; }
+    sqlite3_int64 size = 0;
+    int rc = file->real->pMethods->xFileSize(file->real, &size);
+    if (rc != SQLITE_OK) return rc;
+    if (size >= SALT_SIZE) {
+        unsigned char header[SALT_SIZE];
+        rc = file->real->pMethods->xRead(file->real, header, SALT_SIZE, 0);
+        if (rc != SQLITE_OK) return rc;
+        if (memcmp(header, SQLITE_MAGIC, SALT_SIZE) == 0) {
+            codec->state = GRDBCIPHER_STATE_KEY_ON_PLAINTEXT;
+            return SQLITE_NOTADB;
+        }
+        memcpy(codec->salt, header, SALT_SIZE);
+    } else if (RAND_bytes(codec->salt, SALT_SIZE) != 1) {
+        return SQLITE_ERROR;
+    }
+    codec->hasSalt = 1;
+    return SQLITE_OK;
+}
+
+static int ctr_xor(const unsigned char *key, sqlite3_int64 offset, unsigned char *data, int length) {
+    // Counter blocks start at offset / 16; skip into the first block.
+    unsigned char iv[IV_SIZE] = { 0 };
+    sqlite3_uint64 block = (sqlite3_uint64)offset / 16;
+    for (int i = 0; i < 8; i++) iv[15 - i] = (unsigned char)(block >> (8 * i));
+    int skip = (int)(offset % 16);
+    EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();
+    unsigned char scratch[16];
+    int outLength = 0;
+    int ok = ctx && EVP_EncryptInit_ex(ctx, EVP_aes_256_ctr(), NULL, key, iv);
+    if (ok && skip) ok = EVP_EncryptUpdate(ctx, scratch, &outLength, scratch, skip);
+    if (ok) ok = EVP_EncryptUpdate(ctx, data, &outLength, data, length);
+    EVP_CIPHER_CTX_free(ctx);
+    return ok ? SQLITE_OK : SQLITE_IOERR;
+}
+
+// MARK: I/O methods
+
+static int cipherClose(sqlite3_file *pFile) {
+    CipherFile *file = (CipherFile *)pFile;
+    read_ahead_free(file);
+    if (file->real->pMethods) wal_flush_header(file);
+    int rc = file->real->pMethods ? file->real->pMethods->xClose(file->real) : SQLITE_OK;
+    codec_free(file->codec);
+    file->codec = NULL;
+    OPENSSL_cleanse(file->tempKey, KEY_SIZE);
+    if (file->buffer) {
+        OPENSSL_cleanse(file->buffer, file->bufferSize);
+        sqlite3_free(file->buffer);
+        file->buffer = NULL;
+    }
+    return rc;
+}
+
+/// Decrypts a page of a main database. During PRAGMA rekey, pages already
+/// rewritten are under the new key, the others under the old one.
+static int file_decrypt(CipherFile *file, unsigned int pgno, unsigned char *page) {
+    Codec *next = file->rekeyCodec;
+    // page_decrypt leaves the page as it is when the HMAC does not match.
+    if (next && page_decrypt(next, next->decryptor, pgno, page, page) == SQLITE_OK) return SQLITE_OK;
+    return codec_decrypt(file->codec, pgno, page);
+}
+
+/// Reads the pages covering [offset, offset+amount) of a main database,
+/// decrypts them, and copies the slice asked for. A whole aligned page, what
+/// SQLite reads almost always, is decrypted in place in SQLite's buffer.
+HIDDEN int read_main(CipherFile *file, unsigned char *out, int amount, sqlite3_int64 offset) {
+    Codec *codec = file->codec;
+    int rc = load_salt(file);
+    if (rc != SQLITE_OK) return rc;
+    int pageSize = codec->pageSize;
+    if (amount == pageSize && offset % pageSize == 0) {
+        unsigned int pgno = (unsigned int)(offset / pageSize + 1);
+        if (file->readAhead && read_ahead_take(file, pgno, out)) {
+            read_ahead_note(file, pgno);
+            return SQLITE_OK;
+        }
+        rc = file->real->pMethods->xRead(file->real, out, pageSize, offset);
+        // Past the end: a partial or missing page reads as zeros.
+        if (rc == SQLITE_IOERR_SHORT_READ) memset(out, 0, pageSize);
+        if (rc != SQLITE_OK) return rc;
+        rc = file_decrypt(file, pgno, out);
+        if (rc != SQLITE_OK) return rc;
+        read_ahead_note(file, pgno);
+        return SQLITE_OK;
+    }
+    unsigned char *page = file_buffer(file, pageSize);
+    if (!page) return SQLITE_NOMEM;
+    sqlite3_int64 first = offset / pageSize, last = (offset + amount - 1) / pageSize;
+    int result = SQLITE_OK;
+    for (sqlite3_int64 index = first; index <= last; index++) {
+        rc = file->real->pMethods->xRead(file->real, page, pageSize, index * pageSize);
+        if (rc == SQLITE_IOERR_SHORT_READ) {
+            memset(page, 0, pageSize);
+            result = SQLITE_IOERR_SHORT_READ;
+        } else if (rc != SQLITE_OK) {
+            return rc;
+        } else {
+            rc = file_decrypt(file, (unsigned int)(index + 1), page);
+            if (rc != SQLITE_OK) return rc;
+        }
+        sqlite3_int64 pageStart = index * pageSize;
+        sqlite3_int64 from = offset > pageStart ? offset : pageStart;
+        sqlite3_int64 to = (offset + amount) < (pageStart + pageSize) ? (offset + amount) : (pageStart + pageSize);
+        memcpy(out + (from - offset), page + (from - pageStart), (size_t)(to - from));
+    }
+    return result;
+}
+
+static int write_main(CipherFile *file, const unsigned char *in, int amount, sqlite3_int64 offset) {
+    Codec *codec = file->codec;
+    int rc = load_salt(file);
+    if (rc != SQLITE_OK) return rc;
+    int pageSize = codec->pageSize;
+    unsigned char *buffer = file_buffer(file, 2 * pageSize);
+    if (!buffer) return SQLITE_NOMEM;
+    unsigned char *page = buffer, *encrypted = buffer + pageSize;
+    sqlite3_int64 first = offset / pageSize, last = (offset + amount - 1) / pageSize;
+    for (sqlite3_int64 index = first; index <= last && rc == SQLITE_OK; index++) {
+        sqlite3_int64 pageStart = index * pageSize;
+        sqlite3_int64 from = offset > pageStart ? offset : pageStart;
+        sqlite3_int64 to = (offset + amount) < (pageStart + pageSize) ? (offset + amount) : (pageStart + pageSize);
+        const unsigned char *plain = in + (from - offset);
+        if (to - from < pageSize) {
+            // A partial page write: read, patch, write back. read_main
+            // uses the first half of the buffer only for partial reads.
+            rc = read_main(file, page, pageSize, pageStart);
+            if (rc == SQLITE_IOERR_SHORT_READ) rc = SQLITE_OK;
+            if (rc != SQLITE_OK) break;
+            memcpy(page + (from - pageStart), in + (from - offset), (size_t)(to - from));
+            plain = page;
+        }
+        // During PRAGMA rekey, pages go out under the new key, except when
+        // SQLite rolls the rekey back: the journal holds old-key pages.
+        Codec *writer = file->rekeyCodec && !file->playback ? file->rekeyCodec : codec;
+        rc = codec_encrypt(writer, (unsigned int)(index + 1), plain, encrypted);
+        if (rc == SQLITE_OK) rc = file->real->pMethods->xWrite(file->real, encrypted, pageSize, pageStart);
+    }
+    return rc;
+}
+
+/// Journal records: a 4-byte page number, the page, a 4-byte checksum.
+static int read_journal(CipherFile *file, Codec *codec, unsigned char *buffer, int amount, sqlite3_int64 offset) {
+    int pageSize = codec->pageSize;
+    int rc = file->real->pMethods->xRead(file->real, buffer, amount, offset);
+    if (rc != SQLITE_OK) return rc;
+    if (amount == 4 && offset == file->recordOffset + 4 + pageSize) {
+        // The record's checksum: from ciphertext back to plaintext. A
+        // record whose page failed its HMAC ends the journal, as a torn one.
+        unsigned int checksum = read_be32(buffer) - file->recordCipherSum + file->recordPlainSum;
+        write_be32(buffer, file->recordBad ? checksum + 1 : checksum);
+        file->recordOffset = -100;
+        return SQLITE_OK;
+    }
+    // The page is the read right after its page number (headers can be as
+    // large as a page, and are not preceded by one).
+    if (amount == 4) { file->lastPgno = read_be32(buffer); file->lastPgnoOffset = offset; }
+    else if (amount == pageSize && offset == file->lastPgnoOffset + 4) {
+        // Forward work only writes the journal: a page read back from it is
+        // a rollback, whose pages must go back under the old key.
+        if (file->mainFile) file->mainFile->playback = 1;
+        file->recordOffset = file->lastPgnoOffset;
+        file->recordCipherSum = journal_sample_sum(buffer, pageSize);
+        rc = codec_decrypt(codec, file->lastPgno, buffer);
+        file->recordBad = rc != SQLITE_OK;
+        if (rc == SQLITE_CORRUPT || rc == SQLITE_NOTADB) {
+            sqlite3_log(SQLITE_CORRUPT, "grdbcipher: journal page %u fails its HMAC check: the journal ends there", file->lastPgno);
+            rc = SQLITE_OK;
+        }
+        file->recordPlainSum = journal_sample_sum(buffer, pageSize);
+        return rc;
+    }
+    return SQLITE_OK;
+}
+
+/// WAL frames: a 24-byte header (page number, commit size, salts,
+/// checksum), then the page.
+static int read_wal(CipherFile *file, Codec *codec, unsigned char *buffer, int amount, sqlite3_int64 offset) {
+    int pageSize = codec->pageSize, frameSize = pageSize + 24;
+    if (amount == frameSize && offset >= 32 && (offset - 32) % frameSize == 0) {
+        // Whole frames are read by WAL recovery, in order from the first,
+        // which checks their checksum chain over what it gets: plaintext.
+        int rc = file->real->pMethods->xRead(file->real, buffer, amount, offset);
+        if (rc != SQLITE_OK) return rc;
+        unsigned int cipherSum[2], plainSum[2];
+        int chained = 1;
+        if (offset == 32) {
+            rc = wal_previous_checksum(file, offset, frameSize, cipherSum);
+            if (rc != SQLITE_OK) return rc;
+            plainSum[0] = cipherSum[0]; plainSum[1] = cipherSum[1];
+        } else if (file->walChainOffset == offset - frameSize) {
+            memcpy(cipherSum, file->walCipherSum, sizeof(cipherSum));
+            memcpy(plainSum, file->walPlainSum, sizeof(plainSum));
+        } else {
+            // Out of order (SQLite rewriting checksums, which it does not
+            // check): the header stays as on disk.
+            chained = 0;
+        }
+        int bigEndian = wal_big_endian(file);
+        int valid = 0;
+        if (chained) {
+            wal_checksum(bigEndian, buffer, 8, cipherSum);
+            wal_checksum(bigEndian, buffer + 24, pageSize, cipherSum);
+            valid = cipherSum[0] == read_be32(buffer + 16) && cipherSum[1] == read_be32(buffer + 20);
+        }
+        unsigned int pgno = read_be32(buffer);
+        // A frame that fails its HMAC is handed over encrypted: its checksum
+        // decides whether it belongs to the log, and reading its page later
+        // reports the corruption.
+        if (pgno != 0 && codec_derive(codec) == SQLITE_OK) {
+            page_decrypt(codec, codec->decryptor, pgno, buffer + 24, buffer + 24);
+        }
+        if (!chained) {
+            file->walChainOffset = -1;
+            return SQLITE_OK;
+        }
+        wal_checksum(bigEndian, buffer, 8, plainSum);
+        wal_checksum(bigEndian, buffer + 24, pageSize, plainSum);
+        write_be32(buffer + 16, valid ? plainSum[0] : plainSum[0] ^ 1);
+        write_be32(buffer + 20, plainSum[1]);
+        file->walChainOffset = offset;
+        memcpy(file->walCipherSum, cipherSum, sizeof(cipherSum));
+        memcpy(file->walPlainSum, plainSum, sizeof(plainSum));
+        return SQLITE_OK;
+    }
+    if (amount == pageSize && offset >= 32 + 24) {
+        unsigned char header[4];
+        int rc = file->real->pMethods->xRead(file->real, header, 4, offset - 24);
+        if (rc != SQLITE_OK) return rc;
+        rc = file->real->pMethods->xRead(file->real, buffer, amount, offset);
+        if (rc != SQLITE_OK) return rc;
+        return codec_decrypt(codec, read_be32(header), buffer);
+    }
+    int rc = file->real->pMethods->xRead(file->real, buffer, amount, offset);
+    if (rc == SQLITE_OK && offset == 0 && amount >= 4) file->walByteOrder = (buffer[3] & 1) ? 2 : 1;
+    return rc;
+}
+
+static int cipherRead(sqlite3_file *pFile, void *buffer, int amount, sqlite3_int64 offset) {
+    CipherFile *file = (CipherFile *)pFile;
+    Codec *codec = file_codec(file);
+    if (file->kind == KIND_TEMP) {
+        int rc = file->real->pMethods->xRead(file->real, buffer, amount, offset);
+        if (rc != SQLITE_OK && rc != SQLITE_IOERR_SHORT_READ) return rc;
+        int xrc = ctr_xor(file->tempKey, offset, buffer, amount);
+        if (rc == SQLITE_IOERR_SHORT_READ) {
+            // Bytes past the end must read as zeros, not as keystream.
+            sqlite3_int64 size = 0;
+            file->real->pMethods->xFileSize(file->real, &size);
+            if (size < offset + amount) {
+                sqlite3_int64 valid = size > offset ? size - offset : 0;
+                memset((unsigned char *)buffer + valid, 0, (size_t)(amount - valid));
+            }
+            return rc;
+        }
+        return xrc;
+    }
+    if (!codec) {
+        int rc = file->real->pMethods->xRead(file->real, buffer, amount, offset);
+        if (file->kind == KIND_MAIN && rc == SQLITE_OK && offset == 0 && amount >= 16
+            && memcmp(buffer, SQLITE_MAGIC, 16) != 0) {
+            // Not a plain database: an encrypted one opened without a key
+            // (SQLite reports "file is not a database").
+            unsigned char *bytes = buffer;
+            int zero = 1;
+            for (int i = 0; i < 16; i++) if (bytes[i]) { zero = 0; break; }
+            if (!zero) {
+                // Remembered for grdbcipher_state().
+                file->sawCiphertext = 1;
+            }
+        }
+        return rc;
+    }
+    if (file->kind == KIND_MAIN) return read_main(file, buffer, amount, offset);
+    if (!codec->hasSalt) {
+        // A connection that reads its pages from the WAL: the salt is on
+        // page 1 of the database file.
+        int rc = load_salt(file->mainFile);
+        if (rc != SQLITE_OK) return rc;
+    }
+
+    if (file->kind == KIND_JOURNAL) return read_journal(file, codec, buffer, amount, offset);
+    int rc = wal_flush_header(file);
+    if (rc != SQLITE_OK) return rc;
+    return read_wal(file, codec, buffer, amount, offset);
+}
+
+static int write_journal(CipherFile *file, Codec *codec, const unsigned char *buffer, int amount, sqlite3_int64 offset) {
+    int pageSize = codec->pageSize;
+    if (amount == 4 && offset == file->recordOffset + 4 + pageSize) {
+        // The record's checksum: from plaintext to ciphertext.
+        unsigned char checksum[4];
+        write_be32(checksum, read_be32(buffer) - file->recordPlainSum + file->recordCipherSum);
+        file->recordOffset = -100;
+        return file->real->pMethods->xWrite(file->real, checksum, 4, offset);
+    }
+    if (amount == 4) { file->lastPgno = read_be32(buffer); file->lastPgnoOffset = offset; }
+    if (amount != pageSize || offset != file->lastPgnoOffset + 4) return file->real->pMethods->xWrite(file->real, buffer, amount, offset);
+    unsigned char *encrypted = file_buffer(file, pageSize);
+    if (!encrypted) return SQLITE_NOMEM;
+    int rc = codec_encrypt(codec, file->lastPgno, buffer, encrypted);
+    if (rc != SQLITE_OK) return rc;
+    file->recordOffset = file->lastPgnoOffset;
+    file->recordPlainSum = journal_sample_sum(buffer, pageSize);
+    file->recordCipherSum = journal_sample_sum(encrypted, pageSize);
+    return file->real->pMethods->xWrite(file->real, encrypted, pageSize, offset);
+}
+
+static int write_wal(CipherFile *file, Codec *codec, const unsigned char *buffer, int amount, sqlite3_int64 offset) {
+    int pageSize = codec->pageSize, frameSize = pageSize + 24;
+    int isHeader = amount == 24 && offset >= 32 && (offset - 32) % frameSize == 0;
+    int isPage = amount == pageSize && offset >= 32 + 24 && (offset - 32 - 24) % frameSize == 0;
+    int rc;
+    if (!(isPage && offset == file->walHeaderOffset + 24)) {
+        rc = wal_flush_header(file);
+        if (rc != SQLITE_OK) return rc;
+    }
+    if (offset == 0 && amount >= 4) {
+        // A new WAL header: its magic gives the checksums' byte order.
+        file->walByteOrder = (buffer[3] & 1) ? 2 : 1;
+        file->walChainOffset = -1;
+    }
+    if (amount == frameSize && offset >= 32 && (offset - 32) % frameSize == 0) {
+        unsigned char *frame = file_buffer(file, amount);
+        if (!frame) return SQLITE_NOMEM;
+        memcpy(frame, buffer, 24);
+        rc = codec_encrypt(codec, read_be32(buffer), buffer + 24, frame + 24);
+        if (rc == SQLITE_OK) rc = wal_cipher_checksum(file, offset, frame, frame + 24, pageSize, frame + 16);
+        if (rc == SQLITE_OK) rc = file->real->pMethods->xWrite(file->real, frame, amount, offset);
+        return rc;
+    }
+    if (isHeader) {
+        // SQLite writes a frame as its header, then its page: the header
+        // waits for the page, to go out with the checksum of the encrypted
+        // page, in one write (a header alone goes out before the next
+        // operation on the file).
+        memcpy(file->walHeader, buffer, 24);
+        file->walHeaderOffset = offset;
+        return SQLITE_OK;
+    }
+    if (!isPage) return file->real->pMethods->xWrite(file->real, buffer, amount, offset);
+    unsigned char *frame = file_buffer(file, frameSize);
+    if (!frame) return SQLITE_NOMEM;
+    if (offset == file->walHeaderOffset + 24) {
+        memcpy(frame, file->walHeader, 24);
+        file->walHeaderOffset = -1;
+    } else {
+        // A page of a frame written earlier (SQLite rewrites frames of the
+        // open transaction in place): its header is on disk.
+        rc = file->real->pMethods->xRead(file->real, frame, 24, offset - 24);
+        if (rc != SQLITE_OK) return rc;
+    }
+    rc = codec_encrypt(codec, read_be32(frame), buffer, frame + 24);
+    if (rc == SQLITE_OK) rc = wal_cipher_checksum(file, offset - 24, frame, frame + 24, pageSize, frame + 16);
+    if (rc == SQLITE_OK) rc = file->real->pMethods->xWrite(file->real, frame, frameSize, offset - 24);
+    return rc;
+}
+
+static int cipherWrite(sqlite3_file *pFile, const void *buffer, int amount, sqlite3_int64 offset) {
+    CipherFile *file = (CipherFile *)pFile;
+    Codec *codec = file_codec(file);
+    if (file->kind == KIND_TEMP) {
+        unsigned char *copy = file_buffer(file, amount);
+        if (!copy) return SQLITE_NOMEM;
+        memcpy(copy, buffer, amount);
+        int rc = ctr_xor(file->tempKey, offset, copy, amount);
+        if (rc == SQLITE_OK) rc = file->real->pMethods->xWrite(file->real, copy, amount, offset);
+        return rc;
+    }
+    if (!codec) return file->real->pMethods->xWrite(file->real, buffer, amount, offset);
+    if (file->kind == KIND_MAIN) return write_main(file, buffer, amount, offset);
+    if (!codec->hasSalt) {
+        int rc = load_salt(file->mainFile);
+        if (rc != SQLITE_OK) return rc;
+    }
+
+    if (file->kind == KIND_JOURNAL) return write_journal(file, codec, buffer, amount, offset);
+    return write_wal(file, codec, buffer, amount, offset);
+}
+
+static int cipherTruncate(sqlite3_file *pFile, sqlite3_int64 size) {
+    CipherFile *file = (CipherFile *)pFile;
+    int rc = wal_flush_header(file);
+    if (rc != SQLITE_OK) return rc;
+    file->walChainOffset = -1;
+    return file->real->pMethods->xTruncate(file->real, size);
+}
+
+static int cipherSync(sqlite3_file *pFile, int flags) {
+    CipherFile *file = (CipherFile *)pFile;
+    // A checksum written after the sync would not be durable with it.
+    int rc = wal_flush_header(file);
+    if (rc != SQLITE_OK) return rc;
+    return file->real->pMethods->xSync(file->real, flags);
+}
+
+static int cipherFileSize(sqlite3_file *pFile, sqlite3_int64 *pSize) {
+    CipherFile *file = (CipherFile *)pFile;
+    int rc = wal_flush_header(file);
+    if (rc != SQLITE_OK) return rc;
+    return file->real->pMethods->xFileSize(file->real, pSize);
+}
+
+static int cipherLock(sqlite3_file *pFile, int lock) {
+    CipherFile *file = (CipherFile *)pFile;
+    return file->real->pMethods->xLock(file->real, lock);
+}
+
+static int cipherUnlock(sqlite3_file *pFile, int lock) {
+    CipherFile *file = (CipherFile *)pFile;
+    return file->real->pMethods->xUnlock(file->real, lock);
+}
+
+static int cipherCheckReservedLock(sqlite3_file *pFile, int *pResOut) {
+    CipherFile *file = (CipherFile *)pFile;
+    return file->real->pMethods->xCheckReservedLock(file->real, pResOut);
+}
+
+/// Sets the key of a main database file.
+static int cipherSectorSize(sqlite3_file *pFile) {
+    CipherFile *file = (CipherFile *)pFile;
+    return file->real->pMethods->xSectorSize(file->real);
+}
+
+static int cipherDeviceCharacteristics(sqlite3_file *pFile) {
+    CipherFile *file = (CipherFile *)pFile;
+    int flags = file->real->pMethods->xDeviceCharacteristics(file->real);
+    // Pages are rewritten whole: never claim atomic or powersafe partial writes.
+    return flags & ~(SQLITE_IOCAP_ATOMIC | SQLITE_IOCAP_ATOMIC512 | SQLITE_IOCAP_ATOMIC1K | SQLITE_IOCAP_ATOMIC2K
+                     | SQLITE_IOCAP_ATOMIC4K | SQLITE_IOCAP_ATOMIC8K | SQLITE_IOCAP_ATOMIC16K | SQLITE_IOCAP_ATOMIC32K
+                     | SQLITE_IOCAP_ATOMIC64K | SQLITE_IOCAP_BATCH_ATOMIC);
+}
+
+static int cipherShmMap(sqlite3_file *pFile, int iPg, int pgsz, int bExtend, void volatile **pp) {
+    CipherFile *file = (CipherFile *)pFile;
+    return file->real->pMethods->xShmMap(file->real, iPg, pgsz, bExtend, pp);
+}
+
+static int cipherShmLock(sqlite3_file *pFile, int offset, int n, int flags) {
+    CipherFile *file = (CipherFile *)pFile;
+    return file->real->pMethods->xShmLock(file->real, offset, n, flags);
+}
+
+static void cipherShmBarrier(sqlite3_file *pFile) {
+    CipherFile *file = (CipherFile *)pFile;
+    file->real->pMethods->xShmBarrier(file->real);
+}
+
+static int cipherShmUnmap(sqlite3_file *pFile, int deleteFlag) {
+    CipherFile *file = (CipherFile *)pFile;
+    return file->real->pMethods->xShmUnmap(file->real, deleteFlag);
+}
+
+static int cipherFetch(sqlite3_file *pFile, sqlite3_int64 offset, int amount, void **pp) {
+    // No memory-mapped reads: they would bypass decryption.
+    *pp = NULL;
+    return SQLITE_OK;
+}
+
+static int cipherUnfetch(sqlite3_file *pFile, sqlite3_int64 offset, void *p) {
+    return SQLITE_OK;
+}
+
+HIDDEN const sqlite3_io_methods cipherMethods = {
+    3,
+    cipherClose, cipherRead, cipherWrite, cipherTruncate, cipherSync, cipherFileSize,
+    cipherLock, cipherUnlock, cipherCheckReservedLock, cipherFileControl, cipherSectorSize,
+    cipherDeviceCharacteristics, cipherShmMap, cipherShmLock, cipherShmBarrier, cipherShmUnmap,
+    cipherFetch, cipherUnfetch,
+};

@@ -1,0 +1,168 @@
+// Declarations shared by the files of the VFS; not part of the module's
+// public header.
+
+#ifndef CSQLCIPHERVFS_INTERNAL_H
+#define CSQLCIPHERVFS_INTERNAL_H
+
+// An SQLite VFS that reads and writes databases in the SQLCipher file format.
+//
+// Main database pages, rollback journal pages and WAL frame pages of a keyed
+// database are encrypted with the SQLCipher page codec (AES-256-CBC, HMAC,
+// PBKDF2 key derivation; v3 and v4 parameters). Journal and WAL headers stay
+// plain, as in SQLCipher. Temporary files (sorter spills, temp databases,
+// statement journals) are encrypted with AES-256-CTR and an ephemeral random
+// key, so that no plaintext reaches the disk.
+
+#include "CSQLCipherVFS.h"
+
+// The page HMAC uses OpenSSL's SHA-1 and SHA-512 block functions directly,
+// which OpenSSL 3 marks deprecated (still exported, same assembly). Its
+// HMAC and EVP digest APIs allocate a provider context on every reset or
+// copy, which costs more than hashing a 4 KB page.
+#define OPENSSL_SUPPRESS_DEPRECATED
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+#include <openssl/sha.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define SALT_SIZE 16
+#define KEY_SIZE 32
+#define IV_SIZE 16
+#define MAX_RESERVE 80
+
+static const unsigned char SQLITE_MAGIC[16] = "SQLite format 3";
+
+// Shared between the files of this target only: never exported.
+#define HIDDEN __attribute__((visibility("hidden")))
+
+// MARK: - Codec
+
+typedef struct Codec {
+    int version;                 // 3 or 4
+    int pageSize;                // 1024 (v3) or 4096 (v4)
+    int reserve;                 // 48 (v3) or 80 (v4)
+    int hmacSize;                // 20 (v3) or 64 (v4)
+    int kdfIterations;
+    const EVP_MD *md;            // SHA1 (v3) or SHA512 (v4)
+    unsigned char *passphrase;   // NULL for a raw key
+    int passphraseLength;
+    int hasRawKey;
+    int hasExplicitSalt;
+    unsigned char salt[SALT_SIZE];
+    int hasSalt;
+    unsigned char key[KEY_SIZE];
+    unsigned char hmacKey[KEY_SIZE];
+    int derived;
+    int failedPage;              // last page whose HMAC check failed
+    int state;                   // GRDBCIPHER_STATE_*
+    // Contexts keyed once, reused for every page: a codec serves one
+    // connection, which SQLite never uses from two threads at once.
+    EVP_CIPHER_CTX *encryptor;
+    EVP_CIPHER_CTX *decryptor;
+    // HMAC digest states after the inner (key XOR ipad) and outer (key XOR
+    // opad) blocks: each page's HMAC starts from copies of them.
+    union { SHA512_CTX sha512; SHA_CTX sha1; } hmacInner, hmacOuter;
+    // Random bytes for IVs and padding, drawn from OpenSSL in batches: one
+    // RAND_bytes call per page cost about as much as a fifth of the page's
+    // AES encryption. `randomUsed` bytes of the pool are spent.
+    unsigned char randomPool[2048];
+    int randomUsed;
+    unsigned long randomGeneration;
+} Codec;
+
+// MARK: - Files
+
+enum Kind { KIND_MAIN, KIND_JOURNAL, KIND_WAL, KIND_TEMP, KIND_OTHER };
+
+typedef struct CipherFile {
+    sqlite3_file base;
+    sqlite3_file *real;
+    int kind;
+    Codec *codec;                       // main databases only (owned)
+    struct CipherFile *mainFile;        // journals and WAL: their database
+    unsigned int lastPgno;              // journals: page number of the record being read or written
+    sqlite3_int64 lastPgnoOffset;       // journals: where that page number is
+    int sawCiphertext;                  // unkeyed main databases: the header is not SQLite's
+    int requestedVersion;               // main databases: PRAGMA cipher_compatibility, 0 if none
+    unsigned char *buffer;              // scratch for pages and frames, wiped on close
+    int bufferSize;
+    unsigned char tempKey[KEY_SIZE];    // temporary files: ephemeral CTR key
+    unsigned int lastReadPgno;          // main databases: sequential read detection
+    int sequentialReads;
+    struct ReadAhead *readAhead;        // main databases: pages decrypted ahead, or NULL
+    long readAheadPages;                // main databases: pages taken from read-ahead
+    sqlite3 *db;                        // main databases: the connection (SQLITE_FCNTL_PDB)
+    Codec *rekeyCodec;                  // main databases: the new key during PRAGMA rekey
+    int playback;                       // main databases: SQLite is rolling back from the journal
+    // Journals: the record whose checksum comes next, and the sums of its
+    // checksummed bytes in plaintext and in ciphertext.
+    sqlite3_int64 recordOffset;
+    unsigned int recordPlainSum, recordCipherSum;
+    int recordBad;
+    // WAL: a frame header written but not yet checksummed over ciphertext,
+    // the byte order of checksums, and the checksum chains (ciphertext, and
+    // plaintext as SQLite sees it) up to the last frame read in order.
+    unsigned char walHeader[24];
+    sqlite3_int64 walHeaderOffset;      // -1: none pending
+    int walByteOrder;                   // 0 unknown, 1 little-endian, 2 big-endian
+    sqlite3_int64 walChainOffset;       // offset of the last frame in the chains, or -1
+    unsigned int walCipherSum[2], walPlainSum[2];
+} CipherFile;
+
+static inline unsigned int read_be32(const unsigned char *p) {
+    return ((unsigned int)p[0] << 24) | ((unsigned int)p[1] << 16) | ((unsigned int)p[2] << 8) | p[3];
+}
+
+static inline void write_be32(unsigned char *p, unsigned int value) {
+    p[0] = (unsigned char)(value >> 24); p[1] = (unsigned char)(value >> 16);
+    p[2] = (unsigned char)(value >> 8); p[3] = (unsigned char)value;
+}
+
+// Codec.c
+HIDDEN Codec *codec_new(const void *key, int nKey, int version, int kdfIterations);
+HIDDEN Codec *codec_with_version(const Codec *source, int version);
+HIDDEN void codec_free(Codec *codec);
+HIDDEN int codec_encrypt(Codec *codec, unsigned int pgno, const unsigned char *in, unsigned char *out);
+HIDDEN int page_decrypt(const Codec *codec, EVP_CIPHER_CTX *decryptor, unsigned int pgno, const unsigned char *in, unsigned char *out);
+HIDDEN int codec_decrypt(Codec *codec, unsigned int pgno, unsigned char *page);
+
+// KeyDerivation.c
+HIDDEN int codec_derive(Codec *codec);
+
+// PendingKeys.c
+HIDDEN int take_pending_key(const char *path, Codec **codec);
+
+// ReadAhead.c
+HIDDEN void read_ahead_note(CipherFile *file, unsigned int pgno);
+HIDDEN int read_ahead_take(CipherFile *file, unsigned int pgno, unsigned char *page);
+HIDDEN void read_ahead_free(CipherFile *file);
+
+// Checksums.c
+HIDDEN unsigned int journal_sample_sum(const unsigned char *page, int pageSize);
+HIDDEN void wal_checksum(int bigEndian, const unsigned char *data, int length, unsigned int sum[2]);
+HIDDEN int wal_big_endian(CipherFile *file);
+HIDDEN int wal_previous_checksum(CipherFile *file, sqlite3_int64 offset, int frameSize, unsigned int sum[2]);
+HIDDEN int wal_cipher_checksum(CipherFile *file, sqlite3_int64 offset, const unsigned char *header, const unsigned char *page, int pageSize, unsigned char *out);
+HIDDEN int wal_flush_header(CipherFile *file);
+
+// IOMethods.c
+HIDDEN unsigned char *file_buffer(CipherFile *file, int size);
+HIDDEN Codec *file_codec(CipherFile *file);
+HIDDEN int load_salt(CipherFile *file);
+HIDDEN int read_main(CipherFile *file, unsigned char *out, int amount, sqlite3_int64 offset);
+
+// FileControl.c
+HIDDEN int set_file_key(CipherFile *file, const void *key, int nKey, int version, int kdfIterations);
+HIDDEN int cipherFileControl(sqlite3_file *pFile, int op, void *pArg);
+
+// IOMethods.c
+HIDDEN extern const sqlite3_io_methods cipherMethods;
+
+#endif
