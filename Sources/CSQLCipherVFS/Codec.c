@@ -47,7 +47,7 @@ static int hex_value(char c) {
     return -1;
 }
 
-static int parse_hex(const char *hex, int length, unsigned char *out) {
+HIDDEN int parse_hex(const char *hex, int length, unsigned char *out) {
     for (int i = 0; i < length / 2; i++) {
         int high = hex_value(hex[2 * i]), low = hex_value(hex[2 * i + 1]);
         if (high < 0 || low < 0) return 0;
@@ -104,6 +104,7 @@ HIDDEN Codec *codec_with_version(const Codec *source, int version) {
         memcpy(codec->salt, source->salt, SALT_SIZE);
         codec->hasExplicitSalt = 1;
     }
+    codec->plaintextHeaderSize = source->plaintextHeaderSize;
     return codec;
 }
 
@@ -140,11 +141,19 @@ static int aes_cbc(EVP_CIPHER_CTX *ctx, int encrypt, const unsigned char *iv, co
     return ok ? SQLITE_OK : SQLITE_ERROR;
 }
 
-/// Encrypts one page: [salt on page 1 | ciphertext | IV | HMAC | random].
+/// Where encryption starts in page `pgno`: after the salt or the plaintext
+/// header on page 1, at 0 elsewhere.
+static int page_offset(const Codec *codec, unsigned int pgno) {
+    if (pgno != 1) return 0;
+    return codec->plaintextHeaderSize ? codec->plaintextHeaderSize : SALT_SIZE;
+}
+
+/// Encrypts one page: [salt or plaintext header on page 1 | ciphertext |
+/// IV | HMAC | random].
 HIDDEN int codec_encrypt(Codec *codec, unsigned int pgno, const unsigned char *in, unsigned char *out) {
     int rc = codec_derive(codec);
     if (rc != SQLITE_OK) return rc;
-    int offset = pgno == 1 ? SALT_SIZE : 0;
+    int offset = page_offset(codec, pgno);
     int end = codec->pageSize - codec->reserve;
     unsigned char *iv = out + end;
     // The IV, and for v3 the padding after the HMAC (v4's HMAC fills the
@@ -154,7 +163,10 @@ HIDDEN int codec_encrypt(Codec *codec, unsigned int pgno, const unsigned char *i
     if (padding > 0 && codec_random(codec, iv + IV_SIZE + codec->hmacSize, padding) != SQLITE_OK) return SQLITE_ERROR;
     if (aes_cbc(codec->encryptor, 1, iv, in + offset, end - offset, out + offset) != SQLITE_OK) return SQLITE_ERROR;
     if (page_hmac(codec, out + offset, end - offset + IV_SIZE, pgno, out + end + IV_SIZE) != SQLITE_OK) return SQLITE_ERROR;
-    if (pgno == 1) memcpy(out, codec->salt, SALT_SIZE);
+    if (pgno == 1) {
+        if (codec->plaintextHeaderSize) memcpy(out, in, codec->plaintextHeaderSize);
+        else memcpy(out, codec->salt, SALT_SIZE);
+    }
     return SQLITE_OK;
 }
 
@@ -163,7 +175,7 @@ HIDDEN int codec_encrypt(Codec *codec, unsigned int pgno, const unsigned char *i
 /// SQLITE_CORRUPT when the HMAC does not match. Reads the codec only, so
 /// read-ahead workers can use it.
 HIDDEN int page_decrypt(const Codec *codec, EVP_CIPHER_CTX *decryptor, unsigned int pgno, const unsigned char *in, unsigned char *out) {
-    int offset = pgno == 1 ? SALT_SIZE : 0;
+    int offset = page_offset(codec, pgno);
     int end = codec->pageSize - codec->reserve;
     unsigned char expected[SHA512_DIGEST_LENGTH];
     if (page_hmac(codec, in + offset, end - offset + IV_SIZE, pgno, expected) != SQLITE_OK) return SQLITE_ERROR;
@@ -174,7 +186,10 @@ HIDDEN int page_decrypt(const Codec *codec, EVP_CIPHER_CTX *decryptor, unsigned 
         return SQLITE_OK;
     }
     if (aes_cbc(decryptor, 0, in + end, in + offset, end - offset, out + offset) != SQLITE_OK) return SQLITE_ERROR;
-    if (pgno == 1) memcpy(out, SQLITE_MAGIC, SALT_SIZE);
+    if (pgno == 1) {
+        if (!codec->plaintextHeaderSize) memcpy(out, SQLITE_MAGIC, SALT_SIZE);
+        else if (out != in) memcpy(out, in, codec->plaintextHeaderSize);
+    }
     // SQLite hands back what it reads when it writes a page, and WAL
     // checksums cover the whole page: reserved bytes must read the same
     // every time (zeros), not as this write's IV and HMAC.

@@ -1,4 +1,5 @@
-// File controls: PRAGMA key, rekey and cipher_compatibility.
+// File controls: PRAGMA key, rekey, cipher_compatibility,
+// cipher_plaintext_header_size and cipher_salt.
 
 #include "Internal.h"
 
@@ -6,6 +7,11 @@ HIDDEN int set_file_key(CipherFile *file, const void *key, int nKey, int version
     if (file->kind != KIND_MAIN) return SQLITE_MISUSE;
     Codec *codec = codec_new(key, nKey, version, kdfIterations);
     if (!codec) return SQLITE_MISUSE;
+    codec->plaintextHeaderSize = file->requestedHeaderSize;
+    if (file->hasRequestedSalt && !codec->hasExplicitSalt) {
+        memcpy(codec->salt, file->requestedSalt, SALT_SIZE);
+        codec->hasExplicitSalt = 1;
+    }
     read_ahead_free(file);
     codec_free(file->codec);
     file->codec = codec;
@@ -35,6 +41,7 @@ static int rekey(CipherFile *file, char **args, const char *value) {
     if (rc != SQLITE_OK) return rc;
     Codec *next = codec_new(value, (int)strlen(value), codec->version, codec->kdfIterations);
     if (!next) return pragma_error(args, "PRAGMA rekey: the new key is empty or malformed");
+    next->plaintextHeaderSize = codec->plaintextHeaderSize;
     if (size == 0) {
         // Nothing written yet: the new key simply replaces the old one.
         read_ahead_free(file);
@@ -85,6 +92,53 @@ HIDDEN int cipherFileControl(sqlite3_file *pFile, int op, void *pArg) {
         if (name && sqlite3_stricmp(name, "key") == 0 && value) {
             int version = file->codec ? file->codec->version : (file->requestedVersion ? file->requestedVersion : 4);
             return set_file_key(file, value, (int)strlen(value), version, 0);
+        }
+        if (name && sqlite3_stricmp(name, "cipher_plaintext_header_size") == 0 && value) {
+            int size = atoi(value);
+            int limit = file->codec ? file->codec->pageSize - file->codec->reserve : 1024 - 48;
+            if (size < 0 || size % 16 != 0 || size >= limit) {
+                return pragma_error(args, "PRAGMA cipher_plaintext_header_size: a multiple of 16 below the page's encrypted size (SQLCipher recommends 32), or 0");
+            }
+            if (file->codec && file->codec->derived) {
+                return pragma_error(args, "PRAGMA cipher_plaintext_header_size: set it before the first access to the database");
+            }
+            file->requestedHeaderSize = size;
+            if (file->codec) file->codec->plaintextHeaderSize = size;
+            return SQLITE_OK;
+        }
+        if (name && sqlite3_stricmp(name, "cipher_salt") == 0) {
+            if (!value) {
+                // The salt in use, x'<32 hex>': with a plaintext header the
+                // file does not keep it, so the creator must.
+                if (!file->codec) return pragma_error(args, "PRAGMA cipher_salt: the database has no key");
+                int rc = load_salt(file);
+                if (rc != SQLITE_OK) return rc;
+                char hex[2 * SALT_SIZE + 4] = "x'";
+                for (int i = 0; i < SALT_SIZE; i++) snprintf(hex + 2 + 2 * i, 3, "%02x", file->codec->salt[i]);
+                strcat(hex, "'");
+                args[0] = sqlite3_mprintf("%s", hex);
+                return SQLITE_OK;
+            }
+            // x'<32 hex>', quoted or not.
+            const char *hex = value;
+            size_t length = strlen(hex);
+            if (length == 2 * SALT_SIZE + 3 && (hex[0] == 'x' || hex[0] == 'X') && hex[1] == '\'' && hex[length - 1] == '\'') hex += 2;
+            else if (length != 2 * SALT_SIZE) hex = NULL;
+            unsigned char salt[SALT_SIZE];
+            if (!hex || !parse_hex(hex, 2 * SALT_SIZE, salt)) return pragma_error(args, "PRAGMA cipher_salt: 16 bytes in hex, x'<32 hex digits>'");
+            if (file->codec && file->codec->derived) {
+                OPENSSL_cleanse(salt, SALT_SIZE);
+                return pragma_error(args, "PRAGMA cipher_salt: set the salt before the first access to the database");
+            }
+            memcpy(file->requestedSalt, salt, SALT_SIZE);
+            file->hasRequestedSalt = 1;
+            if (file->codec) {
+                memcpy(file->codec->salt, salt, SALT_SIZE);
+                file->codec->hasExplicitSalt = 1;
+                file->codec->hasSalt = 0;
+            }
+            OPENSSL_cleanse(salt, SALT_SIZE);
+            return SQLITE_OK;
         }
         if (name && sqlite3_stricmp(name, "cipher_compatibility") == 0 && value) {
             int version = atoi(value);

@@ -33,6 +33,11 @@ HIDDEN int load_salt(CipherFile *file) {
     sqlite3_int64 size = 0;
     int rc = file->real->pMethods->xFileSize(file->real, &size);
     if (rc != SQLITE_OK) return rc;
+    if (codec->plaintextHeaderSize && size > 0) {
+        // The file starts with SQLite's header: its salt is elsewhere.
+        codec->state = GRDBCIPHER_STATE_MISSING_SALT;
+        return SQLITE_NOTADB;
+    }
     if (size >= SALT_SIZE) {
         unsigned char header[SALT_SIZE];
         rc = file->real->pMethods->xRead(file->real, header, SALT_SIZE, 0);

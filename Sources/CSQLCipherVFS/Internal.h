@@ -60,6 +60,10 @@ typedef struct Codec {
     unsigned char key[KEY_SIZE];
     unsigned char hmacKey[KEY_SIZE];
     int derived;
+    // SQLCipher 4's plaintext header option: page 1's first bytes (a
+    // multiple of 16) stay as SQLite wrote them, and the salt, no longer in
+    // the file, must be given (hasExplicitSalt). 0: the salt is there.
+    int plaintextHeaderSize;
     int failedPage;              // last page whose HMAC check failed
     int state;                   // GRDBCIPHER_STATE_*
     // Contexts keyed once, reused for every page: a codec serves one
@@ -91,6 +95,9 @@ typedef struct CipherFile {
     sqlite3_int64 lastPgnoOffset;       // journals: where that page number is
     int sawCiphertext;                  // unkeyed main databases: the header is not SQLite's
     int requestedVersion;               // main databases: PRAGMA cipher_compatibility, 0 if none
+    int requestedHeaderSize;            // main databases: PRAGMA cipher_plaintext_header_size
+    int hasRequestedSalt;               // main databases: PRAGMA cipher_salt, for the next key
+    unsigned char requestedSalt[SALT_SIZE];
     unsigned char *buffer;              // scratch for pages and frames, wiped on close
     int bufferSize;
     unsigned char tempKey[KEY_SIZE];    // temporary files: ephemeral CTR key
@@ -126,6 +133,7 @@ static inline void write_be32(unsigned char *p, unsigned int value) {
 }
 
 // Codec.c
+HIDDEN int parse_hex(const char *hex, int length, unsigned char *out);
 HIDDEN Codec *codec_new(const void *key, int nKey, int version, int kdfIterations);
 HIDDEN Codec *codec_with_version(const Codec *source, int version);
 HIDDEN void codec_free(Codec *codec);

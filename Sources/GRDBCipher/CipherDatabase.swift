@@ -62,7 +62,9 @@ public enum CipherDatabase {
         try db.execute(sql: "PRAGMA rekey = " + literal)
     }
 
-    /// Whether the file at `path` is encrypted (nil when it is missing or empty).
+    /// Whether the file at `path` is encrypted (nil when it is missing or
+    /// empty). A database with a ``CipherPlaintextHeader`` starts as a plain
+    /// one does: it reads as not encrypted.
     public static func isEncrypted(atPath path: String) -> Bool? {
         switch grdbcipher_file_is_plaintext(path) {
         case 1: return false

@@ -66,6 +66,45 @@ public enum CipherCompatibility: Int32, Sendable, Equatable {
     var reserveBytes: Int32 { self == .v4 ? 80 : 48 }
 }
 
+/// SQLCipher 4's plaintext header: the first bytes of the database file
+/// stay as SQLite wrote them, so tools that read SQLite's header (and
+/// systems that must recognize a database file, as iOS does for files in
+/// shared containers) see an ordinary database. The salt, which normally
+/// takes those bytes, must then be kept outside the file and given at
+/// every open.
+///
+/// ```swift
+/// let salt = Data((0..<16).map { _ in UInt8.random(in: 0...255) })   // store it with the key
+/// var configuration = Configuration()
+/// try configuration.encrypt(with: .passphrase("secret"), plaintextHeader: CipherPlaintextHeader(salt: salt))
+/// ```
+///
+/// The same file opens in SQLCipher 4 with `PRAGMA key`,
+/// `PRAGMA cipher_plaintext_header_size = 32` and
+/// `PRAGMA cipher_salt = "x'<salt in hex>'"`. Such a file looks plain to
+/// ``CipherDatabase/isEncrypted(atPath:)``.
+public struct CipherPlaintextHeader: Sendable, Equatable {
+    /// The bytes of page 1 left in plaintext: a multiple of 16 (SQLCipher
+    /// recommends 32, which covers the header fields SQLite reads before
+    /// a key can be set).
+    public let size: Int
+    /// The 16-byte salt of the key derivation.
+    public let salt: Data
+
+    /// - throws: ``CipherError/invalidKey(_:)`` when `size` is not a
+    ///   positive multiple of 16 below 1000, or `salt` does not have 16 bytes.
+    public init(size: Int = 32, salt: Data) throws {
+        guard size > 0, size % 16 == 0, size < 1000 else {
+            throw CipherError.invalidKey("a plaintext header size is a positive multiple of 16 below 1000 (32 is recommended), not \(size)")
+        }
+        guard salt.count == 16 else { throw CipherError.invalidKey("a salt has 16 bytes, not \(salt.count)") }
+        self.size = size
+        self.salt = salt
+    }
+
+    var saltLiteral: String { "\"x'" + salt.map { String(format: "%02x", $0) }.joined() + "'\"" }
+}
+
 /// Why an encrypted database can't be used.
 public enum CipherError: Error, CustomStringConvertible, Sendable, Equatable {
     /// The key does not open this database (or its first page is damaged).
@@ -76,6 +115,9 @@ public enum CipherError: Error, CustomStringConvertible, Sendable, Equatable {
     case keyOnPlaintextDatabase(path: String)
     /// A page failed its HMAC check: the file was modified or damaged.
     case corruptPage(path: String, page: Int)
+    /// The database has a plaintext header (see ``CipherPlaintextHeader``),
+    /// so its salt is not in the file, and none was given.
+    case missingSalt(path: String)
     /// The key is not valid.
     case invalidKey(String)
     /// The encryption VFS could not be registered in SQLite.
@@ -91,6 +133,8 @@ public enum CipherError: Error, CustomStringConvertible, Sendable, Equatable {
             return "\(path) is not encrypted: open it without a key, or encrypt it first (CipherDatabase.encrypt)."
         case let .corruptPage(path, page):
             return "Page \(page) of \(path) failed its integrity check (HMAC): the file was modified or damaged."
+        case let .missingSalt(path):
+            return "\(path) has a plaintext header, so its salt is not in the file: give it with CipherPlaintextHeader(size:salt:). The file was not modified."
         case let .invalidKey(reason):
             return "Invalid key: \(reason)."
         case let .unavailable(code):

@@ -21,12 +21,16 @@ extension Configuration {
     /// - parameter kdfIterations: PBKDF2 iterations; the default is the
     ///   compatibility's (v4: 256,000; v3: 64,000). Lower values weaken a
     ///   passphrase: use them for tests only.
+    /// - parameter plaintextHeader: Leaves the start of the file readable
+    ///   as an ordinary SQLite header, with the salt kept outside the file
+    ///   (see ``CipherPlaintextHeader``). Default: none, as SQLCipher.
     public mutating func encrypt(
         with key: CipherKey,
         compatibility: CipherCompatibility = .v4,
-        kdfIterations: Int? = nil
+        kdfIterations: Int? = nil,
+        plaintextHeader: CipherPlaintextHeader? = nil
     ) throws {
-        try encrypt(compatibility: compatibility, kdfIterations: kdfIterations) { _ in key }
+        try encrypt(compatibility: compatibility, kdfIterations: kdfIterations, plaintextHeader: plaintextHeader) { _ in key }
     }
 
     /// Makes every connection of this configuration use the SQLCipher file
@@ -49,6 +53,7 @@ extension Configuration {
     public mutating func encrypt(
         compatibility: CipherCompatibility = .v4,
         kdfIterations: Int? = nil,
+        plaintextHeader: CipherPlaintextHeader? = nil,
         keyProvider: @escaping @Sendable (_ path: String) throws -> CipherKey
     ) throws {
         try CipherVFS.register()
@@ -61,6 +66,11 @@ extension Configuration {
                 grdbcipher_set_key(connection, pointer, Int32(strlen(pointer)), compatibility.rawValue, iterations)
             }
             guard rc == SQLITE_OK else { throw CipherError.invalidKey("SQLite error \(rc)") }
+            if let plaintextHeader {
+                // Before anything reads the file.
+                try db.execute(sql: "PRAGMA cipher_plaintext_header_size = \(plaintextHeader.size)")
+                try db.execute(sql: "PRAGMA cipher_salt = \(plaintextHeader.saltLiteral)")
+            }
             // New databases get the page size and reserved bytes of the
             // format; existing ones keep theirs (SQLite ignores both then).
             try db.execute(sql: "PRAGMA page_size = \(compatibility.pageSize)")
@@ -98,6 +108,7 @@ enum CipherVFS {
         case GRDBCIPHER_STATE_ENCRYPTED_WITHOUT_KEY: return .missingKey(path: path)
         case GRDBCIPHER_STATE_WRONG_KEY: return .wrongKey(path: path)
         case GRDBCIPHER_STATE_CORRUPT_PAGE: return .corruptPage(path: path, page: Int(grdbcipher_failed_page(connection)))
+        case GRDBCIPHER_STATE_MISSING_SALT: return .missingSalt(path: path)
         default: return nil
         }
     }

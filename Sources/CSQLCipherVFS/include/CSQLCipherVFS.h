@@ -25,6 +25,7 @@ int grdbcipher_set_pending_key(const char *path, const void *key, int nKey, int 
 #define GRDBCIPHER_STATE_ENCRYPTED_WITHOUT_KEY 2
 #define GRDBCIPHER_STATE_WRONG_KEY 3
 #define GRDBCIPHER_STATE_CORRUPT_PAGE 4
+#define GRDBCIPHER_STATE_MISSING_SALT 5   // a plaintext header, and no salt given
 int grdbcipher_state(sqlite3 *db);
 
 /// The page whose HMAC check failed last, or 0.

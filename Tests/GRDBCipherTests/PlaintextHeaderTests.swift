@@ -1,0 +1,155 @@
+import Foundation
+import GRDB
+@testable import GRDBCipher
+import Synchronization
+import Testing
+
+/// SQLCipher 4's plaintext header option (`cipher_plaintext_header_size`,
+/// `cipher_salt`), against SQLCipher 4.19 as the oracle.
+@Suite struct PlaintextHeaderTests {
+    let salt = Data((0..<16).map { UInt8(0xa0 + $0) })
+    var saltHex: String { salt.map { String(format: "%02x", $0) }.joined() }
+
+    private func configuration(passphrase: String = "header", salt: Data? = nil) throws -> Configuration {
+        var configuration = Configuration()
+        try configuration.encrypt(
+            with: .passphrase(passphrase),
+            kdfIterations: fastIterations,
+            plaintextHeader: CipherPlaintextHeader(salt: salt ?? self.salt))
+        return configuration
+    }
+
+    @Test func theFileStartsWithSQLitesHeaderAndTheRestIsEncrypted() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("db.sqlite")
+        let pool = try DatabasePool(path: path, configuration: try configuration())
+        try pool.write { db in
+            try db.execute(sql: "CREATE TABLE t(id INTEGER PRIMARY KEY, value TEXT)")
+            for index in 0..<300 { try db.execute(sql: "INSERT INTO t(value) VALUES (?)", arguments: ["HEADER_MARKER-\(index)"]) }
+        }
+        #expect(try directory.filesContaining("HEADER_MARKER") == [])
+        #expect(try pool.read { db in try String.fetchOne(db, sql: "PRAGMA cipher_salt") } == "x'\(saltHex)'")
+        try pool.close()
+
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: path))
+        #expect(bytes.prefix(16) == Data("SQLite format 3\0".utf8))
+        #expect(bytes[16] == 0x10 && bytes[17] == 0x00)   // page size 4096
+        #expect(bytes[20] == 80)                          // reserved bytes: IV and HMAC
+        #expect(try directory.filesContaining("HEADER_MARKER") == [])
+        #expect(CipherDatabase.isEncrypted(atPath: path) == false)
+
+        let queue = try DatabaseQueue(path: path, configuration: try configuration())
+        #expect(try queue.read { db in try String.fetchOne(db, sql: "SELECT value FROM t WHERE id = 300") } == "HEADER_MARKER-299")
+        #expect(try queue.read { db in try String.fetchOne(db, sql: "PRAGMA integrity_check") } == "ok")
+    }
+
+    @Test func aWrongSaltOrNoSaltFailsAtOpenAndTouchesNothing() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("db.sqlite")
+        do {
+            let queue = try DatabaseQueue(path: path, configuration: try configuration())
+            try queue.write { db in try db.execute(sql: "CREATE TABLE t(a); INSERT INTO t VALUES (1)") }
+            try queue.close()
+        }
+        let before = try Data(contentsOf: URL(fileURLWithPath: path))
+
+        #expect(throws: CipherError.wrongKey(path: path)) {
+            _ = try DatabaseQueue(path: path, configuration: try configuration(salt: Data(repeating: 1, count: 16)))
+        }
+        // Without the option, the file looks plain.
+        #expect(throws: CipherError.keyOnPlaintextDatabase(path: path)) {
+            _ = try CipherDatabase.queue(atPath: path, key: .passphrase("header"), kdfIterations: fastIterations)
+        }
+        // At SQL level, a plaintext header and no salt: the salt is not in the file.
+        let observed = Mutex<CipherError?>(nil)
+        var bare = Configuration()
+        bare.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA key = \"x'\(String(repeating: "42", count: 32))'\"; PRAGMA cipher_plaintext_header_size = 32")
+            do {
+                _ = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM sqlite_master")
+            } catch {
+                observed.withLock { $0 = CipherDatabase.cipherError(in: db) }
+                throw error
+            }
+        }
+        #expect(throws: DatabaseError.self) { _ = try DatabaseQueue(path: path, configuration: bare) }
+        #expect(observed.withLock { $0 } == .missingSalt(path: path))
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == before)
+    }
+
+    @Test func invalidSizesAndSaltsAreRejected() throws {
+        #expect(throws: CipherError.self) { try CipherPlaintextHeader(size: 24, salt: salt) }
+        #expect(throws: CipherError.self) { try CipherPlaintextHeader(size: 32, salt: Data(count: 8)) }
+        let directory = try TemporaryDirectory()
+        let queue = try CipherDatabase.queue(atPath: directory.path("db.sqlite"), key: .passphrase("x"), kdfIterations: fastIterations)
+        try queue.inDatabase { db in
+            try db.execute(sql: "CREATE TABLE t(a)")
+            #expect(throws: DatabaseError.self) { try db.execute(sql: "PRAGMA cipher_plaintext_header_size = 20") }
+            #expect(throws: DatabaseError.self) { try db.execute(sql: "PRAGMA cipher_salt = \"x'0102'\"") }
+            // Once the database was read, the salt and header are fixed.
+            #expect(throws: DatabaseError.self) { try db.execute(sql: "PRAGMA cipher_salt = \"x'\(saltHex)'\"") }
+        }
+    }
+
+    @Test(arguments: ["delete", "wal"])
+    func sqlcipher4ReadsOurPlaintextHeaderDatabases(journalMode: String) throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("ours.sqlite")
+        let queue = try DatabaseQueue(path: path, configuration: try configuration(passphrase: "ours"))
+        try queue.writeWithoutTransaction { db in
+            _ = try String.fetchOne(db, sql: "PRAGMA journal_mode = \(journalMode)")
+            try db.execute(sql: "CREATE TABLE t(id INTEGER PRIMARY KEY, value TEXT)")
+            for index in 0..<500 { try db.execute(sql: "INSERT INTO t(value) VALUES (?)", arguments: ["row \(index)"]) }
+        }
+        try queue.close()
+        let result = try python("""
+            import sqlcipher3
+            c = sqlcipher3.connect('\(path)')
+            c.execute("PRAGMA key = 'ours'")
+            c.execute("PRAGMA kdf_iter = \(fastIterations)")
+            c.execute("PRAGMA cipher_plaintext_header_size = 32")
+            c.execute("PRAGMA cipher_salt = \\"x'\(saltHex)'\\"")
+            print(c.execute('SELECT COUNT(*), MAX(value) FROM t').fetchone())
+            print(c.execute('PRAGMA cipher_integrity_check').fetchall())
+            print(c.execute('PRAGMA integrity_check').fetchone()[0])
+            """)
+        #expect(result.output == "(500, 'row 99')\n[]\nok\n", "\(result.output)")
+    }
+
+    @Test func weReadSQLCipher4PlaintextHeaderDatabases() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("theirs.sqlite")
+        let result = try python("""
+            import sqlcipher3
+            c = sqlcipher3.connect('\(path)')
+            c.execute("PRAGMA key = 'theirs'")
+            c.execute("PRAGMA kdf_iter = \(fastIterations)")
+            c.execute("PRAGMA cipher_plaintext_header_size = 32")
+            c.execute("PRAGMA cipher_salt = \\"x'\(saltHex)'\\"")
+            c.execute('CREATE TABLE t(id INTEGER PRIMARY KEY, value TEXT)')
+            c.executemany('INSERT INTO t(value) VALUES (?)', [('THEIR_MARKER %d' % i,) for i in range(400)])
+            c.commit()
+            c.close()
+            print(open('\(path)', 'rb').read(16))
+            """)
+        #expect(result.output == "b'SQLite format 3\\x00'\n", "\(result.output)")
+        #expect(try directory.filesContaining("THEIR_MARKER") == [])
+        let queue = try DatabaseQueue(path: path, configuration: try configuration(passphrase: "theirs"))
+        #expect(try queue.read { db in try String.fetchOne(db, sql: "SELECT value FROM t WHERE id = 400") } == "THEIR_MARKER 399")
+        #expect(try queue.read { db in try String.fetchOne(db, sql: "PRAGMA integrity_check") } == "ok")
+        // And we write to it, for SQLCipher to read back.
+        try queue.write { db in try db.execute(sql: "INSERT INTO t(value) VALUES ('from us')") }
+        try queue.close()
+        let back = try python("""
+            import sqlcipher3
+            c = sqlcipher3.connect('\(path)')
+            c.execute("PRAGMA key = 'theirs'")
+            c.execute("PRAGMA kdf_iter = \(fastIterations)")
+            c.execute("PRAGMA cipher_plaintext_header_size = 32")
+            c.execute("PRAGMA cipher_salt = \\"x'\(saltHex)'\\"")
+            print(c.execute('SELECT value FROM t WHERE id = 401').fetchone()[0])
+            print(c.execute('PRAGMA cipher_integrity_check').fetchall())
+            """)
+        #expect(back.output == "from us\n[]\n", "\(back.output)")
+    }
+}
