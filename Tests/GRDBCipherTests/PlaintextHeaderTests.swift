@@ -10,6 +10,19 @@ import Testing
     let salt = Data((0..<16).map { UInt8(0xa0 + $0) })
     var saltHex: String { salt.map { String(format: "%02x", $0) }.joined() }
 
+    /// Python opening `path` in SQLCipher 4 as `c`, with this suite's
+    /// plaintext header and salt.
+    private func connect(_ path: String, passphrase: String) -> String {
+        """
+        import sqlcipher3
+        c = sqlcipher3.connect('\(path)')
+        c.execute("PRAGMA key = '\(passphrase)'")
+        c.execute("PRAGMA kdf_iter = \(fastIterations)")
+        c.execute("PRAGMA cipher_plaintext_header_size = 32")
+        c.execute("PRAGMA cipher_salt = \\"x'\(saltHex)'\\"")
+        """
+    }
+
     private func configuration(passphrase: String = "header", salt: Data? = nil) throws -> Configuration {
         var configuration = Configuration()
         try configuration.encrypt(
@@ -103,12 +116,7 @@ import Testing
         }
         try queue.close()
         let result = try python("""
-            import sqlcipher3
-            c = sqlcipher3.connect('\(path)')
-            c.execute("PRAGMA key = 'ours'")
-            c.execute("PRAGMA kdf_iter = \(fastIterations)")
-            c.execute("PRAGMA cipher_plaintext_header_size = 32")
-            c.execute("PRAGMA cipher_salt = \\"x'\(saltHex)'\\"")
+            \(connect(path, passphrase: "ours"))
             print(c.execute('SELECT COUNT(*), MAX(value) FROM t').fetchone())
             print(c.execute('PRAGMA cipher_integrity_check').fetchall())
             print(c.execute('PRAGMA integrity_check').fetchone()[0])
@@ -120,12 +128,7 @@ import Testing
         let directory = try TemporaryDirectory()
         let path = directory.path("theirs.sqlite")
         let result = try python("""
-            import sqlcipher3
-            c = sqlcipher3.connect('\(path)')
-            c.execute("PRAGMA key = 'theirs'")
-            c.execute("PRAGMA kdf_iter = \(fastIterations)")
-            c.execute("PRAGMA cipher_plaintext_header_size = 32")
-            c.execute("PRAGMA cipher_salt = \\"x'\(saltHex)'\\"")
+            \(connect(path, passphrase: "theirs"))
             c.execute('CREATE TABLE t(id INTEGER PRIMARY KEY, value TEXT)')
             c.executemany('INSERT INTO t(value) VALUES (?)', [('THEIR_MARKER %d' % i,) for i in range(400)])
             c.commit()
@@ -141,12 +144,7 @@ import Testing
         try queue.write { db in try db.execute(sql: "INSERT INTO t(value) VALUES ('from us')") }
         try queue.close()
         let back = try python("""
-            import sqlcipher3
-            c = sqlcipher3.connect('\(path)')
-            c.execute("PRAGMA key = 'theirs'")
-            c.execute("PRAGMA kdf_iter = \(fastIterations)")
-            c.execute("PRAGMA cipher_plaintext_header_size = 32")
-            c.execute("PRAGMA cipher_salt = \\"x'\(saltHex)'\\"")
+            \(connect(path, passphrase: "theirs"))
             print(c.execute('SELECT value FROM t WHERE id = 401').fetchone()[0])
             print(c.execute('PRAGMA cipher_integrity_check').fetchall())
             """)
