@@ -94,16 +94,17 @@ HIDDEN int cipherFileControl(sqlite3_file *pFile, int op, void *pArg) {
             return set_file_key(file, value, (int)strlen(value), version, 0);
         }
         if (name && sqlite3_stricmp(name, "cipher_plaintext_header_size") == 0 && value) {
-            int size = atoi(value);
+            char *end = NULL;
+            long size = strtol(value, &end, 10);
             int limit = file->codec ? file->codec->pageSize - file->codec->reserve : 1024 - 48;
-            if (size < 0 || size % 16 != 0 || size >= limit) {
+            if (end == value || *end != '\0' || size < 0 || size % 16 != 0 || size >= limit) {
                 return pragma_error(args, "PRAGMA cipher_plaintext_header_size: a multiple of 16 below the page's encrypted size (SQLCipher recommends 32), or 0");
             }
             if (file->codec && file->codec->derived) {
                 return pragma_error(args, "PRAGMA cipher_plaintext_header_size: set it before the first access to the database");
             }
-            file->requestedHeaderSize = size;
-            if (file->codec) file->codec->plaintextHeaderSize = size;
+            file->requestedHeaderSize = (int)size;
+            if (file->codec) file->codec->plaintextHeaderSize = (int)size;
             return SQLITE_OK;
         }
         if (name && sqlite3_stricmp(name, "cipher_salt") == 0) {

@@ -96,10 +96,15 @@ import Testing
         let directory = try TemporaryDirectory()
         let queue = try CipherDatabase.queue(atPath: directory.path("db.sqlite"), key: .passphrase("x"), kdfIterations: fastIterations)
         try queue.inDatabase { db in
-            try db.execute(sql: "CREATE TABLE t(a)")
+            // Nothing read or written yet: valid values are taken, invalid
+            // ones refused.
+            try db.execute(sql: "PRAGMA cipher_plaintext_header_size = 0")
             #expect(throws: DatabaseError.self) { try db.execute(sql: "PRAGMA cipher_plaintext_header_size = 20") }
+            #expect(throws: DatabaseError.self) { try db.execute(sql: "PRAGMA cipher_plaintext_header_size = 'thirty-two'") }
             #expect(throws: DatabaseError.self) { try db.execute(sql: "PRAGMA cipher_salt = \"x'0102'\"") }
-            // Once the database was read, the salt and header are fixed.
+            // Once the database was written, the salt and header are fixed.
+            try db.execute(sql: "CREATE TABLE t(a)")
+            #expect(throws: DatabaseError.self) { try db.execute(sql: "PRAGMA cipher_plaintext_header_size = 32") }
             #expect(throws: DatabaseError.self) { try db.execute(sql: "PRAGMA cipher_salt = \"x'\(saltHex)'\"") }
         }
     }
