@@ -85,8 +85,8 @@ public enum CipherCompatibility: Int32, Sendable, Equatable {
 /// ``CipherDatabase/isEncrypted(atPath:)``.
 public struct CipherPlaintextHeader: Sendable, Equatable {
     /// The bytes of page 1 left in plaintext: a multiple of 16 (SQLCipher
-    /// recommends 32, which covers the header fields SQLite reads before
-    /// a key can be set).
+    /// recommends 32: the magic string and the page size, file format and
+    /// reserved-space fields of SQLite's header).
     public let size: Int
     /// The 16-byte salt of the key derivation.
     public let salt: Data
