@@ -32,8 +32,14 @@ import Synchronization
 ///   leases are released.
 public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseContainer, Sendable {
     private final class Slot: @unchecked Sendable {
-        // @unchecked: every stored property is only read and written under
-        // the directory's `state` lock.
+        // @unchecked Sendable is safe: a Slot is held by `State.slots`,
+        // which only the `state` Mutex reaches, and by the release closure
+        // of its leases. Every read and write of these properties happens
+        // inside a `state.withLock` closure (lease, release, remove,
+        // closeIdleTenants, isOpen) or in `evictIdle`, which takes
+        // `inout State` and so only runs inside one. The release closure
+        // only passes the Slot to `release`, which locks before touching
+        // it; `lease` copies the repository out while holding the lock.
         var repository: Repository?
         var leases = 0
         var lastUse: UInt64 = 0
