@@ -32,32 +32,6 @@ final class TemporaryDirectory: Sendable {
     }
 }
 
-/// Runs the real `sqlcipher` command-line tool (SQLCipher 3.4.1 on Debian).
-func sqlcipher(_ path: String, _ script: String) throws -> (status: Int32, output: String) {
-    guard FileManager.default.isExecutableFile(atPath: "/usr/bin/sqlcipher") else {
-        throw MissingOracle(path: "/usr/bin/sqlcipher", install: "apt-get install sqlcipher")
-    }
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlcipher")
-    process.arguments = ["-batch", path]
-    let input = Pipe(), output = Pipe()
-    process.standardInput = input
-    process.standardOutput = output
-    process.standardError = output
-    try process.run()
-    input.fileHandleForWriting.write(Data(script.utf8))
-    try input.fileHandleForWriting.close()
-    let data = output.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return (process.terminationStatus, String(decoding: data, as: UTF8.self))
-}
-
-/// SQLCipher 4 (the `sqlcipher3` Python wheel, installed by scripts/bootstrap
-/// in .build-venv) as the oracle of the v4 format.
-let venvPython = URL(fileURLWithPath: #filePath)
-    .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-    .appendingPathComponent(".build-venv/bin/python").path
-
 /// An interop oracle that scripts/bootstrap installs (the README's test
 /// command runs it) is missing: interop tests fail rather than skip.
 struct MissingOracle: Error, CustomStringConvertible {
@@ -66,18 +40,40 @@ struct MissingOracle: Error, CustomStringConvertible {
     var description: String { "interop oracle missing at \(path): run scripts/bootstrap (\(install))" }
 }
 
-func python(_ script: String) throws -> (status: Int32, output: String) {
-    guard FileManager.default.isExecutableFile(atPath: venvPython) else {
-        throw MissingOracle(path: venvPython, install: "a venv with sqlcipher3==0.6.4")
+/// Runs an oracle at `executable` with `input` on its standard input, and
+/// returns its exit status and its standard output and error, together.
+private func runOracle(_ executable: String, install: String, arguments: [String], input: String? = nil) throws -> (status: Int32, output: String) {
+    guard FileManager.default.isExecutableFile(atPath: executable) else {
+        throw MissingOracle(path: executable, install: install)
     }
     let process = Process()
-    process.executableURL = URL(fileURLWithPath: venvPython)
-    process.arguments = ["-c", script]
-    let output = Pipe()
+    process.executableURL = URL(fileURLWithPath: executable)
+    process.arguments = arguments
+    let inputPipe = Pipe(), output = Pipe()
+    if input != nil { process.standardInput = inputPipe }
     process.standardOutput = output
     process.standardError = output
     try process.run()
+    if let input {
+        inputPipe.fileHandleForWriting.write(Data(input.utf8))
+        try inputPipe.fileHandleForWriting.close()
+    }
     let data = output.fileHandleForReading.readDataToEndOfFile()
     process.waitUntilExit()
     return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+}
+
+/// Runs the real `sqlcipher` command-line tool (SQLCipher 3.4.1 on Debian).
+func sqlcipher(_ path: String, _ script: String) throws -> (status: Int32, output: String) {
+    try runOracle("/usr/bin/sqlcipher", install: "apt-get install sqlcipher", arguments: ["-batch", path], input: script)
+}
+
+/// SQLCipher 4 (the `sqlcipher3` Python wheel, installed by scripts/bootstrap
+/// in .build-venv) as the oracle of the v4 format.
+let venvPython = URL(fileURLWithPath: #filePath)
+    .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    .appendingPathComponent(".build-venv/bin/python").path
+
+func python(_ script: String) throws -> (status: Int32, output: String) {
+    try runOracle(venvPython, install: "a venv with sqlcipher3==0.6.4", arguments: ["-c", script])
 }
