@@ -56,6 +56,13 @@ HIDDEN int parse_hex(const char *hex, int length, unsigned char *out) {
     return 1;
 }
 
+/// The hex digits of `text` (`length` characters) when it is an SQL blob
+/// literal, x'…', or NULL.
+HIDDEN const char *blob_literal_digits(const char *text, int length) {
+    if (length < 3 || (text[0] != 'x' && text[0] != 'X') || text[1] != '\'' || text[length - 1] != '\'') return NULL;
+    return text + 2;
+}
+
 static void codec_set_version(Codec *codec, int version, int kdfIterations) {
     codec->version = version;
     if (version == 4) {
@@ -75,7 +82,7 @@ HIDDEN Codec *codec_new(const void *key, int nKey, int version, int kdfIteration
     codec_set_version(codec, version, kdfIterations);
     const char *text = key;
     // x'<64 hex>' or x'<64 hex><32 hex>': a raw key (and salt).
-    if ((nKey == 67 || nKey == 99) && (text[0] == 'x' || text[0] == 'X') && text[1] == '\'' && text[nKey - 1] == '\'') {
+    if ((nKey == 67 || nKey == 99) && blob_literal_digits(text, nKey)) {
         if (!parse_hex(text + 2, 64, codec->key)) { codec_free(codec); return NULL; }
         if (nKey == 99) {
             if (!parse_hex(text + 66, 32, codec->salt)) { codec_free(codec); return NULL; }

@@ -120,11 +120,10 @@ HIDDEN int cipherFileControl(sqlite3_file *pFile, int op, void *pArg) {
                 args[0] = sqlite3_mprintf("%s", hex);
                 return SQLITE_OK;
             }
-            // x'<32 hex>', quoted or not.
-            const char *hex = value;
-            size_t length = strlen(hex);
-            if (length == 2 * SALT_SIZE + 3 && (hex[0] == 'x' || hex[0] == 'X') && hex[1] == '\'' && hex[length - 1] == '\'') hex += 2;
-            else if (length != 2 * SALT_SIZE) hex = NULL;
+            // x'<32 hex>', or the bare digits.
+            int length = (int)strlen(value);
+            const char *hex = length == 2 * SALT_SIZE + 3 ? blob_literal_digits(value, length)
+                : length == 2 * SALT_SIZE ? value : NULL;
             unsigned char salt[SALT_SIZE];
             if (!hex || !parse_hex(hex, 2 * SALT_SIZE, salt)) return pragma_error(args, "PRAGMA cipher_salt: 16 bytes in hex, x'<32 hex digits>'");
             if (file->codec && file->codec->derived) {

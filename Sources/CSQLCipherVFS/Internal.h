@@ -134,6 +134,7 @@ static inline void write_be32(unsigned char *p, unsigned int value) {
 
 // Codec.c
 HIDDEN int parse_hex(const char *hex, int length, unsigned char *out);
+HIDDEN const char *blob_literal_digits(const char *text, int length);
 HIDDEN Codec *codec_new(const void *key, int nKey, int version, int kdfIterations);
 HIDDEN Codec *codec_with_version(const Codec *source, int version);
 HIDDEN void codec_free(Codec *codec);

@@ -26,8 +26,7 @@ public struct CipherKey: Sendable, Equatable, CustomStringConvertible, CustomDeb
     public static func raw(_ key: Data, salt: Data? = nil) throws -> CipherKey {
         guard key.count == 32 else { throw CipherError.invalidKey("a raw key has 32 bytes, not \(key.count)") }
         if let salt, salt.count != 16 { throw CipherError.invalidKey("a salt has 16 bytes, not \(salt.count)") }
-        let hex = (key + (salt ?? Data())).map { String(format: "%02x", $0) }.joined()
-        return CipherKey(sqlcipherValue: "x'\(hex)'")
+        return CipherKey(sqlcipherValue: (key + (salt ?? Data())).blobLiteral)
     }
 
     /// A raw key derived from a master key for one database (one tenant):
@@ -102,7 +101,12 @@ public struct CipherPlaintextHeader: Sendable, Equatable {
         self.salt = salt
     }
 
-    var saltLiteral: String { "\"x'" + salt.map { String(format: "%02x", $0) }.joined() + "'\"" }
+    var saltLiteral: String { "\"" + salt.blobLiteral + "\"" }
+}
+
+extension Data {
+    /// The bytes as SQLCipher takes raw keys and salts: `x'<hex>'`.
+    var blobLiteral: String { "x'" + map { String(format: "%02x", $0) }.joined() + "'" }
 }
 
 /// Why an encrypted database can't be used.
