@@ -236,6 +236,8 @@ public final class Query<Request: Queryable>: Sendable where Request.Context: Se
                 continuation.yield(state.value)
             }
             if let finalError = state.finalError {
+                // `onTermination` is not set yet: finishing under the lock
+                // calls nothing back.
                 continuation.finish(throwing: finalError)
                 return (id, false)
             }
@@ -365,8 +367,8 @@ public final class Query<Request: Queryable>: Sendable where Request.Context: Se
         if error is CancellationError { return }
         let retry = policy.retry
         let isFinal = (error as? ManagedDatabaseError).map { if case .closed = $0 { true } else { false } } ?? false
-        let (ended, delay): (Subscription?, Duration?) = state.withLock { state in
-            guard state.generation == generation else { return (nil, nil) }
+        let (ended, delay, finished): (Subscription?, Duration?, [Subscriber]) = state.withLock { state in
+            guard state.generation == generation else { return (nil, nil, []) }
             state.error = error
             // The observation is over: GRDB ends observations on error.
             let ended = state.subscription
@@ -376,15 +378,16 @@ public final class Query<Request: Queryable>: Sendable where Request.Context: Se
                 // Marks the query as observing while it waits: a retry is
                 // on its way (replaced right below).
                 state.subscription = .retry(Task { })
-                return (ended, delay)
+                return (ended, delay, [])
             }
             state.subscription = nil
             state.finalError = error
-            for subscriber in state.subscribers.values {
-                subscriber.finish(throwing: error)
-            }
-            state.subscribers = [:]
-            return (ended, nil)
+            defer { state.subscribers = [:] }
+            return (ended, nil, Array(state.subscribers.values))
+        }
+        // Outside the lock: finishing calls `onTermination`, which locks.
+        for subscriber in finished {
+            subscriber.finish(throwing: error)
         }
         ended?.cancel()
         guard let delay else { return }

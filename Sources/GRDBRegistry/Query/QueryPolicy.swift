@@ -63,7 +63,11 @@ public struct QueryRetry: Sendable, Equatable {
     }
 
     /// The delay before retry number `attempt` (1 for the first).
-    func delay(beforeAttempt attempt: Int) -> Duration {
+    ///
+    /// ```swift
+    /// QueryRetry.exponential(initialDelay: .milliseconds(100)).delay(beforeAttempt: 3)   // 400 ms
+    /// ```
+    public func delay(beforeAttempt attempt: Int) -> Duration {
         var delay = initialDelay
         for _ in 1..<max(1, attempt) {
             delay = delay * multiplier
