@@ -16,6 +16,11 @@ import GRDB
 /// when the context is created. If it throws, every access to ``reader``
 /// and ``writer`` rethrows that same error.
 ///
+/// Queries on a context share their observations (see
+/// ``SharedObservations``): copies of a context, and its ``readOnly()``
+/// view, share them too, so keep one context per database rather than
+/// calling `readWrite { }` again for each query.
+///
 /// A read-only context really is read-only: its ``reader`` is a
 /// ``ReadOnlyDatabaseReader``, which can't be cast back to a
 /// `DatabaseWriter` and runs every access with SQLite's `query_only`
