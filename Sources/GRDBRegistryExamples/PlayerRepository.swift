@@ -11,9 +11,16 @@ import GRDBRegistry
 /// let arthur = try await players.add(name: "Arthur", score: 100)
 /// try await players.updateScore(of: arthur.id!, to: 120)
 ///
-/// var registry = DatabaseRegistry()
-/// registry[PlayersKey.self] = players
+/// // Several permitted writes, one checked transaction:
+/// try await players.write { writes in
+///     try writes.rename(arthur.id!, to: "King Arthur")
+///     try writes.updateScore(of: arthur.id!, to: 150)
+/// }
+///
 /// let best = Query(LeaderboardRequest(), context: players.context)
+///
+/// // In tests and previews, no file:
+/// let scratch = try PlayerRepository.populated()
 /// ```
 ///
 /// Invariants, checked in every write and when the database opens:
@@ -72,13 +79,16 @@ CREATE INDEX player_on_score ON player(score);
     /// Opens the players database at `path`, creating and migrating it if
     /// needed (or refusing pending migrations, with `.refusePending`).
     ///
+    /// - parameter checkpointOnClose: The WAL checkpoint of ``close()``, or
+    ///   nil to leave the WAL to an external tool.
     /// - throws: ``InvariantViolation`` when the file breaks an invariant.
     public init(
         path: String,
         name: String? = nil,
         policy: RepositoryDatabase.MigrationPolicy = .apply,
         migrator: DatabaseMigrator = PlayerRepository.migrator,
-        configuration: Configuration = Configuration()
+        configuration: Configuration = Configuration(),
+        checkpointOnClose: Database.CheckpointMode? = .truncate
     ) throws {
         database = try RepositoryDatabase(
             path: path,
@@ -86,29 +96,134 @@ CREATE INDEX player_on_score ON player(score);
             migrator: migrator,
             policy: policy,
             invariants: Self.invariants,
-            configuration: configuration)
+            configuration: configuration,
+            checkpointOnClose: checkpointOnClose)
     }
+
+    /// A repository over `writer`, which it now owns, migrated if needed.
+    ///
+    /// ```swift
+    /// let players = try PlayerRepository(writer: DatabaseQueue())
+    /// ```
+    public init(writer: any DatabaseWriter, name: String = "players") throws {
+        database = try RepositoryDatabase(
+            writer: writer,
+            name: name,
+            migrator: Self.migrator,
+            invariants: Self.invariants)
+    }
+
+    /// An empty in-memory repository, for tests and previews.
+    public static func empty() throws -> PlayerRepository {
+        try PlayerRepository(writer: DatabaseQueue())
+    }
+
+    /// An in-memory repository with a few players of two teams, for tests
+    /// and previews.
+    ///
+    /// ```swift
+    /// let players = try PlayerRepository.populated()
+    /// let best = try players.reader.read { db in try LeaderboardRequest(limit: 1).fetch(db) }
+    /// ```
+    public static func populated() throws -> PlayerRepository {
+        let repository = try PlayerRepository(writer: DatabaseQueue())
+        // Seeding goes through a checked transaction, as every write.
+        try repository.database.write { db in
+            for player in populatedPlayers {
+                var player = player
+                try player.insert(db)
+            }
+        }
+        return repository
+    }
+
+    /// The players of ``populated()``.
+    public static let populatedPlayers: [Player] = [
+        Player(name: "Arthur", score: 100, team: "red"),
+        Player(name: "Barbara", score: 1000, team: "red"),
+        Player(name: "Craig", score: 500, team: "blue"),
+        Player(name: "David", score: 10, team: "blue"),
+    ]
 
     // MARK: Reads
 
     /// A read-only reader.
-    public var reader: any DatabaseReader { database.reader }
+    ///
+    /// - throws: ``ManagedDatabaseError/closed(database:)`` after ``close()``.
+    public var reader: any DatabaseReader {
+        get throws { try database.reader }
+    }
 
-    /// A read-only context, for queryables.
+    /// A read-only context, for queryables. Queries on it share their
+    /// observations with every other context of this repository.
     public var context: DatabaseContext { database.context }
 
     // MARK: Permitted writes
+
+    /// The permitted writes, inside one transaction of ``write(_:)``.
+    ///
+    /// Each operation is one step: several steps in one `write` commit
+    /// together, after the invariants are checked, or not at all.
+    public struct Writes {
+        let db: Database
+
+        /// Adds a player.
+        @discardableResult
+        public func add(name: String, score: Int = 0, team: String? = nil) throws -> Player {
+            var player = Player(name: name, score: score, team: team)
+            try player.insert(db)
+            return player
+        }
+
+        /// Sets the score of a player; returns nil if there is no such player.
+        @discardableResult
+        public func updateScore(of id: Int64, to score: Int) throws -> Player? {
+            guard var player = try Player.fetchOne(db, key: id) else { return nil }
+            player.score = score
+            try player.update(db)
+            return player
+        }
+
+        /// Renames a player; returns nil if there is no such player.
+        @discardableResult
+        public func rename(_ id: Int64, to name: String) throws -> Player? {
+            guard var player = try Player.fetchOne(db, key: id) else { return nil }
+            player.name = name
+            try player.update(db)
+            return player
+        }
+
+        /// Deletes a player; returns whether it existed.
+        @discardableResult
+        public func delete(_ id: Int64) throws -> Bool {
+            try Player.deleteOne(db, key: id)
+        }
+    }
+
+    /// Runs several permitted writes in one transaction: the invariants
+    /// are checked once, after all of them, and a violation (or any error)
+    /// rolls every one of them back.
+    ///
+    /// ```swift
+    /// // Rename and rescore, atomically: both or neither.
+    /// let player = try await players.write { writes in
+    ///     try writes.rename(id, to: "Babs")
+    ///     return try writes.updateScore(of: id, to: 42)
+    /// }
+    /// ```
+    ///
+    /// - throws: ``InvariantViolation`` (`nonNegativeScore`, `uniqueNamePerTeam`),
+    ///   or the error of a step.
+    public func write<T: Sendable>(_ steps: @escaping @Sendable (Writes) throws -> T) async throws -> T {
+        try await database.write { db in try steps(Writes(db: db)) }
+    }
 
     /// Adds a player.
     ///
     /// - throws: ``InvariantViolation`` (`nonNegativeScore`, `uniqueNamePerTeam`).
     @discardableResult
     public func add(name: String, score: Int = 0, team: String? = nil) async throws -> Player {
-        try await database.write { db in
-            var player = Player(name: name, score: score, team: team)
-            try player.insert(db)
-            return player
-        }
+        try await write { try $0.add(name: name, score: score, team: team) }
     }
 
     /// Sets the score of a player; returns nil if there is no such player.
@@ -116,12 +231,7 @@ CREATE INDEX player_on_score ON player(score);
     /// - throws: ``InvariantViolation`` (`nonNegativeScore`).
     @discardableResult
     public func updateScore(of id: Int64, to score: Int) async throws -> Player? {
-        try await database.write { db in
-            guard var player = try Player.fetchOne(db, key: id) else { return nil }
-            player.score = score
-            try player.update(db)
-            return player
-        }
+        try await write { try $0.updateScore(of: id, to: score) }
     }
 
     /// Renames a player; returns nil if there is no such player.
@@ -129,18 +239,13 @@ CREATE INDEX player_on_score ON player(score);
     /// - throws: ``InvariantViolation`` (`uniqueNamePerTeam`).
     @discardableResult
     public func rename(_ id: Int64, to name: String) async throws -> Player? {
-        try await database.write { db in
-            guard var player = try Player.fetchOne(db, key: id) else { return nil }
-            player.name = name
-            try player.update(db)
-            return player
-        }
+        try await write { try $0.rename(id, to: name) }
     }
 
     /// Deletes a player; returns whether it existed.
     @discardableResult
     public func delete(_ id: Int64) async throws -> Bool {
-        try await database.write { db in try Player.deleteOne(db, key: id) }
+        try await write { try $0.delete(id) }
     }
 
     // MARK: TenantRepository
@@ -154,7 +259,11 @@ CREATE INDEX player_on_score ON player(score);
         try PlayerRepository(path: path, name: "tenants/\(id)", policy: policy, configuration: configuration)
     }
 
-    /// Checkpoints and closes the database.
+    /// The managed database: the tenant directory drains, checkpoints
+    /// and closes it.
+    public var managedDatabase: ManagedDatabase { database.managed }
+
+    /// Ends observations, checkpoints and closes the database.
     public func close() throws {
         try database.close()
     }

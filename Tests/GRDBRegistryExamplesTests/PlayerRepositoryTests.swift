@@ -79,9 +79,9 @@ import Testing
         defer { try? players.close() }
         try await players.add(name: "Arthur", score: 1)
 
-        #expect(!(players.reader is any DatabaseWriter))
+        #expect(!(try players.reader is any DatabaseWriter))
         #expect(throws: DatabaseContextError.readOnly) { try players.context.writer }
-        for reader in [players.reader, try players.context.reader] {
+        for reader in [try players.reader, try players.context.reader] {
             let error = #expect(throws: DatabaseError.self) {
                 try reader.unsafeRead { db in try db.execute(sql: "DELETE FROM player") }
             }
@@ -117,6 +117,75 @@ import Testing
         let error = #expect(throws: DatabaseRepositoryError.self) { try PlayerRepository(path: path, policy: .refusePending) }
         #expect(error == .pendingMigrations(database: "players", migrations: ["0002_add_player_team.sql", "0003_index_player_score.sql"]))
         #expect(try freshRead(path) { db in try db.columns(in: "player").map(\.name) } == ["id", "name", "score"])
+    }
+}
+
+@Suite struct InMemoryPlayerRepositoryTests {
+    @Test func anEmptyRepositoryNeedsNoFile() async throws {
+        let players = try PlayerRepository.empty()
+        #expect(try await players.reader.read { db in try Player.fetchCount(db) } == 0)
+        let arthur = try await players.add(name: "Arthur", score: 3)
+        #expect(arthur.id != nil)
+        // The same checks as a file-backed repository.
+        await #expect(throws: InvariantViolation.self) { try await players.add(name: "Craig", score: -1) }
+        #expect(try await players.reader.read { db in try Player.fetchCount(db) } == 1)
+    }
+
+    @Test func aPopulatedRepositoryHasItsPlayersAndAQueryableLeaderboard() async throws {
+        let players = try PlayerRepository.populated()
+        let leaderboard = Query(LeaderboardRequest(limit: 2), context: players.context)
+        #expect(leaderboard.value.map(\.name) == ["Barbara", "Craig"])
+        #expect(try await players.reader.read { db in try Player.fetchCount(db) } == PlayerRepository.populatedPlayers.count)
+    }
+
+    @Test func anInjectedWriterIsGuardedToo() async throws {
+        let queue = try DatabaseQueue()
+        let players = try PlayerRepository(writer: queue)
+        await #expect(throws: DatabaseRepositoryError.uncheckedWrite(database: "players")) {
+            try await queue.write { db in try db.execute(sql: "INSERT INTO player (name, score) VALUES ('Mallory', -100)") }
+        }
+        #expect(try await players.reader.read { db in try Player.fetchCount(db) } == 0)
+    }
+
+    @Test func aCompositeWriteCommitsEveryStepOrNone() async throws {
+        let players = try PlayerRepository.populated()
+        let arthur = try #require(try await players.reader.read { db in
+            try Player.filter(Column("name") == "Arthur").fetchOne(db)
+        })
+        let id = try #require(arthur.id)
+
+        // Rename and rescore, atomically.
+        let updated = try await players.write { writes in
+            try writes.rename(id, to: "King Arthur")
+            return try writes.updateScore(of: id, to: 150)
+        }
+        #expect(updated?.name == "King Arthur")
+        #expect(updated?.score == 150)
+
+        // The rescore breaks an invariant: the rename, committed in the
+        // same transaction, is rolled back with it.
+        let violation = await #expect(throws: InvariantViolation.self) {
+            try await players.write { writes in
+                try writes.rename(id, to: "Arthur the Bold")
+                try writes.updateScore(of: id, to: -1)
+            }
+        }
+        #expect(violation?.invariant == "nonNegativeScore")
+        let stored = try await players.reader.read { db in try Player.fetchOne(db, key: id) }
+        #expect(stored?.name == "King Arthur")
+        #expect(stored?.score == 150)
+    }
+
+    @Test func writesAreRefusedOnceTheRepositoryDrains() async throws {
+        let players = try PlayerRepository.empty()
+        try await players.add(name: "Arthur")
+        await players.managedDatabase.drain()
+        await #expect(throws: ManagedDatabaseError.notAcceptingWrites(database: "players")) {
+            try await players.add(name: "Late")
+        }
+        #expect(try await players.reader.read { db in try Player.fetchCount(db) } == 1)
+        try players.close()
+        #expect(throws: ManagedDatabaseError.closed(database: "players")) { try players.reader }
     }
 }
 

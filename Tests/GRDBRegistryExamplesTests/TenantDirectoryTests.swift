@@ -29,7 +29,8 @@ private struct BrokenRepository: TenantRepository {
         throw Failure()
     }
 
-    func close() throws {}
+    // Never reached: opening always throws.
+    let managedDatabase: ManagedDatabase
 }
 
 @Suite struct TenantDirectoryTests {
@@ -82,10 +83,10 @@ private struct BrokenRepository: TenantRepository {
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path("tenants")).isEmpty)
     }
 
-    @Test func unknownTenantsAreNotCreatedOnUse() throws {
+    @Test func unknownTenantsAreNotCreatedOnUse() async throws {
         let directory = try TemporaryDirectory()
         let tenants = try makeDirectory(directory)
-        #expect(throws: TenantError.unknownTenant(try TenantID("ghost"))) { try tenants.lease(TenantID("ghost")) }
+        await #expect(throws: TenantError.unknownTenant(try TenantID("ghost"))) { try await tenants.lease(TenantID("ghost")) }
         #expect(try tenants.tenants().isEmpty)
     }
 
@@ -106,11 +107,11 @@ private struct BrokenRepository: TenantRepository {
         let ids = try ["a", "b", "c"].map(TenantID.init)
         for id in ids { try tenants.provision(id) }
 
-        _ = try tenants.lease(ids[0])
-        _ = try tenants.lease(ids[1])
-        _ = try tenants.lease(ids[0])   // a is now more recent than b
+        _ = try await tenants.lease(ids[0])
+        _ = try await tenants.lease(ids[1])
+        _ = try await tenants.lease(ids[0])   // a is now more recent than b
         #expect(tenants.openCount == 2)
-        _ = try tenants.lease(ids[2])   // evicts b, the least recently used
+        _ = try await tenants.lease(ids[2])   // evicts b, the least recently used
         #expect(tenants.openCount == 2)
         #expect(tenants.isOpen(ids[0]))
         #expect(!tenants.isOpen(ids[1]))
@@ -123,7 +124,8 @@ private struct BrokenRepository: TenantRepository {
         let ids = try (0..<5).map { try TenantID("t\($0)") }
         for id in ids { try tenants.provision(id) }
 
-        var leases = try ids.map { try tenants.lease($0) }
+        var leases: [TenantLease<PlayerRepository>] = []
+        for id in ids { leases.append(try await tenants.lease(id)) }
         #expect(tenants.openCount == 5)
         for lease in leases {
             try await lease.repository.add(name: "P", score: 1)
@@ -150,7 +152,7 @@ private struct BrokenRepository: TenantRepository {
         try await tenants.withRepository(TenantID("acme")) { try await $0.add(name: "Arthur", score: 5) }
         let updates = leaderboard.updates
         var iterator = updates.makeAsyncIterator()
-        while let value = await iterator.next(), value.isEmpty { }
+        while let value = try await iterator.next(), value.isEmpty { }
         #expect(leaderboard.value.map(\.name) == ["Arthur"])
 
         // Names reach tenants too.
@@ -177,7 +179,7 @@ private struct BrokenRepository: TenantRepository {
         let tenants = try makeDirectory(directory)
         let acme = try TenantID("acme")
         try tenants.provision(acme)
-        var lease: TenantLease<PlayerRepository>? = try tenants.lease(acme)
+        var lease: TenantLease<PlayerRepository>? = try await tenants.lease(acme)
         try await lease?.repository.add(name: "Arthur")
 
         #expect(throws: TenantError.inUse(acme, leases: 1)) { try tenants.remove(acme) }
@@ -189,13 +191,13 @@ private struct BrokenRepository: TenantRepository {
         #expect(throws: TenantError.unknownTenant(acme)) { try tenants.remove(acme) }
 
         try tenants.provision(acme)
-        let held = try tenants.lease(acme)
+        let held = try await tenants.lease(acme)
         try tenants.remove(acme, force: true)
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path("tenants")).isEmpty)
         await #expect(throws: (any Error).self) { try await held.repository.add(name: "Late") }
     }
 
-    @Test func strictDirectoriesRefusePendingMigrations() throws {
+    @Test func strictDirectoriesRefusePendingMigrations() async throws {
         let directory = try TemporaryDirectory()
         let tenants = try makeDirectory(directory, policy: .refusePending)
         let path = try tenants.path(of: TenantID("old"))
@@ -204,22 +206,11 @@ private struct BrokenRepository: TenantRepository {
             try PlayerRepository.migrator.migrate(queue, upTo: "0001_create_player.sql")
             try queue.close()
         }
-        #expect(throws: DatabaseRepositoryError.self) { try tenants.lease(TenantID("old")) }
+        await #expect(throws: DatabaseRepositoryError.self) { try await tenants.lease(TenantID("old")) }
         #expect(tenants.openCount == 0)
         // Provisioning always migrates.
         try tenants.provision(TenantID("new"))
-        _ = try tenants.lease(TenantID("new"))
-    }
-
-    @Test func theCurrentTenantComesOnlyFromAScope() async throws {
-        #expect(throws: TenantError.noTenant) { try TenantScope.requireCurrent() }
-        let acme = try TenantID("acme")
-        try await withTenant(acme) {
-            #expect(try TenantScope.requireCurrent() == acme)
-            let inherited = try await Task { try TenantScope.requireCurrent() }.value
-            #expect(inherited == acme)
-        }
-        #expect(TenantScope.current == nil)
+        _ = try await tenants.lease(TenantID("new"))
     }
 
     @Test func forEachTenantIsolatesFailures() async throws {
@@ -271,6 +262,234 @@ private struct BrokenRepository: TenantRepository {
         for id in ids {
             #expect(try count(tenants, id.rawValue) == expected[id, default: 0], "\(id)")
         }
+    }
+}
+
+@Suite struct TenantDirectoryConcurrencyTests {
+    private func makeDirectory(_ directory: TemporaryDirectory, maxOpen: Int = 8) throws -> TenantDirectory<GatedRepository> {
+        try TenantDirectory<GatedRepository>(root: directory.url.appendingPathComponent("tenants"), maxOpen: maxOpen)
+    }
+
+    @Test func concurrentFirstLeasesOpenATenantOnce() async throws {
+        let directory = try TemporaryDirectory()
+        let tenants = try makeDirectory(directory)
+        let acme = try TenantID("acme")
+        try tenants.provision(acme)
+        let control = OpenControl.for(tenants, holding: ["acme"])
+
+        let leases = Task {
+            try await withThrowingTaskGroup(of: TenantID.self) { group in
+                for _ in 0..<20 {
+                    group.addTask { try await tenants.lease(acme).id }
+                }
+                return try await group.reduce(into: 0) { count, _ in count += 1 }
+            }
+        }
+        try await control.waitUntilAnOpenIsHeld()
+        // Everyone asked while the first open is held: let it finish.
+        try await Task.sleep(for: .milliseconds(50))
+        control.releaseHeldOpens()
+        #expect(try await leases.value == 20)
+        #expect(control.opens == 1)
+        #expect(tenants.isOpen(acme))
+    }
+
+    @Test func aSlowOpenDelaysNoOtherTenant() async throws {
+        let directory = try TemporaryDirectory()
+        let tenants = try makeDirectory(directory)
+        for id in ["slow", "open", "other"] { try tenants.provision(TenantID(id)) }
+        let control = OpenControl.for(tenants, holding: ["slow"])
+        let open = try await tenants.lease(TenantID("open"))
+
+        let slow = Task { try await tenants.lease(TenantID("slow")) }
+        try await control.waitUntilAnOpenIsHeld()
+        // While "slow" is stuck in its open, leases of an open tenant and
+        // the open of another tenant go through (the old directory opened
+        // under its lock, and would hang here).
+        let other = try await withTimeout { () async throws -> Int in
+            let again = try await tenants.lease(TenantID("open"))
+            let other = try await tenants.lease(TenantID("other"))
+            try await other.repository.players.add(name: "Fast")
+            return try await again.repository.reader.read { db in try Player.fetchCount(db) }
+        }
+        #expect(other == 0)
+        #expect(!tenants.isOpen(try TenantID("slow")))
+        control.releaseHeldOpens()
+        let lease = try await slow.value
+        #expect(tenants.isOpen(lease.id))
+        withExtendedLifetime(open) { }
+    }
+
+    @Test func aFailedOpenReachesItsWaitersAndLeavesNoSlot() async throws {
+        let directory = try TemporaryDirectory()
+        let tenants = try makeDirectory(directory)
+        let ghost = try TenantID("ghost")
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<8 {
+                group.addTask {
+                    await #expect(throws: TenantError.unknownTenant(ghost)) { try await tenants.lease(ghost) }
+                }
+            }
+            try await group.waitForAll()
+        }
+        #expect(tenants.openCount == 0)
+        #expect(!tenants.isOpen(ghost))
+    }
+}
+
+@Suite struct TenantDirectoryShutdownTests {
+    private func makeDirectory(_ directory: TemporaryDirectory, maxOpen: Int = 8) throws -> TenantDirectory<PlayerRepository> {
+        try TenantDirectory<PlayerRepository>(root: directory.url.appendingPathComponent("tenants"), maxOpen: maxOpen)
+    }
+
+    @Test func evictedTenantsCloseInTheBackgroundAndReopenOnDemand() async throws {
+        let directory = try TemporaryDirectory()
+        let tenants = try makeDirectory(directory, maxOpen: 1)
+        let (a, b) = (try TenantID("a"), try TenantID("b"))
+        for id in [a, b] { try tenants.provision(id) }
+        try await tenants.withRepository(a) { try await $0.add(name: "Arthur") }
+        try await tenants.withRepository(b) { try await $0.add(name: "Barbara") }
+        #expect(!tenants.isOpen(a))
+        // Leasing `a` right away waits for its close, then opens it again.
+        let names = try await tenants.withRepository(a) { players in
+            try await players.reader.read { db in try String.fetchAll(db, sql: "SELECT name FROM player") }
+        }
+        #expect(names == ["Arthur"])
+        try await waitUntil { !DatabaseConnections.shared.isOpen(atPath: try tenants.path(of: b)) }
+    }
+
+    @Test func closeDrainsAndClosesEveryTenantLeasedOrNot() async throws {
+        let directory = try TemporaryDirectory()
+        let tenants = try makeDirectory(directory)
+        let (a, b) = (try TenantID("a"), try TenantID("b"))
+        for id in [a, b] { try tenants.provision(id) }
+        let held = try await tenants.lease(a)
+        try await held.repository.add(name: "Arthur")
+        try await tenants.withRepository(b) { try await $0.add(name: "Barbara") }
+        let leaderboard = Query(LeaderboardRequest(), context: held.context)
+        let consumer = Task {
+            for try await _ in leaderboard.updates { }
+        }
+        #expect(tenants.openCount == 2)
+
+        await tenants.close(drainTimeout: .seconds(5))
+
+        #expect(tenants.openCount == 0)
+        await #expect(throws: ManagedDatabaseError.self) { try await consumer.value }
+        await #expect(throws: (any Error).self) { try await held.repository.add(name: "Late") }
+        await #expect(throws: TenantError.directoryClosed) { try await tenants.lease(b) }
+        for id in [a, b] {
+            let path = try tenants.path(of: id)
+            #expect(!DatabaseConnections.shared.isOpen(atPath: path))
+            // Checkpointed: the WAL is empty or gone.
+            let walSize = (try? FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? Int) ?? 0
+            #expect(walSize == 0)
+            #expect(try freshRead(path) { db in try Player.fetchCount(db) } == 1)
+        }
+    }
+
+    @Test func removingATenantEndsItsQueries() async throws {
+        let directory = try TemporaryDirectory()
+        let tenants = try makeDirectory(directory)
+        let acme = try TenantID("acme")
+        try tenants.provision(acme)
+        let held = try await tenants.lease(acme)
+        let leaderboard = Query(LeaderboardRequest(), context: held.context)
+        let consumer = Task {
+            for try await _ in leaderboard.updates { }
+        }
+        try tenants.remove(acme, force: true)
+        await #expect(throws: ManagedDatabaseError.closed(database: "tenants/acme")) { try await consumer.value }
+        #expect(try !tenants.exists(acme))
+    }
+
+    @Test func queriesOnOneTenantShareOneObservation() async throws {
+        let directory = try TemporaryDirectory()
+        let tenants = try makeDirectory(directory)
+        let acme = try TenantID("acme")
+        try tenants.provision(acme)
+        var registry = DatabaseRegistry()
+        registry.tenants = tenants
+        // Each key-path access takes its own lease: the observation is
+        // shared by the tenant, not by the context value.
+        let queries = (0..<10).map { _ in Query(LeaderboardRequest(), in: \.tenants["acme"], registry: registry) }
+        let held = try await tenants.lease(acme)
+        #expect(held.repository.managedDatabase.sharedObservations?.observationCount == 1)
+        try await held.repository.add(name: "Arthur", score: 1)
+        try await waitUntil { queries.allSatisfy { $0.value.count == 1 } }
+    }
+}
+
+/// Players, with openings counted and optionally held, per directory.
+private struct GatedRepository: TenantRepository {
+    let players: PlayerRepository
+    var reader: any DatabaseReader { get throws { try players.reader } }
+    var managedDatabase: ManagedDatabase { players.managedDatabase }
+
+    static func openTenant(at path: String, id: TenantID, policy: RepositoryDatabase.MigrationPolicy, configuration: Configuration) throws -> GatedRepository {
+        let root = URL(fileURLWithPath: path).deletingLastPathComponent().path
+        OpenControl.controls.withLock { $0[root] }?.willOpen(id)
+        return try GatedRepository(players: .openTenant(at: path, id: id, policy: policy, configuration: configuration))
+    }
+}
+
+private final class OpenControl: Sendable {
+    static let controls = Mutex<[String: OpenControl]>([:])
+
+    private let holding: Set<String>
+    private let state = Mutex((opens: 0, held: 0))
+    private let release = DispatchSemaphore(value: 0)
+
+    init(holding: Set<String>) {
+        self.holding = holding
+    }
+
+    static func `for`(_ tenants: TenantDirectory<GatedRepository>, holding: Set<String>) -> OpenControl {
+        let control = OpenControl(holding: holding)
+        let root = tenants.root?.path ?? ""
+        controls.withLock { $0[root] = control }
+        return control
+    }
+
+    var opens: Int { state.withLock { $0.opens } }
+
+    /// Called by each opening, on the directory's opening thread.
+    func willOpen(_ id: TenantID) {
+        state.withLock { $0.opens += 1 }
+        guard holding.contains(id.rawValue) else { return }
+        state.withLock { $0.held += 1 }
+        release.wait()
+    }
+
+    func waitUntilAnOpenIsHeld() async throws {
+        try await waitUntil { state.withLock { $0.held } > 0 }
+    }
+
+    func releaseHeldOpens() {
+        for _ in 0..<state.withLock({ $0.held }) { release.signal() }
+    }
+}
+
+/// Runs `body`, or throws after `seconds`.
+private func withTimeout<T: Sendable>(_ seconds: Double = 10, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+    try await withThrowingTaskGroup(of: T.self) { group in
+        group.addTask(operation: body)
+        group.addTask {
+            try await Task.sleep(for: .seconds(seconds))
+            throw CancellationError()
+        }
+        defer { group.cancelAll() }
+        guard let value = try await group.next() else { throw CancellationError() }
+        return value
+    }
+}
+
+/// Waits until `condition` holds, or throws after `seconds`.
+func waitUntil(within seconds: Double = 10, _ condition: () throws -> Bool) async throws {
+    let deadline = ContinuousClock.now + .seconds(seconds)
+    while try !condition() {
+        guard ContinuousClock.now < deadline else { throw CancellationError() }
+        try await Task.sleep(for: .milliseconds(5))
     }
 }
 

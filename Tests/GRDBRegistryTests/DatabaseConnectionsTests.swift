@@ -65,4 +65,19 @@ import Testing
             try DatabaseConnections().queue(atPath: "")
         }
     }
+
+    @Test func concurrentFirstUsesOfAFileOpenItOnce() async throws {
+        let directory = try TemporaryDirectory()
+        let connections = DatabaseConnections()
+        let path = directory.path("shared.sqlite")
+        let pools = try await withThrowingTaskGroup(of: DatabasePool.self) { group in
+            for _ in 0..<16 {
+                group.addTask { try connections.pool(atPath: path) }
+            }
+            return try await group.reduce(into: [DatabasePool]()) { $0.append($1) }
+        }
+        #expect(pools.allSatisfy { $0 === pools[0] })
+        #expect(connections.openPaths.count == 1)
+        try connections.close(pools[0])
+    }
 }

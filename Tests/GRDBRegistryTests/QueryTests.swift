@@ -110,7 +110,7 @@ private struct CountdownRequest: Queryable {
         try insertPlayer(queue, id: 1)
         let query = Query(PlayerCountRequest(), context: .readWrite { queue })
         var iterator = query.updates.makeAsyncIterator()
-        #expect(await iterator.next() == 1)
+        #expect(try await iterator.next() == 1)
     }
 
     @Test func changingTheRequestRestartsTheObservation() async throws {
@@ -225,7 +225,7 @@ private struct CountdownRequest: Queryable {
         guard let updates = query?.updates else { return }
         query = nil
         var count = 0
-        for await _ in updates { count += 1 }
+        for try await _ in updates { count += 1 }
         #expect(count == 1)
     }
 
@@ -240,7 +240,7 @@ private struct CountdownRequest: Queryable {
         let observers = queries.map { query in
             Task {
                 var seen: [Int] = []
-                for await value in query.updates {
+                for try await value in query.updates {
                     seen.append(value)
                     if value == 200 { break }
                 }
@@ -260,15 +260,181 @@ private struct CountdownRequest: Queryable {
             try await group.waitForAll()
         }
         for observer in observers {
-            let seen = try await firstElement(of: AsyncStream { continuation in
+            let seen = try await firstElement(of: AsyncThrowingStream { continuation in
                 Task {
-                    continuation.yield(await observer.value)
-                    continuation.finish()
+                    do {
+                        continuation.yield(try await observer.value)
+                        continuation.finish()
+                    } catch {
+                        continuation.finish(throwing: error)
+                    }
                 }
             }, within: 30) { _ in true }
             #expect(seen.last == 200)
             #expect(seen == seen.sorted())
         }
         #expect(queries.allSatisfy { $0.value == 200 && $0.error == nil })
+    }
+
+    // MARK: Daemons: errors, closing, retry, on demand, sharing
+
+    @Test func updatesEndWithTheErrorTheQueryGivesUpWith() async throws {
+        let directory = try TemporaryDirectory()
+        let queue = try makePlayerQueue(in: directory)
+        try insertPlayer(queue, id: 1)
+        let query = Query(CountBelowRequest(limit: 2), context: .readWrite { queue })
+        let consumer = Task {
+            var seen: [Int] = []
+            for try await value in query.updates { seen.append(value) }
+            return seen
+        }
+        try await waitUntil { query.isObserving }
+        try await queue.write { db in try Player(id: 2, name: "B", score: 0).insert(db) }
+        let error = await #expect(throws: LimitReached.self) { try await consumer.value }
+        #expect(error == LimitReached(count: 2))
+        #expect(query.error as? LimitReached == LimitReached(count: 2))
+        #expect(!query.isObserving)
+        // A consumer that comes later learns the error too, after the value.
+        var iterator = query.updates.makeAsyncIterator()
+        #expect(try await iterator.next() == 1)
+        await #expect(throws: LimitReached.self) { try await iterator.next() }
+    }
+
+    @Test func updatesEndWhenTheManagedDatabaseCloses() async throws {
+        let directory = try TemporaryDirectory()
+        let database = try ManagedDatabase(path: directory.path("players.sqlite"), name: "players")
+        try await database.writer.write(createPlayerTable)
+        let query = Query(PlayerCountRequest(), context: database.context, policy: QueryPolicy(retry: .exponential()))
+        #expect(query.value == 0)
+        let consumer = Task {
+            var count = 0
+            for try await _ in query.updates { count += 1 }
+            return count
+        }
+        try database.close()
+        // Not retried: a closed database does not come back.
+        await #expect(throws: ManagedDatabaseError.closed(database: "players")) { try await consumer.value }
+        #expect(!query.isObserving)
+        #expect(database.sharedObservations?.observationCount == 0)
+    }
+
+    @Test func retryRestartsTheObservationAfterAnError() async throws {
+        let directory = try TemporaryDirectory()
+        let queue = try makePlayerQueue(in: directory)
+        try insertPlayer(queue, id: 1)
+        let query = Query(
+            CountBelowRequest(limit: 2), context: .readWrite { queue },
+            policy: QueryPolicy(retry: .exponential(initialDelay: .milliseconds(5), maxDelay: .milliseconds(20))))
+        let updates = query.updates
+        try await queue.write { db in try Player(id: 2, name: "B", score: 0).insert(db) }
+        try await waitUntil { query.error != nil }
+        #expect(query.error as? LimitReached == LimitReached(count: 2))
+        // The failure persists for a few retries, then goes away.
+        try await Task.sleep(for: .milliseconds(50))
+        try await queue.write { db in _ = try Player.deleteOne(db, key: 2) }
+        try await waitUntil { query.error == nil }
+        #expect(query.value == 1)
+        // The same sequence goes on: the error did not end it.
+        try await queue.write { db in _ = try Player.deleteOne(db, key: 1) }
+        #expect(try await firstElement(of: updates) { $0 == 0 } == 0)
+    }
+
+    @Test func retriesStopAfterMaxAttempts() async throws {
+        let directory = try TemporaryDirectory()
+        let queue = try makePlayerQueue(in: directory)
+        try insertPlayer(queue, id: 1)
+        try insertPlayer(queue, id: 2)
+        let query = Query(
+            CountBelowRequest(limit: 2), context: .readWrite { queue },
+            policy: QueryPolicy(retry: .exponential(initialDelay: .milliseconds(1), maxDelay: .milliseconds(2), maxAttempts: 3)))
+        var iterator = query.updates.makeAsyncIterator()
+        await #expect(throws: LimitReached.self) { try await iterator.next() }
+        #expect(!query.isObserving)
+    }
+
+    @Test func backoffGrowsUpToItsMaximum() {
+        let retry = QueryRetry.exponential(initialDelay: .milliseconds(100), maxDelay: .seconds(1), multiplier: 2)
+        #expect((1...6).map { retry.delay(beforeAttempt: $0) } == [
+            .milliseconds(100), .milliseconds(200), .milliseconds(400), .milliseconds(800), .seconds(1), .seconds(1),
+        ])
+    }
+
+    @Test func onDemandQueriesObserveOnlyWhileSomeoneListens() async throws {
+        let directory = try TemporaryDirectory()
+        let queue = try makePlayerQueue(in: directory)
+        try insertPlayer(queue, id: 1)
+        let context = DatabaseContext.readWrite { queue }
+        let query = Query(PlayerCountRequest(), context: context, policy: QueryPolicy(observesOnDemand: true))
+        #expect(!query.isObserving)
+        #expect(query.value == PlayerCountRequest.defaultValue)
+
+        do {
+            var iterator = query.updates.makeAsyncIterator()
+            #expect(query.isObserving)
+            #expect(try await iterator.next() == 1)
+        }
+        // The last consumer left: the observation stopped.
+        try await waitUntil { !query.isObserving }
+        #expect(context.sharedObservations?.observationCount == 0)
+        try insertPlayer(queue, id: 2)
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(query.value == 1)
+
+        // A new consumer gets a fresh value first, not the stale one.
+        var iterator = query.updates.makeAsyncIterator()
+        #expect(try await iterator.next() == 2)
+    }
+
+    @Test func equalRequestsOnOneDatabaseShareOneObservation() async throws {
+        let directory = try TemporaryDirectory()
+        let pool = try makePlayerPool(in: directory)
+        let context = DatabaseContext.readWrite { pool }
+        let fetches = FetchCounter()
+        let queries = (0..<100).map { _ in Query(CountingRequest(counter: fetches), context: context) }
+        #expect(queries.allSatisfy { $0.value == 0 })
+        #expect(context.sharedObservations?.observationCount == 1)
+        // A different request observes on its own.
+        let other = Query(PlayerCountRequest(), context: context.readOnly())
+        #expect(context.sharedObservations?.observationCount == 2)
+
+        let before = fetches.count
+        for id in 1...10 {
+            try await pool.write { db in try Player(id: Int64(id), name: "P", score: 0).insert(db) }
+            try await waitUntil { queries.allSatisfy { $0.value == id } }
+        }
+        // One fetch per change, not one per query.
+        #expect(fetches.count - before <= 11)
+        #expect(other.value == 10)
+        withExtendedLifetime(queries) { }
+    }
+}
+
+/// Counts fetches: requests that share it are equal.
+private final class FetchCounter: Sendable {
+    private let value = Mutex(0)
+    var count: Int { value.withLock { $0 } }
+    func increment() { value.withLock { $0 += 1 } }
+}
+
+private struct CountingRequest: ValueObservationQueryable {
+    static var defaultValue: Int { -1 }
+    let counter: FetchCounter
+
+    static func == (lhs: Self, rhs: Self) -> Bool { lhs.counter === rhs.counter }
+
+    func fetch(_ db: Database) throws -> Int {
+        counter.increment()
+        return try Player.fetchCount(db)
+    }
+}
+
+/// Waits until `condition` holds, or throws after `seconds`.
+func waitUntil(within seconds: Double = 10, _ condition: () -> Bool) async throws {
+    let deadline = ContinuousClock.now + .seconds(seconds)
+    while !condition() {
+        guard ContinuousClock.now < deadline else {
+            throw TimeoutError(description: "condition not met within \(seconds) s")
+        }
+        try await Task.sleep(for: .milliseconds(5))
     }
 }

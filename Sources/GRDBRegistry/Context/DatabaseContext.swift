@@ -16,6 +16,11 @@ import GRDB
 /// when the context is created. If it throws, every access to ``reader``
 /// and ``writer`` rethrows that same error.
 ///
+/// Queries on a context share their observations (see
+/// ``SharedObservations``): copies of a context, and its ``readOnly()``
+/// view, share them too, so keep one context per database rather than
+/// calling `readWrite { }` again for each query.
+///
 /// A read-only context really is read-only: its ``reader`` is a
 /// ``ReadOnlyDatabaseReader``, which can't be cast back to a
 /// `DatabaseWriter` and runs every access with SQLite's `query_only`
@@ -30,6 +35,15 @@ public struct DatabaseContext: TopLevelDatabaseReader, Sendable {
 
     let access: Access
 
+    /// Shared by the copies of this context, and by its ``readOnly()``
+    /// view: queries on them share their observations.
+    public let sharedObservations: SharedObservations?
+
+    init(access: Access, observations: SharedObservations? = SharedObservations()) {
+        self.access = access
+        self.sharedObservations = observations
+    }
+
     /// A context that can read from and write into `writer`.
     ///
     /// ```swift
@@ -40,7 +54,7 @@ public struct DatabaseContext: TopLevelDatabaseReader, Sendable {
         do {
             return DatabaseContext(access: .readWrite(try writer()))
         } catch {
-            return DatabaseContext(access: .failure(error))
+            return DatabaseContext(access: .failure(error), observations: nil)
         }
     }
 
@@ -57,23 +71,32 @@ public struct DatabaseContext: TopLevelDatabaseReader, Sendable {
         do {
             return DatabaseContext(access: .readOnly(ReadOnlyDatabaseReader(try reader())))
         } catch {
-            return DatabaseContext(access: .failure(error))
+            return DatabaseContext(access: .failure(error), observations: nil)
         }
     }
 
     /// A read-only context whose reader keeps `retainer` alive.
-    static func readOnly(_ reader: any DatabaseReader, retaining retainer: any AnyObject & Sendable) -> DatabaseContext {
-        DatabaseContext(access: .readOnly(ReadOnlyDatabaseReader(reader, retaining: retainer)))
+    static func readOnly(
+        _ reader: any DatabaseReader,
+        retaining retainer: (any AnyObject & Sendable)?,
+        observations: SharedObservations?
+    ) -> DatabaseContext {
+        DatabaseContext(access: .readOnly(ReadOnlyDatabaseReader(reader, retaining: retainer)), observations: observations)
+    }
+
+    /// A read-write context on a writer whose observations are shared in `observations`.
+    static func readWrite(_ writer: any DatabaseWriter, observations: SharedObservations?) -> DatabaseContext {
+        DatabaseContext(access: .readWrite(writer), observations: observations)
     }
 
     /// A context whose every access throws `error`.
     static func failure(_ error: any Error) -> DatabaseContext {
-        DatabaseContext(access: .failure(error))
+        DatabaseContext(access: .failure(error), observations: nil)
     }
 
     /// A context that throws ``DatabaseContextError/notConnected`` on every access.
     public static var notConnected: DatabaseContext {
-        DatabaseContext(access: .notConnected)
+        DatabaseContext(access: .notConnected, observations: nil)
     }
 
     /// A reader of the database.
@@ -120,7 +143,7 @@ public struct DatabaseContext: TopLevelDatabaseReader, Sendable {
     /// ```
     public func readOnly() -> DatabaseContext {
         switch access {
-        case let .readWrite(writer): return DatabaseContext(access: .readOnly(ReadOnlyDatabaseReader(writer)))
+        case let .readWrite(writer): return DatabaseContext(access: .readOnly(ReadOnlyDatabaseReader(writer)), observations: sharedObservations)
         case .readOnly, .failure, .notConnected: return self
         }
     }

@@ -17,6 +17,15 @@ public protocol TopLevelDatabaseReader {
     ///
     /// - throws: An error when the database is not available.
     var reader: any DatabaseReader { get throws }
+
+    /// Where the queryables that observe this database share their
+    /// observations, or nil for one observation per subscription (the
+    /// default). See ``SharedObservations``.
+    var sharedObservations: SharedObservations? { get }
+}
+
+extension TopLevelDatabaseReader {
+    public var sharedObservations: SharedObservations? { nil }
 }
 
 extension DatabaseQueue: TopLevelDatabaseReader {

@@ -12,20 +12,33 @@ import Synchronization
 /// players.value                          // the latest value
 /// players.error                          // the latest error, if any
 /// players.request.ordering = .byName     // restarts the observation
-/// for await value in players.updates { ... }
+/// for try await value in players.updates { ... }
 /// ```
 ///
 /// The context of the request is resolved once, when the query is
 /// created, from a ``DatabaseRegistry`` key path (``DatabaseRegistry/databaseContext``
 /// by default; no key path for requests whose `Context` is `Void`).
 ///
-/// With the built-in queryables (``ValueObservationQueryable``,
+/// **Initial value.** With the built-in queryables (``ValueObservationQueryable``,
 /// ``PresenceObservationQueryable``, ``FetchQueryable``), the initializer
 /// fetches the initial value before it returns, unless the request has the
-/// ``QueryableOptions/async`` option: ``value`` is the request's
+/// ``QueryableOptions/async`` option: that read runs on the calling thread,
+/// which may be a cooperative thread of Swift concurrency (keep such
+/// requests short, or use `async`). ``value`` is the request's
 /// `defaultValue` only before the first fetch of an `async` request, or
 /// after an error at start. Other queryables deliver their values
-/// asynchronously.
+/// asynchronously, from a task.
+///
+/// **Sharing.** Queries of equal requests on one database share one
+/// observation (see ``SharedObservations``): a thousand subscribers to one
+/// leaderboard cost one fetch per change.
+///
+/// **Errors** reach ``updates`` consumers: the sequence ends by throwing
+/// the error, and ``error`` keeps it. With a retry policy
+/// (``QueryPolicy/retry``), the query starts again after a backoff instead,
+/// and ``updates`` only ends with the error that makes it give up. A
+/// database that closes (a ``ManagedDatabase``, a tenant removed or shut
+/// down) ends ``updates`` with ``ManagedDatabaseError/closed(database:)``.
 ///
 /// `Query` is thread-safe. Reading ``value`` takes a short lock, and never
 /// waits for the database.
@@ -33,26 +46,33 @@ public final class Query<Request: Queryable>: Sendable where Request.Context: Se
     private enum Subscription: Sendable {
         case database(AnyDatabaseCancellable)
         case task(Task<Void, Never>)
+        case retry(Task<Void, Never>)
 
         func cancel() {
             switch self {
             case let .database(cancellable): cancellable.cancel()
-            case let .task(task): task.cancel()
+            case let .task(task), let .retry(task): task.cancel()
             }
         }
     }
+
+    private typealias Subscriber = AsyncThrowingStream<Request.Value, any Error>.Continuation
 
     private struct State {
         var request: Request
         var value: Request.Value
         var hasValue = false
         var error: (any Error)?
+        /// The error the query gave up with: new ``updates`` end with it.
+        var finalError: (any Error)?
         /// Incremented on each start and stop: values from an older
         /// subscription are ignored.
         var generation = 0
         var isPaused = false
         var subscription: Subscription?
-        var subscribers: [Int: AsyncStream<Request.Value>.Continuation] = [:]
+        /// Consecutive failures, for the retry policy.
+        var failures = 0
+        var subscribers: [Int: Subscriber] = [:]
         var nextSubscriberID = 0
     }
 
@@ -60,8 +80,11 @@ public final class Query<Request: Queryable>: Sendable where Request.Context: Se
     private let context: Request.Context
 
     /// Whether the request can't be changed through the query: see
-    /// ``init(constant:context:)``.
+    /// ``init(constant:context:policy:)``.
     public let isRequestConstant: Bool
+
+    /// How the query reacts to errors, and when it observes.
+    public let policy: QueryPolicy
 
     // MARK: - Creating a query
 
@@ -70,11 +93,12 @@ public final class Query<Request: Queryable>: Sendable where Request.Context: Se
     /// ```swift
     /// let count = Query(PlayerCountRequest(), context: .readOnly { dbPool })
     /// ```
-    public init(_ request: Request, context: Request.Context) {
+    public init(_ request: Request, context: Request.Context, policy: QueryPolicy = .default) {
         self.context = context
         self.isRequestConstant = false
+        self.policy = policy
         self.state = Mutex(State(request: request, value: Request.defaultValue))
-        restart()
+        if !policy.observesOnDemand { restart(resettingError: true) }
     }
 
     /// Creates a query whose request can't be changed: setting ``request``
@@ -83,11 +107,12 @@ public final class Query<Request: Queryable>: Sendable where Request.Context: Se
     /// ```swift
     /// let player = Query(constant: PlayerPresenceRequest(playerId: 1), context: context)
     /// ```
-    public init(constant request: Request, context: Request.Context) {
+    public init(constant request: Request, context: Request.Context, policy: QueryPolicy = .default) {
         self.context = context
         self.isRequestConstant = true
+        self.policy = policy
         self.state = Mutex(State(request: request, value: Request.defaultValue))
-        restart()
+        if !policy.observesOnDemand { restart(resettingError: true) }
     }
 
     /// Creates a query that reads from the context at `keyPath` in `registry`.
@@ -101,9 +126,10 @@ public final class Query<Request: Queryable>: Sendable where Request.Context: Se
     public convenience init(
         _ request: Request,
         in keyPath: KeyPath<DatabaseRegistry, Request.Context>,
-        registry: DatabaseRegistry = .current
+        registry: DatabaseRegistry = .current,
+        policy: QueryPolicy = .default
     ) {
-        self.init(request, context: registry[keyPath: keyPath])
+        self.init(request, context: registry[keyPath: keyPath], policy: policy)
     }
 
     /// Creates a query with a request that can't be changed, that reads
@@ -115,9 +141,10 @@ public final class Query<Request: Queryable>: Sendable where Request.Context: Se
     public convenience init(
         constant request: Request,
         in keyPath: KeyPath<DatabaseRegistry, Request.Context>,
-        registry: DatabaseRegistry = .current
+        registry: DatabaseRegistry = .current,
+        policy: QueryPolicy = .default
     ) {
-        self.init(constant: request, context: registry[keyPath: keyPath])
+        self.init(constant: request, context: registry[keyPath: keyPath], policy: policy)
     }
 
     deinit {
@@ -137,9 +164,9 @@ public final class Query<Request: Queryable>: Sendable where Request.Context: Se
         state.withLock { $0.value }
     }
 
-    /// The latest error, or nil. It is reset to nil when the query
-    /// restarts (request change, ``resume()``). The value that was current
-    /// when the error happened is kept.
+    /// The latest error, or nil. It is reset to nil by the next value, and
+    /// when the query restarts (request change, ``resume()``). The value
+    /// that was current when the error happened is kept.
     public var error: (any Error)? {
         state.withLock { $0.error }
     }
@@ -158,42 +185,81 @@ public final class Query<Request: Queryable>: Sendable where Request.Context: Se
             let changed = state.withLock { state in
                 guard state.request != newValue else { return false }
                 state.request = newValue
+                state.finalError = nil
                 return true
             }
-            if changed { restart() }
+            if changed && shouldObserve { restart(resettingError: true) }
         }
+    }
+
+    /// Whether the query observes the database: it is neither paused, nor
+    /// given up after an error, nor on demand without consumers.
+    public var isObserving: Bool {
+        state.withLock { $0.subscription != nil }
     }
 
     /// An async sequence of the values of the query: the current value
     /// first (if one was fetched), then each new value.
     ///
+    /// It is a throwing sequence, because that is how Swift's `for try
+    /// await` hands an error to the consumer at the point where it waits,
+    /// and ends the loop: a consumer that streams to a client (SSE, for
+    /// example) learns that the stream is over, and why. The sequence
+    /// throws the error the query gives up with (see ``QueryPolicy/retry``),
+    /// including ``ManagedDatabaseError/closed(database:)`` when the
+    /// database closes, and finishes without error when the query is
+    /// deallocated: keep the query alive while you iterate.
+    ///
     /// A consumer that falls behind gets the latest value, not every
-    /// intermediate one. The sequence ends when the query is deallocated,
-    /// so keep the query alive while you iterate:
+    /// intermediate one. With ``QueryPolicy/observesOnDemand``, the first
+    /// consumer starts the observation with a fresh value, and the last one
+    /// to leave stops it.
     ///
     /// ```swift
     /// let players = Query(PlayersRequest(), in: \.players)
-    /// for await value in players.updates {
+    /// for try await value in players.updates {
     ///     print(value)
     /// }
     /// ```
-    public var updates: AsyncStream<Request.Value> {
-        let (stream, continuation) = AsyncStream.makeStream(
+    public var updates: AsyncThrowingStream<Request.Value, any Error> {
+        let (stream, continuation) = AsyncThrowingStream.makeStream(
             of: Request.Value.self,
             bufferingPolicy: .bufferingNewest(1))
-        let id = state.withLock { state in
+        let (id, startsObservation) = state.withLock { state in
             let id = state.nextSubscriberID
             state.nextSubscriberID += 1
-            if state.hasValue {
+            let startsObservation = policy.observesOnDemand && state.subscribers.isEmpty
+                && state.subscription == nil && !state.isPaused && state.finalError == nil
+            // A consumer that starts the observation gets its fresh value,
+            // not the stale one.
+            if state.hasValue && !startsObservation {
                 continuation.yield(state.value)
             }
+            if let finalError = state.finalError {
+                // `onTermination` is not set yet: finishing under the lock
+                // calls nothing back.
+                continuation.finish(throwing: finalError)
+                return (id, false)
+            }
             state.subscribers[id] = continuation
-            return id
+            return (id, startsObservation)
         }
         continuation.onTermination = { [weak self] _ in
-            _ = self?.state.withLock { $0.subscribers.removeValue(forKey: id) }
+            self?.removeSubscriber(id)
         }
+        if startsObservation { restart(resettingError: false) }
         return stream
+    }
+
+    private func removeSubscriber(_ id: Int) {
+        let stopped: Subscription? = state.withLock { state in
+            guard state.subscribers.removeValue(forKey: id) != nil else { return nil }
+            guard policy.observesOnDemand, state.subscribers.isEmpty else { return nil }
+            state.generation += 1
+            defer { state.subscription = nil }
+            return state.subscription
+        }
+        stopped?.cancel()
     }
 
     // MARK: - Pausing
@@ -221,17 +287,28 @@ public final class Query<Request: Queryable>: Sendable where Request.Context: Se
     public func resume() {
         let wasPaused = state.withLock { state in
             defer { state.isPaused = false }
+            if state.isPaused { state.finalError = nil }
             return state.isPaused
         }
-        if wasPaused { restart() }
+        if wasPaused && shouldObserve { restart(resettingError: true) }
     }
 
     // MARK: - Subscription
 
-    private func restart() {
+    private var shouldObserve: Bool {
+        state.withLock { state in
+            !state.isPaused && state.finalError == nil
+                && (!policy.observesOnDemand || !state.subscribers.isEmpty)
+        }
+    }
+
+    private func restart(resettingError: Bool) {
         let (generation, request, previous) = state.withLock { state in
             state.generation += 1
-            state.error = nil
+            if resettingError {
+                state.error = nil
+                state.failures = 0
+            }
             defer { state.subscription = nil }
             return (state.generation, state.request, state.subscription)
         }
@@ -240,7 +317,10 @@ public final class Query<Request: Queryable>: Sendable where Request.Context: Se
         let subscription = subscribe(request, generation: generation)
 
         let isStale = state.withLock { state in
-            guard state.generation == generation, !state.isPaused else { return true }
+            guard state.generation == generation, !state.isPaused, state.finalError == nil else { return true }
+            // An error during the start (an immediate fetch) already
+            // scheduled the retry or gave up.
+            guard state.subscription == nil else { return true }
             state.subscription = subscription
             return false
         }
@@ -248,20 +328,17 @@ public final class Query<Request: Queryable>: Sendable where Request.Context: Se
     }
 
     private func subscribe(_ request: Request, generation: Int) -> Subscription {
-        if Request.Values.self == DatabaseValues<Request.Value>.self {
+        let values = request.values(in: context)
+        if let values = values as? QueryableValues<Request.Value> {
             // The built-in queryables deliver through callbacks, without a
             // task hop: the initial value is set before `init` returns.
-            // The cast can't fail: the types were just compared.
-            let values = unsafeBitCast(request.values(in: context), to: DatabaseValues<Request.Value>.self)
-            return .database(values.subscribe(DatabaseValuesSink(
-                onValue: { [weak self] value in self?.receive(value, generation: generation) },
-                onError: { [weak self] error in self?.receive(error, generation: generation) },
-                onFinish: { })))
+            return .database(values.start(
+                { [weak self] error in self?.receive(error, generation: generation) },
+                { [weak self] value in self?.receive(value, generation: generation) }))
         }
-        let context = context
         return .task(Task { [weak self] in
             do {
-                for try await value in request.values(in: context) {
+                for try await value in values {
                     guard let self else { return }
                     self.receive(value, generation: generation)
                 }
@@ -276,6 +353,8 @@ public final class Query<Request: Queryable>: Sendable where Request.Context: Se
             guard state.generation == generation else { return }
             state.value = value
             state.hasValue = true
+            state.error = nil
+            state.failures = 0
             // Yielding under the lock keeps subscribers in the order of
             // `value`; yield never blocks nor calls back into the query.
             for subscriber in state.subscribers.values {
@@ -286,10 +365,48 @@ public final class Query<Request: Queryable>: Sendable where Request.Context: Se
 
     private func receive(_ error: any Error, generation: Int) {
         if error is CancellationError { return }
-        state.withLock { state in
-            guard state.generation == generation else { return }
+        let retry = policy.retry
+        let isFinal = (error as? ManagedDatabaseError).map { if case .closed = $0 { true } else { false } } ?? false
+        let (ended, delay, finished): (Subscription?, Duration?, [Subscriber]) = state.withLock { state in
+            guard state.generation == generation else { return (nil, nil, []) }
             state.error = error
+            // The observation is over: GRDB ends observations on error.
+            let ended = state.subscription
+            if let retry, !isFinal, state.failures < retry.maxAttempts {
+                state.failures += 1
+                let delay = retry.delay(beforeAttempt: state.failures)
+                // Marks the query as observing while it waits: a retry is
+                // on its way (replaced right below).
+                state.subscription = .retry(Task { })
+                return (ended, delay, [])
+            }
+            state.subscription = nil
+            state.finalError = error
+            defer { state.subscribers = [:] }
+            return (ended, nil, Array(state.subscribers.values))
         }
+        // Outside the lock: finishing calls `onTermination`, which locks.
+        for subscriber in finished {
+            subscriber.finish(throwing: error)
+        }
+        ended?.cancel()
+        guard let delay else { return }
+        let task = Task { [weak self] in
+            guard (try? await Task.sleep(for: delay)) != nil else { return }
+            guard let self else { return }
+            let isCurrent = self.state.withLock { state in
+                guard state.generation == generation, case .retry = state.subscription else { return false }
+                state.subscription = nil
+                return true
+            }
+            if isCurrent { self.restart(resettingError: false) }
+        }
+        let isCurrent = state.withLock { state in
+            guard state.generation == generation, case .retry = state.subscription else { return false }
+            state.subscription = .retry(task)
+            return true
+        }
+        if !isCurrent { task.cancel() }
     }
 }
 
@@ -299,14 +416,14 @@ extension Query where Request.Context == DatabaseContext {
     /// ```swift
     /// let count = Query(PlayerCountRequest(), registry: registry)
     /// ```
-    public convenience init(_ request: Request, registry: DatabaseRegistry = .current) {
-        self.init(request, context: registry.databaseContext)
+    public convenience init(_ request: Request, registry: DatabaseRegistry = .current, policy: QueryPolicy = .default) {
+        self.init(request, context: registry.databaseContext, policy: policy)
     }
 
     /// Creates a query with a request that can't be changed, that reads
     /// from ``DatabaseRegistry/databaseContext``.
-    public convenience init(constant request: Request, registry: DatabaseRegistry = .current) {
-        self.init(constant: request, context: registry.databaseContext)
+    public convenience init(constant request: Request, registry: DatabaseRegistry = .current, policy: QueryPolicy = .default) {
+        self.init(constant: request, context: registry.databaseContext, policy: policy)
     }
 }
 
@@ -316,12 +433,12 @@ extension Query where Request.Context == Void {
     /// ```swift
     /// let ticks = Query(TicksRequest())
     /// ```
-    public convenience init(_ request: Request) {
-        self.init(request, context: ())
+    public convenience init(_ request: Request, policy: QueryPolicy = .default) {
+        self.init(request, context: (), policy: policy)
     }
 
     /// Creates a query with a constant request that needs no context.
-    public convenience init(constant request: Request) {
-        self.init(constant: request, context: ())
+    public convenience init(constant request: Request, policy: QueryPolicy = .default) {
+        self.init(constant: request, context: (), policy: policy)
     }
 }

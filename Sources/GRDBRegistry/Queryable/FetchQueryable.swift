@@ -15,7 +15,7 @@ import GRDB
 ///     print(report)   // exactly once
 /// }
 /// ```
-public protocol FetchQueryable: Queryable where Values == DatabaseValues<Value> {
+public protocol FetchQueryable: Queryable where Values == QueryableValues<Value> {
     /// Options for the fetch. Only ``QueryableOptions/async`` and
     /// ``QueryableOptions/assertNoFailure`` apply. Default: ``QueryableOptions/default``.
     static var queryableOptions: QueryableOptions { get }
@@ -30,8 +30,8 @@ extension FetchQueryable {
 
 extension FetchQueryable where Context: TopLevelDatabaseReader {
     /// Returns a sequence of one value, fetched from the database of `context`.
-    public func values(in context: Context) -> DatabaseValues<Value> {
-        DatabaseValues.fetching(
+    public func values(in context: Context) -> QueryableValues<Value> {
+        QueryableValues.fetching(
             Result { try context.reader },
             options: Self.queryableOptions,
             requestType: Self.self,

@@ -24,7 +24,7 @@ import Synchronization
 ///
 /// Its default value is ``Presence/missing``.
 public protocol PresenceObservationQueryable: Queryable
-where Value == Presence<WrappedValue>, Values == DatabaseValues<Presence<WrappedValue>> {
+where Value == Presence<WrappedValue>, Values == QueryableValues<Presence<WrappedValue>> {
     /// The type of the observed value.
     associatedtype WrappedValue: Sendable
 
@@ -41,14 +41,33 @@ extension PresenceObservationQueryable {
     public static var queryableOptions: QueryableOptions { .default }
 }
 
+extension PresenceObservationQueryable {
+    /// The GRDB observation of ``fetch(_:)``, with the options of the type.
+    var observation: ValueObservation<ValueReducers.Fetch<WrappedValue?>> {
+        Self.queryableOptions.contains(.constantRegion)
+            ? ValueObservation.trackingConstantRegion { db in try self.fetch(db) }
+            : ValueObservation.tracking { db in try self.fetch(db) }
+    }
+}
+
 extension PresenceObservationQueryable where Context: TopLevelDatabaseReader {
     /// Returns the presence of the value, observed in the database of `context`.
-    public func values(in context: Context) -> DatabaseValues<Presence<WrappedValue>> {
-        DatabaseValues.observing(
-            Result { try context.reader },
-            options: Self.queryableOptions,
-            requestType: Self.self,
-            fetch: { db in try self.fetch(db) },
+    public func values(in context: Context) -> QueryableValues<Presence<WrappedValue>> {
+        QueryableValues.observing(
+            observation, of: self, in: context, options: Self.queryableOptions,
+            makeTransform: {
+                let presence = PresenceScanner<WrappedValue>()
+                return { presence.next($0) }
+            })
+    }
+}
+
+extension PresenceObservationQueryable where Context: TopLevelDatabaseReader, WrappedValue: Equatable {
+    /// Returns the presence of the value, observed in the database of
+    /// `context`, notified only when the value changes.
+    public func values(in context: Context) -> QueryableValues<Presence<WrappedValue>> {
+        QueryableValues.observing(
+            observation.removeDuplicates(), of: self, in: context, options: Self.queryableOptions,
             makeTransform: {
                 let presence = PresenceScanner<WrappedValue>()
                 return { presence.next($0) }

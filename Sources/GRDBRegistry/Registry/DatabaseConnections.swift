@@ -29,7 +29,13 @@ public final class DatabaseConnections: Sendable {
         weak var writer: (any DatabaseWriter)?
     }
 
-    private let writers = Mutex<[String: WeakWriter]>([:])
+    private struct State {
+        var writers: [String: WeakWriter] = [:]
+        /// Files being opened, and what their other callers wait on.
+        var opening: [String: DispatchGroup] = [:]
+    }
+
+    private let state = Mutex(State())
 
     /// Creates an independent set of connections. Most apps use ``shared``.
     public init() { }
@@ -61,8 +67,8 @@ public final class DatabaseConnections: Sendable {
     /// The canonical paths of the files that currently have an open
     /// connection, sorted.
     public var openPaths: [String] {
-        writers.withLock { writers in
-            writers.filter { $0.value.writer != nil }.map(\.key).sorted()
+        state.withLock { state in
+            state.writers.filter { $0.value.writer != nil }.map(\.key).sorted()
         }
     }
 
@@ -73,7 +79,7 @@ public final class DatabaseConnections: Sendable {
     /// ```
     public func isOpen(atPath path: String) -> Bool {
         guard let key = try? Self.canonicalPath(path) else { return false }
-        return writers.withLock { $0[key]?.writer != nil }
+        return state.withLock { $0.writers[key]?.writer != nil }
     }
 
     /// Closes `writer`, and forgets it: the next request for its file
@@ -83,10 +89,16 @@ public final class DatabaseConnections: Sendable {
     /// try DatabaseConnections.shared.close(pool)
     /// ```
     public func close(_ writer: any DatabaseWriter) throws {
-        writers.withLock { writers in
-            writers = writers.filter { $0.value.writer.map { $0 !== writer } ?? false }
+        state.withLock { state in
+            state.writers = state.writers.filter { $0.value.writer.map { $0 !== writer } ?? false }
         }
         try writer.close()
+    }
+
+    private enum OpenStep {
+        case found(any DatabaseWriter)
+        case wait(DispatchGroup)
+        case open(DispatchGroup)
     }
 
     private func connection<Writer: DatabaseWriter>(
@@ -95,23 +107,41 @@ public final class DatabaseConnections: Sendable {
         open: (String) throws -> Writer
     ) throws -> Writer {
         let key = try Self.canonicalPath(path)
-        // Opening under the lock makes concurrent first uses of a file open
-        // it once. Opening is fast (no I/O beyond the file header), and
-        // independent files rarely open at the same instant.
-        return try writers.withLock { writers in
-            if let existing = writers[key]?.writer {
+        while true {
+            // Concurrent first uses of a file open it once: the first caller
+            // opens, outside the lock (opening is I/O), and the others wait
+            // for it. Other files open meanwhile.
+            let step = state.withLock { state -> OpenStep in
+                if let existing = state.writers[key]?.writer { return .found(existing) }
+                if let group = state.opening[key] { return .wait(group) }
+                let group = DispatchGroup()
+                group.enter()
+                state.opening[key] = group
+                return .open(group)
+            }
+            switch step {
+            case let .found(existing):
                 guard let writer = existing as? Writer else {
                     throw DatabaseConnectionsError.connectionKindMismatch(
                         path: key, open: String(describing: type(of: existing)), requested: kind)
                 }
                 return writer
+            case let .wait(group):
+                group.wait()
+            case let .open(group):
+                defer { group.leave() }
+                let result = Result { try open(key) }
+                state.withLock { state in
+                    state.opening[key] = nil
+                    if case let .success(writer) = result {
+                        state.writers[key] = WeakWriter(writer: writer)
+                        if state.writers.count > 64 {
+                            state.writers = state.writers.filter { $0.value.writer != nil }
+                        }
+                    }
+                }
+                return try result.get()
             }
-            let writer = try open(key)
-            writers[key] = WeakWriter(writer: writer)
-            if writers.count > 64 {
-                writers = writers.filter { $0.value.writer != nil }
-            }
-            return writer
         }
     }
 

@@ -17,7 +17,7 @@ import GRDB
 /// }
 /// ```
 ///
-/// A ``DatabaseRepository`` checks its invariants before each commit, and
+/// A ``RepositoryDatabase`` checks its invariants before each commit, and
 /// once when it opens a database.
 public struct DatabaseInvariant: Sendable {
     /// The name reported in ``InvariantViolation``.

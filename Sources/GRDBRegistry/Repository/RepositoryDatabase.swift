@@ -1,8 +1,8 @@
 import GRDB
-import Synchronization
 
-/// The database of a restricted-write repository: it owns the writer,
-/// hands out read-only access, and checks invariants in every write.
+/// The database of a restricted-write repository: a ``ManagedDatabase``
+/// whose every commit must pass the repository's invariants, read through
+/// read-only access only.
 ///
 /// A repository keeps its `RepositoryDatabase` private and exposes only
 /// the writes it permits:
@@ -14,6 +14,14 @@ import Synchronization
 ///     init(path: String) throws {
 ///         database = try RepositoryDatabase(
 ///             path: path,
+///             migrator: ScoreRepository.migrator,
+///             invariants: [.sql("nonNegativeScore", "SELECT * FROM score WHERE value < 0")])
+///     }
+///
+///     /// An in-memory repository, for tests and previews.
+///     init() throws {
+///         database = try RepositoryDatabase(
+///             writer: DatabaseQueue(),
 ///             migrator: ScoreRepository.migrator,
 ///             invariants: [.sql("nonNegativeScore", "SELECT * FROM score WHERE value < 0")])
 ///     }
@@ -31,9 +39,12 @@ import Synchronization
 /// Guarantees:
 /// - Every write through ``write(_:)`` checks the invariants inside its
 ///   transaction, after the updates: a violation throws an
-///   ``InvariantViolation`` and rolls back the whole transaction.
+///   ``InvariantViolation`` and rolls back the whole transaction. Several
+///   operations in one `write` commit together or not at all.
 /// - A commit on the writer that did not go through ``write(_:)`` is
 ///   rolled back with ``DatabaseRepositoryError/uncheckedWrite(database:)``.
+/// - Once the database drains (``ManagedDatabase/drain(timeout:)``),
+///   commits are refused with ``ManagedDatabaseError/notAcceptingWrites(database:)``.
 /// - ``reader`` and ``context`` are read-only (``ReadOnlyDatabaseReader``).
 /// - Opening checks the invariants, so a file edited by another tool into
 ///   a broken state is detected, not trusted.
@@ -46,109 +57,147 @@ public final class RepositoryDatabase: TopLevelDatabaseReader, Sendable {
         case refusePending
     }
 
-    /// A name for errors and logs.
-    public let name: String
+    /// The managed database: drain, checkpoint and close go through it.
+    public let managed: ManagedDatabase
     /// The invariants checked in every write.
     public let invariants: [DatabaseInvariant]
-    private let writer: any DatabaseWriter
-    private let gate: InvariantGate
+
+    /// A name for errors and logs.
+    public var name: String { managed.name }
 
     /// Opens (creating if needed) the database at `path`, migrates it
     /// according to `policy`, and checks its invariants.
     ///
+    /// - parameter checkpointOnClose: The WAL checkpoint of ``close()``, or
+    ///   nil for none (see ``ManagedDatabase``).
     /// - throws: A `DatabaseError`, ``DatabaseRepositoryError``, or the
     ///   ``InvariantViolation`` of an existing file that breaks an invariant.
-    public init(
+    public convenience init(
         path: String,
         name: String? = nil,
         migrator: DatabaseMigrator? = nil,
         policy: MigrationPolicy = .apply,
         invariants: [DatabaseInvariant],
         configuration: Configuration = Configuration(),
-        connections: DatabaseConnections = .shared
+        connections: DatabaseConnections = .shared,
+        checkpointOnClose: Database.CheckpointMode? = .truncate,
+        onEvent: (@Sendable (ManagedDatabase.Event) -> Void)? = nil
     ) throws {
-        let name = name ?? path
-        let gate = InvariantGate(database: name)
-        var configuration = configuration
-        configuration.prepareDatabase { db in
-            if !db.configuration.readonly {
-                db.add(transactionObserver: gate, extent: .databaseLifetime)
-            }
-        }
-        if connections.isOpen(atPath: path) {
-            throw DatabaseRepositoryError.alreadyOpen(database: name)
-        }
-        let writer = try connections.pool(atPath: path, configuration: configuration)
-        self.name = name
-        self.invariants = invariants
-        self.writer = writer
-        self.gate = gate
+        let managed = try ManagedDatabase(
+            path: path, name: name ?? path, connection: .pool, configuration: configuration,
+            connections: connections, checks: [.writeGate, .invariants(invariants)], enforcing: false,
+            checkpointOnClose: checkpointOnClose, onEvent: onEvent)
+        try self.init(managed: managed, migrator: migrator, policy: policy, invariants: invariants)
+    }
 
+    /// A repository database over `writer`, which it now owns: an
+    /// in-memory `DatabaseQueue()` for tests, or a connection you opened.
+    /// Migrates it according to `policy`, and checks its invariants.
+    ///
+    /// ```swift
+    /// let database = try RepositoryDatabase(
+    ///     writer: DatabaseQueue(),
+    ///     name: "players",
+    ///     migrator: PlayerRepository.migrator,
+    ///     invariants: PlayerRepository.invariants)
+    /// ```
+    ///
+    /// The commit checks are installed on the writer when this returns:
+    /// do not keep another reference to `writer` to write through it (its
+    /// commits would be refused anyway).
+    public convenience init(
+        writer: any DatabaseWriter,
+        name: String = "repository",
+        migrator: DatabaseMigrator? = nil,
+        policy: MigrationPolicy = .apply,
+        invariants: [DatabaseInvariant],
+        checkpointOnClose: Database.CheckpointMode? = .truncate,
+        onEvent: (@Sendable (ManagedDatabase.Event) -> Void)? = nil
+    ) throws {
+        let managed = ManagedDatabase(
+            name: name, writer: writer, checks: [.writeGate, .invariants(invariants)], enforcing: false,
+            checkpointOnClose: checkpointOnClose, onEvent: onEvent, release: { try $0.close() })
+        try self.init(managed: managed, migrator: migrator, policy: policy, invariants: invariants)
+    }
+
+    private init(managed: ManagedDatabase, migrator: DatabaseMigrator?, policy: MigrationPolicy, invariants: [DatabaseInvariant]) throws {
+        let writer = managed.writer
+        let name = managed.name
         do {
-            if let migrator {
-                let pending = try writer.read { db in
-                    let applied = try migrator.appliedIdentifiers(db)
-                    return migrator.migrations.filter { !applied.contains($0) }
-                }
-                if !pending.isEmpty {
-                    switch policy {
-                    case .refusePending:
-                        throw DatabaseRepositoryError.pendingMigrations(database: name, migrations: pending)
-                    case .apply:
-                        // Migrations change the schema, which invariants
-                        // may depend on: they are checked right after.
-                        try migrator.migrate(writer)
-                    }
+            // One read for the common case (a migrated database): the
+            // pending migrations, and the invariants when there are none.
+            let pending = try writer.read { db in
+                let applied = try migrator?.appliedIdentifiers(db) ?? []
+                let pending = migrator?.migrations.filter { !applied.contains($0) } ?? []
+                if pending.isEmpty { try invariants.check(db, database: name) }
+                return pending
+            }
+            if let migrator, !pending.isEmpty {
+                switch policy {
+                case .refusePending:
+                    throw DatabaseRepositoryError.pendingMigrations(database: name, migrations: pending)
+                case .apply:
+                    // Migrations change the schema, which invariants
+                    // may depend on: they are checked right after.
+                    try migrator.migrate(writer)
+                    try writer.read { db in try invariants.check(db, database: name) }
                 }
             }
-            try writer.read { db in try invariants.check(db, database: name) }
-            gate.enforce()
+            managed.enforceChecks()
         } catch {
-            try? connections.close(writer)
+            // Nothing was written but migrations: no checkpoint needed.
+            try? managed.closeWithoutCheckpoint()
             throw error
         }
+        self.managed = managed
+        self.invariants = invariants
     }
 
     /// A read-only reader of the database.
+    ///
+    /// - throws: ``ManagedDatabaseError/closed(database:)`` after ``close()``.
     public var reader: any DatabaseReader {
-        ReadOnlyDatabaseReader(writer)
+        get throws { ReadOnlyDatabaseReader(try managed.reader) }
     }
+
+    /// Where queryables observing this database share their observations.
+    public var sharedObservations: SharedObservations? { managed.sharedObservations }
 
     /// A read-only context, for queryables.
     public var context: DatabaseContext {
-        .readOnly { writer }
+        managed.context.readOnly()
     }
 
     /// Runs `updates` in a transaction, checks the invariants, and commits.
+    /// Compose several repository operations in one `updates` to commit
+    /// them together or not at all.
+    ///
+    /// ```swift
+    /// try await database.write { db in
+    ///     try db.execute(sql: "UPDATE score SET value = value - 1")
+    ///     try db.execute(sql: "DELETE FROM score WHERE value = 0")
+    /// }
+    /// ```
     ///
     /// - throws: ``InvariantViolation`` (the transaction is rolled back),
     ///   or the error of `updates` or of the database.
     public func write<T: Sendable>(_ updates: @escaping @Sendable (Database) throws -> T) async throws -> T {
-        let invariants = invariants
-        let name = name
-        let gate = gate
-        return try await writer.write { db in
-            let result = try updates(db)
-            try invariants.check(db, database: name)
-            gate.markChecked()
-            return result
-        }
+        try await managed.write(updates)
     }
 
-    /// The synchronous version of ``write(_:)``.
-    public func writeSync<T>(_ updates: (Database) throws -> T) throws -> T {
-        try writer.write { db in
-            let result = try updates(db)
-            try invariants.check(db, database: name)
-            gate.markChecked()
-            return result
-        }
+    /// The synchronous version of ``write(_:)``, which blocks the calling
+    /// thread: for set-up code, tests and previews, not for async functions.
+    ///
+    /// ```swift
+    /// try database.write { db in try db.execute(sql: "INSERT INTO score (value) VALUES (1)") }
+    /// ```
+    public func write<T>(_ updates: (Database) throws -> T) throws -> T {
+        try managed.write(updates)
     }
 
-    /// Checkpoints the WAL and closes the connection. Further accesses throw.
-    public func close(connections: DatabaseConnections = .shared) throws {
-        _ = try? writer.writeWithoutTransaction { db in try db.checkpoint(.truncate) }
-        try connections.close(writer)
+    /// Ends observations, checkpoints the WAL (see `checkpointOnClose`)
+    /// and closes the connection. Further accesses throw. Blocking I/O.
+    public func close() throws {
+        try managed.close()
     }
 }
-

@@ -8,8 +8,8 @@ import Synchronization
 /// let tenants = try TenantDirectory<PlayerRepository>(root: URL(fileURLWithPath: "data/tenants"), maxOpen: 256)
 /// try tenants.provision(TenantID("acme"))
 ///
-/// let acme = try tenants.lease(TenantID("acme"))      // opened on first use
-/// try await acme.repository.add(Player(name: "Arthur", score: 10))
+/// let acme = try await tenants.lease(TenantID("acme"))   // opens it if needed
+/// try await acme.repository.add(name: "Arthur", score: 10)
 ///
 /// registry.tenants = tenants
 /// let leaderboard = Query(LeaderboardRequest(), in: \.tenants["acme"], registry: registry)
@@ -18,37 +18,61 @@ import Synchronization
 /// - **Files.** Tenant `id` lives in `<root>/<id>.sqlite` (and its `-wal`
 ///   and `-shm` files). ``TenantID`` only admits file-name-safe characters,
 ///   so no id reaches a file outside the root.
-/// - **Lazy open, once.** A tenant opens on first use, with its migrations
-///   applied (or refused, with ``RepositoryDatabase/MigrationPolicy/refusePending``).
-///   Opening and closing happen under the directory's lock: concurrent
-///   first uses of a tenant open it once.
+/// - **Explicit open, once.** ``lease(_:)`` opens a tenant on first use,
+///   with its migrations applied (or refused, with
+///   ``RepositoryDatabase/MigrationPolicy/refusePending``) and its
+///   invariants checked. Concurrent first uses of a tenant open it once:
+///   the others wait for that open, and share its result or its error.
+/// - **Bookkeeping only under the lock.** The directory's lock guards a
+///   table of slots; opening, migrating, checking invariants, and the
+///   checkpoint and close of an evicted tenant all run outside it. A slow
+///   tenant never delays the leases of others.
 /// - **Cap.** At most `maxOpen` tenants stay open. When the cap is passed,
-///   the least recently used *idle* tenants are closed. A tenant in use is
-///   never closed: every use holds a ``TenantLease`` (``lease(_:)``,
+///   the least recently used *idle* tenants are closed, off the request
+///   path (on a background queue, never in a `deinit`). A tenant in use is
+///   never evicted: every use holds a ``TenantLease`` (``lease(_:)``,
 ///   ``withRepository(_:_:)``, and the readers of the contexts returned by
-///   the key-path subscript, which a live `Query` keeps), and eviction only
-///   considers tenants without leases, under the same lock that grants
-///   them. When every open tenant is in use, the cap is exceeded until
-///   leases are released.
+///   the key-path subscript, which a live `Query` keeps). When every open
+///   tenant is in use, the cap is exceeded until leases are released.
+/// - **Shutdown.** ``close(drainTimeout:)`` drains, checkpoints and closes
+///   every tenant, leased or not.
 public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseContainer, Sendable {
-    private final class Slot: @unchecked Sendable {
-        // @unchecked Sendable is safe: a Slot is held by `State.slots`,
-        // which only the `state` Mutex reaches, and by the release closure
-        // of its leases. Every read and write of these properties happens
-        // inside a `state.withLock` closure (lease, release, remove,
-        // closeIdleTenants, isOpen) or in `evictIdle`, which takes
-        // `inout State` and so only runs inside one. The release closure
-        // only passes the Slot to `release`, which locks before touching
-        // it; `lease` copies the repository out while holding the lock.
-        var repository: Repository?
+    /// What is happening to a tenant's database.
+    private enum Phase {
+        /// Someone opens it; the others wait.
+        case opening
+        case open(Repository)
+        /// It is being closed (evicted, removed, or shut down); a lease
+        /// waits, then opens it again.
+        case closing
+    }
+
+    /// The bookkeeping of one tenant: a value, only reached under the lock.
+    private struct Slot {
+        var phase: Phase
+        /// Distinguishes the successive openings of a tenant: the release
+        /// of a lease from an older one changes nothing.
+        var generation: UInt64
         var leases = 0
-        var lastUse: UInt64 = 0
+        var lastUse: UInt64
+        /// Called once the opening or closing ends: with nil to look again,
+        /// or with the error of the opening.
+        var waiters: [@Sendable ((any Error)?) -> Void] = []
     }
 
     private struct State {
         var slots: [TenantID: Slot] = [:]
         var openCount = 0
         var clock: UInt64 = 0
+        var nextGeneration: UInt64 = 0
+        var isClosed = false
+    }
+
+    /// What ``step(_:path:)`` tells a lease to do.
+    private enum Step {
+        case leased(Repository, generation: UInt64)
+        case open(generation: UInt64)
+        case wait
     }
 
     /// The directory of tenant databases, or nil for ``notConfigured``.
@@ -63,6 +87,10 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
     /// keeps URL work off the hot path.
     private let rootPrefix: String?
     private let state = Mutex(State())
+    /// Opens and closes tenants off the callers' cooperative threads.
+    private let queue = DispatchQueue(label: "GRDBRegistry.TenantDirectory", attributes: .concurrent)
+    /// Closes in flight, which shutdown waits for.
+    private let closes = DispatchGroup()
 
     /// Creates a directory of tenants under `root` (created if needed).
     ///
@@ -120,7 +148,7 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
 
     /// Creates and migrates the database of a new tenant, atomically: the
     /// database is built under a temporary name, closed, then renamed. A
-    /// failure leaves no file behind.
+    /// failure leaves no file behind. Blocking I/O.
     ///
     /// - parameter configuration: The configuration of the new database;
     ///   the default is the directory's (see ``init(root:maxOpen:policy:configuration:)``).
@@ -130,46 +158,52 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
     public func provision(_ id: TenantID, configuration: Configuration? = nil) throws {
         let path = try path(of: id)
         guard let root else { throw TenantError.notConfigured }
+        if FileManager.default.fileExists(atPath: path) { throw TenantError.alreadyExists(id) }
         let temporary = root.appendingPathComponent(".provisioning-\(id.rawValue)-\(UUID().uuidString).sqlite").path
         defer { Self.removeFiles(of: temporary) }
-        try state.withLock { _ in
-            if FileManager.default.fileExists(atPath: path) { throw TenantError.alreadyExists(id) }
-        }
         let repository = try Repository.openTenant(
             at: temporary, id: id, policy: .apply,
             configuration: configuration ?? self.configuration(id, path))
-        try repository.close()
-        try state.withLock { _ in
-            // link(2) fails if the destination exists: two concurrent
-            // provisions of one id can't both succeed.
-            guard link(temporary, path) == 0 else {
-                if errno == EEXIST { throw TenantError.alreadyExists(id) }
-                throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: path])
-            }
+        try repository.managedDatabase.close()
+        // link(2) fails if the destination exists: two concurrent
+        // provisions of one id can't both succeed.
+        guard link(temporary, path) == 0 else {
+            if errno == EEXIST { throw TenantError.alreadyExists(id) }
+            throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: path])
         }
     }
 
-    /// Deletes the database of a tenant (and its `-wal` and `-shm` files).
+    /// Deletes the database of a tenant (and its `-wal` and `-shm` files),
+    /// after closing it if it is open. Blocking I/O.
     ///
     /// - parameter force: Close and delete even when the tenant is in use:
-    ///   its users get errors from then on.
-    /// - throws: ``TenantError/inUse(_:leases:)`` when in use and not forced,
-    ///   ``TenantError/unknownTenant(_:)``.
+    ///   its users get errors from then on, and its queries end with
+    ///   ``ManagedDatabaseError/closed(database:)``.
+    /// - throws: ``TenantError/inUse(_:leases:)`` when in use (or being
+    ///   opened or closed) and not forced, ``TenantError/unknownTenant(_:)``.
     public func remove(_ id: TenantID, force: Bool = false) throws {
         let path = try path(of: id)
-        try state.withLock { state in
-            guard FileManager.default.fileExists(atPath: path) else { throw TenantError.unknownTenant(id) }
-            if let slot = state.slots[id] {
-                if slot.leases > 0 && !force { throw TenantError.inUse(id, leases: slot.leases) }
-                if let repository = slot.repository {
-                    try? repository.close()
-                    slot.repository = nil
-                    state.openCount -= 1
-                }
-                state.slots[id] = nil
+        guard FileManager.default.fileExists(atPath: path) else { throw TenantError.unknownTenant(id) }
+        let (repository, generation): (Repository?, UInt64) = try state.withLock { state in
+            guard let slot = state.slots[id] else {
+                // A closing placeholder: a lease waits until the files are
+                // gone, then finds no tenant.
+                state.nextGeneration += 1
+                state.slots[id] = Slot(phase: .closing, generation: state.nextGeneration, lastUse: state.clock)
+                return (nil, state.nextGeneration)
             }
-            Self.removeFiles(of: path)
+            guard case let .open(repository) = slot.phase else {
+                throw TenantError.inUse(id, leases: slot.leases)
+            }
+            if slot.leases > 0 && !force { throw TenantError.inUse(id, leases: slot.leases) }
+            state.slots[id]?.phase = .closing
+            state.openCount -= 1
+            return (repository, slot.generation)
         }
+        defer { finishClosing(id, generation: generation) }
+        try? repository?.managedDatabase.close()
+        Self.removeFiles(of: path)
+        if repository != nil { reportOpenCount() }
     }
 
     private static func removeFiles(of path: String) {
@@ -187,66 +221,111 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
 
     /// Whether the database of `id` is open.
     public func isOpen(_ id: TenantID) -> Bool {
-        state.withLock { $0.slots[id]?.repository != nil }
+        state.withLock { state in
+            if case .open = state.slots[id]?.phase { return true }
+            return false
+        }
     }
 
-    /// Opens the tenant if needed, and returns a lease on its repository.
-    /// The tenant stays open while the lease lives.
+    /// Returns a lease on the repository of a tenant, opening the tenant
+    /// if needed. The tenant stays open while the lease lives.
+    ///
+    /// Opening runs on a dispatch queue, not on the calling task's thread;
+    /// concurrent leases of a tenant that is opening wait for that one
+    /// open. Leasing an open tenant takes the directory's lock for a few
+    /// dictionary operations.
+    ///
+    /// ```swift
+    /// let acme = try await tenants.lease(TenantID("acme"))
+    /// let best = try await acme.repository.reader.read { db in try Player.fetchAll(db) }
+    /// ```
     ///
     /// - throws: ``TenantError/unknownTenant(_:)`` for a tenant that was
-    ///   not provisioned, or the error of opening it.
-    public func lease(_ id: TenantID) throws -> TenantLease<Repository> {
+    ///   not provisioned, ``TenantError/directoryClosed``, or the error of
+    ///   opening it.
+    public func lease(_ id: TenantID) async throws -> TenantLease<Repository> {
         let path = try path(of: id)
-        let (repository, slot, openCount) = try state.withLock { state in
-            let slot = state.slots[id] ?? Slot()
-            if slot.repository == nil {
-                guard FileManager.default.fileExists(atPath: path) else { throw TenantError.unknownTenant(id) }
-                slot.repository = try Repository.openTenant(at: path, id: id, policy: policy, configuration: configuration(id, path))
-                state.slots[id] = slot
-                state.openCount += 1
+        while true {
+            switch try step(id, path: path) {
+            case let .leased(repository, generation):
+                return makeLease(id, repository, generation)
+            case .wait:
+                try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                    waitForSlot(id) { error in
+                        if let error { continuation.resume(throwing: error) } else { continuation.resume() }
+                    }
+                }
+            case let .open(generation):
+                let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<Repository, any Error>, Never>) in
+                    queue.async { [self] in
+                        continuation.resume(returning: Result { try open(id, path: path) })
+                    }
+                }
+                let repository = try finishOpening(id, generation: generation, result)
+                return makeLease(id, repository, generation)
             }
-            slot.leases += 1
-            state.clock += 1
-            slot.lastUse = state.clock
-            evictIdle(&state)
-            guard let repository = slot.repository else {
-                // Unreachable: the slot was just opened, and has a lease.
-                throw TenantError.unknownTenant(id)
-            }
-            return (repository, slot, state.openCount)
         }
-        reportOpenCount(openCount)
-        return TenantLease(id: id, repository: repository) { [self] in release(slot) }
+    }
+
+    /// The synchronous version of ``lease(_:)``: it opens the tenant on the
+    /// calling thread, and blocks it while another caller opens or closes
+    /// the tenant. Don't call it from a cooperative thread of Swift
+    /// concurrency (an async function), unless the tenant is known open.
+    public func leaseBlocking(_ id: TenantID) throws -> TenantLease<Repository> {
+        let path = try path(of: id)
+        while true {
+            switch try step(id, path: path) {
+            case let .leased(repository, generation):
+                return makeLease(id, repository, generation)
+            case .wait:
+                let done = DispatchSemaphore(value: 0)
+                let failure = Mutex<(any Error)?>(nil)
+                waitForSlot(id) { error in
+                    failure.withLock { $0 = error }
+                    done.signal()
+                }
+                done.wait()
+                if let error = failure.withLock({ $0 }) { throw error }
+            case let .open(generation):
+                let result = Result { try open(id, path: path) }
+                let repository = try finishOpening(id, generation: generation, result)
+                return makeLease(id, repository, generation)
+            }
+        }
     }
 
     /// Runs `body` with the repository of a tenant, which stays open meanwhile.
     ///
     /// ```swift
     /// try await tenants.withRepository(TenantID("acme")) { players in
-    ///     try await players.add(Player(name: "Arthur", score: 10))
+    ///     try await players.add(name: "Arthur", score: 10)
     /// }
     /// ```
     public func withRepository<T>(_ id: TenantID, _ body: (Repository) async throws -> T) async throws -> T {
-        let lease = try lease(id)
+        let lease = try await lease(id)
         defer { withExtendedLifetime(lease) { } }
         return try await body(lease.repository)
     }
 
-    /// A read-only context on a tenant, for queryables:
-    /// `Query(LeaderboardRequest(), in: \.tenants["acme"])`. Its reader holds
-    /// a lease, so a live query keeps its tenant open. An invalid or unknown
-    /// id gives a context whose accesses throw the error.
+    /// A lease on a tenant, as a read-only context for queryables:
+    /// `Query(LeaderboardRequest(), in: \.tenants["acme"])`. Its reader
+    /// holds the lease, so a live query keeps its tenant open.
+    ///
+    /// This is ``leaseBlocking(_:)``: a tenant that is not open yet is
+    /// opened on the calling thread. An invalid or unknown id gives a
+    /// context whose accesses throw the error.
     public subscript(id: String) -> DatabaseContext {
         do {
-            return try lease(TenantID(id)).context
+            return try leaseBlocking(TenantID(id)).context
         } catch {
             return .failure(error)
         }
     }
 
-    /// `"tenants/acme"` in named lookups: the read-only context of a tenant.
+    /// `"tenants/acme"` in named lookups: the read-only context of a
+    /// tenant, leased with ``leaseBlocking(_:)``.
     public func value(named name: String) throws -> any Sendable {
-        let context = try lease(TenantID(name)).context
+        let context = try leaseBlocking(TenantID(name)).context
         _ = try context.reader
         return context
     }
@@ -255,8 +334,8 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
     /// tenant that fails does not stop the others.
     ///
     /// ```swift
-    /// let failures = await tenants.forEachTenant(maxConcurrency: 4) { id, players in
-    ///     try await players.recomputeRanks()
+    /// let failures = try await tenants.forEachTenant(maxConcurrency: 4) { id, players in
+    ///     _ = try await players.reader.read { db in try Player.fetchCount(db) }
     /// }
     /// ```
     ///
@@ -290,85 +369,228 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
         return failures
     }
 
-    /// Closes every idle tenant (for shutdown). Tenants in use stay open.
+    // MARK: - Shutdown
+
+    /// Closes every idle tenant now, on the calling thread (blocking I/O).
+    /// Tenants in use stay open.
     public func closeIdleTenants() {
-        let openCount = state.withLock { state in
-            for slot in state.slots.values where slot.leases == 0 {
-                if let repository = slot.repository {
-                    try? repository.close()
-                    slot.repository = nil
+        let idle: [(TenantID, UInt64, Repository)] = state.withLock { state in
+            var idle: [(TenantID, UInt64, Repository)] = []
+            for (id, slot) in state.slots where slot.leases == 0 {
+                if case let .open(repository) = slot.phase {
+                    state.slots[id]?.phase = .closing
                     state.openCount -= 1
+                    idle.append((id, slot.generation, repository))
                 }
             }
-            state.slots = state.slots.filter { $0.value.repository != nil }
-            return state.openCount
+            return idle
         }
-        reportOpenCount(openCount)
+        for (id, generation, repository) in idle {
+            try? repository.managedDatabase.close()
+            finishClosing(id, generation: generation)
+        }
+        reportOpenCount()
     }
 
-    /// Reports the open count after a change made under the lock.
-    private func reportOpenCount(_ count: Int) {
-        guard DatabaseEvents.shared.isObserved else { return }
-        DatabaseEvents.shared.report(.openTenantsChanged(directory: root?.path ?? "", count: count))
+    /// Shuts the directory down: refuses new leases with
+    /// ``TenantError/directoryClosed``, then drains every open tenant,
+    /// leased or not (writes already queued commit, later ones are
+    /// refused; see ``ManagedDatabase/drain(timeout:)``), ends its
+    /// observations, checkpoints and closes it. Returns once every tenant
+    /// is closed, including those being opened or evicted meanwhile.
+    ///
+    /// ```swift
+    /// await tenants.close(drainTimeout: .seconds(5))
+    /// ```
+    public func close(drainTimeout: Duration? = nil) async {
+        let open: [(TenantID, UInt64, Repository)] = state.withLock { state in
+            state.isClosed = true
+            var open: [(TenantID, UInt64, Repository)] = []
+            for (id, slot) in state.slots {
+                if case let .open(repository) = slot.phase {
+                    state.slots[id]?.phase = .closing
+                    state.openCount -= 1
+                    open.append((id, slot.generation, repository))
+                }
+            }
+            return open
+        }
+        await withTaskGroup(of: Void.self) { group in
+            for (id, generation, repository) in open {
+                group.addTask {
+                    await repository.managedDatabase.drain(timeout: drainTimeout)
+                    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                        self.queue.async {
+                            try? repository.managedDatabase.close()
+                            self.finishClosing(id, generation: generation)
+                            continuation.resume()
+                        }
+                    }
+                }
+            }
+        }
+        // Evictions and openings that were in flight.
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            closes.notify(queue: queue) { continuation.resume() }
+        }
+        reportOpenCount()
     }
 
-    private func release(_ slot: Slot) {
-        let openCount = state.withLock { state in
-            slot.leases -= 1
+    // MARK: - Slots
+
+    /// Under the lock: lease an open tenant, or start opening it, or wait.
+    private func step(_ id: TenantID, path: String) throws -> Step {
+        try state.withLock { state in
+            if state.isClosed { throw TenantError.directoryClosed }
             state.clock += 1
-            slot.lastUse = state.clock
-            evictIdle(&state)
-            return state.openCount
+            if var slot = state.slots[id] {
+                switch slot.phase {
+                case let .open(repository):
+                    slot.leases += 1
+                    slot.lastUse = state.clock
+                    state.slots[id] = slot
+                    return .leased(repository, generation: slot.generation)
+                case .opening, .closing:
+                    return .wait
+                }
+            }
+            state.nextGeneration += 1
+            state.slots[id] = Slot(phase: .opening, generation: state.nextGeneration, lastUse: state.clock)
+            // Opening counts as in flight: shutdown waits for it.
+            closes.enter()
+            return .open(generation: state.nextGeneration)
         }
-        reportOpenCount(openCount)
     }
 
-    /// Closes least recently used idle tenants until the cap holds.
-    private func evictIdle(_ state: inout State) {
-        guard state.openCount > maxOpen else { return }
-        let idle = state.slots
-            .filter { $0.value.leases == 0 && $0.value.repository != nil }
-            .sorted { $0.value.lastUse < $1.value.lastUse }
-        for (id, slot) in idle {
-            guard state.openCount > maxOpen else { break }
-            try? slot.repository?.close()
-            slot.repository = nil
-            state.slots[id] = nil
-            state.openCount -= 1
+    /// Calls `waiter` when the opening or closing of `id` ends (at once if
+    /// it already did).
+    private func waitForSlot(_ id: TenantID, _ waiter: @escaping @Sendable ((any Error)?) -> Void) {
+        let registered = state.withLock { state in
+            guard let slot = state.slots[id] else { return false }
+            switch slot.phase {
+            case .opening, .closing:
+                state.slots[id]?.waiters.append(waiter)
+                return true
+            case .open:
+                return false
+            }
         }
+        if !registered { waiter(nil) }
+    }
+
+    /// Opens a tenant: I/O, outside the lock.
+    private func open(_ id: TenantID, path: String) throws -> Repository {
+        guard FileManager.default.fileExists(atPath: path) else { throw TenantError.unknownTenant(id) }
+        return try Repository.openTenant(at: path, id: id, policy: policy, configuration: configuration(id, path))
+    }
+
+    /// Records the end of an opening, with its first lease; wakes the
+    /// waiters, and evicts beyond the cap.
+    private func finishOpening(_ id: TenantID, generation: UInt64, _ result: Result<Repository, any Error>) throws -> Repository {
+        defer { closes.leave() }
+        let (waiters, evicted, closeNow): ([@Sendable ((any Error)?) -> Void], [(TenantID, UInt64, Repository)], Repository?) = state.withLock { state in
+            guard let slot = state.slots[id], slot.generation == generation else {
+                // Unreachable: only the opener replaces an opening slot.
+                return ([], [], try? result.get())
+            }
+            switch result {
+            case let .success(repository):
+                if state.isClosed {
+                    state.slots[id] = nil
+                    return (slot.waiters, [], repository)
+                }
+                state.slots[id] = Slot(phase: .open(repository), generation: generation, leases: 1, lastUse: state.clock)
+                state.openCount += 1
+                return (slot.waiters, evictIdle(&state), nil)
+            case .failure:
+                state.slots[id] = nil
+                return (slot.waiters, [], nil)
+            }
+        }
+        if let closeNow {
+            try? closeNow.managedDatabase.close()
+        }
+        let error: (any Error)? = closeNow != nil ? TenantError.directoryClosed : result.failure
+        for waiter in waiters { waiter(error) }
+        scheduleClose(evicted)
+        reportOpenCount()
+        if let error { throw error }
+        return try result.get()
+    }
+
+    /// Records the end of a closing, and wakes the waiters: they open the
+    /// tenant again.
+    private func finishClosing(_ id: TenantID, generation: UInt64) {
+        let waiters: [@Sendable ((any Error)?) -> Void] = state.withLock { state in
+            guard let slot = state.slots[id], slot.generation == generation else { return [] }
+            state.slots[id] = nil
+            return slot.waiters
+        }
+        for waiter in waiters { waiter(nil) }
+    }
+
+    private func makeLease(_ id: TenantID, _ repository: Repository, _ generation: UInt64) -> TenantLease<Repository> {
+        TenantLease(id: id, repository: repository) { [self] in release(id, generation: generation) }
+    }
+
+    /// Bookkeeping only: it runs in `TenantLease.deinit`.
+    private func release(_ id: TenantID, generation: UInt64) {
+        let evicted = state.withLock { state -> [(TenantID, UInt64, Repository)] in
+            guard var slot = state.slots[id], slot.generation == generation else { return [] }
+            state.clock += 1
+            slot.leases -= 1
+            slot.lastUse = state.clock
+            state.slots[id] = slot
+            return evictIdle(&state)
+        }
+        scheduleClose(evicted)
+    }
+
+    /// Picks the least recently used idle tenants to close until the cap
+    /// holds, and marks them closing.
+    private func evictIdle(_ state: inout State) -> [(TenantID, UInt64, Repository)] {
+        var evicted: [(TenantID, UInt64, Repository)] = []
+        while state.openCount > maxOpen {
+            // A linear scan per eviction: over the cap, a lease usually
+            // evicts one tenant, and sorting every slot would cost more.
+            var oldest: (id: TenantID, slot: Slot, repository: Repository)?
+            for (id, slot) in state.slots where slot.leases == 0 {
+                if case let .open(repository) = slot.phase, slot.lastUse < oldest?.slot.lastUse ?? .max {
+                    oldest = (id, slot, repository)
+                }
+            }
+            guard let oldest else { break }
+            state.slots[oldest.id]?.phase = .closing
+            state.openCount -= 1
+            evicted.append((oldest.id, oldest.slot.generation, oldest.repository))
+        }
+        return evicted
+    }
+
+    /// Checkpoints and closes evicted tenants on the directory's queue.
+    private func scheduleClose(_ evicted: [(TenantID, UInt64, Repository)]) {
+        guard !evicted.isEmpty else { return }
+        for (id, generation, repository) in evicted {
+            closes.enter()
+            queue.async { [self] in
+                try? repository.managedDatabase.close()
+                finishClosing(id, generation: generation)
+                closes.leave()
+            }
+        }
+        reportOpenCount()
+    }
+
+    /// Reports the open count, when someone listens.
+    private func reportOpenCount() {
+        guard DatabaseEvents.shared.isObserved else { return }
+        DatabaseEvents.shared.report(.openTenantsChanged(directory: root?.path ?? "", count: openCount))
     }
 }
 
-/// The right to use an open tenant: the tenant is not closed while a lease
-/// on it lives.
-public final class TenantLease<Repository: TenantRepository>: Sendable {
-    /// The tenant.
-    public let id: TenantID
-    /// Its repository.
-    public let repository: Repository
-    private let onRelease: @Sendable () -> Void
-
-    init(id: TenantID, repository: Repository, onRelease: @escaping @Sendable () -> Void) {
-        self.id = id
-        self.repository = repository
-        self.onRelease = onRelease
-    }
-
-    /// A read-only context on the tenant, whose reader holds this lease:
-    /// a `Query` on it keeps the tenant open for as long as it lives.
-    ///
-    /// ```swift
-    /// let leaderboard = Query(LeaderboardRequest(), context: lease.context)
-    /// ```
-    public var context: DatabaseContext {
-        do {
-            return .readOnly(try repository.reader, retaining: self)
-        } catch {
-            return .failure(error)
-        }
-    }
-
-    deinit {
-        onRelease()
+extension Result {
+    fileprivate var failure: Failure? {
+        if case let .failure(error) = self { return error }
+        return nil
     }
 }

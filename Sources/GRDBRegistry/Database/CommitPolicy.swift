@@ -1,0 +1,97 @@
+import GRDB
+import Synchronization
+
+/// The one transaction observer of a ``ManagedDatabase``'s writer: runs
+/// its ``CommitCheck``s before each commit, and reports commits, rollbacks
+/// and refusals.
+///
+/// GRDB calls `databaseWillCommit()` before each commit of the connection,
+/// whatever API performed the write, and rolls back when it throws. That
+/// makes the checks exact, with no wrapper around the writer.
+final class CommitPolicy: TransactionObserver, Sendable {
+    private struct State {
+        /// Set by a checked write inside its transaction; consumed by the
+        /// commit or the rollback that ends it.
+        var checked = false
+        /// Open while the owner opens and migrates the database, before
+        /// anyone else can write.
+        var allowsUnchecked: Bool
+        var acceptsWrites = true
+    }
+
+    let database: String
+    let hasWriteGate: Bool
+    let requiresCheckedWrites: Bool
+    let invariants: [DatabaseInvariant]
+    private let onEvent: (@Sendable (ManagedDatabase.Event) -> Void)?
+    private let state: Mutex<State>
+
+    init(database: String, checks: [CommitCheck], enforcing: Bool, onEvent: (@Sendable (ManagedDatabase.Event) -> Void)?) {
+        self.database = database
+        var hasWriteGate = false
+        var requiresCheckedWrites = false
+        var invariants: [DatabaseInvariant] = []
+        for check in checks {
+            switch check.kind {
+            case .writeGate:
+                hasWriteGate = true
+            case let .invariants(list):
+                requiresCheckedWrites = true
+                invariants += list
+            }
+        }
+        self.hasWriteGate = hasWriteGate
+        self.requiresCheckedWrites = requiresCheckedWrites
+        self.invariants = invariants
+        self.onEvent = onEvent
+        self.state = Mutex(State(allowsUnchecked: !enforcing))
+    }
+
+    /// Called at the end of a checked write, inside its transaction.
+    func markChecked() {
+        state.withLock { $0.checked = true }
+    }
+
+    /// From now on, only checked commits go through.
+    func enforce() {
+        state.withLock { $0.allowsUnchecked = false }
+    }
+
+    /// From now on, every commit is refused (when the gate is a check).
+    func refuseWrites() {
+        state.withLock { $0.acceptsWrites = false }
+    }
+
+    var acceptsWrites: Bool {
+        state.withLock { $0.acceptsWrites }
+    }
+
+    func observes(eventsOfKind eventKind: DatabaseEventKind) -> Bool { false }
+
+    func databaseDidChange(with event: DatabaseEvent) { }
+
+    func databaseWillCommit() throws {
+        let (wasChecked, allowsUnchecked, acceptsWrites) = state.withLock { state in
+            defer { state.checked = false }
+            return (state.checked, state.allowsUnchecked, state.acceptsWrites)
+        }
+        if hasWriteGate && !acceptsWrites {
+            onEvent?(.commitRefused(.notAcceptingWrites))
+            throw ManagedDatabaseError.notAcceptingWrites(database: database)
+        }
+        if requiresCheckedWrites && !wasChecked && !allowsUnchecked {
+            DatabaseEvents.shared.report(.uncheckedWriteRefused(database: database))
+            onEvent?(.commitRefused(.uncheckedWrite))
+            throw DatabaseRepositoryError.uncheckedWrite(database: database)
+        }
+    }
+
+    func databaseDidCommit(_ db: Database) {
+        onEvent?(.committed)
+    }
+
+    func databaseDidRollback(_ db: Database) {
+        state.withLock { $0.checked = false }
+        onEvent?(.rolledBack)
+    }
+}

@@ -1,0 +1,347 @@
+import Foundation
+import GRDB
+import Synchronization
+
+/// A database whose writer this object owns, from open to close: the one
+/// type behind configured databases, repositories and tenants.
+///
+/// ```swift
+/// let catalog = try ManagedDatabase(path: "/var/lib/app/catalog.sqlite", name: "catalog")
+/// try await catalog.writer.write { db in try db.execute(sql: "INSERT INTO item DEFAULT VALUES") }
+///
+/// // At shutdown: let queued writes finish (at most 5 s), refuse the
+/// // later ones, end the observations, checkpoint, close.
+/// await catalog.drain(timeout: .seconds(5))
+/// try catalog.close()
+/// ```
+///
+/// - **One commit policy.** One transaction observer on the writer
+///   connection runs the database's ``CommitCheck``s before every commit,
+///   whatever API performed the write: the write gate
+///   (``CommitCheck/writeGate``, which refuses writes once the database
+///   drains) and invariants (``CommitCheck/invariants(_:)``) compose.
+/// - **Shared observations.** Queryables that observe the same request
+///   through this database (its ``context``, or a context built on it)
+///   share one GRDB observation: N subscribers cost one fetch per change.
+///   Closing ends them with ``ManagedDatabaseError/closed(database:)``.
+/// - **Checkpoint on close** is a setting (`checkpointOnClose`):
+///   `.truncate` by default, which leaves no `-wal` behind; `nil` for a
+///   WAL that an external tool (Litestream, for example) checkpoints.
+///
+/// Closing and checkpointing are blocking SQLite I/O: call them off the
+/// request path.
+public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
+    /// What happens to the commits of a managed database, for metrics.
+    public enum Event: Sendable, Equatable {
+        /// Why a commit was refused.
+        public enum Refusal: Sendable, Equatable {
+            /// The database drains or is closed (``CommitCheck/writeGate``).
+            case notAcceptingWrites
+            /// The commit did not go through ``ManagedDatabase/write(_:)``
+            /// (``CommitCheck/invariants(_:)``).
+            case uncheckedWrite
+        }
+
+        /// A transaction committed.
+        case committed
+        /// A transaction rolled back (including after a refusal).
+        case rolledBack
+        /// A commit check refused a commit.
+        case commitRefused(Refusal)
+        /// The checkpoint of ``close()`` failed: the WAL stays, nothing is lost.
+        case checkpointFailed(String)
+    }
+
+    /// The kind of connection to open on a file.
+    public enum Connection: Sendable, Equatable {
+        /// A `DatabasePool` (WAL mode: concurrent reads).
+        case pool
+        /// A `DatabaseQueue`.
+        case queue
+    }
+
+    /// A name for errors, logs and metrics.
+    public let name: String
+    /// The writer. Every commit through it passes the commit checks; a
+    /// read-only view is ``context``'s `readOnly()`.
+    public let writer: any DatabaseWriter
+    /// The WAL checkpoint ``close()`` runs before closing, or nil for none.
+    public let checkpointOnClose: Database.CheckpointMode?
+    /// Where queryables observing this database share their observations.
+    public let sharedObservations: SharedObservations?
+
+    let policy: CommitPolicy
+    private let onEvent: (@Sendable (Event) -> Void)?
+    private let release: @Sendable (any DatabaseWriter) throws -> Void
+    private let closed = Mutex(false)
+
+    /// Manages `writer`, which the database now owns: close it through
+    /// ``close()``. Use it for a writer you opened yourself, including an
+    /// in-memory `DatabaseQueue()`.
+    ///
+    /// ```swift
+    /// let database = ManagedDatabase(name: "scratch", writer: try DatabaseQueue())
+    /// ```
+    ///
+    /// - parameter checks: The rules of every commit. The default refuses
+    ///   writes once the database drains.
+    /// - parameter onEvent: Called for each commit, rollback and refusal,
+    ///   on the writer's thread: it must be quick and must not block.
+    public convenience init(
+        name: String,
+        writer: any DatabaseWriter,
+        checks: [CommitCheck] = [.writeGate],
+        checkpointOnClose: Database.CheckpointMode? = .truncate,
+        onEvent: (@Sendable (Event) -> Void)? = nil
+    ) {
+        self.init(
+            name: name, writer: writer, checks: checks, enforcing: true,
+            checkpointOnClose: checkpointOnClose, onEvent: onEvent,
+            release: { try $0.close() })
+    }
+
+    /// Opens the database file at `path` through `connections` (one
+    /// connection per file in the process), and manages it.
+    ///
+    /// ```swift
+    /// let catalog = try ManagedDatabase(path: "catalog.sqlite", name: "catalog", checkpointOnClose: nil)
+    /// ```
+    ///
+    /// - throws: ``DatabaseRepositoryError/alreadyOpen(database:)`` when the
+    ///   file is already open in this process (a managed database must be
+    ///   the only owner of its file), or the error of opening it.
+    public convenience init(
+        path: String,
+        name: String? = nil,
+        connection: Connection = .pool,
+        configuration: Configuration = Configuration(),
+        connections: DatabaseConnections = .shared,
+        checks: [CommitCheck] = [.writeGate],
+        checkpointOnClose: Database.CheckpointMode? = .truncate,
+        onEvent: (@Sendable (Event) -> Void)? = nil
+    ) throws {
+        try self.init(
+            path: path, name: name, connection: connection, configuration: configuration,
+            connections: connections, checks: checks, enforcing: true,
+            checkpointOnClose: checkpointOnClose, onEvent: onEvent)
+    }
+
+    /// The file variant, with checks enforced later (``enforceChecks()``)
+    /// when the owner first migrates.
+    init(
+        path: String,
+        name: String?,
+        connection: Connection,
+        configuration: Configuration,
+        connections: DatabaseConnections,
+        checks: [CommitCheck],
+        enforcing: Bool,
+        checkpointOnClose: Database.CheckpointMode?,
+        onEvent: (@Sendable (Event) -> Void)?
+    ) throws {
+        let name = name ?? path
+        let policy = CommitPolicy(database: name, checks: checks, enforcing: enforcing, onEvent: onEvent)
+        var configuration = configuration
+        // Installed as the connection opens: no commit ever escapes it.
+        configuration.prepareDatabase { db in
+            if !db.configuration.readonly {
+                db.add(transactionObserver: policy, extent: .databaseLifetime)
+            }
+        }
+        if connections.isOpen(atPath: path) {
+            throw DatabaseRepositoryError.alreadyOpen(database: name)
+        }
+        let writer: any DatabaseWriter
+        switch connection {
+        case .pool: writer = try connections.pool(atPath: path, configuration: configuration)
+        case .queue: writer = try connections.queue(atPath: path, configuration: configuration)
+        }
+        self.name = name
+        self.writer = writer
+        self.policy = policy
+        self.checkpointOnClose = checkpointOnClose
+        self.onEvent = onEvent
+        self.sharedObservations = SharedObservations()
+        self.release = { try connections.close($0) }
+    }
+
+    /// The writer variant, with checks enforced later when `enforcing` is false.
+    init(
+        name: String,
+        writer: any DatabaseWriter,
+        checks: [CommitCheck],
+        enforcing: Bool,
+        checkpointOnClose: Database.CheckpointMode?,
+        onEvent: (@Sendable (Event) -> Void)?,
+        release: @escaping @Sendable (any DatabaseWriter) throws -> Void
+    ) {
+        let policy = CommitPolicy(database: name, checks: checks, enforcing: enforcing, onEvent: onEvent)
+        // The writer of a pool is its only connection that can commit, and
+        // a queue has one connection: installing there sees every commit.
+        writer.writeWithoutTransaction { db in
+            db.add(transactionObserver: policy, extent: .databaseLifetime)
+        }
+        self.name = name
+        self.writer = writer
+        self.policy = policy
+        self.checkpointOnClose = checkpointOnClose
+        self.onEvent = onEvent
+        self.sharedObservations = SharedObservations()
+        self.release = release
+    }
+
+    /// From now on, commits must pass the checks (for owners that migrate
+    /// after opening).
+    func enforceChecks() {
+        policy.enforce()
+    }
+
+    /// Closes after a failed open: nothing to checkpoint, nobody observes.
+    func closeWithoutCheckpoint() throws {
+        let first = closed.withLock { closed in
+            defer { closed = true }
+            return !closed
+        }
+        guard first else { return }
+        policy.refuseWrites()
+        try release(writer)
+    }
+
+    // MARK: - Access
+
+    /// The writer, as a reader.
+    ///
+    /// - throws: ``ManagedDatabaseError/closed(database:)`` after ``close()``.
+    public var reader: any DatabaseReader {
+        get throws {
+            if closed.withLock({ $0 }) { throw ManagedDatabaseError.closed(database: name) }
+            return writer
+        }
+    }
+
+    /// A read-write context on the database, for a registry. Queries on it
+    /// share observations with every other context of this database.
+    ///
+    /// ```swift
+    /// registry.databaseContext = catalog.context
+    /// ```
+    public var context: DatabaseContext {
+        if closed.withLock({ $0 }) { return .failure(ManagedDatabaseError.closed(database: name)) }
+        return .readWrite(writer, observations: sharedObservations)
+    }
+
+    /// Whether commits go through: false once the database drains.
+    public var isAcceptingWrites: Bool {
+        policy.acceptsWrites
+    }
+
+    /// Whether ``close()`` ran.
+    public var isClosed: Bool {
+        closed.withLock { $0 }
+    }
+
+    /// Runs `updates` in a transaction, checks the invariants of the
+    /// database's ``CommitCheck/invariants(_:)`` checks inside it, then
+    /// commits.
+    ///
+    /// ```swift
+    /// try await players.write { db in try db.execute(sql: "UPDATE player SET score = 0") }
+    /// ```
+    ///
+    /// - throws: ``InvariantViolation`` (the transaction is rolled back),
+    ///   ``ManagedDatabaseError/notAcceptingWrites(database:)``, or the
+    ///   error of `updates` or of the database.
+    public func write<T: Sendable>(_ updates: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        let policy = policy
+        return try await writer.write { db in
+            let result = try updates(db)
+            try policy.invariants.check(db, database: policy.database)
+            policy.markChecked()
+            return result
+        }
+    }
+
+    /// The synchronous version of ``write(_:)``: it blocks the calling
+    /// thread until the writer is available and the transaction ends, so
+    /// don't call it from a cooperative thread of Swift concurrency (an
+    /// async function). For set-up code, tests and previews.
+    ///
+    /// ```swift
+    /// try players.write { db in try db.execute(sql: "DELETE FROM player") }
+    /// ```
+    public func write<T>(_ updates: (Database) throws -> T) throws -> T {
+        try writer.write { db in
+            let result = try updates(db)
+            try policy.invariants.check(db, database: policy.database)
+            policy.markChecked()
+            return result
+        }
+    }
+
+    // MARK: - Shutdown
+
+    /// Lets the writes already queued finish, then refuses every later
+    /// commit with ``ManagedDatabaseError/notAcceptingWrites(database:)``.
+    ///
+    /// Writes still running after `timeout` are interrupted
+    /// (`sqlite3_interrupt`), which rolls them back: SQLite transactions are
+    /// atomic, nothing half-written reaches the file. A zero timeout
+    /// refuses and interrupts at once; nil waits as long as it takes.
+    public func drain(timeout: Duration? = nil) async {
+        let policy = policy
+        let writer = writer
+        if timeout == .zero {
+            policy.refuseWrites()
+            writer.interrupt()
+            return
+        }
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                // Runs after every write queued before it: those commit normally.
+                _ = try? await writer.barrierWriteWithoutTransaction { _ in policy.refuseWrites() }
+            }
+            if let timeout {
+                group.addTask {
+                    guard (try? await Task.sleep(for: timeout)) != nil else { return }
+                    policy.refuseWrites()
+                    writer.interrupt()
+                }
+            }
+            await group.next()
+            group.cancelAll()
+        }
+    }
+
+    /// Runs a WAL checkpoint.
+    ///
+    /// ```swift
+    /// try catalog.checkpoint(.passive)
+    /// ```
+    public func checkpoint(_ mode: Database.CheckpointMode = .passive) throws {
+        try writer.writeWithoutTransaction { db in _ = try db.checkpoint(mode) }
+    }
+
+    /// Refuses later writes, ends the shared observations with
+    /// ``ManagedDatabaseError/closed(database:)``, checkpoints (see
+    /// `checkpointOnClose`), and closes the connection. Writes in progress
+    /// finish first (or are refused at commit, when the gate is a check):
+    /// call ``drain(timeout:)`` before to let queued writes commit.
+    /// Further accesses throw. Closing twice does nothing.
+    public func close() throws {
+        let first = closed.withLock { closed in
+            defer { closed = true }
+            return !closed
+        }
+        guard first else { return }
+        policy.refuseWrites()
+        sharedObservations?.close(with: ManagedDatabaseError.closed(database: name))
+        if let mode = checkpointOnClose {
+            do {
+                try checkpoint(mode)
+            } catch {
+                onEvent?(.checkpointFailed("\(error)"))
+            }
+        }
+        try release(writer)
+    }
+}

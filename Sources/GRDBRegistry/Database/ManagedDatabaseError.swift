@@ -1,0 +1,46 @@
+/// An error thrown by a ``ManagedDatabase``.
+public enum ManagedDatabaseError: Error, CustomStringConvertible, Sendable, Equatable {
+    /// The database drains or is closed: its commits are refused (and
+    /// rolled back).
+    case notAcceptingWrites(database: String)
+
+    /// The database is closed: its observations ended, and its connection
+    /// is gone.
+    case closed(database: String)
+
+    public var description: String {
+        switch self {
+        case let .notAcceptingWrites(database):
+            return "\(database) is shutting down and accepts no more writes: the transaction was rolled back. Retry on another instance, or after restart."
+        case let .closed(database):
+            return "\(database) is closed: open it again to read or observe it."
+        }
+    }
+}
+
+/// An error thrown by ``RepositoryDatabase`` and the
+/// ``CommitCheck/invariants(_:)`` check.
+public enum DatabaseRepositoryError: Error, CustomStringConvertible, Sendable, Equatable {
+    /// A transaction tried to commit without going through the
+    /// repository's checked writes: it was rolled back.
+    case uncheckedWrite(database: String)
+
+    /// The database has migrations to apply, and the repository was asked
+    /// not to apply them.
+    case pendingMigrations(database: String, migrations: [String])
+
+    /// The file is already open in this process, without the repository's
+    /// checks.
+    case alreadyOpen(database: String)
+
+    public var description: String {
+        switch self {
+        case let .uncheckedWrite(database):
+            return "A write to \(database) did not go through its repository's checked writes: it was rolled back. Write with `RepositoryDatabase.write` (or `ManagedDatabase.write`)."
+        case let .pendingMigrations(database, migrations):
+            return "\(database) has pending migrations (\(migrations.joined(separator: ", "))): migrate it first (`registryctl migrate`), or open it with migrations applied."
+        case let .alreadyOpen(database):
+            return "\(database) is already open in this process: a repository must be the only owner of its database, so that every write is checked."
+        }
+    }
+}

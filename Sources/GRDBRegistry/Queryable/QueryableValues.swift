@@ -1,0 +1,178 @@
+import GRDB
+import Synchronization
+
+/// The async sequence of values of the built-in queryables.
+///
+/// ``ValueObservationQueryable``, ``PresenceObservationQueryable`` and
+/// ``FetchQueryable`` return a `QueryableValues` from `values(in:)`.
+/// Subscription starts when iteration starts (`makeAsyncIterator()`): unless
+/// the queryable has the ``QueryableOptions/async`` option, the initial
+/// value is fetched right then, synchronously, on the calling thread (a
+/// cooperative thread, if you iterate from a task: a short read), so that
+/// the first call to `next()` returns without waiting for the database.
+///
+/// ```swift
+/// for try await players in PlayersRequest().values(in: context) {
+///     print(players.count)
+/// }
+/// ```
+///
+/// Observations are GRDB `ValueObservation`s. Equal requests on one
+/// database share one observation (see ``SharedObservations``), and
+/// values that are `Equatable` are notified only when they change
+/// (GRDB's `removeDuplicates()`).
+///
+/// The sequence ends with an error when the database can't be read
+/// (including a context that is not connected, and a ``ManagedDatabase``
+/// that closes). Leaving the loop, or cancelling the task that iterates,
+/// stops the database observation. Values are buffered without limit, as
+/// GRDB's `ValueObservation.values(in:)` does: a consumer that falls
+/// behind gets every intermediate value.
+public struct QueryableValues<Element: Sendable>: AsyncSequence, Sendable {
+    public typealias Failure = any Error
+    public typealias AsyncIterator = AsyncThrowingStream<Element, any Error>.Iterator
+
+    /// Starts delivering to callbacks (the shape of GRDB's observation
+    /// start), and returns what stops it.
+    let start: @Sendable (
+        _ onError: @escaping @Sendable (any Error) -> Void,
+        _ onChange: @escaping @Sendable (Element) -> Void
+    ) -> AnyDatabaseCancellable
+
+    /// Whether the sequence ends after its first value (a fetch).
+    let isSingleValue: Bool
+
+    public func makeAsyncIterator() -> AsyncIterator {
+        let (stream, continuation) = AsyncThrowingStream.makeStream(of: Element.self)
+        let cancellable = CancellableHolder()
+        continuation.onTermination = { _ in cancellable.cancel() }
+        let isSingleValue = isSingleValue
+        cancellable.hold(start(
+            { continuation.finish(throwing: $0) },
+            { value in
+                continuation.yield(value)
+                if isSingleValue { continuation.finish() }
+            }))
+        return stream.makeAsyncIterator()
+    }
+}
+
+/// Holds a cancellable that may arrive after its cancellation was requested.
+final class CancellableHolder: Sendable {
+    private enum State {
+        case waiting
+        case holding(AnyDatabaseCancellable)
+        case cancelled
+    }
+
+    private let state = Mutex(State.waiting)
+
+    func hold(_ cancellable: AnyDatabaseCancellable) {
+        let cancelNow = state.withLock { state in
+            switch state {
+            case .waiting, .holding:
+                state = .holding(cancellable)
+                return false
+            case .cancelled:
+                return true
+            }
+        }
+        if cancelNow { cancellable.cancel() }
+    }
+
+    func cancel() {
+        let cancellable: AnyDatabaseCancellable? = state.withLock { state in
+            defer { state = .cancelled }
+            if case let .holding(cancellable) = state { return cancellable }
+            return nil
+        }
+        cancellable?.cancel()
+    }
+}
+
+// MARK: - Building sequences
+
+extension QueryableValues {
+    /// Values of `observation`, shared among equal requests through the
+    /// context's ``SharedObservations``, and turned into elements by a
+    /// transform made for each subscription (so that it can keep state).
+    static func observing<Request: Queryable, Reducer: ValueReducer>(
+        _ observation: ValueObservation<Reducer>,
+        of request: Request,
+        in context: some TopLevelDatabaseReader,
+        options: QueryableOptions,
+        makeTransform: @escaping @Sendable () -> @Sendable (Reducer.Value) -> Element
+    ) -> QueryableValues where Reducer.Value: Sendable {
+        let readerResult = Result { try context.reader }
+        let shared = context.sharedObservations
+        return QueryableValues(start: { onError, onChange in
+            let onError = reporting(onError, options: options, requestType: Request.self)
+            let reader: any DatabaseReader
+            switch readerResult {
+            case let .success(value): reader = value
+            case let .failure(error):
+                onError(error)
+                return AnyDatabaseCancellable { }
+            }
+            let scheduler = InlineValueObservationScheduler(immediate: !options.contains(.async))
+            let transform = makeTransform()
+            let onFetched: @Sendable (Reducer.Value) -> Void = { onChange(transform($0)) }
+            guard let shared else {
+                return observation.start(in: reader, scheduling: scheduler, onError: onError, onChange: onFetched)
+            }
+            return shared.start(
+                request,
+                makeObservation: { observation.shared(in: reader, scheduling: scheduler) },
+                onError: onError,
+                onChange: onFetched)
+        }, isSingleValue: false)
+    }
+
+    /// One value fetched by `fetch`, then the end of the sequence.
+    static func fetching(
+        _ readerResult: Result<any DatabaseReader, any Error>,
+        options: QueryableOptions,
+        requestType: Any.Type,
+        fetch: @escaping @Sendable (Database) throws -> Element
+    ) -> QueryableValues {
+        QueryableValues(start: { onError, onChange in
+            let onError = reporting(onError, options: options, requestType: requestType)
+            let reader: any DatabaseReader
+            switch readerResult {
+            case let .success(value): reader = value
+            case let .failure(error):
+                onError(error)
+                return AnyDatabaseCancellable { }
+            }
+            if options.contains(.async) {
+                reader.asyncRead { result in
+                    do {
+                        onChange(try fetch(result.get()))
+                    } catch {
+                        onError(error)
+                    }
+                }
+            } else {
+                do {
+                    onChange(try reader.read(fetch))
+                } catch {
+                    onError(error)
+                }
+            }
+            // A single fetch is not cancellable: cancellation only drops
+            // its value, which the finished sequence ignores.
+            return AnyDatabaseCancellable { }
+        }, isSingleValue: true)
+    }
+
+    private static func reporting(
+        _ onError: @escaping @Sendable (any Error) -> Void,
+        options: QueryableOptions,
+        requestType: Any.Type
+    ) -> @Sendable (any Error) -> Void {
+        guard options.contains(.assertNoFailure) else { return onError }
+        return { error in
+            fatalError("\(requestType) failed, and has the assertNoFailure option: \(error)")
+        }
+    }
+}
