@@ -4,7 +4,7 @@ import Foundation
 /// policy, which the daemon (`DatabaseService`) and `registryctl` both ask.
 ///
 /// - No master key: every tenant is plain; an encrypted tenant file is
-///   refused with ``CipherError/missingKey(path:)`` when it opens.
+///   refused with ``CipherError/missingKey(path:)``.
 /// - A master key: every tenant is encrypted with its own key
 ///   (``CipherKey/tenantKey(master:tenant:salt:)``). A new tenant is
 ///   created encrypted; a tenant file that is plain is refused with
@@ -43,7 +43,11 @@ public struct TenantEncryption: Sendable {
     /// - throws: ``TenantEncryptionError/plaintextTenant(tenant:path:)``,
     ///   or a file error when the salt can't be read.
     public func key(forTenant tenant: String, atPath path: String) throws -> CipherKey? {
-        guard let masterKey else { return nil }
+        guard let masterKey else {
+            // Said here, because plain SQLite only says "file is not a database".
+            if CipherDatabase.isEncrypted(atPath: path) == true { throw CipherError.missingKey(path: path) }
+            return nil
+        }
         switch CipherDatabase.isEncrypted(atPath: path) {
         case true?:
             return try CipherKey.tenantKey(master: masterKey, tenant: tenant, salt: Self.salt(ofFileAt: path))
