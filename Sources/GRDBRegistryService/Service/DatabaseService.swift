@@ -303,7 +303,7 @@ public final class DatabaseService: Service, Sendable {
                         if let key { runner.prepareConfiguration = { try $0.encrypt(with: key) } }
                         var logger = logger
                         logger[metadataKey: "database"] = "tenants/\(id)"
-                        try Self.migrate(tenantAt: path, with: runner, mode: mode, logger: logger)
+                        try Self.migrate(tenant: "tenants/\(id)", at: path, with: runner, mode: mode, logger: logger)
                     }
                     return configuration
                 })
@@ -348,7 +348,7 @@ public final class DatabaseService: Service, Sendable {
     }
 
     /// Applies (apply) or checks (verify) the migrations of an existing tenant.
-    private static func migrate(tenantAt path: String, with runner: DatabaseMigrationRunner, mode: MigrationMode, logger: Logger) throws {
+    private static func migrate(tenant name: String, at path: String, with runner: DatabaseMigrationRunner, mode: MigrationMode, logger: Logger) throws {
         switch mode {
         case .skip:
             return
@@ -358,7 +358,7 @@ public final class DatabaseService: Service, Sendable {
                 throw MigrationError.modifiedMigrations(path: path, identifiers: status.modified)
             }
             if !status.pending.isEmpty {
-                throw DatabaseServiceError.pendingMigrations(database: path, migrations: status.pending)
+                throw DatabaseServiceError.pendingMigrations(database: name, migrations: status.pending)
             }
         case .apply:
             let report = try runner.migrate(databaseAt: path)
