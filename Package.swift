@@ -113,7 +113,9 @@ let package = Package(
             name: "GRDBMigrationsTests",
             // Depends on the executable so that `swift test` builds it: the
             // CLI tests run the real registryctl as a child process.
-            dependencies: ["GRDBMigrations", "registryctl", "GRDBCipher", "GRDBRegistry"]
+            // The service and the example repository make the databases
+            // that registryctl then reads, as a daemon would.
+            dependencies: ["GRDBMigrations", "registryctl", "GRDBCipher", "GRDBRegistry", "GRDBRegistryService", "GRDBRegistryExamples"]
         ),
     ],
     swiftLanguageModes: [.v6]

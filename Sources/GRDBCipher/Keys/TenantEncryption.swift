@@ -4,7 +4,7 @@ import Foundation
 /// policy, which the daemon (`DatabaseService`) and `registryctl` both ask.
 ///
 /// - No master key: every tenant is plain; an encrypted tenant file is
-///   refused with ``CipherError/missingKey(path:)``.
+///   refused with ``TenantEncryptionError/encryptedWithoutKey(path:)``.
 /// - A master key: every tenant is encrypted with its own key
 ///   (``CipherKey/tenantKey(master:tenant:salt:)``). A new tenant is
 ///   created encrypted; a tenant file that is plain is refused with
@@ -45,7 +45,7 @@ public struct TenantEncryption: Sendable {
     public func key(forTenant tenant: String, atPath path: String) throws -> CipherKey? {
         guard let masterKey else {
             // Said here, because plain SQLite only says "file is not a database".
-            if CipherDatabase.isEncrypted(atPath: path) == true { throw CipherError.missingKey(path: path) }
+            if CipherDatabase.isEncrypted(atPath: path) == true { throw TenantEncryptionError.encryptedWithoutKey(path: path) }
             return nil
         }
         switch CipherDatabase.isEncrypted(atPath: path) {
@@ -95,12 +95,18 @@ public enum TenantEncryptionError: Error, Sendable, Equatable, CustomStringConve
     case plaintextTenant(tenant: String, path: String)
     /// An encrypted tenant was asked for, and no master key is configured.
     case noMasterKey(tenant: String)
+    /// The file is not a plain SQLite database, and no key is configured
+    /// for it: it is encrypted, or damaged.
+    case encryptedWithoutKey(path: String)
 
     public var description: String {
         switch self {
         case let .plaintextTenant(tenant, path):
             return "tenant \(tenant) is not encrypted (\(path)), and a tenant master key is configured, so every tenant must be: "
                 + "encrypt the file with its tenant key, or set tenants.allowPlaintextTenants to true to allow plain tenants"
+        case let .encryptedWithoutKey(path):
+            return "\(path) is not a plain SQLite database: it is encrypted and no key is configured for it "
+                + "(a database's \"key\", or \"tenants.masterKey\" for tenants), or it is damaged"
         case let .noMasterKey(tenant):
             return "tenant \(tenant) must be encrypted, and no tenant master key is configured: add tenants.masterKey to the configuration"
         }

@@ -11,7 +11,7 @@ package struct MigrationTarget: Sendable {
     /// How the target's key is found.
     package enum Encryption: Sendable {
         /// A plain database. An encrypted file is refused with
-        /// `CipherError.missingKey`, which says so.
+        /// `TenantEncryptionError.encryptedWithoutKey`, which says so.
         case plain
         /// A named database and the source of its key.
         case key(KeySource)
@@ -43,12 +43,13 @@ package struct MigrationTarget: Sendable {
 
     /// The key of the target, or nil when it is plain.
     ///
-    /// - throws: `KeySourceError`, `CipherError` (`missingKey` for an
-    ///   encrypted file without a key, `invalidKey`), `TenantEncryptionError`.
+    /// - throws: `KeySourceError`, `CipherError.invalidKey`,
+    ///   `TenantEncryptionError` (`encryptedWithoutKey` for a file that is
+    ///   not plain and has no key).
     package func key(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> CipherKey? {
         switch encryption {
         case .plain:
-            if CipherDatabase.isEncrypted(atPath: path) == true { throw CipherError.missingKey(path: path) }
+            if CipherDatabase.isEncrypted(atPath: path) == true { throw TenantEncryptionError.encryptedWithoutKey(path: path) }
             return nil
         case .key(let source):
             return try CipherKey(source.read(environment: environment))
