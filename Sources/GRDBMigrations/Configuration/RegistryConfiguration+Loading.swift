@@ -232,7 +232,10 @@ private struct KeySourceModel: Decodable {
         case let (nil, file?): source = .file(file)
         case (_?, _?): log.add(location(container.codingPath), "give one key source, \"env\" or \"file\", not both")
         case (nil, nil):
-            if container.allKeys.isEmpty { log.add(location(container.codingPath), "must be \(Self.expected)") }
+            // A mistyped "env" or "file" was reported already.
+            if !container.contains(AnyKey("env")) && !container.contains(AnyKey("file")) {
+                log.add(location(container.codingPath), "must be \(Self.expected)")
+            }
         }
     }
 }
