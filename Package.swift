@@ -17,10 +17,12 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
-        .package(url: "https://github.com/swift-server/swift-service-lifecycle", exact: "2.13.0"),
-        .package(url: "https://github.com/apple/swift-log", exact: "1.16.2"),
-        .package(url: "https://github.com/apple/swift-metrics", exact: "2.13.0"),
-        .package(url: "https://github.com/apple/swift-argument-parser", exact: "1.8.2"),
+        // GRDB is pinned (the cipher VFS relies on its SQLite integration);
+        // the others take any later minor release, so that users' graphs resolve.
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
     ],
     targets: [
         // MARK: Core: registry, contexts, queryables, Query
@@ -75,25 +77,34 @@ let package = Package(
             cSettings: [.define("OPENSSL_API_COMPAT", to: "0x10100000L")],
             linkerSettings: [.linkedLibrary("crypto")]
         ),
+        // libcrypto (OpenSSL), which CSQLCipherVFS links too: SHA-256 and
+        // HMAC for the Swift modules, instead of hand-written primitives.
+        .systemLibrary(
+            name: "CLibCrypto",
+            pkgConfig: "libcrypto",
+            providers: [.apt(["libssl-dev"]), .brew(["openssl@3"])]
+        ),
         .target(
             name: "GRDBCipher",
-            dependencies: ["CSQLCipherVFS", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: ["CSQLCipherVFS", "CLibCrypto", .product(name: "GRDB", package: "GRDB.swift")]
         ),
         .testTarget(
             name: "GRDBCipherTests",
             dependencies: ["GRDBCipher"]
         ),
 
-        // MARK: Migrations: SQL migration sets and the registryctl runner
+        // MARK: Migrations: SQL migration sets, the configuration file that the
+        // daemon and registryctl share, and the registryctl runner
         .target(
             name: "GRDBMigrations",
-            dependencies: [.product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: ["GRDBRegistry", "GRDBCipher", "CLibCrypto", .product(name: "GRDB", package: "GRDB.swift")]
         ),
         .executableTarget(
             name: "registryctl",
             dependencies: [
                 "GRDBMigrations",
                 "GRDBCipher",
+                "GRDBRegistry",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
@@ -102,7 +113,9 @@ let package = Package(
             name: "GRDBMigrationsTests",
             // Depends on the executable so that `swift test` builds it: the
             // CLI tests run the real registryctl as a child process.
-            dependencies: ["GRDBMigrations", "registryctl", "GRDBCipher"]
+            // The service and the example repository make the databases
+            // that registryctl then reads, as a daemon would.
+            dependencies: ["GRDBMigrations", "registryctl", "GRDBCipher", "GRDBRegistry", "GRDBRegistryService", "GRDBRegistryExamples"]
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -22,6 +22,7 @@ let package = Package(
                 .product(name: "GRDBRegistry", package: "GRDBRegistry"),
                 .product(name: "GRDBRegistryService", package: "GRDBRegistry"),
                 .product(name: "GRDBRegistryExamples", package: "GRDBRegistry"),
+                .product(name: "GRDBMigrations", package: "GRDBRegistry"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),

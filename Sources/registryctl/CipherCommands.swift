@@ -28,7 +28,7 @@ struct CipherKeyOptions: ParsableArguments {
 
     static func key(environment: String?, file: String?) throws -> CipherKey {
         let source: KeySource = environment.map(KeySource.environment) ?? .file(file ?? "")
-        return .passphrase(String(decoding: try source.loadKey(), as: UTF8.self))
+        return try CipherKey(source.read())
     }
 }
 

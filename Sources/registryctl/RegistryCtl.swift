@@ -5,7 +5,9 @@ import ArgumentParser
 /// ```
 /// registryctl status  --database data/players.sqlite --migrations Migrations/players --json
 /// registryctl migrate --tenants-root data/tenants --migrations Migrations/players --jobs 4
+/// registryctl status  --config registry.json            # the daemon's file: databases, tenants, keys
 /// registryctl migrate --config registry.json --name catalog --dry-run
+/// registryctl migrate --tenants-root data/tenants --migrations Migrations/players --master-key-env TENANT_MASTER_KEY
 /// registryctl encrypt --in plain.sqlite --out vault.sqlite --key-env VAULT_KEY
 /// registryctl verify vault.sqlite --key-file vault.key
 /// ```

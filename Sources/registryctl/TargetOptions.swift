@@ -1,32 +1,47 @@
 import ArgumentParser
 import Foundation
+import GRDBCipher
 import GRDBMigrations
+import GRDBRegistry
 
 /// The options that choose databases, shared by `status` and `migrate`.
+///
+/// Either the configuration file the daemon reads (`--config`, with
+/// `--name` or `--tenant` to narrow it), or a database or tenants root
+/// given on the command line with its migration folder.
 struct TargetOptions: ParsableArguments {
-    @Option(help: ArgumentHelp("A database file.", valueName: "path"))
-    var database: String?
-
-    @Option(help: ArgumentHelp("A folder whose *.sqlite files are tenant databases.", valueName: "dir"))
-    var tenantsRoot: String?
-
-    @Option(help: ArgumentHelp("Only this tenant (the file <tenants-root>/<name>.sqlite).", valueName: "name"))
-    var tenant: String?
-
-    @Option(help: ArgumentHelp("The migration set folder (NNNN_description.sql files). With --config, only for --database, or --tenants-root when the configuration has no tenants.", valueName: "dir"))
-    var migrations: String?
-
-    @Option(help: ArgumentHelp("A JSON configuration file naming databases, tenants and migration sets.", valueName: "file"))
+    @Option(help: ArgumentHelp("The daemon's JSON configuration file: its databases, tenants, migration folders and key sources.", valueName: "file"))
     var config: String?
 
-    @Option(help: ArgumentHelp("Only the configured database with this name.", valueName: "name"))
+    @Option(help: ArgumentHelp("Only the configured database with this name (with --config).", valueName: "name"))
     var name: String?
 
-    @Option(help: ArgumentHelp("Read the encryption key from this environment variable.", valueName: "var"))
+    @Option(help: ArgumentHelp("A database file (without --config).", valueName: "path"))
+    var database: String?
+
+    @Option(help: ArgumentHelp("A folder of tenant databases, <id>.sqlite (without --config).", valueName: "dir"))
+    var tenantsRoot: String?
+
+    @Option(help: ArgumentHelp("Only this tenant (the file <root>/<id>.sqlite).", valueName: "id"))
+    var tenant: String?
+
+    @Option(help: ArgumentHelp("The migration set folder (NNNN_description.sql files), without --config.", valueName: "dir"))
+    var migrations: String?
+
+    @Option(help: ArgumentHelp("The environment variable that holds the key of --database (a passphrase, or x'<64 hex digits>').", valueName: "var"))
     var keyEnv: String?
 
-    @Option(help: ArgumentHelp("Read the encryption key from this file.", valueName: "path"))
+    @Option(help: ArgumentHelp("The file that holds the key of --database.", valueName: "path"))
     var keyFile: String?
+
+    @Option(help: ArgumentHelp("The environment variable that holds the tenant master key of --tenants-root (64 hex digits or base64).", valueName: "var"))
+    var masterKeyEnv: String?
+
+    @Option(help: ArgumentHelp("The file that holds the tenant master key of --tenants-root.", valueName: "path"))
+    var masterKeyFile: String?
+
+    @Flag(help: "With a master key, accept plain tenants next to encrypted ones (without --config).")
+    var allowPlaintextTenants = false
 
     @Option(help: "How many databases to process at once (each worker holds one open database).")
     var jobs: Int = 1
@@ -34,107 +49,125 @@ struct TargetOptions: ParsableArguments {
     func validate() throws {
         if jobs < 1 { throw ValidationError("--jobs must be at least 1.") }
         if keyEnv != nil && keyFile != nil { throw ValidationError("Pass --key-env or --key-file, not both.") }
-        if database != nil && (tenantsRoot != nil || tenant != nil) {
-            throw ValidationError("Pass --database, or --tenants-root [--tenant], not both.")
-        }
-        if config == nil {
-            if name != nil { throw ValidationError("--name selects a database of a --config file.") }
-            if database == nil && tenantsRoot == nil {
-                throw ValidationError("Choose databases with --database PATH, --tenants-root DIR, or --config FILE.")
+        if masterKeyEnv != nil && masterKeyFile != nil { throw ValidationError("Pass --master-key-env or --master-key-file, not both.") }
+        if config != nil {
+            if database != nil || tenantsRoot != nil || migrations != nil || keyEnv != nil || keyFile != nil
+                || masterKeyEnv != nil || masterKeyFile != nil || allowPlaintextTenants {
+                throw ValidationError("With --config, the databases, migrations and keys come from the file: select with --name or --tenant only (paths can be overridden with GRDBREGISTRY_* environment variables).")
             }
-            if migrations == nil { throw ValidationError("--migrations DIR is required without --config.") }
+            if name != nil && tenant != nil { throw ValidationError("Pass --name or --tenant, not both.") }
+            return
+        }
+        if name != nil { throw ValidationError("--name selects a database of a --config file.") }
+        if (database == nil) == (tenantsRoot == nil) {
+            throw ValidationError("Choose databases with --config FILE, --database PATH, or --tenants-root DIR.")
+        }
+        if migrations == nil { throw ValidationError("--migrations DIR is required without --config.") }
+        if database != nil && (tenant != nil || masterKeyEnv != nil || masterKeyFile != nil || allowPlaintextTenants) {
+            throw ValidationError("--tenant, --master-key-* and --allow-plaintext-tenants go with --tenants-root.")
+        }
+        if tenantsRoot != nil && (keyEnv != nil || keyFile != nil) {
+            throw ValidationError("Tenants have keys of their own, derived from a master key: pass --master-key-env or --master-key-file.")
         }
     }
 
-    /// Builds the targets, loading migration sets first so that a bad set
-    /// fails before any database is opened.
+    /// Builds the targets, loading migration sets and keys first so that a
+    /// bad set or key source fails before any database is opened.
     func targets() throws -> [MigrationTarget] {
-        let cliKey: KeySource? = keyEnv.map(KeySource.environment) ?? keyFile.map(KeySource.file)
-        var targets: [MigrationTarget] = []
         if let config {
-            let configuration = try RunnerConfiguration.load(from: URL(fileURLWithPath: config))
-            var sets: [String: MigrationSet] = [:]
-            func set(named name: String) throws -> MigrationSet {
-                if let set = sets[name] { return set }
-                // load(from:) checked that every referenced set is declared.
-                let path = configuration.migrationSets[name] ?? name
-                let set = try MigrationSet(directory: URL(fileURLWithPath: path))
-                sets[name] = set
-                return set
+            return try configuredTargets(RegistryConfiguration.load(contentsOf: URL(fileURLWithPath: config)))
+        }
+        let set = try MigrationSet(directory: URL(fileURLWithPath: migrations ?? ""))
+        if let database {
+            let source: KeySource? = keyEnv.map(KeySource.environment) ?? keyFile.map(KeySource.file)
+            if let source { _ = try source.read() }
+            return [MigrationTarget(name: database, path: database, set: set, encryption: source.map { .key($0) } ?? .plain)]
+        }
+        let masterKey = try (masterKeyEnv.map(KeySource.environment) ?? masterKeyFile.map(KeySource.file))
+            .map { try TenantMasterKey($0.read()) }
+        let encryption = TenantEncryption(masterKey: masterKey, allowsPlaintextTenants: allowPlaintextTenants)
+        return try tenantTargets(
+            layout: TenantLayout(root: URL(fileURLWithPath: tenantsRoot ?? "")), set: set,
+            encryption: encryption, busyTimeout: RegistryConfiguration.defaultBusyTimeout)
+    }
+
+    private func configuredTargets(_ configuration: RegistryConfiguration) throws -> [MigrationTarget] {
+        var sets: [String: MigrationSet] = [:]
+        func set(_ folder: String) throws -> MigrationSet {
+            if let set = sets[folder] { return set }
+            let set = try MigrationSet(directory: URL(fileURLWithPath: folder))
+            sets[folder] = set
+            return set
+        }
+        var targets: [MigrationTarget] = []
+        if let name {
+            guard let database = configuration.database(named: name) else {
+                throw ValidationError("No database named \(String(reflecting: name)) in \(config ?? ""): its databases are \(configuration.databases.map(\.name).joined(separator: ", ")).")
             }
-            let wantsTenants = tenantsRoot != nil || tenant != nil
-            if let database {
-                guard let migrations else {
-                    throw ValidationError("--database with --config also needs --migrations DIR; or use --name.")
-                }
-                let set = try MigrationSet(directory: URL(fileURLWithPath: migrations))
-                targets.append(MigrationTarget(name: database, path: database, set: set, keySource: cliKey))
-            } else if let name {
-                guard let entry = configuration.databases.first(where: { $0.name == name }) else {
-                    throw RunnerConfigurationError.unknownDatabase(name)
-                }
+            guard let folder = database.migrations else {
+                throw ValidationError("Database \(name) has no \"migrations\" folder in \(config ?? "").")
+            }
+            if let key = database.key { _ = try key.read() }
+            return [MigrationTarget(
+                name: name, path: database.path, set: try set(folder),
+                encryption: database.key.map { .key($0) } ?? .plain, busyTimeout: database.busyTimeout)]
+        }
+        if tenant == nil {
+            for database in configuration.databases {
+                guard let folder = database.migrations else { continue }
+                if let key = database.key { _ = try key.read() }
                 targets.append(MigrationTarget(
-                    name: entry.name, path: entry.path, set: try set(named: entry.migrationSet),
-                    keySource: cliKey ?? entry.key))
-            } else if !wantsTenants {
-                for entry in configuration.databases {
-                    targets.append(MigrationTarget(
-                        name: entry.name, path: entry.path, set: try set(named: entry.migrationSet),
-                        keySource: cliKey ?? entry.key))
-                }
-            }
-            if name == nil && database == nil {
-                if let tenants = configuration.tenants {
-                    let root = tenantsRoot ?? tenants.root
-                    targets += try tenantTargets(root: root, set: try set(named: tenants.migrationSet), key: cliKey ?? tenants.key)
-                } else if wantsTenants {
-                    guard let tenantsRoot, let migrations else { throw RunnerConfigurationError.noTenantsRoot }
-                    let set = try MigrationSet(directory: URL(fileURLWithPath: migrations))
-                    targets += try tenantTargets(root: tenantsRoot, set: set, key: cliKey)
-                }
-            }
-        } else if let migrations {
-            let set = try MigrationSet(directory: URL(fileURLWithPath: migrations))
-            if let database {
-                targets.append(MigrationTarget(name: database, path: database, set: set, keySource: cliKey))
-            } else if let tenantsRoot {
-                targets += try tenantTargets(root: tenantsRoot, set: set, key: cliKey)
+                    name: database.name, path: database.path, set: try set(folder),
+                    encryption: database.key.map { .key($0) } ?? .plain, busyTimeout: database.busyTimeout))
             }
         }
-        if targets.contains(where: { $0.keySource != nil }) && EncryptionHook.keyApplier == nil {
-            throw MigrationError.encryptionUnavailable
+        if let tenants = configuration.tenants {
+            guard let folder = tenants.migrations else {
+                if tenant != nil { throw ValidationError("The tenants of \(config ?? "") have no \"migrations\" folder.") }
+                return targets
+            }
+            targets += try tenantTargets(
+                layout: tenants.layout, set: try set(folder),
+                encryption: try configuration.tenantEncryption(), busyTimeout: tenants.busyTimeout)
+        } else if tenant != nil {
+            throw ValidationError("\(config ?? "") has no \"tenants\".")
         }
         return targets
     }
 
-    private func tenantTargets(root: String, set: MigrationSet, key: KeySource?) throws -> [MigrationTarget] {
+    private func tenantTargets(layout: TenantLayout, set: MigrationSet, encryption: TenantEncryption, busyTimeout: Duration) throws -> [MigrationTarget] {
         if let tenant {
-            guard MigrationTargetName.isValidTenantName(tenant) else {
-                throw ValidationError("Invalid tenant name \(String(reflecting: tenant)): use letters, digits, ., _ and - only.")
+            let id: TenantID
+            do {
+                id = try TenantID(tenant)
+            } catch {
+                throw ValidationError("Invalid tenant id \(String(reflecting: tenant)): \(error)")
             }
-            let path = URL(fileURLWithPath: root).appendingPathComponent(tenant + "." + TenantDatabaseFiles.fileExtension).path
+            let path = layout.path(of: id)
             // A typo must not provision a new tenant: tenants are created by
             // the application, registryctl only migrates them.
             guard FileManager.default.fileExists(atPath: path) else {
                 throw ValidationError("No tenant \(String(reflecting: tenant)): \(path) does not exist.")
             }
-            return [MigrationTarget(name: tenant, path: path, set: set, keySource: key)]
+            return [MigrationTarget(name: id.rawValue, path: path, set: set, encryption: .tenant(encryption), busyTimeout: busyTimeout)]
         }
-        return try TenantDatabaseFiles.databases(in: URL(fileURLWithPath: root)).map {
-            MigrationTarget(name: $0.name, path: $0.path, set: set, keySource: key)
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: layout.root.path, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw ValidationError("The tenants root \(layout.root.path) does not exist.")
+        }
+        let listing = try layout.listing()
+        for name in listing.strayFiles {
+            ProgressReporter.write("registryctl: warning: \(name) in \(layout.root.path) is not a tenant (tenant ids are lowercase letters, digits, '-' and '_'): skipped\n")
+        }
+        for name in listing.provisioningLeftovers {
+            ProgressReporter.write("registryctl: warning: \(name) in \(layout.root.path) is left by a tenant creation that did not finish: skipped (delete it)\n")
+        }
+        return listing.tenants.map {
+            MigrationTarget(name: $0.rawValue, path: layout.path(of: $0), set: set, encryption: .tenant(encryption), busyTimeout: busyTimeout)
         }
     }
 
     func makeBatch(targets: [MigrationTarget]) -> MigrationBatch {
-        MigrationBatch(targets: targets, jobs: jobs, keyApplier: EncryptionHook.keyApplier)
-    }
-}
-
-enum MigrationTargetName {
-    /// A tenant name must not escape its root (`../x`) nor be hidden.
-    static func isValidTenantName(_ name: String) -> Bool {
-        !name.isEmpty && !name.hasPrefix(".") && name.allSatisfy { character in
-            character.isASCII && (character.isLetter || character.isNumber || "._-".contains(character))
-        }
+        MigrationBatch(targets: targets, jobs: jobs)
     }
 }

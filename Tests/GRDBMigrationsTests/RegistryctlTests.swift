@@ -156,7 +156,7 @@ import Testing
         #expect(result.stdout.contains("499 of 500 databases succeeded (1497 migrations applied); 1 failed"), "\(result.stdout)")
         let failureLines = result.stdout.split(separator: "\n").drop { $0 != "failures:" }.dropFirst()
         #expect(failureLines.count == 1)
-        #expect(failureLines.first?.contains("tenant-250: cannot open database \(broken): file is not a database") == true)
+        #expect(failureLines.first?.contains("tenant-250: \(broken) is not a plain SQLite database: it is encrypted and no key is configured") == true, "\(failureLines)")
         // Not a terminal: one plain progress line per tenant.
         let progressLines = result.stderr.split(separator: "\n").filter { $0.hasPrefix("[") }
         #expect(progressLines.count == 500)
@@ -252,8 +252,9 @@ import Testing
         let unset = try Registryctl.run(
             ["migrate", "--database", path, "--migrations", Self.playersSet, "--key-env", "REGISTRY_UNSET_KEY"],
             environment: [:])
-        #expect(unset.status != 0)
-        #expect(unset.stdout.contains("environment variable REGISTRY_UNSET_KEY is not set"), "\(unset.stdout)")
+        // Key sources are read before any database is opened.
+        #expect(unset.status == 2)
+        #expect(unset.stderr.contains("environment variable REGISTRY_UNSET_KEY is not set"), "\(unset.stderr)")
     }
 
     @Test func cipherCommandsEncryptDecryptRekeyAndVerify() throws {
@@ -303,13 +304,15 @@ import Testing
         for name in ["acme", "globex"] {
             try Data().write(to: URL(fileURLWithPath: tenants.appendingPathComponent("\(name).sqlite").path))
         }
+        // Not tenants: a name TenantID refuses, and a provisioning leftover.
+        try Data().write(to: URL(fileURLWithPath: tenants.appendingPathComponent("Acme.sqlite").path))
+        try Data().write(to: URL(fileURLWithPath: tenants.appendingPathComponent(".provisioning-acme-1.sqlite").path))
         let catalogSet = shippedMigrationsURL.appendingPathComponent("catalog").path
         let config = directory.path("registry.json")
         try Data("""
             {
-              "migrationSets": {"players": "\(Self.playersSet)", "catalog": "\(catalogSet)"},
-              "databases": [{"name": "catalog", "path": "data/catalog.sqlite", "migrationSet": "catalog"}],
-              "tenants": {"root": "data/tenants", "migrationSet": "players"}
+              "databases": {"catalog": {"path": "data/catalog.sqlite", "migrations": "\(catalogSet)"}},
+              "tenants": {"root": "data/tenants", "migrations": "\(Self.playersSet)"}
             }
             """.utf8).write(to: URL(fileURLWithPath: config))
 
@@ -320,12 +323,63 @@ import Testing
 
         let all = try Registryctl.run(["migrate", "--config", config])
         #expect(all.status == 0, "\(all.stdout)\(all.stderr)")
-        #expect(all.stdout.contains("3 of 3 databases succeeded"))
+        #expect(all.stdout.contains("3 of 3 databases succeeded"), "\(all.stdout)")
+        #expect(all.stderr.contains("Acme.sqlite in \(tenants.path) is not a tenant"), "\(all.stderr)")
+        #expect(all.stderr.contains(".provisioning-acme-1.sqlite in \(tenants.path) is left by a tenant creation"), "\(all.stderr)")
+        #expect(try fileBytes(tenants.appendingPathComponent("Acme.sqlite").path).isEmpty)
 
         let status = try StatusDocument(Registryctl.run(["status", "--config", config, "--name", "catalog", "--json"]))
         #expect(status.databases.map(\.name) == ["catalog"])
         #expect(status.databases.first?.applied == ["0001_create_tenant.sql"])
         #expect(status.databases.first?.path == directory.path("data/catalog.sqlite"))
+
+        // Every problem of the file at once, and nothing touched.
+        try Data("""
+            {"databases": {"catalog": {"paht": "x.sqlite", "key": "hunter2"}}, "tenants": {"root": 3}, "migrationMode": "later"}
+            """.utf8).write(to: URL(fileURLWithPath: config))
+        let invalid = try Registryctl.run(["status", "--config", config])
+        #expect(invalid.status == 2)
+        for problem in [
+            "databases.catalog.paht: unknown key", "databases.catalog.path: missing",
+            "databases.catalog.key: must be {\"env\": \"VARIABLE\"} or {\"file\": \"path\"}",
+            "tenants.root: must be the path of the tenants directory", "migrationMode: must be apply, verify or skip",
+        ] {
+            #expect(invalid.stderr.contains(problem), "\(problem) in \(invalid.stderr)")
+        }
+    }
+
+    @Test func keyFilesAreReadAsBytesAndBinaryKeysAreRefusedNotTruncated() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("db.sqlite")
+        // A passphrase with non-ASCII UTF-8 is used whole, as the library reads it.
+        let passphraseFile = directory.path("passphrase.key")
+        try Data("clé secrète\n".utf8).write(to: URL(fileURLWithPath: passphraseFile))
+        let migrated = try Registryctl.run(["migrate", "--database", path, "--migrations", Self.playersSet, "--key-file", passphraseFile])
+        #expect(migrated.status == 0, "\(migrated.stderr)\(migrated.stdout)")
+        let queue = try CipherDatabase.queue(atPath: path, key: CipherKey(KeySource.file(passphraseFile).read()))
+        #expect(try queue.read { db in try db.tableExists("player") })
+        try queue.close()
+        #expect(throws: CipherError.self) { try CipherDatabase.queue(atPath: path, key: .passphrase("cl")) }
+
+        // 32 bytes with a NUL in the middle: refused, not cut at the NUL.
+        let binary = directory.path("binary.key")
+        try Data([0x41, 0x42, 0x00] + [UInt8](repeating: 0x99, count: 29)).write(to: URL(fileURLWithPath: binary))
+        let before = try fileBytes(path)
+        let refused = try Registryctl.run(["status", "--database", path, "--migrations", Self.playersSet, "--key-file", binary])
+        #expect(refused.status != 0)
+        #expect(refused.stdout.contains("the key is not text (it has a NUL byte or is not UTF-8)"), "\(refused.stdout)\(refused.stderr)")
+        #expect(try fileBytes(path) == before)
+
+        // The same key written as a raw key opens a database created with it.
+        let raw = directory.path("raw.sqlite")
+        let rawKey = Data([0x41, 0x42, 0x00] + [UInt8](repeating: 0x99, count: 29))
+        let hexFile = directory.path("raw.key")
+        try Data(("x'" + rawKey.map { String(format: "%02x", $0) }.joined() + "'\n").utf8).write(to: URL(fileURLWithPath: hexFile))
+        let rawQueue = try CipherDatabase.queue(atPath: raw, key: .raw(rawKey))
+        try rawQueue.write { db in try db.execute(sql: "CREATE TABLE marker(a)") }
+        try rawQueue.close()
+        let rawStatus = try Registryctl.run(["migrate", "--database", raw, "--migrations", Self.playersSet, "--key-file", hexFile])
+        #expect(rawStatus.status == 0, "\(rawStatus.stdout)\(rawStatus.stderr)")
     }
 
     @Test func progressIsABarOnATerminalAndPlainLinesOtherwise() throws {
@@ -372,7 +426,7 @@ import Testing
 
         let escape = try Registryctl.run(base + ["--tenant", "../acme"])
         #expect(escape.status != 0)
-        #expect(escape.stderr.contains("Invalid tenant name"))
+        #expect(escape.stderr.contains("Invalid tenant id"))
 
         let acme = try Registryctl.run(base + ["--tenant", "acme"])
         #expect(acme.status == 0, "\(acme.stderr)")

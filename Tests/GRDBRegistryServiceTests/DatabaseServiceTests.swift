@@ -20,19 +20,19 @@ import Testing
         timeout: Duration = .seconds(10),
         logs: LogRecorder = LogRecorder(),
         environment: [String: String] = [:],
-        keySource: ServiceConfiguration.KeySource? = nil,
+        key: KeySource? = nil,
         hooks: DatabaseService.Hooks? = nil
     ) -> DatabaseService {
         _ = testMetrics
         if migrations != nil {
             try? FileManager.default.createDirectory(atPath: directory.path("migrations"), withIntermediateDirectories: true)
         }
-        let configuration = ServiceConfiguration(
+        let configuration = RegistryConfiguration(
             databases: [.init(
                 name: name,
                 path: directory.path("\(name).sqlite"),
                 migrations: migrations.map { _ in directory.path("migrations") },
-                keySource: keySource)],
+                key: key)],
             migrationMode: mode,
             shutdownTimeout: timeout)
         let count = migrations ?? 0
@@ -40,7 +40,7 @@ import Testing
             configuration: configuration,
             environment: environment,
             logger: logs.logger(),
-            hooks: hooks ?? DatabaseService.Hooks(makeMigrator: { _, _ in tableMigrator(count: count) }))
+            hooks: hooks ?? DatabaseService.Hooks(migrationSet: { _, _ in tableSet(count: count) }))
     }
 
     @Test func serviceOpensMigratesAndReportsReadiness() async throws {
@@ -92,7 +92,7 @@ import Testing
         let catalogSet = URL(fileURLWithPath: #filePath)
             .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("Migrations/catalog")
-        let configuration = ServiceConfiguration(
+        let configuration = RegistryConfiguration(
             databases: [.init(name: "sql_catalog", path: directory.path("catalog.sqlite"), migrations: catalogSet.path)])
         let service = DatabaseService(configuration: configuration, environment: [:], logger: LogRecorder().logger())
         try await testGracefulShutdown { trigger in
@@ -139,7 +139,7 @@ import Testing
     @Test func theConfiguredTenantDirectoryClosesWithTheService() async throws {
         _ = testMetrics
         let directory = try TemporaryDirectory()
-        let configuration = ServiceConfiguration(
+        let configuration = RegistryConfiguration(
             databases: [],
             tenants: .init(root: directory.path("tenants"), maxOpen: 3))
         let service = DatabaseService(configuration: configuration, environment: [:], logger: LogRecorder().logger())
@@ -159,51 +159,148 @@ import Testing
         }
         #expect(tenants.openCount == 0)
         #expect(throws: DatabaseServiceError.self) {
-            try DatabaseService(configuration: ServiceConfiguration(databases: [])).tenants(of: PlayerRepository.self)
+            try DatabaseService(configuration: RegistryConfiguration(databases: [])).tenants(of: PlayerRepository.self)
         }
     }
 
-    @Test func encryptedDatabasesAndTenantsUseTheConfiguredKeys() async throws {
+    @Test func withAMasterKeyEveryTenantIsEncryptedAndAPlainFileIsRefused() async throws {
         _ = testMetrics
         let directory = try TemporaryDirectory()
-        let master = String(repeating: "m", count: 32)
-        let configuration = ServiceConfiguration(
-            databases: [.init(name: "vault_db", path: directory.path("vault.sqlite"), keySource: .environment("VAULT_KEY"))],
-            tenants: .init(root: directory.path("tenants"), masterKeySource: .environment("TENANT_MASTER_KEY")))
+        let master = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+        let configuration = RegistryConfiguration(
+            databases: [.init(name: "vault_db", path: directory.path("vault.sqlite"), key: .environment("VAULT_KEY"))],
+            tenants: .init(root: directory.path("tenants"), masterKey: .environment("TENANT_MASTER_KEY")))
         let environment = ["VAULT_KEY": "vault passphrase", "TENANT_MASTER_KEY": master]
         let service = DatabaseService(configuration: configuration, environment: environment, logger: LogRecorder().logger())
         let tenants = try service.tenants(of: PlayerRepository.self)
-        let secret = try TenantID("secret-team"), open = try TenantID("open-team")
-        try tenants.provision(secret, configuration: service.tenantConfiguration(for: secret, encrypted: true))
-        try tenants.provision(open, configuration: service.tenantConfiguration(for: open, encrypted: false))
+        let secret = try TenantID("secret-team")
+        // No configuration given: the policy encrypts the new tenant.
+        try tenants.provision(secret)
+        // A plain tenant is refused, when asked for and when swapped in.
+        #expect(throws: TenantEncryptionError.self) { try service.tenantConfiguration(for: TenantID("open-team"), encrypted: false) }
+        let swapped = try TenantID("swapped")
+        do {
+            let plain = try DatabaseQueue(path: tenants.path(of: swapped))
+            try plain.inDatabase { db in
+                try db.execute(sql: "CREATE TABLE player(id INTEGER PRIMARY KEY, name TEXT NOT NULL, score INTEGER NOT NULL DEFAULT 0)")
+            }
+            try plain.close()
+        }
+        let refused = #expect(throws: TenantEncryptionError.self) { try tenants.lease(swapped) }
+        #expect(refused == .plaintextTenant(tenant: "swapped", path: try tenants.path(of: swapped)))
+
         try await testGracefulShutdown { trigger in
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { try await service.run() }
                 try await service.waitUntilReady()
                 try await service.writer(named: "vault_db").write { db in try db.execute(sql: "CREATE TABLE vault(secret TEXT); INSERT INTO vault VALUES ('VAULT_MARKER')") }
                 try await tenants.withRepository(secret) { try await $0.add(name: "TENANT_MARKER") }
-                try await tenants.withRepository(open) { try await $0.add(name: "Visible") }
                 trigger.triggerGracefulShutdown()
                 try await group.waitForAll()
             }
         }
         #expect(CipherDatabase.isEncrypted(atPath: directory.path("vault.sqlite")) == true)
         #expect(CipherDatabase.isEncrypted(atPath: try tenants.path(of: secret)) == true)
-        #expect(CipherDatabase.isEncrypted(atPath: try tenants.path(of: open)) == false)
         for file in try FileManager.default.subpathsOfDirectory(atPath: directory.url.path) where file.hasSuffix("sqlite") || file.contains(".sqlite-") {
             let data = try Data(contentsOf: directory.url.appendingPathComponent(file))
             #expect(data.range(of: Data("VAULT_MARKER".utf8)) == nil, "\(file)")
             #expect(data.range(of: Data("TENANT_MARKER".utf8)) == nil, "\(file)")
         }
-        // The tenant key is the one derived from the master key.
-        let key = try CipherKey.derived(fromMasterKey: Data(master.utf8), info: "tenant:secret-team")
-        let queue = try CipherDatabase.queue(atPath: tenants.path(of: secret), key: key)
+        // The tenant key is the policy's: HKDF of the master key, the id and the file's salt.
+        let path = try tenants.path(of: secret)
+        let salt = try #require(FileHandle(forReadingAtPath: path)?.readData(ofLength: 16))
+        let key = try CipherKey.tenantKey(master: TenantMasterKey(DatabaseSecret(master)), tenant: "secret-team", salt: salt)
+        let queue = try CipherDatabase.queue(atPath: path, key: key)
         #expect(try await queue.read { db in try String.fetchAll(db, sql: "SELECT name FROM player") } == ["TENANT_MARKER"])
         try queue.close()
-        #expect(throws: DatabaseServiceError.self) {
-            try DatabaseService(configuration: ServiceConfiguration(databases: [], tenants: .init(root: directory.path("x"))))
+        #expect(throws: TenantEncryptionError.noMasterKey(tenant: "secret-team")) {
+            try DatabaseService(configuration: RegistryConfiguration(databases: [], tenants: .init(root: directory.path("x"))))
                 .tenantConfiguration(for: secret, encrypted: true)
         }
+    }
+
+    @Test func mixedTenantsAreAnExplicitOptIn() async throws {
+        _ = testMetrics
+        let directory = try TemporaryDirectory()
+        let configuration = RegistryConfiguration(
+            databases: [],
+            tenants: .init(root: directory.path("tenants"), masterKey: .environment("MIXED_MASTER_KEY"), allowPlaintextTenants: true))
+        let environment = ["MIXED_MASTER_KEY": Data(repeating: 7, count: 32).base64EncodedString()]
+        let service = DatabaseService(configuration: configuration, environment: environment, logger: LogRecorder().logger())
+        let tenants = try service.tenants(of: PlayerRepository.self)
+        let vault = try TenantID("vault"), acme = try TenantID("acme")
+        try tenants.provision(vault, configuration: service.tenantConfiguration(for: vault, encrypted: true))
+        try tenants.provision(acme, configuration: service.tenantConfiguration(for: acme, encrypted: false))
+        try await tenants.withRepository(vault) { try await $0.add(name: "Secret") }
+        try await tenants.withRepository(acme) { try await $0.add(name: "Visible") }
+        #expect(CipherDatabase.isEncrypted(atPath: try tenants.path(of: vault)) == true)
+        #expect(CipherDatabase.isEncrypted(atPath: try tenants.path(of: acme)) == false)
+        tenants.closeIdleTenants()
+    }
+
+    @Test func anEditedMigrationFileBlocksTheStartAndNamesTheFile() async throws {
+        let directory = try TemporaryDirectory()
+        let folder = directory.path("migrations")
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        try Data("CREATE TABLE a(id INTEGER PRIMARY KEY);\n".utf8).write(to: URL(fileURLWithPath: folder + "/0001_create_a.sql"))
+        let configuration = RegistryConfiguration(
+            databases: [.init(name: "edited_db", path: directory.path("edited.sqlite"), migrations: folder)])
+        let first = DatabaseService(configuration: configuration, environment: [:], logger: LogRecorder().logger())
+        try await testGracefulShutdown { trigger in
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await first.run() }
+                try await first.waitUntilReady()
+                trigger.triggerGracefulShutdown()
+                try await group.waitForAll()
+            }
+        }
+        try Data("CREATE TABLE a(id INTEGER PRIMARY KEY, b TEXT);\n".utf8).write(to: URL(fileURLWithPath: folder + "/0001_create_a.sql"))
+        for mode in [MigrationMode.apply, .verify] {
+            var edited = configuration
+            edited.migrationMode = mode
+            let service = DatabaseService(configuration: edited, environment: [:], logger: LogRecorder().logger())
+            let error = await #expect(throws: MigrationError.self) { try await service.run() }
+            #expect(error == .modifiedMigrations(path: directory.path("edited.sqlite"), identifiers: ["0001_create_a.sql"]))
+            #expect("\(error.map { "\($0)" } ?? "")".contains("0001_create_a.sql"))
+        }
+    }
+
+    @Test func tenantsFollowTheMigrationModeThroughTheRunner() async throws {
+        _ = testMetrics
+        let directory = try TemporaryDirectory()
+        let folder = directory.path("players")
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        for file in PlayerRepository.migrationFiles {
+            try Data(file.sql.utf8).write(to: URL(fileURLWithPath: folder + "/" + file.identifier))
+        }
+        func service(_ mode: MigrationMode) -> DatabaseService {
+            DatabaseService(
+                configuration: RegistryConfiguration(
+                    databases: [], tenants: .init(root: directory.path("tenants"), migrations: folder), migrationMode: mode),
+                environment: [:], logger: LogRecorder().logger())
+        }
+        let acme = try TenantID("acme")
+        do {
+            let tenants = try service(.apply).tenants(of: PlayerRepository.self)
+            try tenants.provision(acme)
+        }
+        // A new migration in the folder: verify refuses to open the tenant,
+        // skip leaves it alone, apply runs it.
+        try Data("ALTER TABLE player ADD COLUMN nickname TEXT;\n".utf8).write(to: URL(fileURLWithPath: folder + "/0004_add_nickname.sql"))
+        let verifying = try service(.verify).tenants(of: PlayerRepository.self)
+        let refused = #expect(throws: DatabaseServiceError.self) { try verifying.lease(acme) }
+        #expect(refused == .pendingMigrations(database: "tenants/acme", migrations: ["0004_add_nickname.sql"]))
+        let skipping = try service(.skip).tenants(of: PlayerRepository.self)
+        try await skipping.withRepository(acme) { _ in }
+        skipping.closeIdleTenants()
+        let status = try DatabaseMigrationRunner(set: MigrationSet(directory: URL(fileURLWithPath: folder))).status(ofDatabaseAt: skipping.path(of: acme))
+        #expect(status.pending == ["0004_add_nickname.sql"])
+        let applying = try service(.apply).tenants(of: PlayerRepository.self)
+        let columns = try await applying.withRepository(acme) { players in
+            try await players.reader.read { db in try db.columns(in: "player").map(\.name) }
+        }
+        #expect(columns.contains("nickname"))
+        applying.closeIdleTenants()
     }
 
     @Test func verifyModeRefusesPendingMigrationsAndTouchesNothing() async throws {
@@ -211,11 +308,11 @@ import Testing
         // One migration applied by an earlier version of the app.
         do {
             let queue = try DatabaseQueue(path: directory.path("verify_db.sqlite"))
-            try tableMigrator(count: 1).migrate(queue)
+            try tableSet(count: 1).makeMigrator().migrate(queue)
         }
         let service = makeService(directory, name: "verify_db", migrations: 3, mode: .verify)
         let error = await #expect(throws: DatabaseServiceError.self) { try await service.run() }
-        #expect(error == .pendingMigrations(database: "verify_db", migrations: ["2_create_t2", "3_create_t3"]))
+        #expect(error == .pendingMigrations(database: "verify_db", migrations: ["0002_create_t2.sql", "0003_create_t3.sql"]))
         #expect(service.phase == .failed)
         await #expect(throws: DatabaseServiceError.self) { try await service.waitUntilReady() }
 
@@ -228,14 +325,14 @@ import Testing
         let directory = try TemporaryDirectory()
         let service = makeService(
             directory, name: "secret_db",
-            keySource: .environment("SECRET_DB_KEY"),
-            hooks: DatabaseService.Hooks(makeMigrator: nil, encrypt: nil))
+            key: .environment("SECRET_DB_KEY"),
+            hooks: DatabaseService.Hooks(migrationSet: nil, encrypt: nil))
         let error = await #expect(throws: DatabaseServiceError.self) { try await service.run() }
         guard case let .invalidConfiguration(problems)? = error else {
             Issue.record("unexpected \(String(describing: error))")
             return
         }
-        #expect(problems.contains("databases.secret_db.encryption: environment variable SECRET_DB_KEY is not set"))
+        #expect(problems.contains("databases.secret_db.key: environment variable SECRET_DB_KEY is not set or empty: export the key in it"))
         #expect(problems.contains { $0.contains("no migration loader") })
         #expect(problems.contains { $0.contains("no encryption support") })
         #expect(!FileManager.default.fileExists(atPath: directory.path("secret_db.sqlite")))
@@ -249,9 +346,9 @@ import Testing
         let service = makeService(
             directory, name: "keyed_db", logs: logs,
             environment: ["KEYED_DB_KEY": secret],
-            keySource: .environment("KEYED_DB_KEY"),
+            key: .environment("KEYED_DB_KEY"),
             hooks: DatabaseService.Hooks(
-                makeMigrator: { _, _ in tableMigrator(count: 1) },
+                migrationSet: { _, _ in tableSet(count: 1) },
                 encrypt: { _, _, key in received.withLock { $0 = key } }))
         try await testGracefulShutdown { trigger in
             try await withThrowingTaskGroup(of: Void.self) { group in
@@ -261,8 +358,12 @@ import Testing
                 try await group.waitForAll()
             }
         }
-        #expect(received.withLock { $0?.value } == secret)
-        #expect("\(received.withLock { $0 }!)" == "<redacted>")
+        let key = try #require(received.withLock { $0 })
+        #expect(key.bytes == Data(secret.utf8))
+        #expect("\(key)" == "<redacted>")
+        var dumped = ""
+        dump(key, to: &dumped)
+        #expect(!dumped.contains(secret), "dump() must not show the secret")
         for entry in logs.all {
             #expect(!entry.message.contains(secret))
             #expect(!entry.metadata.values.contains { $0.contains(secret) })

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import GRDBMigrations
 @testable import GRDBRegistryService
 import Logging
 import Metrics
@@ -74,15 +75,19 @@ final class LogRecorder: Sendable {
     }
 }
 
-/// A migrator with `count` migrations that create tables t1, t2…
-func tableMigrator(count: Int) -> DatabaseMigrator {
-    var migrator = DatabaseMigrator()
-    for index in 1...count {
-        migrator.registerMigration("\(index)_create_t\(index)") { db in
-            try db.execute(sql: "CREATE TABLE t\(index)(id INTEGER PRIMARY KEY, value TEXT)")
-        }
+/// A migration set of `count` SQL migrations that create tables t1, t2…
+/// (`0001_create_t1.sql`…), with checksums as files on disk would have.
+func tableSet(count: Int) -> MigrationSet {
+    let files = (1...count).map { index in
+        SQLMigrationFile(
+            identifier: String(format: "%04d_create_t%d.sql", index, index),
+            sql: "CREATE TABLE t\(index)(id INTEGER PRIMARY KEY, value TEXT);")
     }
-    return migrator
+    do {
+        return try MigrationSet(name: "tables", sqlFiles: files)
+    } catch {
+        fatalError("invalid test migration set: \(error)")
+    }
 }
 
 struct TimeoutError: Error {}

@@ -5,16 +5,16 @@ import GRDB
 /// GRDB's `grdb_migrations` only records identifiers; checksums live next to
 /// it, written in the same transaction as the migration, so the two tables
 /// never disagree.
-public enum ChecksumStore {
+package enum ChecksumStore {
     /// The table name.
-    public static let tableName = "registry_migration_checksums"
+    package static let tableName = "registry_migration_checksums"
 
     /// Returns the stored checksums by identifier (empty on a fresh database).
     ///
     /// ```swift
     /// let checksums = try dbQueue.read { try ChecksumStore.storedChecksums($0) }
     /// ```
-    public static func storedChecksums(_ db: Database) throws -> [String: String] {
+    package static func storedChecksums(_ db: Database) throws -> [String: String] {
         guard try tableExists(tableName, db) else { return [:] }
         let rows = try Row.fetchAll(db, sql: "SELECT identifier, checksum FROM \(tableName)")
         var result: [String: String] = [:]

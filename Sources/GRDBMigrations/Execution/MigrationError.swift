@@ -24,8 +24,6 @@ public enum MigrationError: Error, Equatable, Sendable {
     case appliedConcurrently(identifier: String)
     /// Applied SQL files were edited afterwards.
     case modifiedMigrations(path: String, identifiers: [String])
-    /// A key source was given, but this build can't open encrypted databases.
-    case encryptionUnavailable
     /// The database could not be opened or read.
     case cannotOpen(path: String, reason: String)
 }
@@ -47,8 +45,6 @@ extension MigrationError: CustomStringConvertible {
             return "\(path): applied migration files were edited since they were applied: \(names). "
                 + "Restore the files to their applied content and put the change in a new migration, "
                 + "or, if the edit does not change the schema (comments, formatting), run migrate with --accept-modified to record the new checksums."
-        case .encryptionUnavailable:
-            return "encryption support not available in this build: --key-env, --key-file and config key sources can't be used yet."
         case let .cannotOpen(path, reason):
             return "cannot open database \(path): \(reason)"
         }

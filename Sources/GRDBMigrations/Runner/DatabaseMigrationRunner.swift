@@ -32,8 +32,9 @@ public struct DatabaseMigrationRunner: Sendable {
     /// When true, edited applied files don't stop `migrate`: their new
     /// checksums are recorded instead.
     public var acceptsModifiedMigrations = false
-    /// How long to wait for another connection's write lock, in seconds.
-    public var busyTimeout: TimeInterval = 60
+    /// How long to wait for another connection's lock (a daemon's write,
+    /// another runner) before failing with `SQLITE_BUSY`.
+    public var busyTimeout: Duration = .seconds(60)
     /// Customizes the configuration of each connection (encryption key, tracing).
     public var prepareConfiguration: (@Sendable (inout Configuration) throws -> Void)?
 
@@ -186,7 +187,7 @@ public struct DatabaseMigrationRunner: Sendable {
     private func open(_ path: String, readonly: Bool) throws -> DatabaseQueue {
         var configuration = Configuration()
         configuration.readonly = readonly
-        configuration.busyMode = .timeout(busyTimeout)
+        configuration.busyMode = .timeout(busyTimeout.timeInterval)
         configuration.label = "GRDBMigrations"
         do {
             try prepareConfiguration?(&configuration)

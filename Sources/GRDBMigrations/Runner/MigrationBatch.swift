@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import GRDBCipher
 import Synchronization
 
 /// Runs status or migrate on many databases with a bounded number of worker
@@ -7,8 +8,9 @@ import Synchronization
 /// not stop the others.
 ///
 /// ```swift
-/// let targets = try TenantDatabaseFiles.databases(in: root).map {
-///     MigrationTarget(name: $0.name, path: $0.path, set: set)
+/// let layout = TenantLayout(root: root)
+/// let targets = try layout.tenants().map {
+///     MigrationTarget(name: $0.rawValue, path: layout.path(of: $0), set: set)
 /// }
 /// let batch = MigrationBatch(targets: targets, jobs: 4)
 /// let outcomes = batch.migrate(dryRun: false) { completed, total, outcome in
@@ -20,55 +22,50 @@ import Synchronization
 /// Workers are threads, not Swift tasks: SQLite calls block, and blocking the
 /// cooperative pool (one thread per core) would cap parallelism at the core
 /// count whatever `jobs` says.
-public struct MigrationBatch: Sendable {
+package struct MigrationBatch: Sendable {
     /// The databases, processed in this order (completion order varies with `jobs`).
-    public var targets: [MigrationTarget]
+    package var targets: [MigrationTarget]
     /// How many databases are processed (and open) at once.
-    public var jobs: Int
+    package var jobs: Int
     /// Accept edited applied files (see ``DatabaseMigrationRunner/acceptsModifiedMigrations``).
-    public var acceptsModifiedMigrations = false
-    /// Installs keys of encrypted targets. When nil, a target with a key
-    /// source fails with ``MigrationError/encryptionUnavailable``.
-    public var keyApplier: DatabaseKeyApplier?
+    package var acceptsModifiedMigrations = false
 
     /// Creates a batch; `jobs` below 1 counts as 1.
     ///
     /// ```swift
     /// let batch = MigrationBatch(targets: targets, jobs: 2)
     /// ```
-    public init(targets: [MigrationTarget], jobs: Int = 1, keyApplier: DatabaseKeyApplier? = nil) {
+    package init(targets: [MigrationTarget], jobs: Int = 1) {
         self.targets = targets
         self.jobs = max(1, jobs)
-        self.keyApplier = keyApplier
     }
 
     /// Called after each target completes, from a worker thread, with the
     /// number of completed targets, the total, and the outcome.
-    public typealias Progress<Value: Sendable> = @Sendable (_ completed: Int, _ total: Int, _ outcome: TargetOutcome<Value>) -> Void
+    package typealias Progress<Value: Sendable> = @Sendable (_ completed: Int, _ total: Int, _ outcome: TargetOutcome<Value>) -> Void
 
     /// Migrates every target (or plans it, with `dryRun`).
-    public func migrate(dryRun: Bool, progress: Progress<MigrationReport>? = nil) -> [TargetOutcome<MigrationReport>] {
+    package func migrate(dryRun: Bool, progress: Progress<MigrationReport>? = nil) -> [TargetOutcome<MigrationReport>] {
         run(progress: progress) { runner, target in
             try runner.migrate(databaseAt: target.path, dryRun: dryRun)
         }
     }
 
     /// Reads the status of every target, read-only.
-    public func status(progress: Progress<MigrationStatus>? = nil) -> [TargetOutcome<MigrationStatus>] {
+    package func status(progress: Progress<MigrationStatus>? = nil) -> [TargetOutcome<MigrationStatus>] {
         run(progress: progress) { runner, target in
             try runner.status(ofDatabaseAt: target.path)
         }
     }
 
-    /// Returns the runner for a target, with its key installed.
-    public func runner(for target: MigrationTarget) throws -> DatabaseMigrationRunner {
+    /// Returns the runner for a target, with its key and busy timeout.
+    package func runner(for target: MigrationTarget) throws -> DatabaseMigrationRunner {
         var runner = DatabaseMigrationRunner(set: target.set)
         runner.acceptsModifiedMigrations = acceptsModifiedMigrations
-        if let keySource = target.keySource {
-            guard let keyApplier else { throw MigrationError.encryptionUnavailable }
-            let key = try keySource.loadKey()
+        runner.busyTimeout = target.busyTimeout
+        if let key = try target.key() {
             runner.prepareConfiguration = { configuration in
-                try keyApplier(key, &configuration)
+                try configuration.encrypt(with: key)
             }
         }
         return runner

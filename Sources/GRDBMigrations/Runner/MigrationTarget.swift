@@ -1,29 +1,61 @@
+import Foundation
+import GRDBCipher
+
 /// One database a ``MigrationBatch`` works on.
 ///
 /// ```swift
-/// let target = MigrationTarget(name: "acme", path: "tenants/acme.sqlite", set: playersSet)
+/// let target = MigrationTarget(name: "acme", path: "tenants/acme.sqlite", set: playersSet,
+///                              encryption: .tenant(try configuration.tenantEncryption()))
 /// ```
-public struct MigrationTarget: Sendable {
-    /// A display name: the configured name, or the tenant name.
-    public var name: String
-    /// The database file.
-    public var path: String
-    /// The migrations it should have.
-    public var set: MigrationSet
-    /// Where its key comes from, for an encrypted database.
-    public var keySource: KeySource?
+package struct MigrationTarget: Sendable {
+    /// How the target's key is found.
+    package enum Encryption: Sendable {
+        /// A plain database. An encrypted file is refused with
+        /// `TenantEncryptionError.encryptedWithoutKey`, which says so.
+        case plain
+        /// A named database and the source of its key.
+        case key(KeySource)
+        /// A tenant, whose key the tenant-key policy gives.
+        case tenant(TenantEncryption)
+    }
 
-    /// Creates a target.
-    ///
-    /// ```swift
-    /// let target = MigrationTarget(name: "catalog", path: "data/catalog.sqlite", set: catalogSet,
-    ///                              keySource: .environment("CATALOG_KEY"))
-    /// ```
-    public init(name: String, path: String, set: MigrationSet, keySource: KeySource? = nil) {
+    /// A display name: the configured name, or the tenant id.
+    package var name: String
+    /// The database file.
+    package var path: String
+    /// The migrations it should have.
+    package var set: MigrationSet
+    /// How its key is found.
+    package var encryption: Encryption
+    /// How long its connections wait for another process's lock.
+    package var busyTimeout: Duration
+
+    package init(
+        name: String, path: String, set: MigrationSet, encryption: Encryption = .plain,
+        busyTimeout: Duration = RegistryConfiguration.defaultBusyTimeout
+    ) {
         self.name = name
         self.path = path
         self.set = set
-        self.keySource = keySource
+        self.encryption = encryption
+        self.busyTimeout = busyTimeout
+    }
+
+    /// The key of the target, or nil when it is plain.
+    ///
+    /// - throws: `KeySourceError`, `CipherError.invalidKey`,
+    ///   `TenantEncryptionError` (`encryptedWithoutKey` for a file that is
+    ///   not plain and has no key).
+    package func key(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> CipherKey? {
+        switch encryption {
+        case .plain:
+            if CipherDatabase.isEncrypted(atPath: path) == true { throw TenantEncryptionError.encryptedWithoutKey(path: path) }
+            return nil
+        case .key(let source):
+            return try CipherKey(source.read(environment: environment))
+        case .tenant(let policy):
+            return try policy.key(forTenant: name, atPath: path)
+        }
     }
 }
 
@@ -35,16 +67,16 @@ public struct MigrationTarget: Sendable {
 ///     print(outcome.name, outcome.result)
 /// }
 /// ```
-public struct TargetOutcome<Value: Sendable>: Sendable {
+package struct TargetOutcome<Value: Sendable>: Sendable {
     /// The target's display name.
-    public var name: String
+    package var name: String
     /// The target's database file.
-    public var path: String
+    package var path: String
     /// What the operation returned, or why it failed.
-    public var result: Result<Value, TargetFailure>
+    package var result: Result<Value, TargetFailure>
 
     /// True when the target succeeded.
-    public var succeeded: Bool {
+    package var succeeded: Bool {
         if case .success = result { return true }
         return false
     }
@@ -55,11 +87,11 @@ public struct TargetOutcome<Value: Sendable>: Sendable {
 /// ```swift
 /// if case .failure(let failure) = outcome.result { print(failure.message) }
 /// ```
-public struct TargetFailure: Error, Sendable, Equatable, CustomStringConvertible {
+package struct TargetFailure: Error, Sendable, Equatable, CustomStringConvertible {
     /// The error, described for a human.
-    public var message: String
+    package var message: String
     /// The error itself, when it is a ``MigrationError``.
-    public var migrationError: MigrationError?
+    package var migrationError: MigrationError?
 
-    public var description: String { message }
+    package var description: String { message }
 }

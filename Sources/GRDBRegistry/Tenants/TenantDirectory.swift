@@ -16,8 +16,8 @@ import Synchronization
 /// ```
 ///
 /// - **Files.** Tenant `id` lives in `<root>/<id>.sqlite` (and its `-wal`
-///   and `-shm` files). ``TenantID`` only admits file-name-safe characters,
-///   so no id reaches a file outside the root.
+///   and `-shm` files), as ``TenantLayout`` says. ``TenantID`` only admits
+///   file-name-safe characters, so no id reaches a file outside the root.
 /// - **Explicit open, once.** ``lease(_:)`` opens a tenant on first use,
 ///   with its migrations applied (or refused, with
 ///   ``RepositoryDatabase/MigrationPolicy/refusePending``) and its
@@ -83,9 +83,8 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
     public let policy: RepositoryDatabase.MigrationPolicy
     /// The GRDB configuration of each tenant.
     private let configuration: @Sendable (TenantID, _ path: String) throws -> Configuration
-    /// `root.path` with a trailing `/`: building paths by concatenation
-    /// keeps URL work off the hot path.
-    private let rootPrefix: String?
+    /// The file layout under `root`, shared with the daemon and registryctl.
+    public let layout: TenantLayout?
     private let state = Mutex(State())
     /// Opens and closes tenants off the callers' cooperative threads.
     private let queue = DispatchQueue(label: "GRDBRegistry.TenantDirectory", attributes: .concurrent)
@@ -106,7 +105,7 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
         precondition(maxOpen > 0, "maxOpen must be positive")
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
         self.root = root.standardizedFileURL
-        self.rootPrefix = root.standardizedFileURL.path + "/"
+        self.layout = TenantLayout(root: root)
         self.maxOpen = maxOpen
         self.policy = policy
         self.configuration = configuration
@@ -114,7 +113,7 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
 
     private init() {
         root = nil
-        rootPrefix = nil
+        layout = nil
         maxOpen = 1
         policy = .apply
         configuration = { _, _ in throw TenantError.notConfigured }
@@ -128,17 +127,14 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
 
     /// The path of the database of `id`.
     public func path(of id: TenantID) throws -> String {
-        guard let rootPrefix else { throw TenantError.notConfigured }
-        return rootPrefix + id.rawValue + ".sqlite"
+        guard let layout else { throw TenantError.notConfigured }
+        return layout.path(of: id)
     }
 
     /// The tenants that have a database, sorted.
     public func tenants() throws -> [TenantID] {
-        guard let root else { throw TenantError.notConfigured }
-        return try FileManager.default.contentsOfDirectory(atPath: root.path)
-            .filter { $0.hasSuffix(".sqlite") }
-            .compactMap { try? TenantID(String($0.dropLast(".sqlite".count))) }
-            .sorted()
+        guard let layout else { throw TenantError.notConfigured }
+        return try layout.tenants()
     }
 
     /// Whether `id` has a database.
@@ -157,9 +153,9 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
     ///   migrations.
     public func provision(_ id: TenantID, configuration: Configuration? = nil) throws {
         let path = try path(of: id)
-        guard let root else { throw TenantError.notConfigured }
+        guard let layout else { throw TenantError.notConfigured }
         if FileManager.default.fileExists(atPath: path) { throw TenantError.alreadyExists(id) }
-        let temporary = root.appendingPathComponent(".provisioning-\(id.rawValue)-\(UUID().uuidString).sqlite").path
+        let temporary = layout.provisioningPath(for: id)
         defer { Self.removeFiles(of: temporary) }
         let repository = try Repository.openTenant(
             at: temporary, id: id, policy: .apply,

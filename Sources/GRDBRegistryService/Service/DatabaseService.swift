@@ -15,7 +15,7 @@ import Synchronization
 /// requests before the databases close):
 ///
 /// ```swift
-/// let configuration = try ServiceConfiguration.load(contentsOf: URL(fileURLWithPath: "registry.json"))
+/// let configuration = try RegistryConfiguration.load(contentsOf: URL(fileURLWithPath: "registry.json"))
 /// let databases = DatabaseService(configuration: configuration, logger: logger)
 /// let group = ServiceGroup(configuration: .init(
 ///     services: [databases, httpServer],
@@ -30,8 +30,12 @@ import Synchronization
 ///
 /// **Start.** `run()` checks the configuration against the machine (every
 /// problem at once), opens each database, applies, verifies or skips its
-/// migrations (see ``MigrationMode``), then reports readiness
-/// (``waitUntilReady()``, ``health()``).
+/// migrations through `DatabaseMigrationRunner` (see `MigrationMode`: an
+/// applied file edited since blocks the start, naming the file), then
+/// reports readiness (``waitUntilReady()``, ``health()``). Tenants follow
+/// the same mode when they open (``tenants(of:)``). Every connection waits
+/// up to its configured busy timeout for another process's lock (a
+/// `registryctl migrate` running meanwhile) instead of failing at once.
 ///
 /// **Graceful shutdown** (SIGTERM through `ServiceGroup`): for each
 /// database, a barrier write waits for the writes already queued, then
@@ -64,28 +68,36 @@ public final class DatabaseService: Service, Sendable {
         case created, starting, ready, draining, stopped, failed
     }
 
-    /// What the service can't know by itself: how to build the migrator of
-    /// a migration folder, and how to open an encrypted database.
+    /// What the service can't know by itself: how to load the migration
+    /// set of a folder, and how to open an encrypted named database.
+    ///
+    /// ```swift
+    /// let hooks = DatabaseService.Hooks(migrationSet: { _, folder in
+    ///     try MigrationSet(directory: folder, swiftMigrations: [backfillScores])
+    /// })
+    /// ```
     public struct Hooks: Sendable {
-        /// Returns the migrator of the migration set in `folder`. The default
-        /// loads the SQL set of the folder (``GRDBMigrations/MigrationSet``),
-        /// with checksums, as `registryctl` does.
-        public var makeMigrator: (@Sendable (_ database: String, _ folder: URL) throws -> DatabaseMigrator)?
+        /// Returns the migration set in `folder` (`database` is the
+        /// database name, or `tenants`). The default loads the folder's SQL
+        /// files (`MigrationSet(directory:)`), as `registryctl` does.
+        public var migrationSet: (@Sendable (_ database: String, _ folder: URL) throws -> MigrationSet)?
 
-        /// Prepares the configuration of an encrypted database with its key.
-        /// The default opens it in the SQLCipher v4 format (``GRDBCipher``),
-        /// the key being a passphrase or a raw `x'<hex>'` key.
+        /// Prepares the configuration of an encrypted named database with
+        /// its key. The default opens it in the SQLCipher v4 format, the
+        /// key read as `registryctl` reads it (`CipherKey(_:)`: a passphrase,
+        /// or a raw `x'<hex>'` key). Tenants always use the tenant-key
+        /// policy (`TenantEncryption`).
         public var encrypt: (@Sendable (_ database: String, _ configuration: inout Configuration, _ key: DatabaseSecret) throws -> Void)?
 
         public init(
-            makeMigrator: (@Sendable (_ database: String, _ folder: URL) throws -> DatabaseMigrator)? = { _, folder in
-                try MigrationSet(directory: folder).makeMigrator()
+            migrationSet: (@Sendable (_ database: String, _ folder: URL) throws -> MigrationSet)? = { _, folder in
+                try MigrationSet(directory: folder)
             },
             encrypt: (@Sendable (_ database: String, _ configuration: inout Configuration, _ key: DatabaseSecret) throws -> Void)? = { _, configuration, key in
-                try configuration.encrypt(with: .passphrase(key.value))
+                try configuration.encrypt(with: CipherKey(key))
             }
         ) {
-            self.makeMigrator = makeMigrator
+            self.migrationSet = migrationSet
             self.encrypt = encrypt
         }
     }
@@ -111,7 +123,7 @@ public final class DatabaseService: Service, Sendable {
     }
 
     /// The configuration the service runs.
-    public let configuration: ServiceConfiguration
+    public let configuration: RegistryConfiguration
     private let environment: [String: String]
     private let logger: Logger
     private let hooks: Hooks
@@ -121,9 +133,9 @@ public final class DatabaseService: Service, Sendable {
     /// Creates a service for the databases of `configuration`. Nothing is
     /// opened before ``run()``.
     ///
-    /// - parameter environment: Where key sources named `…Env` are read.
+    /// - parameter environment: Where `env` key sources are read.
     public init(
-        configuration: ServiceConfiguration,
+        configuration: RegistryConfiguration,
         environment: [String: String] = ProcessInfo.processInfo.environment,
         logger: Logger = Logger(label: "GRDBRegistry"),
         hooks: Hooks = Hooks()
@@ -238,9 +250,18 @@ public final class DatabaseService: Service, Sendable {
     /// try await teams.withRepository(TenantID("acme")) { try await $0.add(name: "Arthur") }
     /// ```
     ///
+    /// Each tenant opens with the key of the tenant-key policy
+    /// (`TenantEncryption`): with `tenants.masterKey`, every tenant is
+    /// encrypted, a new one included, and a plain tenant file is refused
+    /// unless `tenants.allowPlaintextTenants`. Before a tenant opens, its
+    /// migrations (`tenants.migrations`) are applied or verified through
+    /// `DatabaseMigrationRunner`, as for named databases.
+    ///
     /// - throws: ``DatabaseServiceError/unknownDatabase(_:knownNames:)``
     ///   when the configuration has no `tenants`, or when a directory of
-    ///   another repository type was created first.
+    ///   another repository type was created first;
+    ///   ``DatabaseServiceError/invalidConfiguration(problems:)`` when the
+    ///   master key or the migration set can't be read.
     public func tenants<Repository: TenantRepository>(of type: Repository.Type) throws -> TenantDirectory<Repository> {
         guard let tenants = configuration.tenants else {
             throw DatabaseServiceError.unknownDatabase("tenants", knownNames: configuration.databases.map(\.name))
@@ -252,44 +273,99 @@ public final class DatabaseService: Service, Sendable {
                 }
                 return directory
             }
-            let masterKey = try tenants.masterKeySource.map { Data(try readKey($0).value.utf8) }
+            let encryption = try tenantEncryption()
+            var tenantRunner: DatabaseMigrationRunner?
+            if let folder = tenants.migrations, configuration.migrationMode != .skip, let migrationSet = hooks.migrationSet {
+                do {
+                    tenantRunner = DatabaseMigrationRunner(set: try migrationSet("tenants", URL(fileURLWithPath: folder)))
+                    tenantRunner?.busyTimeout = tenants.busyTimeout
+                } catch {
+                    throw DatabaseServiceError.invalidConfiguration(problems: ["tenants.migrations: \(error)"])
+                }
+            }
+            let runner = tenantRunner
+            let mode = configuration.migrationMode
+            let logger = self.logger
             let directory = try TenantDirectory<Repository>(
                 root: URL(fileURLWithPath: tenants.root),
                 maxOpen: tenants.maxOpen,
-                policy: configuration.migrationMode == .verify ? .refusePending : .apply,
+                // The runner applies or verifies first; the repository's own
+                // migrator only runs in apply mode (on provisioning, too).
+                policy: mode == .apply ? .apply : .refusePending,
                 configuration: { id, path in
-                    // Encrypted tenants (their file says so) open with the
-                    // key derived from the master key; others stay plain.
-                    guard let masterKey, CipherDatabase.isEncrypted(atPath: path) == true else { return Configuration() }
-                    return try Self.tenantConfiguration(id, masterKey: masterKey)
+                    let key = try encryption.key(forTenant: id.rawValue, atPath: path)
+                    var configuration = Configuration()
+                    configuration.busyMode = .timeout(tenants.busyTimeout.timeInterval)
+                    if let key { try configuration.encrypt(with: key) }
+                    // A missing file is a tenant being provisioned: the
+                    // repository creates and migrates it.
+                    if var runner, FileManager.default.fileExists(atPath: path) {
+                        if let key { runner.prepareConfiguration = { try $0.encrypt(with: key) } }
+                        var logger = logger
+                        logger[metadataKey: "database"] = "tenants/\(id)"
+                        try Self.migrate(tenant: "tenants/\(id)", at: path, with: runner, mode: mode, logger: logger)
+                    }
+                    return configuration
                 })
             state.tenants = (directory, { directory.closeIdleTenants() })
             return directory
         }
     }
 
-    /// The configuration of a new tenant database: encrypted with the key
-    /// derived from the configured master key (`tenants.encryption`), or plain.
+    /// The configuration of a new tenant database, plain or encrypted as
+    /// asked, checked against the tenant-key policy.
     ///
     /// ```swift
     /// try teams.provision(id, configuration: try service.tenantConfiguration(for: id, encrypted: true))
     /// ```
     ///
-    /// - throws: ``DatabaseServiceError/invalidConfiguration(problems:)``
-    ///   when `encrypted` is true and no master key is configured.
+    /// Without an explicit configuration, `provision` follows the policy:
+    /// encrypted when a master key is configured, plain otherwise.
+    ///
+    /// - throws: `TenantEncryptionError.noMasterKey` when `encrypted` is
+    ///   true and no master key is configured; `.plaintextTenant` when
+    ///   `encrypted` is false, a master key is configured, and
+    ///   `tenants.allowPlaintextTenants` is not set.
     public func tenantConfiguration(for id: TenantID, encrypted: Bool) throws -> Configuration {
-        guard encrypted else { return Configuration() }
-        guard let source = configuration.tenants?.masterKeySource else {
-            throw DatabaseServiceError.invalidConfiguration(problems: ["tenants.encryption: an encrypted tenant needs a master key source"])
+        guard let tenants = configuration.tenants else {
+            throw DatabaseServiceError.unknownDatabase("tenants", knownNames: configuration.databases.map(\.name))
         }
-        return try Self.tenantConfiguration(id, masterKey: Data(readKey(source).value.utf8))
+        let path = tenants.layout.path(of: id)
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(tenants.busyTimeout.timeInterval)
+        if let key = try tenantEncryption().keyForNewTenant(id.rawValue, atPath: path, encrypted: encrypted) {
+            try configuration.encrypt(with: key)
+        }
+        return configuration
     }
 
-    /// Tenant keys: HMAC-SHA256(master key, "tenant:<id>"), raw keys (no KDF).
-    private static func tenantConfiguration(_ id: TenantID, masterKey: Data) throws -> Configuration {
-        var configuration = Configuration()
-        try configuration.encrypt(with: .derived(fromMasterKey: masterKey, info: "tenant:\(id)"))
-        return configuration
+    private func tenantEncryption() throws -> TenantEncryption {
+        do {
+            return try configuration.tenantEncryption(environment: environment)
+        } catch {
+            throw DatabaseServiceError.invalidConfiguration(problems: ["tenants.masterKey: \(error)"])
+        }
+    }
+
+    /// Applies (apply) or checks (verify) the migrations of an existing tenant.
+    private static func migrate(tenant name: String, at path: String, with runner: DatabaseMigrationRunner, mode: MigrationMode, logger: Logger) throws {
+        switch mode {
+        case .skip:
+            return
+        case .verify:
+            let status = try runner.status(ofDatabaseAt: path)
+            if !status.modified.isEmpty {
+                throw MigrationError.modifiedMigrations(path: path, identifiers: status.modified)
+            }
+            if !status.pending.isEmpty {
+                throw DatabaseServiceError.pendingMigrations(database: name, migrations: status.pending)
+            }
+        case .apply:
+            let report = try runner.migrate(databaseAt: path)
+            if !report.applied.isEmpty {
+                logger.info("migrations applied", metadata: ["migrations": "\(report.applied.joined(separator: ","))"])
+            }
+        }
     }
 
     /// Which databases are open, migrated and writable.
@@ -340,11 +416,11 @@ public final class DatabaseService: Service, Sendable {
     private func checkConfiguration() throws {
         var problems = configuration.problems(environment: environment)
         for database in configuration.databases {
-            if database.migrations != nil, configuration.migrationMode != .skip, hooks.makeMigrator == nil {
-                problems.append("databases.\(database.name).migrations: no migration loader (DatabaseService.Hooks.makeMigrator)")
+            if database.migrations != nil, configuration.migrationMode != .skip, hooks.migrationSet == nil {
+                problems.append("databases.\(database.name).migrations: no migration loader (DatabaseService.Hooks.migrationSet)")
             }
-            if database.keySource != nil, hooks.encrypt == nil {
-                problems.append("databases.\(database.name).encryption: this service has no encryption support (DatabaseService.Hooks.encrypt)")
+            if database.key != nil, hooks.encrypt == nil {
+                problems.append("databases.\(database.name).key: this service has no encryption support (DatabaseService.Hooks.encrypt)")
             }
             if DatabaseConnections.shared.isOpen(atPath: database.path) {
                 problems.append(DatabaseServiceError.alreadyOpen(database: database.name, path: database.path).description)
@@ -355,7 +431,7 @@ public final class DatabaseService: Service, Sendable {
         }
     }
 
-    private func open(_ database: ServiceConfiguration.Database) throws -> OpenDatabase {
+    private func open(_ database: RegistryConfiguration.Database) throws -> OpenDatabase {
         var logger = self.logger
         logger[metadataKey: "database"] = "\(database.name)"
         let gate = WriteGate(database: database.name)
@@ -363,8 +439,11 @@ public final class DatabaseService: Service, Sendable {
 
         var grdbConfiguration = Configuration()
         grdbConfiguration.label = database.name
-        if let keySource = database.keySource, let encrypt = hooks.encrypt {
-            try encrypt(database.name, &grdbConfiguration, readKey(keySource))
+        // Another process (registryctl migrate) may hold the lock for a
+        // moment: wait for it rather than fail the request.
+        grdbConfiguration.busyMode = .timeout(database.busyTimeout.timeInterval)
+        if let source = database.key, let encrypt = hooks.encrypt {
+            try encrypt(database.name, &grdbConfiguration, readKey(source, at: "databases.\(database.name).key"))
         }
         // `prepareDatabase` adds to the preparations of the encryption hook.
         grdbConfiguration.prepareDatabase { db in
@@ -383,9 +462,10 @@ public final class DatabaseService: Service, Sendable {
 
         var pending: [String] = []
         do {
-            if let folder = database.migrations, configuration.migrationMode != .skip, let makeMigrator = hooks.makeMigrator {
-                let migrator = try makeMigrator(database.name, URL(fileURLWithPath: folder))
-                pending = try migrate(writer, with: migrator, database: database.name, logger: logger)
+            if let folder = database.migrations, configuration.migrationMode != .skip, let migrationSet = hooks.migrationSet {
+                var runner = DatabaseMigrationRunner(set: try migrationSet(database.name, URL(fileURLWithPath: folder)))
+                runner.busyTimeout = database.busyTimeout
+                pending = try migrate(writer, with: runner, database: database, logger: logger)
             }
         } catch {
             try? DatabaseConnections.shared.close(writer)
@@ -394,53 +474,48 @@ public final class DatabaseService: Service, Sendable {
         return OpenDatabase(name: database.name, writer: writer, gate: gate, pendingMigrations: pending)
     }
 
-    /// Applies or verifies migrations; returns those still pending.
-    private func migrate(_ writer: any DatabaseWriter, with migrator: DatabaseMigrator, database: String, logger: Logger) throws -> [String] {
+    /// Applies or verifies migrations through the runner (checksums
+    /// included); returns those still pending.
+    private func migrate(_ writer: any DatabaseWriter, with runner: DatabaseMigrationRunner, database: RegistryConfiguration.Database, logger: Logger) throws -> [String] {
         let runs = { (result: String) in
-            Counter(label: "grdbregistry_migration_runs_total", dimensions: [("database", database), ("result", result)]).increment()
+            Counter(label: "grdbregistry_migration_runs_total", dimensions: [("database", database.name), ("result", result)]).increment()
         }
-        let applied = try writer.read { db in try migrator.appliedIdentifiers(db) }
-        let pending = migrator.migrations.filter { !applied.contains($0) }
         switch configuration.migrationMode {
         case .skip:
-            return pending
+            return try writer.read { try runner.status($0, path: database.path) }.pending
         case .verify:
             runs("verified")
-            if !pending.isEmpty {
-                throw DatabaseServiceError.pendingMigrations(database: database, migrations: pending)
+            let status = try writer.read { try runner.status($0, path: database.path) }
+            if !status.modified.isEmpty {
+                throw MigrationError.modifiedMigrations(path: database.path, identifiers: status.modified)
+            }
+            if !status.pending.isEmpty {
+                throw DatabaseServiceError.pendingMigrations(database: database.name, migrations: status.pending)
             }
             return []
         case .apply:
+            let report: MigrationReport
             do {
-                try migrator.migrate(writer)
+                report = try runner.migrate(writer, path: database.path)
             } catch {
                 runs("failed")
                 logger.error("migration failed", metadata: ["error": "\(error)"])
                 throw error
             }
             runs("applied")
-            Counter(label: "grdbregistry_migrations_applied_total", dimensions: [("database", database)]).increment(by: pending.count)
-            if !pending.isEmpty {
-                logger.info("migrations applied", metadata: ["migrations": "\(pending.joined(separator: ","))"])
+            Counter(label: "grdbregistry_migrations_applied_total", dimensions: [("database", database.name)]).increment(by: report.applied.count)
+            if !report.applied.isEmpty {
+                logger.info("migrations applied", metadata: ["migrations": "\(report.applied.joined(separator: ","))"])
             }
             return []
         }
     }
 
-    private func readKey(_ source: ServiceConfiguration.KeySource) throws -> DatabaseSecret {
-        switch source {
-        case let .environment(name):
-            guard let value = environment[name], !value.isEmpty else {
-                throw DatabaseServiceError.invalidConfiguration(problems: ["environment variable \(name) is not set"])
-            }
-            return DatabaseSecret(value)
-        case let .file(path):
-            guard let data = FileManager.default.contents(atPath: path) else {
-                throw DatabaseServiceError.invalidConfiguration(problems: ["key file \(path) is missing or unreadable"])
-            }
-            var value = String(decoding: data, as: UTF8.self)
-            while value.hasSuffix("\n") || value.hasSuffix("\r") { value.removeLast() }
-            return DatabaseSecret(value)
+    private func readKey(_ source: KeySource, at location: String) throws -> DatabaseSecret {
+        do {
+            return try source.read(environment: environment)
+        } catch {
+            throw DatabaseServiceError.invalidConfiguration(problems: ["\(location): \(error)"])
         }
     }
 

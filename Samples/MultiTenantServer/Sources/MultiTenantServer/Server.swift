@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import GRDBRegistry
+import GRDBMigrations
 import GRDBRegistryExamples
 import GRDBRegistryService
 import Hummingbird
@@ -63,32 +64,13 @@ struct MultiTenantServer {
         let data = URL(fileURLWithPath: settings.dataDirectory).standardizedFileURL
         try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
 
-        // The catalog's schema is the SQL set Migrations/catalog of the
-        // repository (the sample runs from its source tree).
-        let catalogMigrations = URL(fileURLWithPath: #filePath)
-            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("Migrations/catalog")
-        // Encrypted teams get keys derived from a master key: from
-        // MTS_MASTER_KEY, or a key file made on first start (a demo's
-        // convenience: keep a real master key out of the data directory).
-        let masterKeySource: ServiceConfiguration.KeySource
-        if ProcessInfo.processInfo.environment["MTS_MASTER_KEY"] != nil {
-            masterKeySource = .environment("MTS_MASTER_KEY")
-        } else {
-            let keyFile = data.appendingPathComponent("master.key").path
-            if !FileManager.default.fileExists(atPath: keyFile) {
-                var bytes = [UInt8](repeating: 0, count: 32)
-                for index in bytes.indices { bytes[index] = UInt8.random(in: 0...255) }
-                let hex = bytes.map { String(format: "%02x", $0) }.joined()
-                FileManager.default.createFile(atPath: keyFile, contents: Data(hex.utf8), attributes: [.posixPermissions: 0o600])
-            }
-            masterKeySource = .file(keyFile)
+        // The server reads its databases from <data>/registry.json, the
+        // file `registryctl --config` reads too. The first start writes it.
+        let configurationFile = data.appendingPathComponent("registry.json")
+        if !FileManager.default.fileExists(atPath: configurationFile.path) {
+            try writeDefaultConfiguration(to: configurationFile, data: data)
         }
-        let configuration = ServiceConfiguration(
-            databases: [.init(name: "catalog", path: data.appendingPathComponent("catalog.sqlite").path, migrations: catalogMigrations.path)],
-            tenants: .init(root: data.appendingPathComponent("tenants").path, maxOpen: 256, masterKeySource: masterKeySource),
-            shutdownTimeout: .seconds(5))
+        let configuration = try RegistryConfiguration.load(contentsOf: configurationFile)
         let databases = DatabaseService(configuration: configuration, logger: logger)
         // Teams live in the service's tenant directory: it closes them at shutdown.
         let teams = try databases.tenants(of: PlayerRepository.self)
@@ -140,6 +122,42 @@ struct MultiTenantServer {
         defer { escalation.cancel() }
         try await running.value
         say("stopped")
+    }
+
+    /// The configuration of a new data directory. The catalog's and teams'
+    /// schemas are the SQL sets Migrations/catalog and Migrations/players of
+    /// the repository (the sample runs from its source tree). Encrypted
+    /// teams get keys derived from a master key: MTS_MASTER_KEY when set,
+    /// else a key file made now (a demo's convenience: keep a real master
+    /// key out of the data directory). Teams may be plain or encrypted, as
+    /// their creator asks, hence `allowPlaintextTenants`.
+    static func writeDefaultConfiguration(to file: URL, data: URL) throws {
+        let migrations = URL(fileURLWithPath: #filePath)
+            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Migrations").standardizedFileURL
+        let masterKey: [String: String]
+        if ProcessInfo.processInfo.environment["MTS_MASTER_KEY"] != nil {
+            masterKey = ["env": "MTS_MASTER_KEY"]
+        } else {
+            let keyFile = data.appendingPathComponent("master.key").path
+            if !FileManager.default.fileExists(atPath: keyFile) {
+                var generator = SystemRandomNumberGenerator()
+                let hex = (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &generator)) }.joined()
+                FileManager.default.createFile(atPath: keyFile, contents: Data(hex.utf8), attributes: [.posixPermissions: 0o600])
+            }
+            masterKey = ["file": "master.key"]
+        }
+        let document: [String: Any] = [
+            "databases": ["catalog": ["path": "catalog.sqlite", "migrations": migrations.appendingPathComponent("catalog").path]],
+            "tenants": [
+                "root": "tenants", "migrations": migrations.appendingPathComponent("players").path, "maxOpen": 256,
+                "masterKey": masterKey, "allowPlaintextTenants": true,
+            ],
+            "shutdownTimeoutSeconds": 5,
+        ]
+        let json = try JSONSerialization.data(withJSONObject: document, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
+        try json.write(to: file)
     }
 
     static func say(_ line: String) {

@@ -1,0 +1,386 @@
+import Foundation
+import GRDBCipher
+import Synchronization
+
+extension RegistryConfiguration {
+    /// Loads and checks the configuration file at `url`, with overrides
+    /// from `environment` (`GRDBREGISTRY_*` variables).
+    ///
+    /// ```swift
+    /// let configuration = try RegistryConfiguration.load(contentsOf: URL(fileURLWithPath: "registry.json"))
+    /// ```
+    ///
+    /// - throws: ``RegistryConfigurationError``, listing every problem.
+    public static func load(
+        contentsOf url: URL,
+        environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws -> RegistryConfiguration {
+        let data: Data
+        do {
+            data = try Data(contentsOf: url)
+        } catch {
+            throw RegistryConfigurationError(file: url.path, problems: ["can't read the file: \((error as NSError).localizedDescription)"])
+        }
+        return try parse(data, baseDirectory: url.deletingLastPathComponent(), file: url.path, environment: environment)
+    }
+
+    /// Parses and checks a configuration; relative paths resolve against
+    /// `baseDirectory`.
+    ///
+    /// ```swift
+    /// let configuration = try RegistryConfiguration.parse(
+    ///     Data(#"{"databases": {"catalog": {"path": "catalog.sqlite"}}}"#.utf8),
+    ///     baseDirectory: URL(fileURLWithPath: "/srv/app"))
+    /// ```
+    ///
+    /// - throws: ``RegistryConfigurationError``, listing every problem.
+    public static func parse(
+        _ data: Data,
+        baseDirectory: URL,
+        file: String = "<configuration>",
+        environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws -> RegistryConfiguration {
+        let log = ProblemLog()
+        let decoder = JSONDecoder()
+        decoder.userInfo[.problemLog] = log
+        var model: FileModel?
+        do {
+            model = try decoder.decode(FileModel.self, from: data)
+        } catch DecodingError.dataCorrupted(let context) {
+            let reason = (context.underlyingError as NSError?)?.localizedDescription ?? context.debugDescription
+            log.add("", "not valid JSON: \(reason)")
+        } catch {
+            log.add("", "must be a JSON object (see the Configuration article for its keys)")
+        }
+        var builder = Builder(baseDirectory: baseDirectory, environment: environment, log: log)
+        let configuration = model.flatMap { builder.build($0) }
+        let problems = log.problems.withLock { $0 }
+        guard problems.isEmpty, let configuration else {
+            throw RegistryConfigurationError(file: file, problems: problems)
+        }
+        return configuration
+    }
+}
+
+/// A configuration that can't run, with every problem found.
+///
+/// ```swift
+/// do { _ = try RegistryConfiguration.load(contentsOf: url) }
+/// catch let error as RegistryConfigurationError { print(error) }
+/// ```
+public struct RegistryConfigurationError: Error, CustomStringConvertible, Sendable, Equatable {
+    /// The configuration file.
+    public var file: String
+    /// One line a problem, each naming where it is (`databases.players.path: missing`).
+    public var problems: [String]
+
+    public init(file: String, problems: [String]) {
+        self.file = file
+        self.problems = problems
+    }
+
+    public var description: String {
+        "Invalid configuration \(file):\n" + problems.map { "  - \($0)" }.joined(separator: "\n")
+    }
+}
+
+// MARK: - Decoding, collecting problems
+
+/// The problems found while decoding, shared by every nested decoder so
+/// that one bad value does not hide the next.
+private final class ProblemLog: Sendable {
+    let problems = Mutex<[String]>([])
+
+    func add(_ location: String, _ message: String) {
+        problems.withLock { $0.append(location.isEmpty ? message : "\(location): \(message)") }
+    }
+}
+
+extension CodingUserInfoKey {
+    fileprivate static let problemLog = CodingUserInfoKey(rawValue: "GRDBMigrations.ProblemLog")!
+}
+
+private struct AnyKey: CodingKey {
+    var stringValue: String
+    var intValue: Int? { nil }
+    init(_ string: String) { stringValue = string }
+    init?(stringValue: String) { self.stringValue = stringValue }
+    init?(intValue: Int) { nil }
+}
+
+private func location(_ path: [any CodingKey], _ key: String? = nil) -> String {
+    (path.map(\.stringValue) + (key.map { [$0] } ?? [])).joined(separator: ".")
+}
+
+extension Decoder {
+    fileprivate var log: ProblemLog {
+        // Set by `parse` before any model decodes.
+        userInfo[.problemLog] as? ProblemLog ?? ProblemLog()
+    }
+}
+
+extension KeyedDecodingContainer<AnyKey> {
+    /// Decodes one value; a missing or mistyped one is logged, not thrown.
+    fileprivate func field<T: Decodable>(_ key: String, _ log: ProblemLog, expected: String, required: Bool = false) -> T? {
+        let codingKey = AnyKey(key)
+        guard contains(codingKey) else {
+            if required { log.add(location(codingPath, key), "missing (\(expected))") }
+            return nil
+        }
+        do {
+            let value = try decode(T.self, forKey: codingKey)
+            if let string = value as? String, string.isEmpty {
+                log.add(location(codingPath, key), "must be \(expected), not empty")
+                return nil
+            }
+            return value
+        } catch {
+            log.add(location(codingPath, key), "must be \(expected)")
+            return nil
+        }
+    }
+
+    fileprivate func checkKeys(_ allowed: [String], _ log: ProblemLog) {
+        for key in allKeys.map(\.stringValue).sorted() where !allowed.contains(key) {
+            log.add(location(codingPath, key), "unknown key (allowed: \(allowed.joined(separator: ", ")))")
+        }
+    }
+}
+
+private struct FileModel: Decodable {
+    var databases: [(name: String, model: DatabaseModel)] = []
+    var tenants: TenantsModel?
+    var migrationMode: String?
+    var shutdownTimeoutSeconds: Double?
+    var busyTimeoutSeconds: Double?
+
+    init(from decoder: any Decoder) throws {
+        let log = decoder.log
+        let container = try decoder.container(keyedBy: AnyKey.self)
+        container.checkKeys(["databases", "tenants", "migrationMode", "shutdownTimeoutSeconds", "busyTimeoutSeconds"], log)
+        if container.contains(AnyKey("databases")) {
+            do {
+                let databases = try container.nestedContainer(keyedBy: AnyKey.self, forKey: AnyKey("databases"))
+                for key in databases.allKeys.sorted(by: { $0.stringValue < $1.stringValue }) {
+                    let model: DatabaseModel? = databases.field(key.stringValue, log, expected: "an object with at least a \"path\"")
+                    if let model { self.databases.append((key.stringValue, model)) }
+                }
+            } catch {
+                log.add("databases", "must be an object of databases by name: {\"catalog\": {\"path\": \"data/catalog.sqlite\"}}")
+            }
+        }
+        tenants = container.field("tenants", log, expected: "an object with at least a \"root\"")
+        migrationMode = container.field("migrationMode", log, expected: "apply, verify or skip")
+        shutdownTimeoutSeconds = container.field("shutdownTimeoutSeconds", log, expected: "a number of seconds")
+        busyTimeoutSeconds = container.field("busyTimeoutSeconds", log, expected: "a number of seconds")
+    }
+}
+
+private struct DatabaseModel: Decodable {
+    var path: String?
+    var migrations: String?
+    var key: KeySourceModel?
+    var connection: String?
+    var busyTimeoutSeconds: Double?
+
+    init(from decoder: any Decoder) throws {
+        let log = decoder.log
+        let container = try decoder.container(keyedBy: AnyKey.self)
+        container.checkKeys(["path", "migrations", "key", "connection", "busyTimeoutSeconds"], log)
+        path = container.field("path", log, expected: "the path of the database file", required: true)
+        migrations = container.field("migrations", log, expected: "the path of a migration folder")
+        key = container.field("key", log, expected: KeySourceModel.expected)
+        connection = container.field("connection", log, expected: "pool or queue")
+        busyTimeoutSeconds = container.field("busyTimeoutSeconds", log, expected: "a number of seconds")
+    }
+}
+
+private struct TenantsModel: Decodable {
+    var root: String?
+    var migrations: String?
+    var maxOpen: Int?
+    var masterKey: KeySourceModel?
+    var allowPlaintextTenants: Bool?
+    var busyTimeoutSeconds: Double?
+
+    init(from decoder: any Decoder) throws {
+        let log = decoder.log
+        let container = try decoder.container(keyedBy: AnyKey.self)
+        container.checkKeys(["root", "migrations", "maxOpen", "masterKey", "allowPlaintextTenants", "busyTimeoutSeconds"], log)
+        root = container.field("root", log, expected: "the path of the tenants directory", required: true)
+        migrations = container.field("migrations", log, expected: "the path of a migration folder")
+        maxOpen = container.field("maxOpen", log, expected: "a positive integer")
+        masterKey = container.field("masterKey", log, expected: KeySourceModel.expected)
+        allowPlaintextTenants = container.field("allowPlaintextTenants", log, expected: "true or false")
+        busyTimeoutSeconds = container.field("busyTimeoutSeconds", log, expected: "a number of seconds")
+    }
+}
+
+/// `{"env": "NAME"}` or `{"file": "path"}`.
+private struct KeySourceModel: Decodable {
+    static let expected = "{\"env\": \"VARIABLE\"} or {\"file\": \"path\"}; keys are never written in the configuration"
+    var source: KeySource?
+
+    init(from decoder: any Decoder) throws {
+        let log = decoder.log
+        let container = try decoder.container(keyedBy: AnyKey.self)
+        container.checkKeys(["env", "file"], log)
+        let env: String? = container.field("env", log, expected: "the name of an environment variable")
+        let file: String? = container.field("file", log, expected: "the path of a key file")
+        switch (env, file) {
+        case let (env?, nil): source = .environment(env)
+        case let (nil, file?): source = .file(file)
+        case (_?, _?): log.add(location(container.codingPath), "give one key source, \"env\" or \"file\", not both")
+        case (nil, nil):
+            // A mistyped "env" or "file" was reported already.
+            if !container.contains(AnyKey("env")) && !container.contains(AnyKey("file")) {
+                log.add(location(container.codingPath), "must be \(Self.expected)")
+            }
+        }
+    }
+}
+
+// MARK: - Checks, paths and environment overrides
+
+private struct Builder {
+    let baseDirectory: URL
+    let environment: [String: String]
+    let log: ProblemLog
+
+    mutating func build(_ model: FileModel) -> RegistryConfiguration? {
+        let defaultBusyTimeout = busyTimeout(
+            override: "GRDBREGISTRY_BUSY_TIMEOUT", model.busyTimeoutSeconds, at: "busyTimeoutSeconds",
+            default: RegistryConfiguration.defaultBusyTimeout)
+
+        var databases: [RegistryConfiguration.Database] = []
+        var overrideNames: [String: String] = [:]
+        for (name, database) in model.databases {
+            let at = "databases.\(name)"
+            if !Self.isValidDatabaseName(name) {
+                log.add(at, "invalid database name: use letters, digits, '_' and '-' (it names an environment override)")
+            }
+            let overrideName = "GRDBREGISTRY_\(Self.environmentName(name))_PATH"
+            if let other = overrideNames.updateValue(name, forKey: overrideName) {
+                log.add(at, "databases \(other) and \(name) share the environment override \(overrideName): rename one")
+            }
+            var path = database.path.map(resolve)
+            if let override = environment[overrideName], !override.isEmpty { path = resolve(override) }
+            var connection = RegistryConfiguration.ConnectionKind.pool
+            if let value = database.connection {
+                if let kind = RegistryConfiguration.ConnectionKind(rawValue: value) {
+                    connection = kind
+                } else {
+                    log.add("\(at).connection", "must be pool or queue, not \(String(reflecting: value))")
+                }
+            }
+            let timeout = busyTimeout(override: nil, database.busyTimeoutSeconds, at: "\(at).busyTimeoutSeconds", default: defaultBusyTimeout)
+            guard let path else { continue }
+            databases.append(RegistryConfiguration.Database(
+                name: name, path: path, migrations: database.migrations.map(resolve),
+                key: resolve(database.key?.source), connection: connection, busyTimeout: timeout))
+        }
+
+        var tenants: RegistryConfiguration.Tenants?
+        if let model = model.tenants {
+            var root = model.root.map(resolve)
+            if let override = environment["GRDBREGISTRY_TENANTS_ROOT"], !override.isEmpty { root = resolve(override) }
+            if let maxOpen = model.maxOpen, maxOpen < 1 { log.add("tenants.maxOpen", "must be a positive integer") }
+            let timeout = busyTimeout(override: nil, model.busyTimeoutSeconds, at: "tenants.busyTimeoutSeconds", default: defaultBusyTimeout)
+            if model.allowPlaintextTenants == true && model.masterKey == nil {
+                log.add("tenants.allowPlaintextTenants", "only means something with a tenants.masterKey (without one, every tenant is plain)")
+            }
+            if let root {
+                tenants = RegistryConfiguration.Tenants(
+                    root: root, migrations: model.migrations.map(resolve), maxOpen: max(1, model.maxOpen ?? 256),
+                    masterKey: resolve(model.masterKey?.source),
+                    allowPlaintextTenants: model.allowPlaintextTenants ?? false, busyTimeout: timeout)
+            }
+        }
+
+        // Tools list every *.sqlite file of the tenants root as a tenant: a
+        // named database there would be migrated with the tenants' set.
+        if let tenants {
+            for database in databases where URL(fileURLWithPath: database.path).deletingLastPathComponent().path == tenants.root {
+                log.add("databases.\(database.name).path", "is in the tenants root \(tenants.root): move it out, tools would take it for a tenant")
+            }
+        }
+        var paths: [String: String] = [:]
+        for database in databases {
+            if let other = paths.updateValue(database.name, forKey: database.path) {
+                log.add("databases.\(database.name).path", "is also the path of database \(other)")
+            }
+        }
+
+        var migrationMode = MigrationMode.apply
+        if let override = environment["GRDBREGISTRY_MIGRATION_MODE"] {
+            if let mode = MigrationMode(rawValue: override) {
+                migrationMode = mode
+            } else {
+                log.add("GRDBREGISTRY_MIGRATION_MODE", "must be apply, verify or skip, not \(String(reflecting: override))")
+            }
+        } else if let value = model.migrationMode {
+            if let mode = MigrationMode(rawValue: value) {
+                migrationMode = mode
+            } else {
+                log.add("migrationMode", "must be apply, verify or skip, not \(String(reflecting: value))")
+            }
+        }
+
+        var shutdownTimeout = Duration.seconds(10)
+        if let override = environment["GRDBREGISTRY_SHUTDOWN_TIMEOUT"] {
+            if let seconds = Double(override), seconds > 0 {
+                shutdownTimeout = .milliseconds(Int64(seconds * 1000))
+            } else {
+                log.add("GRDBREGISTRY_SHUTDOWN_TIMEOUT", "must be a positive number of seconds, not \(String(reflecting: override))")
+            }
+        } else if let seconds = model.shutdownTimeoutSeconds {
+            if seconds > 0 {
+                shutdownTimeout = .milliseconds(Int64(seconds * 1000))
+            } else {
+                log.add("shutdownTimeoutSeconds", "must be a positive number of seconds")
+            }
+        }
+
+        if model.databases.isEmpty && model.tenants == nil {
+            log.add("", "no database: add a \"databases\" object or a \"tenants\" directory")
+        }
+        return RegistryConfiguration(databases: databases, tenants: tenants, migrationMode: migrationMode, shutdownTimeout: shutdownTimeout)
+    }
+
+    private func busyTimeout(override: String?, _ seconds: Double?, at: String, default: Duration) -> Duration {
+        if let override, let text = environment[override] {
+            guard let value = Double(text), value >= 0 else {
+                log.add(override, "must be a number of seconds (0 or more), not \(String(reflecting: text))")
+                return `default`
+            }
+            return .milliseconds(Int64(value * 1000))
+        }
+        guard let seconds else { return `default` }
+        guard seconds >= 0 else {
+            log.add(at, "must be a number of seconds (0 or more)")
+            return `default`
+        }
+        return .milliseconds(Int64(seconds * 1000))
+    }
+
+    private func resolve(_ path: String) -> String {
+        if path.hasPrefix("/") { return URL(fileURLWithPath: path).standardizedFileURL.path }
+        return baseDirectory.appendingPathComponent(path).standardizedFileURL.path
+    }
+
+    private func resolve(_ source: KeySource?) -> KeySource? {
+        if case .file(let path) = source { return .file(resolve(path)) }
+        return source
+    }
+
+    static func isValidDatabaseName(_ name: String) -> Bool {
+        !name.isEmpty && name.unicodeScalars.allSatisfy { scalar in
+            scalar.isASCII && (CharacterSet.alphanumerics.contains(scalar) || scalar == "_" || scalar == "-")
+        }
+    }
+
+    /// `players-eu` → `PLAYERS_EU`: a name a shell can export.
+    static func environmentName(_ name: String) -> String {
+        String(name.uppercased().map { $0 == "-" ? "_" : $0 })
+    }
+}

@@ -1,0 +1,181 @@
+import Foundation
+import GRDBCipher
+import GRDBRegistry
+
+/// The databases of a registry, as the daemon (`DatabaseService`) and
+/// `registryctl` both read them from one JSON file.
+///
+/// ```json
+/// {
+///   "databases": {
+///     "catalog": { "path": "data/catalog.sqlite", "migrations": "Migrations/catalog" },
+///     "players": { "path": "data/players.sqlite", "migrations": "Migrations/players",
+///                  "key": { "env": "PLAYERS_KEY" } }
+///   },
+///   "tenants": { "root": "data/tenants", "migrations": "Migrations/players",
+///                "masterKey": { "file": "secrets/tenants.key" } },
+///   "migrationMode": "apply"
+/// }
+/// ```
+///
+/// Every key is documented in the Configuration article of this module
+/// (`Sources/GRDBMigrations/GRDBMigrations.docc/Configuration.md`).
+/// Relative paths resolve against the file's directory. Every problem of a
+/// file is reported at once, in one ``RegistryConfigurationError``.
+///
+/// ```swift
+/// let configuration = try RegistryConfiguration.load(contentsOf: URL(fileURLWithPath: "registry.json"))
+/// ```
+public struct RegistryConfiguration: Sendable, Equatable {
+    /// A named database.
+    public struct Database: Sendable, Equatable {
+        /// The name tools and logs use (`registryctl status --name players`).
+        public var name: String
+        /// The absolute path of the database file.
+        public var path: String
+        /// The migration set folder (`NNNN_description.sql` files), if any.
+        public var migrations: String?
+        /// Where the key comes from, for an encrypted database.
+        public var key: KeySource?
+        /// `pool` (default) or `queue`.
+        public var connection: ConnectionKind
+        /// How long a connection waits for another one's lock before it
+        /// fails with `SQLITE_BUSY`.
+        public var busyTimeout: Duration
+
+        public init(
+            name: String, path: String, migrations: String? = nil, key: KeySource? = nil,
+            connection: ConnectionKind = .pool, busyTimeout: Duration = RegistryConfiguration.defaultBusyTimeout
+        ) {
+            self.name = name
+            self.path = path
+            self.migrations = migrations
+            self.key = key
+            self.connection = connection
+            self.busyTimeout = busyTimeout
+        }
+    }
+
+    /// The kind of GRDB connection opened on a named database.
+    public enum ConnectionKind: String, Sendable, Equatable, CaseIterable {
+        case pool
+        case queue
+    }
+
+    /// A directory of one database per tenant (see `TenantLayout`).
+    public struct Tenants: Sendable, Equatable {
+        /// The absolute path of the directory.
+        public var root: String
+        /// The migration set folder applied to every tenant, if any.
+        public var migrations: String?
+        /// The maximum number of idle tenant databases kept open (daemon).
+        public var maxOpen: Int
+        /// The master key of tenant keys: when set, every tenant is
+        /// encrypted (see `TenantEncryption`).
+        public var masterKey: KeySource?
+        /// With a master key, accept plain tenants next to encrypted ones.
+        public var allowPlaintextTenants: Bool
+        /// The busy timeout of tenant connections.
+        public var busyTimeout: Duration
+
+        public init(
+            root: String, migrations: String? = nil, maxOpen: Int = 256, masterKey: KeySource? = nil,
+            allowPlaintextTenants: Bool = false, busyTimeout: Duration = RegistryConfiguration.defaultBusyTimeout
+        ) {
+            self.root = root
+            self.migrations = migrations
+            self.maxOpen = maxOpen
+            self.masterKey = masterKey
+            self.allowPlaintextTenants = allowPlaintextTenants
+            self.busyTimeout = busyTimeout
+        }
+
+        /// The file layout of the tenants.
+        public var layout: TenantLayout { TenantLayout(root: URL(fileURLWithPath: root)) }
+    }
+
+    /// The busy timeout when the file gives none: long enough for a
+    /// migration of another process to commit, short enough that a stuck
+    /// lock surfaces as an error.
+    public static let defaultBusyTimeout = Duration.seconds(5)
+
+    /// The named databases, sorted by name.
+    public var databases: [Database]
+    /// The tenants directory, if any.
+    public var tenants: Tenants?
+    /// What the daemon does with migrations at open.
+    public var migrationMode: MigrationMode
+    /// How long a graceful shutdown of the daemon waits for in-flight writes.
+    public var shutdownTimeout: Duration
+
+    public init(
+        databases: [Database],
+        tenants: Tenants? = nil,
+        migrationMode: MigrationMode = .apply,
+        shutdownTimeout: Duration = .seconds(10)
+    ) {
+        self.databases = databases
+        self.tenants = tenants
+        self.migrationMode = migrationMode
+        self.shutdownTimeout = shutdownTimeout
+    }
+
+    /// The database named `name`.
+    public func database(named name: String) -> Database? {
+        databases.first { $0.name == name }
+    }
+
+    /// The tenant-key policy of the configuration: the master key read
+    /// from its source, and whether plain tenants are allowed.
+    ///
+    /// ```swift
+    /// let encryption = try configuration.tenantEncryption()
+    /// ```
+    ///
+    /// - throws: `KeySourceError`, or `CipherError.invalidKey` when the
+    ///   master key is not 32 bytes in hex or base64.
+    public func tenantEncryption(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> TenantEncryption {
+        guard let tenants, let source = tenants.masterKey else { return .none }
+        return TenantEncryption(
+            masterKey: try TenantMasterKey(source.read(environment: environment)),
+            allowsPlaintextTenants: tenants.allowPlaintextTenants)
+    }
+
+    /// Checks what must exist on this machine: migration folders, database
+    /// directories, key sources and the master key's format.
+    ///
+    /// ```swift
+    /// for problem in configuration.problems() { print(problem) }
+    /// ```
+    ///
+    /// - returns: One line per problem, naming where it is; empty when the
+    ///   configuration can run.
+    public func problems(environment: [String: String] = ProcessInfo.processInfo.environment) -> [String] {
+        var problems: [String] = []
+        func checkDirectory(_ path: String, _ what: String) {
+            var isDirectory: ObjCBool = false
+            if !FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) || !isDirectory.boolValue {
+                problems.append("\(what): directory \(path) does not exist")
+            }
+        }
+        for database in databases {
+            let at = "databases.\(database.name)"
+            checkDirectory(URL(fileURLWithPath: database.path).deletingLastPathComponent().path, "\(at).path")
+            if let migrations = database.migrations { checkDirectory(migrations, "\(at).migrations") }
+            if let key = database.key, let problem = key.problem(environment: environment) {
+                problems.append("\(at).key: \(problem)")
+            }
+        }
+        if let tenants {
+            if let migrations = tenants.migrations { checkDirectory(migrations, "tenants.migrations") }
+            if let source = tenants.masterKey {
+                do {
+                    _ = try TenantMasterKey(source.read(environment: environment))
+                } catch {
+                    problems.append("tenants.masterKey: \(error)")
+                }
+            }
+        }
+        return problems
+    }
+}

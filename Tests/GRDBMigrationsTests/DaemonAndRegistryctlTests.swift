@@ -1,0 +1,110 @@
+import Foundation
+import GRDB
+import GRDBCipher
+import GRDBMigrations
+import GRDBRegistry
+import GRDBRegistryExamples
+import GRDBRegistryService
+import Testing
+
+/// The daemon and registryctl read one configuration file, and agree on
+/// tenants and their keys. Serialized with the other suite that runs
+/// registryctl processes.
+@Suite(.serialized) struct DaemonAndRegistryctlTests {
+    static let playersSet = shippedMigrationsURL.appendingPathComponent("players").path
+    static let masterKey = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+
+    /// The files a daemon leaves: a plain tenant `acme` and an encrypted
+    /// tenant `vault`, made by `DatabaseService` from the configuration file.
+    static func daemonData(in directory: TemporaryDirectory, allowPlaintextTenants: Bool) async throws -> (config: String, environment: [String: String]) {
+        try FileManager.default.createDirectory(atPath: directory.path("data/tenants"), withIntermediateDirectories: true)
+        let config = directory.path("registry.json")
+        try Data("""
+            {
+              "tenants": {"root": "data/tenants", "migrations": "\(playersSet)",
+                          "masterKey": {"env": "TEST_TENANT_MASTER_KEY"},
+                          "allowPlaintextTenants": \(allowPlaintextTenants)}
+            }
+            """.utf8).write(to: URL(fileURLWithPath: config))
+        let environment = ["TEST_TENANT_MASTER_KEY": masterKey]
+        let configuration = try RegistryConfiguration.load(contentsOf: URL(fileURLWithPath: config), environment: environment)
+        let service = DatabaseService(configuration: configuration, environment: environment)
+        let tenants = try service.tenants(of: PlayerRepository.self)
+        let vault = try TenantID("vault")
+        try tenants.provision(vault, configuration: service.tenantConfiguration(for: vault, encrypted: true))
+        _ = try await tenants.withRepository(vault) { try await $0.add(name: "VAULT_MARKER") }
+        if allowPlaintextTenants {
+            let acme = try TenantID("acme")
+            try tenants.provision(acme, configuration: service.tenantConfiguration(for: acme, encrypted: false))
+            _ = try await tenants.withRepository(acme) { try await $0.add(name: "Visible") }
+        }
+        tenants.closeIdleTenants()
+        return (config, environment)
+    }
+
+    @Test func registryctlReadsThePlainAndEncryptedTenantsOfTheDaemonWithItsConfiguration() async throws {
+        let directory = try TemporaryDirectory()
+        let (config, environment) = try await Self.daemonData(in: directory, allowPlaintextTenants: true)
+        #expect(CipherDatabase.isEncrypted(atPath: directory.path("data/tenants/vault.sqlite")) == true)
+        #expect(CipherDatabase.isEncrypted(atPath: directory.path("data/tenants/acme.sqlite")) == false)
+
+        let status = try Registryctl.run(["status", "--config", config, "--json"], environment: environment)
+        #expect(status.status == 0, "\(status.stdout)\(status.stderr)")
+        let document = try StatusDocument(status)
+        #expect(document.databases.map(\.name) == ["acme", "vault"])
+        for database in document.databases {
+            #expect(database.applied == RegistryctlTests.allPlayers && database.pending.isEmpty && database.modified.isEmpty, "\(database)")
+        }
+        #expect(!status.stdout.contains(Self.masterKey) && !status.stderr.contains(Self.masterKey))
+
+        // A new migration reaches both kinds of tenant, with the daemon's keys.
+        let folder = directory.path("players")
+        try FileManager.default.copyItem(atPath: Self.playersSet, toPath: folder)
+        try Data("ALTER TABLE player ADD COLUMN nickname TEXT;\n".utf8).write(to: URL(fileURLWithPath: folder + "/0004_add_nickname.sql"))
+        var text = try String(contentsOfFile: config, encoding: .utf8)
+        text = text.replacingOccurrences(of: Self.playersSet, with: folder)
+        try Data(text.utf8).write(to: URL(fileURLWithPath: config))
+        let migrate = try Registryctl.run(["migrate", "--config", config], environment: environment)
+        #expect(migrate.status == 0, "\(migrate.stdout)\(migrate.stderr)")
+        #expect(migrate.stdout.contains("acme: applied 0004_add_nickname.sql"), "\(migrate.stdout)")
+        #expect(migrate.stdout.contains("vault: applied 0004_add_nickname.sql"), "\(migrate.stdout)")
+
+        // The daemon opens them afterwards, migrated, with the same keys.
+        let configuration = try RegistryConfiguration.load(contentsOf: URL(fileURLWithPath: config), environment: environment)
+        let service = DatabaseService(configuration: configuration, environment: environment)
+        let tenants = try service.tenants(of: PlayerRepository.self)
+        let names = try await tenants.withRepository(TenantID("vault")) { players in
+            try await players.reader.read { db in try String.fetchAll(db, sql: "SELECT name FROM player WHERE nickname IS NULL") }
+        }
+        #expect(names == ["VAULT_MARKER"])
+        tenants.closeIdleTenants()
+    }
+
+    @Test func withAMasterKeyAPlainTenantFileIsRefusedByRegistryctlToo() async throws {
+        let directory = try TemporaryDirectory()
+        let (config, environment) = try await Self.daemonData(in: directory, allowPlaintextTenants: false)
+        // Someone drops a plain database in the tenants directory.
+        let intruder = directory.path("data/tenants/intruder.sqlite")
+        let plain = try DatabaseQueue(path: intruder)
+        try plain.inDatabase { db in try db.execute(sql: "CREATE TABLE x(a)") }
+        try plain.close()
+        let before = try fileBytes(intruder)
+
+        let migrate = try Registryctl.run(["migrate", "--config", config], environment: environment)
+        #expect(migrate.status == 1)
+        #expect(migrate.stdout.contains("vault: up to date"), "\(migrate.stdout)")
+        #expect(migrate.stdout.contains("intruder: tenant intruder is not encrypted"), "\(migrate.stdout)")
+        #expect(try fileBytes(intruder) == before)
+
+        // A wrong master key is a key error, not a silent plain open.
+        let wrong = try Registryctl.run(
+            ["status", "--config", config, "--tenant", "vault"],
+            environment: ["TEST_TENANT_MASTER_KEY": String(repeating: "ab", count: 32)])
+        #expect(wrong.status == 1)
+        #expect(wrong.stdout.contains("The key does not open"), "\(wrong.stdout)")
+        // A passphrase is not a master key.
+        let weak = try Registryctl.run(["status", "--config", config], environment: ["TEST_TENANT_MASTER_KEY": "correct horse battery staple"])
+        #expect(weak.status == 2)
+        #expect(weak.stderr.contains("a tenant master key is 32 random bytes written as 64 hex digits"), "\(weak.stderr)")
+    }
+}
