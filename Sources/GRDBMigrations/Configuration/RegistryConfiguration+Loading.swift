@@ -97,6 +97,7 @@ private final class ProblemLog: Sendable {
 }
 
 extension CodingUserInfoKey {
+    // The initializer is failable by signature only: any raw value is accepted.
     fileprivate static let problemLog = CodingUserInfoKey(rawValue: "GRDBMigrations.ProblemLog")!
 }
 
