@@ -26,7 +26,7 @@ import GRDB
 ///             invariants: [.sql("nonNegativeScore", "SELECT * FROM score WHERE value < 0")])
 ///     }
 ///
-///     var reader: any DatabaseReader { database.reader }
+///     var reader: any DatabaseReader { get throws { try database.reader } }
 ///
 ///     func add(_ value: Int) async throws {
 ///         try await database.write { db in

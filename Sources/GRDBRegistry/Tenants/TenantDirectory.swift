@@ -504,7 +504,14 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
             }
         }
         if let closeNow {
-            try? closeNow.managedDatabase.close()
+            // Opened while the directory shut down: close it off the
+            // caller's thread, before shutdown's wait ends (the `defer`
+            // above leaves after this enter).
+            closes.enter()
+            queue.async { [closes] in
+                try? closeNow.managedDatabase.close()
+                closes.leave()
+            }
         }
         let error: (any Error)? = closeNow != nil ? TenantError.directoryClosed : result.failure
         for waiter in waiters { waiter(error) }
