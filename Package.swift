@@ -104,6 +104,18 @@ let package = Package(
             // CLI tests run the real registryctl as a child process.
             dependencies: ["GRDBMigrations", "registryctl", "GRDBCipher"]
         ),
+
+        // MARK: Fault tolerance: a fault-injecting VFS (test support) and its matrix
+        .target(
+            name: "CFaultInjectionVFS",
+            dependencies: [.product(name: "GRDBSQLite", package: "GRDB.swift")]
+        ),
+        .testTarget(
+            name: "FaultToleranceTests",
+            // registryctl: the full-disk tests run it as a child process
+            // under a file size limit and on a full filesystem.
+            dependencies: ["CFaultInjectionVFS", "GRDBCipher", "GRDBMigrations", "GRDBRegistryExamples", "registryctl"]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )
