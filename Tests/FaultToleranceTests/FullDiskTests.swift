@@ -74,11 +74,11 @@ import Testing
         let limited = try runShell("trap '' XFSZ; ulimit -f 2048 && exec \(migrate)")
         #expect(limited.status != 0, "the migration should not fit: \(limited.output)")
         #expect(limited.output.contains("db.sqlite"), "the error should name the database: \(limited.output)")
-        #expect(try Self.checkAfterFailure(path, key: nil) == ["0001_create_item"])
+        #expect(try Self.checkAfterFailure(path, key: nil) == ["0001_create_item.sql"])
 
         let retried = try runShell(migrate)
         #expect(retried.status == 0, "\(retried.output)")
-        #expect(try Self.checkAfterFailure(path, key: nil) == ["0001_create_item", "0002_fill_item"])
+        #expect(try Self.checkAfterFailure(path, key: nil) == ["0001_create_item.sql", "0002_fill_item.sql"])
     }
 
     /// ENOSPC from a real filesystem: a 1 MB tmpfs, mounted in a private
@@ -119,11 +119,11 @@ import Testing
         let run = try runShell("exec unshare -rm /bin/sh -c \(shellQuoted(script))", environment: environment)
         #expect(run.output.contains("registryctl exit status 1"), "the migration should not fit on 1 MB: \(run.output)")
         #expect(run.output.contains("db.sqlite"), "the error should name the database: \(run.output)")
-        #expect(try Self.checkAfterFailure(out + "/db.sqlite", key: key) == ["0001_create_item"])
+        #expect(try Self.checkAfterFailure(out + "/db.sqlite", key: key) == ["0001_create_item.sql"])
 
         // Space is back (the copy is on the real disk): the same command finishes.
         let retried = try runShell(migratePrepared.replacingOccurrences(of: prepared, with: out), environment: environment)
         #expect(retried.status == 0, "\(retried.output)")
-        #expect(try Self.checkAfterFailure(out + "/db.sqlite", key: key) == ["0001_create_item", "0002_fill_item"])
+        #expect(try Self.checkAfterFailure(out + "/db.sqlite", key: key) == ["0001_create_item.sql", "0002_fill_item.sql"])
     }
 }

@@ -11,7 +11,7 @@ import Testing
     /// zeroed, as the fault matrix's short read does) crashes the process in
     /// `ChecksumStore.storedChecksums` (Row subscript decoding a
     /// non-optional String), where a runner should fail with a typed error.
-    @Test(.bug("ChecksumStore.storedChecksums crashes on a NULL identifier or checksum"))
+    @Test(.bug(id: 15, "found by the fault matrix: ChecksumStore.storedChecksums crashes on a NULL identifier or checksum"))
     func aNullChecksumRowFailsWithATypedErrorNotACrash() async {
         await withKnownIssue("GRDBMigrations crashes: found by the fault matrix, reported to the lead") {
             await #expect(processExitsWith: .success) {

@@ -4,6 +4,7 @@ import GRDBCipher
 import GRDBMigrations
 import GRDBRegistry
 import GRDBRegistryExamples
+import Synchronization
 
 /// One operation of the fault matrix, on a database it creates.
 struct FaultScenario: Sendable, CustomStringConvertible {
@@ -217,19 +218,22 @@ extension FaultScenario {
             let prepareConfiguration: @Sendable (inout Configuration) throws -> Void = { configuration in
                 configuration = try encryptedConfiguration(encrypted, configuration)
             }
-            do {
-                let queue = try DatabaseQueue(path: path, configuration: try encryptedConfiguration(encrypted))
+            // The database with the first migration, built once per
+            // scenario and copied: the matrix runs this scenario hundreds of times.
+            let template = try MigrationTemplates.shared.path(for: "\(mode.rawValue)-\(encrypted)") { templatePath in
+                let queue = try DatabaseQueue(path: templatePath, configuration: try encryptedConfiguration(encrypted))
                 defer { try? queue.close() }
                 if mode == .wal {
                     try queue.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA journal_mode = WAL") }
                 }
                 var runner = DatabaseMigrationRunner(set: first)
                 runner.prepareConfiguration = prepareConfiguration
-                try runner.migrate(queue, path: path)
+                try runner.migrate(queue, path: templatePath)
                 try queue.write { db in
                     try db.execute(sql: "INSERT INTO item(id, payload) VALUES (1, ?), (2, ?)", arguments: [payload(1, count: 2000), payload(2, count: 2000)])
                 }
             }
+            try FileManager.default.copyItem(atPath: template, toPath: path)
             var runner = DatabaseMigrationRunner(set: all)
             runner.prepareConfiguration = prepareConfiguration
             let identifiers = all.identifiers
@@ -291,4 +295,28 @@ final class PlayerRepositoryHandle {
         repository = try PlayerRepository(path: path, configuration: configuration)
     }
     func close() { try? repository.close() }
+}
+
+/// Template databases of the migration scenarios, built once per process.
+final class MigrationTemplates: Sendable {
+    static let shared = MigrationTemplates()
+    private let directory = FileManager.default.temporaryDirectory
+        .appendingPathComponent("FaultToleranceTemplates-\(UUID().uuidString)").path
+    private let paths = Mutex<[String: String]>([:])
+
+    /// The path of the template `name`, built by `build` (given the path,
+    /// closed when it returns) the first time.
+    func path(for name: String, build: (String) throws -> Void) throws -> String {
+        if let path = paths.withLock({ $0[name] }) { return path }
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let path = directory + "/\(name).sqlite"
+        try? FileManager.default.removeItem(atPath: path)
+        try build(path)
+        // Closed: a WAL database was checkpointed, its -wal file removed.
+        guard !FileManager.default.fileExists(atPath: path + "-wal") else {
+            throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: path + "-wal"])
+        }
+        paths.withLock { $0[name] = path }
+        return path
+    }
 }
