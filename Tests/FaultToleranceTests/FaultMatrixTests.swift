@@ -23,7 +23,7 @@ import Testing
             FaultScenario.migration(.wal, encrypted: encrypted),
             FaultScenario.migration(.rollback, encrypted: encrypted),
         ]
-    }
+    } + [FaultScenario.rekey()]
 
     @Test func theShimSitsBelowTheCipherVFS() throws {
         try FaultInjection.checkInstalled()
@@ -99,8 +99,9 @@ import Testing
                 // An encrypted file as the fault left it: a page that
                 // CipherDatabase.verify rejects now, but that the WAL holds
                 // intact (the checks below pass) is a false alarm of verify.
-                let verifiedAsLeft = scenario.encrypted ? verifyAsLeft(operation.path) : nil
-                if let problem = integrityProblem(operation.path, encrypted: scenario.encrypted) {
+                let key = operation.key()
+                let verifiedAsLeft = key.flatMap { verifyAsLeft(operation.path, key: $0) }
+                if let problem = integrityProblem(operation.path, key: key) {
                     statistics.corrupt.append("\(label): \(problem)")
                 } else {
                     do {

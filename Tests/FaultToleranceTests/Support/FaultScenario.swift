@@ -32,6 +32,8 @@ struct PreparedOperation {
     var check: (_ succeeded: Bool) throws -> CheckOutcome
     /// The database file, for the integrity checks.
     var path: String
+    /// The key the file has after the operation (nil: plain).
+    var key: () -> CipherKey?
 }
 
 enum CheckOutcome: Equatable {
@@ -62,20 +64,24 @@ func encryptedConfiguration(_ encrypted: Bool, _ configuration: Configuration = 
 
 /// A fresh connection, as a restarted daemon would open the file.
 func freshQueue(_ path: String, encrypted: Bool) throws -> DatabaseQueue {
-    try CipherDatabase.queue(atPath: path, key: encrypted ? faultKey : nil, kdfIterations: encrypted ? faultIterations : nil)
+    try freshQueue(path, key: encrypted ? faultKey : nil)
+}
+
+func freshQueue(_ path: String, key: CipherKey?) throws -> DatabaseQueue {
+    try CipherDatabase.queue(atPath: path, key: key, kdfIterations: key == nil ? nil : faultIterations)
 }
 
 /// SQLite's integrity check through a fresh connection (which reads the
 /// WAL, and checkpoints it when it closes), then for encrypted files the
 /// HMAC of every page of the checkpointed file: nil when the file is sound.
-func integrityProblem(_ path: String, encrypted: Bool) -> String? {
+func integrityProblem(_ path: String, key: CipherKey?) -> String? {
     do {
-        let queue = try freshQueue(path, encrypted: encrypted)
+        let queue = try freshQueue(path, key: key)
         let result = try queue.read { try String.fetchAll($0, sql: "PRAGMA integrity_check") }
         try queue.close()
         if result != ["ok"] { return result.joined(separator: "; ") }
-        if encrypted {
-            return try CipherDatabase.verify(atPath: path, key: faultKey, kdfIterations: faultIterations)
+        if let key {
+            return try CipherDatabase.verify(atPath: path, key: key, kdfIterations: faultIterations)
         }
         return nil
     } catch {
@@ -85,9 +91,9 @@ func integrityProblem(_ path: String, encrypted: Bool) -> String? {
 
 /// `CipherDatabase.verify` on the file as the fault left it, before any
 /// other connection recovers or checkpoints it.
-func verifyAsLeft(_ path: String) -> String? {
+func verifyAsLeft(_ path: String, key: CipherKey) -> String? {
     do {
-        return try CipherDatabase.verify(atPath: path, key: faultKey, kdfIterations: faultIterations)
+        return try CipherDatabase.verify(atPath: path, key: key, kdfIterations: faultIterations)
     } catch {
         return "can't verify: \(error)"
     }
@@ -155,7 +161,8 @@ extension FaultScenario {
                     }
                     return compare(rows, before: before, after: after, succeeded: succeeded)
                 },
-                path: path)
+                path: path,
+                key: { encrypted ? faultKey : nil })
         }
     }
 
@@ -178,7 +185,8 @@ extension FaultScenario {
                     let rows = try queue.read { try Data.fetchAll($0, sql: "SELECT payload FROM item ORDER BY id") }
                     return rows == expected ? .acknowledged : .lostAcknowledged("the checkpoint lost rows: \(rows.count) of 4 left, or changed")
                 },
-                path: path)
+                path: path,
+                key: { encrypted ? faultKey : nil })
         }
     }
 
@@ -201,7 +209,8 @@ extension FaultScenario {
                     let names = try queue.read { try String.fetchAll($0, sql: "SELECT name || ':' || score FROM player ORDER BY id") }
                     return compare(names, before: before, after: after, succeeded: succeeded)
                 },
-                path: path)
+                path: path,
+                key: { encrypted ? faultKey : nil })
         }
     }
 
@@ -268,8 +277,57 @@ extension FaultScenario {
                         }
                     }
                 },
-                path: path)
+                path: path,
+                key: { encrypted ? faultKey : nil })
         }, excludedKinds: encrypted ? [] : ["short read"])
+    }
+
+    /// `CipherDatabase.rekey(atPath:)`: every page rewritten under a new
+    /// key into a new file, which replaces the old one with rename(2).
+    static func rekey() -> FaultScenario {
+        FaultScenario(name: "CipherDatabase.rekey(atPath:)", encrypted: true) { directory in
+            let path = directory + "/db.sqlite"
+            let newKey = CipherKey.passphrase("fault tolerance, rekeyed")
+            do {
+                let queue = try freshQueue(path, key: faultKey)
+                try queue.write { db in
+                    try db.execute(sql: "CREATE TABLE item(id INTEGER PRIMARY KEY, payload BLOB NOT NULL)")
+                    for id in 1...6 {
+                        try db.execute(sql: "INSERT INTO item VALUES (?, ?)", arguments: [id, payload(id, count: 3000)])
+                    }
+                }
+                try queue.close()
+            }
+            let expected = (1...6).map { payload($0, count: 3000) }
+            /// The key that opens the file: the old one until the rename.
+            let currentKey: () -> CipherKey = {
+                do {
+                    let queue = try freshQueue(path, key: faultKey)
+                    defer { try? queue.close() }
+                    _ = try queue.read { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM sqlite_master") }
+                    return faultKey
+                } catch {
+                    return newKey
+                }
+            }
+            return PreparedOperation(
+                run: { try CipherDatabase.rekey(atPath: path, from: faultKey, to: newKey, kdfIterations: faultIterations) },
+                close: {},
+                check: { succeeded in
+                    let key = currentKey()
+                    let queue = try freshQueue(path, key: key)
+                    defer { try? queue.close() }
+                    let rows = try queue.read { try Data.fetchAll($0, sql: "SELECT payload FROM item ORDER BY id") }
+                    guard rows == expected else { return .lostAcknowledged("the rekey lost or changed rows: \(rows.count) of 6 left") }
+                    switch (key == newKey, succeeded) {
+                    case (true, true), (false, false): return .acknowledged
+                    case (true, false): return .failedButDurable
+                    case (false, true): return .lostAcknowledged("rekey succeeded, the file still has the old key")
+                    }
+                },
+                path: path,
+                key: currentKey)
+        }
     }
 
     static let migrationFiles: [SQLMigrationFile] = [
