@@ -127,6 +127,7 @@ import Testing
         #expect(statistics.inconsistent.isEmpty, "inconsistent states: \(statistics.inconsistent)")
         #expect(statistics.unreadable.isEmpty, "databases that don't open after the fault: \(statistics.unreadable)")
         #expect(statistics.untypedErrors.isEmpty, "untyped errors: \(statistics.untypedErrors)")
+        #expect(statistics.mislabeled.isEmpty, "full disks reported as another error: \(statistics.mislabeled.prefix(5))")
         #expect(statistics.failedButDurable.isEmpty, "failed operations whose transaction is in the database: \(statistics.failedButDurable)")
         #expect(statistics.injected.values.reduce(0, +) > 0)
         // A finding for GRDBCipher (reported): verify reads the main file

@@ -65,7 +65,7 @@ public func fuzz(_ start: UnsafePointer<UInt8>, _ count: Int) -> CInt {
     do {
         let queue = try DatabaseQueue()
         // A bounded amount of work per input: WITH RECURSIVE never ends.
-        try queue.inDatabase { db in
+        queue.inDatabase { db in
             sqlite3_progress_handler(db.sqliteConnection, 10_000, { budget in
                 guard let budget = budget?.assumingMemoryBound(to: Int.self) else { return 1 }
                 budget.pointee -= 1

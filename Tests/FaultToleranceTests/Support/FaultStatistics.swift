@@ -15,6 +15,8 @@ struct FaultStatistics {
     /// Typed errors that do not name the database.
     var unnamed: [String: Int] = [:]
     var untypedErrors: [String] = []
+    /// A full disk reported as something else.
+    var mislabeled: [String] = []
     var lost: [String] = []
     var corrupt: [String] = []
     var inconsistent: [String] = []
@@ -39,6 +41,13 @@ struct FaultStatistics {
         let (type, named) = Self.describe(error, path: path)
         errors[kind.name, default: [:]][type, default: 0] += 1
         if examples[type] == nil { examples[type] = String(String(describing: error).prefix(300)) }
+        if kind.code == ResultCode.SQLITE_FULL.rawValue {
+            let isFull = switch error {
+            case let error as DatabaseError: error.resultCode == .SQLITE_FULL
+            default: String(describing: error).contains("disk is full")
+            }
+            if !isFull { mislabeled.append("\(label): \(error)") }
+        }
         if type.hasPrefix("untyped") {
             untypedErrors.append("\(label): \(error)")
         } else if !named {
@@ -89,7 +98,7 @@ struct FaultStatistics {
             let codes = (errors[kind.name] ?? [:]).sorted { $0.key < $1.key }.map { "\($0.key) ×\($0.value)" }.joined(separator: ", ")
             lines.append("   \(kind.name): \(iterations[kind.name] ?? 0) call indices, \(injected[kind.name] ?? 0) faults injected; errors: \(codes.isEmpty ? "none" : codes)")
         }
-        lines.append("   iterations \(iterations.values.reduce(0, +)), faults injected \(injected.values.reduce(0, +)), acknowledged writes lost \(lost.count), corrupt files \(corrupt.count), inconsistent \(inconsistent.count), unreadable \(unreadable.count), failed-but-durable \(failedButDurable.count), untyped errors \(untypedErrors.count)")
+        lines.append("   iterations \(iterations.values.reduce(0, +)), faults injected \(injected.values.reduce(0, +)), acknowledged writes lost \(lost.count), corrupt files \(corrupt.count), inconsistent \(inconsistent.count), unreadable \(unreadable.count), failed-but-durable \(failedButDurable.count), untyped errors \(untypedErrors.count), full disks reported as something else \(mislabeled.count)")
         if !unnamed.isEmpty {
             lines.append("   errors that do not name the database: " + unnamed.sorted { $0.key < $1.key }.map { "\($0.key) ×\($0.value)" }.joined(separator: ", "))
         }
