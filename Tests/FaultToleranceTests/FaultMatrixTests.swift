@@ -68,6 +68,27 @@ import Testing
         #expect(try operation.check(true) == .acknowledged)
     }
 
+    @Test func aFaultOnlyTouchesTheFilesUnderItsPrefix() async throws {
+        try FaultInjection.checkInstalled()
+        let root = try TemporaryDirectory()
+        let faulty = try await FaultScenario.transaction(.rollback, encrypted: false).prepare(try root.subdirectory("faulty"))
+        let healthy = try await FaultScenario.transaction(.rollback, encrypted: false).prepare(try root.subdirectory("healthy"))
+        let fullDisk = FaultKind(name: "ENOSPC", operation: .write, code: ResultCode.SQLITE_FULL.rawValue, persistent: true)
+        let (faultyResult, _) = await FaultInjection.inject(fullDisk, at: 0, under: root.path + "/faulty/") {
+            try await faulty.run()
+        }
+        #expect(!faultyResult.isSuccess)
+        let (healthyResult, injected) = await FaultInjection.inject(fullDisk, at: 0, under: root.path + "/faulty/") {
+            try await healthy.run()
+        }
+        faulty.close()
+        healthy.close()
+        #expect(healthyResult.isSuccess)
+        #expect(injected == 0)
+        #expect(try healthy.check(true) == .acknowledged)
+        #expect(try faulty.check(false) == .acknowledged)
+    }
+
     @Test(arguments: scenarios)
     func everyFaultAtEveryCallIndexLosesNothing(_ scenario: FaultScenario) async throws {
         try FaultInjection.checkInstalled()
