@@ -117,6 +117,18 @@ let package = Package(
             // that registryctl then reads, as a daemon would.
             dependencies: ["GRDBMigrations", "registryctl", "GRDBCipher", "GRDBRegistry", "GRDBRegistryService", "GRDBRegistryExamples"]
         ),
+
+        // MARK: Fault tolerance: a fault-injecting VFS (test support) and its matrix
+        .target(
+            name: "CFaultInjectionVFS",
+            dependencies: [.product(name: "GRDBSQLite", package: "GRDB.swift")]
+        ),
+        .testTarget(
+            name: "FaultToleranceTests",
+            // registryctl: the full-disk tests run it as a child process
+            // under a file size limit and on a full filesystem.
+            dependencies: ["CFaultInjectionVFS", "GRDBCipher", "GRDBMigrations", "GRDBRegistryExamples", "registryctl"]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )
