@@ -44,11 +44,10 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
-        // configuration JSON: the service's and registryctl's
+        // configuration JSON: RegistryConfiguration, read by the daemon and registryctl
         .executableTarget(
             name: "FuzzConfiguration",
             dependencies: [
-                .product(name: "GRDBRegistryService", package: "GRDBRegistry"),
                 .product(name: "GRDBMigrations", package: "GRDBRegistry"),
             ]
         ),

@@ -60,17 +60,23 @@ public func fuzz(_ start: UnsafePointer<UInt8>, _ count: Int) -> CInt {
     } catch {
         fatalError("can't write the key file: \(error)")
     }
-    let keyData: Data
+    let secret: DatabaseSecret
     do {
-        keyData = try KeySource.file(keyFile.path).loadKey()
+        secret = try KeySource.file(keyFile.path).read()
     } catch is KeySourceError {
         return 0
     } catch {
-        fatalError("KeySource.loadKey threw an untyped error: \(error)")
+        fatalError("KeySource.read threw an untyped error: \(error)")
     }
     let database = directory.appendingPathComponent("db.sqlite").path
-    // As registryctl takes a key file: UTF-8 text, a passphrase or x'…'.
-    check(.passphrase(String(decoding: keyData, as: UTF8.self)), path: database)
+    // As the daemon and registryctl read a key file: a passphrase or x'…',
+    // binary keys refused.
+    do {
+        check(try CipherKey(secret), path: database)
+    } catch is CipherError {
+    } catch {
+        fatalError("CipherKey(secret) threw an untyped error: \(error)")
+    }
     // As a raw key (and salt), when the length allows.
     if count >= 32 {
         let salt: Data? = count >= 48 ? data.subdata(in: 32..<48) : nil

@@ -1,12 +1,9 @@
 import Foundation
 import GRDBMigrations
-import GRDBRegistryService
 
-// Configuration files: the service's ServiceConfiguration and registryctl's
-// RunnerConfiguration, from the same bytes. Either loads, or throws its
-// typed error; nothing else (a crash, a hang, another error type) passes.
-//
-// Kept thin: when the configuration loaders change, only these two calls do.
+// Configuration files: RegistryConfiguration, the one file the daemon and
+// registryctl both read. It loads, or throws its typed error listing the
+// problems; nothing else (a crash, a hang, another error type) passes.
 
 private let directory: URL = {
     let url = FileManager.default.temporaryDirectory.appendingPathComponent("FuzzConfiguration-\(getpid())")
@@ -17,28 +14,15 @@ private let directory: URL = {
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ start: UnsafePointer<UInt8>, _ count: Int) -> CInt {
     let data = Data(bytes: start, count: count)
-    let environment = ["GRDB_REGISTRY_KEY": "secret"]
-
+    let environment = ["GRDBREGISTRY_TENANTS_ROOT": directory.path, "TENANT_MASTER_KEY": String(repeating: "ab", count: 32)]
     do {
-        let configuration = try ServiceConfiguration.parse(data, baseDirectory: directory, environment: environment)
+        let configuration = try RegistryConfiguration.parse(data, baseDirectory: directory, environment: environment)
         // A loaded configuration can be checked against the machine.
         _ = configuration.problems(environment: environment)
-    } catch is ServiceConfigurationError {
+    } catch let error as RegistryConfigurationError {
+        if error.problems.isEmpty { fatalError("RegistryConfigurationError without a problem") }
     } catch {
-        fatalError("ServiceConfiguration.parse threw an untyped error: \(error)")
-    }
-
-    let file = directory.appendingPathComponent("registryctl.json")
-    do {
-        try data.write(to: file)
-    } catch {
-        fatalError("can't write the input: \(error)")
-    }
-    do {
-        _ = try RunnerConfiguration.load(from: file)
-    } catch is RunnerConfigurationError {
-    } catch {
-        fatalError("RunnerConfiguration.load threw an untyped error: \(error)")
+        fatalError("RegistryConfiguration.parse threw an untyped error: \(error)")
     }
     return 0
 }
