@@ -19,7 +19,15 @@ package enum ChecksumStore {
         let rows = try Row.fetchAll(db, sql: "SELECT identifier, checksum FROM \(tableName)")
         var result: [String: String] = [:]
         for row in rows {
-            result[row["identifier"]] = row["checksum"]
+            // The table is ours, but the file may not be: another tool's table
+            // of the same name, or a page a faulty disk returned zeroed. A
+            // NULL is refused, never decoded (which would trap).
+            guard let identifier = row["identifier"] as String?, let checksum = row["checksum"] as String? else {
+                throw DatabaseError(
+                    resultCode: .SQLITE_CORRUPT,
+                    message: "\(tableName) has a row without an identifier or a checksum: the table was not written by GRDBMigrations, or the file is damaged")
+            }
+            result[identifier] = checksum
         }
         return result
     }

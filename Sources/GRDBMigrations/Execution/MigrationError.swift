@@ -1,3 +1,5 @@
+import GRDB
+
 /// An error raised while checking or applying migrations to a database.
 ///
 /// When a migration fails, its transaction is rolled back: the database is
@@ -26,6 +28,10 @@ public enum MigrationError: Error, Equatable, Sendable {
     case modifiedMigrations(path: String, identifiers: [String])
     /// The database could not be opened or read.
     case cannotOpen(path: String, reason: String)
+    /// The storage failed under the database while migrations were read or
+    /// applied: a full disk, an I/O error, a lock held too long, a damaged
+    /// file. The migration in progress was rolled back.
+    case storageFailed(path: String, resultCode: Int32, reason: String)
 }
 
 extension MigrationError: CustomStringConvertible {
@@ -47,6 +53,25 @@ extension MigrationError: CustomStringConvertible {
                 + "or, if the edit does not change the schema (comments, formatting), run migrate with --accept-modified to record the new checksums."
         case let .cannotOpen(path, reason):
             return "cannot open database \(path): \(reason)"
+        case let .storageFailed(path, resultCode, reason):
+            return "database \(path): \(reason) (SQLite result code \(resultCode)). "
+                + "The migration in progress was rolled back; fix the storage (free space, check the disk, "
+                + "stop the process that holds the lock) and run migrate again."
+        }
+    }
+}
+
+extension MigrationError {
+    /// Whether an SQLite error comes from the storage or the environment
+    /// (full disk, I/O, locks, memory, damage, interruption) rather than
+    /// from the SQL of a migration.
+    static func isStorageFailure(_ error: DatabaseError) -> Bool {
+        switch error.resultCode {
+        case .SQLITE_FULL, .SQLITE_IOERR, .SQLITE_BUSY, .SQLITE_LOCKED, .SQLITE_NOMEM,
+             .SQLITE_READONLY, .SQLITE_CORRUPT, .SQLITE_INTERRUPT, .SQLITE_PROTOCOL, .SQLITE_NOLFS:
+            return true
+        default:
+            return false
         }
     }
 }

@@ -22,6 +22,8 @@ struct SQLScript {
             let statement: Statement?
             do {
                 statement = try cursor.next()
+            } catch let error as DatabaseError where MigrationError.isStorageFailure(error) {
+                throw error
             } catch {
                 // Compilation failed: the failing statement starts at the next
                 // token after the last statement that compiled.
@@ -42,6 +44,10 @@ struct SQLScript {
             }
             do {
                 try statement.execute()
+            } catch let error as DatabaseError where MigrationError.isStorageFailure(error) {
+                // Not the file's fault: the runner reports it against the
+                // database, so nobody edits a correct migration.
+                throw error
             } catch {
                 throw MigrationError.statementFailed(
                     identifier: file.identifier, path: file.path, line: statementLine,

@@ -199,13 +199,18 @@ public struct DatabaseMigrationRunner: Sendable {
         }
     }
 
-    /// Turns SQLite errors that are not migration failures (a file that is
-    /// not a database, I/O errors) into ``MigrationError/cannotOpen(path:reason:)``.
+    /// Turns SQLite errors that are not migration failures into
+    /// ``MigrationError/storageFailed(path:resultCode:reason:)`` (a full
+    /// disk, I/O errors, locks, damage) or
+    /// ``MigrationError/cannotOpen(path:reason:)`` (a file that is not a
+    /// database, or can't be opened), both naming the database.
     private func guarded<T>(_ path: String, _ body: () throws -> T) throws -> T {
         do {
             return try body()
         } catch let error as MigrationError {
             throw error
+        } catch let error as DatabaseError where MigrationError.isStorageFailure(error) {
+            throw MigrationError.storageFailed(path: path, resultCode: error.extendedResultCode.rawValue, reason: Self.reason(error))
         } catch {
             throw MigrationError.cannotOpen(path: path, reason: Self.reason(error))
         }

@@ -44,6 +44,7 @@ struct FaultStatistics {
         if kind.code == ResultCode.SQLITE_FULL.rawValue {
             let isFull = switch error {
             case let error as DatabaseError: error.resultCode == .SQLITE_FULL
+            case let MigrationError.storageFailed(_, resultCode, _): resultCode & 0xff == ResultCode.SQLITE_FULL.rawValue
             default: String(describing: error).contains("disk is full")
             }
             if !isFull { mislabeled.append("\(label): \(error)") }
