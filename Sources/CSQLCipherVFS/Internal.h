@@ -46,10 +46,12 @@ static const unsigned char SQLITE_MAGIC[16] = "SQLite format 3";
 
 typedef struct Codec {
     int version;                 // 3 or 4
-    int pageSize;                // 1024 (v3) or 4096 (v4)
+    int pageSize;                // cipher_page_size: 1024 (v3) or 4096 (v4) unless set
     int reserve;                 // 48 (v3) or 80 (v4)
     int hmacSize;                // 20 (v3) or 64 (v4)
     int kdfIterations;
+    int explicitIterations;      // kdfIterations given, not the version's default
+    int explicitPageSize;        // pageSize given (PRAGMA cipher_page_size)
     const EVP_MD *md;            // SHA1 (v3) or SHA512 (v4)
     unsigned char *passphrase;   // NULL for a raw key
     int passphraseLength;
@@ -66,6 +68,12 @@ typedef struct Codec {
     int plaintextHeaderSize;
     int failedPage;              // last page whose HMAC check failed
     int state;                   // GRDBCIPHER_STATE_*
+    // Page 1 as found in the file when its geometry does not match the
+    // codec's (GRDBCIPHER_STATE_GEOMETRY): what SQLite's header says.
+    int foundPageSize, foundReserve;
+    // Page 1 says auto-vacuum is on: all-zero pages inside the file are
+    // pages SQLite has not written yet (as SQLCipher allows since 4.5.1).
+    int autoVacuum;
     // Contexts keyed once, reused for every page: a codec serves one
     // connection, which SQLite never uses from two threads at once.
     EVP_CIPHER_CTX *encryptor;
@@ -96,6 +104,11 @@ typedef struct CipherFile {
     int sawCiphertext;                  // unkeyed main databases: the header is not SQLite's
     int requestedVersion;               // main databases: PRAGMA cipher_compatibility, 0 if none
     int requestedHeaderSize;            // main databases: PRAGMA cipher_plaintext_header_size
+    int requestedPageSize;              // main databases: PRAGMA cipher_page_size, 0 if none
+    int copyPageSize;                   // main databases: the page size a VACUUM INTO target may take
+    int explicitlyPlain;                // main databases: a pending "no key" entry opened it
+    int inheritChecked;                 // main databases: looked for the connection's key once
+    int journalVerified;                // journals: a record passed its HMAC check
     int hasRequestedSalt;               // main databases: PRAGMA cipher_salt, for the next key
     unsigned char requestedSalt[SALT_SIZE];
     unsigned char *buffer;              // scratch for pages and frames, wiped on close
@@ -137,6 +150,10 @@ HIDDEN int parse_hex(const char *hex, int length, unsigned char *out);
 HIDDEN const char *blob_literal_digits(const char *text, int length);
 HIDDEN Codec *codec_new(const void *key, int nKey, int version, int kdfIterations);
 HIDDEN Codec *codec_with_version(const Codec *source, int version);
+HIDDEN int codec_set_page_size(Codec *codec, int pageSize);
+HIDDEN int codec_geometry_is_valid(const Codec *codec);
+HIDDEN int valid_page_size(int pageSize);
+HIDDEN int page_is_zero(const unsigned char *page, int length);
 HIDDEN void codec_free(Codec *codec);
 HIDDEN int codec_encrypt(Codec *codec, unsigned int pgno, const unsigned char *in, unsigned char *out);
 HIDDEN int page_decrypt(const Codec *codec, EVP_CIPHER_CTX *decryptor, unsigned int pgno, const unsigned char *in, unsigned char *out);
@@ -147,6 +164,7 @@ HIDDEN int codec_derive(Codec *codec);
 
 // PendingKeys.c
 HIDDEN int take_pending_key(const char *path, Codec **codec);
+HIDDEN char *canonical_path(const char *path);
 
 // ReadAhead.c
 HIDDEN void read_ahead_note(CipherFile *file, unsigned int pgno);
@@ -166,9 +184,13 @@ HIDDEN unsigned char *file_buffer(CipherFile *file, int size);
 HIDDEN Codec *file_codec(CipherFile *file);
 HIDDEN int load_salt(CipherFile *file);
 HIDDEN int read_main(CipherFile *file, unsigned char *out, int amount, sqlite3_int64 offset);
+HIDDEN CipherFile *main_file(sqlite3 *db);
+HIDDEN int inherit_key(CipherFile *file);
 
 // FileControl.c
 HIDDEN int set_file_key(CipherFile *file, const void *key, int nKey, int version, int kdfIterations);
+HIDDEN int file_rekey(CipherFile *file, const void *key, int nKey, char **message);
+HIDDEN void reserve_for_new_database(CipherFile *file);
 HIDDEN int cipherFileControl(sqlite3_file *pFile, int op, void *pArg);
 
 // IOMethods.c

@@ -32,10 +32,20 @@ static int cipherOpen(sqlite3_vfs *vfs, sqlite3_filename name, sqlite3_file *pFi
     if ((file->kind == KIND_JOURNAL || file->kind == KIND_WAL) && name) {
         sqlite3_file *main = sqlite3_database_file_object(name);
         if (main && main->pMethods == &cipherMethods) file->mainFile = (CipherFile *)main;
+        if (file->mainFile && file->kind == KIND_JOURNAL) {
+            if (inherit_key(file->mainFile) != SQLITE_OK) {
+                file->real->pMethods->xClose(file->real);
+                return SQLITE_NOMEM;
+            }
+            if (file->mainFile->codec) reserve_for_new_database(file->mainFile);
+        }
     }
     if (file->kind == KIND_MAIN && name) {
         Codec *codec = NULL;
-        if (take_pending_key(name, &codec)) file->codec = codec;
+        if (take_pending_key(name, &codec)) {
+            file->codec = codec;
+            file->explicitlyPlain = codec == NULL;
+        }
     }
     pFile->pMethods = &cipherMethods;
     return SQLITE_OK;
