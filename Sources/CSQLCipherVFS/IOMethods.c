@@ -94,7 +94,46 @@ static int file_decrypt(CipherFile *file, unsigned int pgno, unsigned char *page
     Codec *next = file->rekeyCodec;
     // page_decrypt leaves the page as it is when the HMAC does not match.
     if (next && page_decrypt(next, next->decryptor, pgno, page, page) == SQLITE_OK) return SQLITE_OK;
-    return codec_decrypt(file->codec, pgno, page);
+    int rc = codec_decrypt(file->codec, pgno, page);
+    if (rc == SQLITE_OK && !file->codec->keyVerified) {
+        file->codec->keyVerified = 1;
+        apply_pending_truncate(file);
+    }
+    return rc;
+}
+
+/// Checks the key against page 1 of the file, before a change that does
+/// not read first (journal playback truncates, and may extend the file
+/// with a zero page): SQLITE_OK when page 1 passes its HMAC check or the
+/// file has no page yet, SQLITE_NOTADB otherwise.
+static int verify_key(CipherFile *file) {
+    Codec *codec = file->codec;
+    if (codec->keyVerified) return SQLITE_OK;
+    int rc = load_salt(file);
+    if (rc == SQLITE_OK) rc = codec_derive(codec);
+    if (rc != SQLITE_OK) return rc;
+    sqlite3_int64 size = 0;
+    rc = file->real->pMethods->xFileSize(file->real, &size);
+    if (rc != SQLITE_OK) return rc;
+    if (size < codec->pageSize) { codec->keyVerified = 1; return SQLITE_OK; }
+    unsigned char *page = sqlite3_malloc(codec->pageSize);
+    if (!page) return SQLITE_NOMEM;
+    rc = file->real->pMethods->xRead(file->real, page, codec->pageSize, 0);
+    if (rc == SQLITE_OK) rc = page_decrypt(codec, codec->decryptor, 1, page, page) == SQLITE_OK ? SQLITE_OK : SQLITE_NOTADB;
+    OPENSSL_cleanse(page, codec->pageSize);
+    sqlite3_free(page);
+    if (rc == SQLITE_OK) codec->keyVerified = 1;
+    else if (rc == SQLITE_NOTADB) codec->state = GRDBCIPHER_STATE_WRONG_KEY;
+    return rc;
+}
+
+/// Applies a truncation held back by cipherTruncate, once the key is known
+/// to be the file's.
+HIDDEN void apply_pending_truncate(CipherFile *file) {
+    if (file->pendingTruncate < 0) return;
+    sqlite3_int64 size = file->pendingTruncate;
+    file->pendingTruncate = -1;
+    file->real->pMethods->xTruncate(file->real, size);
 }
 
 /// SQLite's page size as page 1's header gives it (1 means 65536).
@@ -191,6 +230,9 @@ static int write_main(CipherFile *file, const unsigned char *in, int amount, sql
     if (rc != SQLITE_OK) return rc;
     int pageSize = codec->pageSize;
     if (amount != pageSize || offset % pageSize != 0) return refuse_shape(file, codec, "the database", amount, offset, 1);
+    // Only a verified key writes: SQLite writes pages it has read, except
+    // when a journal playback extends a file it truncated.
+    if (!codec->keyVerified && (rc = verify_key(file)) != SQLITE_OK) return rc;
     if (offset == 0 && (rc = check_geometry(file, in, 1)) != SQLITE_OK) return rc;
     unsigned char *encrypted = file_buffer(file, pageSize);
     if (!encrypted) return SQLITE_NOMEM;
@@ -255,6 +297,10 @@ static int read_journal(CipherFile *file, Codec *codec, unsigned char *buffer, i
         rc = SQLITE_OK;
     } else if (rc == SQLITE_OK) {
         file->journalVerified = 1;
+        if (file->mainFile && !codec->keyVerified) {
+            codec->keyVerified = 1;
+            apply_pending_truncate(file->mainFile);
+        }
     }
     file->recordPlainSum = journal_sample_sum(buffer, pageSize);
     return rc;
@@ -517,6 +563,13 @@ static int cipherWrite(sqlite3_file *pFile, const void *buffer, int amount, sqli
 
 static int cipherTruncate(sqlite3_file *pFile, sqlite3_int64 size) {
     CipherFile *file = (CipherFile *)pFile;
+    if (file->kind == KIND_MAIN && file->codec && !file->codec->keyVerified && verify_key(file) != SQLITE_OK) {
+        // Journal playback truncates the database before it reads the first
+        // record: held until a record (or page 1) proves the key, so that a
+        // wrong key changes nothing.
+        file->pendingTruncate = size;
+        return SQLITE_OK;
+    }
     int rc = wal_flush_header(file);
     if (rc != SQLITE_OK) return rc;
     file->walChainOffset = -1;

@@ -74,6 +74,9 @@ typedef struct Codec {
     // Page 1 says auto-vacuum is on: all-zero pages inside the file are
     // pages SQLite has not written yet (as SQLCipher allows since 4.5.1).
     int autoVacuum;
+    // A page of the file or of its journal passed its HMAC check: the key
+    // is the file's, and may change it (journal playback truncates first).
+    int keyVerified;
     // Contexts keyed once, reused for every page: a codec serves one
     // connection, which SQLite never uses from two threads at once.
     EVP_CIPHER_CTX *encryptor;
@@ -109,6 +112,7 @@ typedef struct CipherFile {
     int explicitlyPlain;                // main databases: a pending "no key" entry opened it
     int inheritChecked;                 // main databases: looked for the connection's key once
     int journalVerified;                // journals: a record passed its HMAC check
+    sqlite3_int64 pendingTruncate;      // main databases: a truncation held until the key is verified, or -1
     int hasRequestedSalt;               // main databases: PRAGMA cipher_salt, for the next key
     unsigned char requestedSalt[SALT_SIZE];
     unsigned char *buffer;              // scratch for pages and frames, wiped on close
@@ -186,6 +190,7 @@ HIDDEN int load_salt(CipherFile *file);
 HIDDEN int read_main(CipherFile *file, unsigned char *out, int amount, sqlite3_int64 offset);
 HIDDEN CipherFile *main_file(sqlite3 *db);
 HIDDEN int inherit_key(CipherFile *file);
+HIDDEN void apply_pending_truncate(CipherFile *file);
 
 // FileControl.c
 HIDDEN int set_file_key(CipherFile *file, const void *key, int nKey, int version, int kdfIterations);
