@@ -79,9 +79,12 @@ static void codec_set_version(Codec *codec, int version, int kdfIterations) {
     if (kdfIterations > 0) { codec->kdfIterations = kdfIterations; codec->explicitIterations = 1; }
 }
 
-/// A page size SQLite and SQLCipher accept: a power of two from 512 to 65536.
+/// A cipher page size: a power of two from 1024 to 65536. SQLCipher also
+/// takes 512, but SQLite requires at least 480 usable bytes per page, and
+/// the reserve (48 or 80 bytes) leaves less in a 512-byte page: SQLite
+/// lays such a database out with 1024-byte pages, and refuses to open one.
 HIDDEN int valid_page_size(int pageSize) {
-    return pageSize >= 512 && pageSize <= 65536 && (pageSize & (pageSize - 1)) == 0;
+    return pageSize >= 1024 && pageSize <= 65536 && (pageSize & (pageSize - 1)) == 0;
 }
 
 /// Whether the plaintext header fits the page geometry: the encrypted part

@@ -193,7 +193,7 @@ static int pragma_control(CipherFile *file, char **args) {
         char *end = NULL;
         long size = strtol(value, &end, 10);
         if (end == value || *end != '\0' || !valid_page_size((int)size) || size != (int)size) {
-            return pragma_error(args, "PRAGMA cipher_page_size: a power of two from 512 to 65536 (SQLCipher's defaults: 1024 for version 3, 4096 for version 4)");
+            return pragma_error(args, "PRAGMA cipher_page_size: a power of two from 1024 to 65536 (SQLCipher's defaults: 1024 for version 3, 4096 for version 4; 512-byte pages leave fewer than the 480 usable bytes SQLite requires once IV and HMAC are reserved)");
         }
         if (file->codec && file->codec->derived) {
             return pragma_error(args, "PRAGMA cipher_page_size: set it before the first access to the database");

@@ -24,8 +24,10 @@ public enum CipherError: Error, CustomStringConvertible, Sendable, Equatable {
     /// WAL frame or write of `foundPageSize` bytes was refused. Nothing was
     /// written.
     case pageGeometry(path: String, pageSize: Int, reserve: Int, foundPageSize: Int, foundReserve: Int)
-    /// A page size that SQLCipher does not accept: a power of two from 512
-    /// to 65536, with room for the plaintext header.
+    /// A cipher page size that can't be used: it must be a power of two
+    /// from 1024 to 65536 (SQLite requires 480 usable bytes per page, which
+    /// a 512-byte page does not keep after IV and HMAC), with room for the
+    /// plaintext header.
     case invalidPageSize(Int)
     /// A re-key, encryption or copy did not complete; the original is
     /// unchanged. `reason` never contains a key.
@@ -55,7 +57,7 @@ public enum CipherError: Error, CustomStringConvertible, Sendable, Equatable {
             }
             return "\(path) has \(foundPageSize)-byte pages with \(foundReserve) reserved bytes, but the key's format has \(pageSize)-byte pages with \(reserve): give the page size it was encrypted with (cipher_page_size), or the right compatibility. The file was not modified."
         case let .invalidPageSize(size):
-            return "Invalid page size \(size): a power of two from 512 to 65536, with room for the plaintext header."
+            return "Invalid cipher page size \(size): a power of two from 1024 to 65536, with room for the plaintext header."
         case let .operationFailed(path, reason):
             return "\(path): \(reason). The original file is unchanged."
         case let .destinationExists(path):

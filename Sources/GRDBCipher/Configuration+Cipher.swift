@@ -25,7 +25,8 @@ extension Configuration {
     ///   as an ordinary SQLite header, with the salt kept outside the file
     ///   (see ``CipherPlaintextHeader``). Default: none, as SQLCipher.
     /// - parameter pageSize: SQLCipher's `cipher_page_size`, a power of two
-    ///   from 512 to 65536; the default is the compatibility's (v4: 4096,
+    ///   from 1024 to 65536 (512-byte pages leave fewer than the 480 usable
+    ///   bytes SQLite requires once IV and HMAC are reserved); the default is the compatibility's (v4: 4096,
     ///   v3: 1024). A file keeps the page size it was created with, and
     ///   opens only with that one (``CipherError/pageGeometry(path:pageSize:reserve:foundPageSize:foundReserve:)``
     ///   otherwise); to change it, re-encrypt the file with
@@ -103,7 +104,7 @@ enum CipherVFS {
     /// `pageSize` with this compatibility and plaintext header.
     static func validate(pageSize: Int, compatibility: CipherCompatibility, plaintextHeader: CipherPlaintextHeader?) throws {
         let isPowerOfTwo = pageSize > 0 && pageSize & (pageSize - 1) == 0
-        guard isPowerOfTwo, (512...65536).contains(pageSize),
+        guard isPowerOfTwo, (1024...65536).contains(pageSize),
               (plaintextHeader?.size ?? 0) < pageSize - Int(compatibility.reserveBytes)
         else { throw CipherError.invalidPageSize(pageSize) }
     }

@@ -15,14 +15,14 @@ struct CipherKeyOptions: ParsableArguments {
     @Option(help: "The SQLCipher format version: 3 or 4.")
     var compatibility: Int = 4
 
-    @Option(help: ArgumentHelp("The encrypted database's cipher_page_size: a power of two from 512 to 65536 (default: 4096 for version 4, 1024 for version 3).", valueName: "bytes"))
+    @Option(help: ArgumentHelp("The encrypted database's cipher_page_size: a power of two from 1024 to 65536 (default: 4096 for version 4, 1024 for version 3).", valueName: "bytes"))
     var pageSize: Int?
 
     func validate() throws {
         guard (keyEnv == nil) != (keyFile == nil) else { throw ValidationError("Pass --key-env VAR or --key-file PATH (exactly one).") }
         guard compatibility == 3 || compatibility == 4 else { throw ValidationError("--compatibility is 3 or 4.") }
-        if let pageSize, !(512...65536).contains(pageSize) || pageSize & (pageSize - 1) != 0 {
-            throw ValidationError("--page-size is a power of two from 512 to 65536.")
+        if let pageSize, !(1024...65536).contains(pageSize) || pageSize & (pageSize - 1) != 0 {
+            throw ValidationError("--page-size is a power of two from 1024 to 65536.")
         }
     }
 
@@ -100,8 +100,8 @@ struct RekeyCommand: ParsableCommand {
 
     func validate() throws {
         guard (newKeyEnv == nil) != (newKeyFile == nil) else { throw ValidationError("Pass --new-key-env VAR or --new-key-file PATH (exactly one).") }
-        if let newPageSize, !(512...65536).contains(newPageSize) || newPageSize & (newPageSize - 1) != 0 {
-            throw ValidationError("--new-page-size is a power of two from 512 to 65536.")
+        if let newPageSize, !(1024...65536).contains(newPageSize) || newPageSize & (newPageSize - 1) != 0 {
+            throw ValidationError("--new-page-size is a power of two from 1024 to 65536.")
         }
     }
 
