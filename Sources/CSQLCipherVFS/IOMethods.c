@@ -54,22 +54,6 @@ HIDDEN int load_salt(CipherFile *file) {
     return SQLITE_OK;
 }
 
-static int ctr_xor(const unsigned char *key, sqlite3_int64 offset, unsigned char *data, int length) {
-    // Counter blocks start at offset / 16; skip into the first block.
-    unsigned char iv[IV_SIZE] = { 0 };
-    sqlite3_uint64 block = (sqlite3_uint64)offset / 16;
-    for (int i = 0; i < 8; i++) iv[15 - i] = (unsigned char)(block >> (8 * i));
-    int skip = (int)(offset % 16);
-    EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();
-    unsigned char scratch[16];
-    int outLength = 0;
-    int ok = ctx && EVP_EncryptInit_ex(ctx, EVP_aes_256_ctr(), NULL, key, iv);
-    if (ok && skip) ok = EVP_EncryptUpdate(ctx, scratch, &outLength, scratch, skip);
-    if (ok) ok = EVP_EncryptUpdate(ctx, data, &outLength, data, length);
-    EVP_CIPHER_CTX_free(ctx);
-    return ok ? SQLITE_OK : SQLITE_IOERR;
-}
-
 // MARK: I/O methods
 
 static int cipherClose(sqlite3_file *pFile) {
@@ -393,22 +377,7 @@ static int cipherRead(sqlite3_file *pFile, void *buffer, int amount, sqlite3_int
     int inherited = inherit_key(file);
     if (inherited != SQLITE_OK) return inherited;
     Codec *codec = file_codec(file);
-    if (file->kind == KIND_TEMP) {
-        int rc = file->real->pMethods->xRead(file->real, buffer, amount, offset);
-        if (rc != SQLITE_OK && rc != SQLITE_IOERR_SHORT_READ) return rc;
-        int xrc = ctr_xor(file->tempKey, offset, buffer, amount);
-        if (rc == SQLITE_IOERR_SHORT_READ) {
-            // Bytes past the end must read as zeros, not as keystream.
-            sqlite3_int64 size = 0;
-            file->real->pMethods->xFileSize(file->real, &size);
-            if (size < offset + amount) {
-                sqlite3_int64 valid = size > offset ? size - offset : 0;
-                memset((unsigned char *)buffer + valid, 0, (size_t)(amount - valid));
-            }
-            return rc;
-        }
-        return xrc;
-    }
+    if (file->kind == KIND_TEMP) return temp_read(file, buffer, amount, offset);
     if (!codec) {
         int rc = file->real->pMethods->xRead(file->real, buffer, amount, offset);
         if (file->kind == KIND_MAIN && rc == SQLITE_OK && offset == 0 && amount >= 16
@@ -542,14 +511,7 @@ static int cipherWrite(sqlite3_file *pFile, const void *buffer, int amount, sqli
     int inherited = inherit_key(file);
     if (inherited != SQLITE_OK) return inherited;
     Codec *codec = file_codec(file);
-    if (file->kind == KIND_TEMP) {
-        unsigned char *copy = file_buffer(file, amount);
-        if (!copy) return SQLITE_NOMEM;
-        memcpy(copy, buffer, amount);
-        int rc = ctr_xor(file->tempKey, offset, copy, amount);
-        if (rc == SQLITE_OK) rc = file->real->pMethods->xWrite(file->real, copy, amount, offset);
-        return rc;
-    }
+    if (file->kind == KIND_TEMP) return temp_write(file, buffer, amount, offset);
     if (!codec) return file->real->pMethods->xWrite(file->real, buffer, amount, offset);
     if (file->kind == KIND_MAIN) return write_main(file, buffer, amount, offset);
     if (!codec->hasSalt) {
@@ -563,6 +525,7 @@ static int cipherWrite(sqlite3_file *pFile, const void *buffer, int amount, sqli
 
 static int cipherTruncate(sqlite3_file *pFile, sqlite3_int64 size) {
     CipherFile *file = (CipherFile *)pFile;
+    if (file->kind == KIND_TEMP) return temp_truncate(file, size);
     if (file->kind == KIND_MAIN && file->codec && !file->codec->keyVerified && verify_key(file) != SQLITE_OK) {
         // Journal playback truncates the database before it reads the first
         // record: held until a record (or page 1) proves the key, so that a
@@ -586,6 +549,7 @@ static int cipherSync(sqlite3_file *pFile, int flags) {
 
 static int cipherFileSize(sqlite3_file *pFile, sqlite3_int64 *pSize) {
     CipherFile *file = (CipherFile *)pFile;
+    if (file->kind == KIND_TEMP) { *pSize = file->tempSize; return SQLITE_OK; }
     int rc = wal_flush_header(file);
     if (rc != SQLITE_OK) return rc;
     return file->real->pMethods->xFileSize(file->real, pSize);

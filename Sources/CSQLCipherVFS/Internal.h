@@ -10,8 +10,9 @@
 // database are encrypted with the SQLCipher page codec (AES-256-CBC, HMAC,
 // PBKDF2 key derivation; v3 and v4 parameters). Journal and WAL headers stay
 // plain, as in SQLCipher. Temporary files (sorter spills, temp databases,
-// statement journals) are encrypted with AES-256-CTR and an ephemeral random
-// key, so that no plaintext reaches the disk.
+// statement journals) are encrypted with AES-256-GCM, an ephemeral random
+// key and a fresh nonce per block write (TempFiles.c), so that no
+// plaintext reaches the disk.
 
 #include "CSQLCipherVFS.h"
 
@@ -117,7 +118,8 @@ typedef struct CipherFile {
     unsigned char requestedSalt[SALT_SIZE];
     unsigned char *buffer;              // scratch for pages and frames, wiped on close
     int bufferSize;
-    unsigned char tempKey[KEY_SIZE];    // temporary files: ephemeral CTR key
+    unsigned char tempKey[KEY_SIZE];    // temporary files: ephemeral AES-GCM key
+    sqlite3_int64 tempSize;             // temporary files: logical size
     unsigned int lastReadPgno;          // main databases: sequential read detection
     int sequentialReads;
     struct ReadAhead *readAhead;        // main databases: pages decrypted ahead, or NULL
@@ -174,6 +176,11 @@ HIDDEN char *canonical_path(const char *path);
 HIDDEN void read_ahead_note(CipherFile *file, unsigned int pgno);
 HIDDEN int read_ahead_take(CipherFile *file, unsigned int pgno, unsigned char *page);
 HIDDEN void read_ahead_free(CipherFile *file);
+
+// TempFiles.c
+HIDDEN int temp_read(CipherFile *file, unsigned char *out, int amount, sqlite3_int64 offset);
+HIDDEN int temp_write(CipherFile *file, const unsigned char *in, int amount, sqlite3_int64 offset);
+HIDDEN int temp_truncate(CipherFile *file, sqlite3_int64 size);
 
 // Checksums.c
 HIDDEN unsigned int journal_sample_sum(const unsigned char *page, int pageSize);

@@ -419,4 +419,32 @@ import Testing
             #expect(try Int.fetchOne(db, sql: "PRAGMA mmap_size = 268435456") == 0)
         }
     }
+
+    /// Temporary files (here a sort that spills, a temporary table and a
+    /// statement journal, with temp_store = FILE) are written as AES-GCM
+    /// blocks with a fresh nonce each: results are intact.
+    @Test func temporaryFilesRoundTripThroughTheirEncryption() throws {
+        let directory = try TemporaryDirectory()
+        let queue = try CipherDatabase.queue(atPath: directory.path("db.sqlite"), key: key, kdfIterations: fastIterations)
+        let (sorted, expected, temporary, afterSavepoint) = try queue.writeWithoutTransaction { db in
+            try db.execute(sql: """
+                PRAGMA temp_store = FILE;
+                PRAGMA cache_size = 10;
+                CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT);
+                WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 20000)
+                INSERT INTO t SELECT i, printf('%08d-', (i * 7919) % 20000) || hex(randomblob(30)) FROM c;
+                CREATE TEMP TABLE scratch AS SELECT * FROM t;
+                """)
+            let sorted = try String.fetchAll(db, sql: "SELECT v FROM t ORDER BY v DESC")
+            let expected = try String.fetchAll(db, sql: "SELECT v FROM t").sorted(by: >)
+            let temporary = try Int.fetchOne(db, sql: "SELECT count(*) FROM scratch WHERE v IN (SELECT v FROM t)")
+            try db.execute(sql: "BEGIN; UPDATE t SET v = 'x' WHERE id > 10000; SAVEPOINT s; UPDATE t SET v = 'y'; ROLLBACK TO s; COMMIT")
+            let afterSavepoint = try Int.fetchOne(db, sql: "SELECT count(*) FROM t WHERE v = 'x'")
+            return (sorted, expected, temporary, afterSavepoint)
+        }
+        #expect(sorted == expected)
+        #expect(sorted.count == 20000)
+        #expect(temporary == 20000)
+        #expect(afterSavepoint == 10000)
+    }
 }
