@@ -219,6 +219,11 @@ public enum CipherDatabase {
             let format = CipherFileFormat(
                 compatibility: version == 3 ? .v3 : .v4, pageSize: Int(pageSize), reserveBytes: Int(reserve),
                 kdfIterations: iterations > 0 ? Int(iterations) : nil, plaintextHeaderSize: Int(header))
+            // SQLCipher 3 has no plaintext header option: such a file opens
+            // here (PRAGMA cipher_plaintext_header_size), not there.
+            if format.compatibility == .v3 && format.plaintextHeaderSize > 0 {
+                return CipherInspection(format: format, problem: "SQLCipher 3 can't open a database with a plaintext header; re-encrypt it for version 4")
+            }
             return CipherInspection(format: format, problem: try problem(in: db))
         }
     }
