@@ -447,4 +447,27 @@ import Testing
         #expect(temporary == 20000)
         #expect(afterSavepoint == 10000)
     }
+
+    /// encrypt(atPath:) and rekey(atPath:) take an exclusive lock before
+    /// the first read and keep it until the rename: a database that another
+    /// connection is writing is not replaced (its commit would be lost).
+    @Test func aDatabaseBeingWrittenElsewhereIsNotReplaced() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("db.sqlite")
+        try sqlite3Database(path)
+        var configuration = Configuration()
+        configuration.allowsUnsafeTransactions = true   // a transaction left open on purpose
+        let writer = try DatabaseQueue(path: path, configuration: configuration)
+        try writer.writeWithoutTransaction { db in
+            try db.execute(sql: "BEGIN IMMEDIATE; INSERT INTO t(v) VALUES ('LATE_ROW')")
+        }
+        let before = try snapshot(directory)
+        #expect(throws: DatabaseError.self) {
+            try CipherDatabase.encrypt(atPath: path, with: key, kdfIterations: fastIterations)
+        }
+        #expect(try snapshot(directory).filter { !$0.key.hasSuffix("-journal") } == before.filter { !$0.key.hasSuffix("-journal") })
+        try writer.writeWithoutTransaction { db in try db.execute(sql: "COMMIT") }
+        #expect(try rowCount(writer) == 301)
+        #expect(CipherDatabase.isEncrypted(atPath: path) == false)
+    }
 }
