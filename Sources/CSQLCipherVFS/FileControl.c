@@ -3,6 +3,7 @@
 // mmap_size settings an encrypted database can't take.
 
 #include "Internal.h"
+#include <sys/stat.h>
 
 /// The schema name under which the connection knows `file` ("main", or an
 /// attached name), or NULL.
@@ -15,6 +16,15 @@ static const char *schema_name(CipherFile *file) {
         if (sqlite3_file_control(file->db, name, SQLITE_FCNTL_FILE_POINTER, &candidate) == SQLITE_OK
             && candidate == &file->base) return name;
     }
+}
+
+/// A new, empty database file that gets a key is made readable by its owner
+/// only (0600): its ciphertext is enough to guess a passphrase offline.
+/// Its journal and WAL take its mode when SQLite creates them.
+static void restrict_new_file(CipherFile *file) {
+    const char *schema = schema_name(file);
+    const char *path = schema ? sqlite3_db_filename(file->db, schema) : NULL;
+    if (path && *path) chmod(path, 0600);
 }
 
 /// Makes SQLite lay out a new database with the codec's page size and
@@ -35,6 +45,7 @@ static void apply_geometry(CipherFile *file) {
     }
     int reserve = file->codec->reserve;
     sqlite3_file_control(file->db, schema, SQLITE_FCNTL_RESERVE_BYTES, &reserve);
+    restrict_new_file(file);
 }
 
 /// Gives a new database that took its connection's key (an ATTACH) the
@@ -51,6 +62,7 @@ HIDDEN void reserve_for_new_database(CipherFile *file) {
     if (!schema) return;
     int reserve = file->codec->reserve;
     sqlite3_file_control(file->db, schema, SQLITE_FCNTL_RESERVE_BYTES, &reserve);
+    restrict_new_file(file);
 }
 
 /// No memory-mapped I/O under a keyed file: xFetch never hands out pages,

@@ -334,6 +334,14 @@ import Testing
         let queue = try CipherDatabase.queue(atPath: created, key: key, kdfIterations: fastIterations)
         try queue.write { db in try db.execute(sql: "CREATE TABLE t(x)") }
         #expect(try mode(created) == 0o600)
+        // Through a Configuration (as DatabaseService does): SQLite creates
+        // the file, the VFS restricts it when the key is set; its WAL follows.
+        var configuration = Configuration()
+        try configuration.encrypt(with: key, kdfIterations: fastIterations)
+        let pool = try DatabasePool(path: directory.path("pool.sqlite"), configuration: configuration)
+        try pool.write { db in try db.execute(sql: "CREATE TABLE t(x)") }
+        #expect(try mode(directory.path("pool.sqlite")) == 0o600)
+        #expect(try mode(directory.path("pool.sqlite-wal")) == 0o600)
     }
 
     /// Page sizes convert both ways: encrypt to a page size, re-encrypt to
