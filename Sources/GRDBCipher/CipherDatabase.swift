@@ -475,8 +475,8 @@ public enum CipherDatabase {
         free(resolved)
         var status = stat()
         guard stat(sourcePath, &status) == 0 else { throw CipherError.operationFailed(path: path, reason: "can't read the file's mode") }
-        let target_path = sourcePath + ".rekey-\(UUID().uuidString)"
-        defer { for suffix in ["", "-journal", "-wal", "-shm"] { unlink(target_path + suffix) } }
+        let targetPath = sourcePath + ".rekey-\(UUID().uuidString)"
+        defer { for suffix in ["", "-journal", "-wal", "-shm"] { unlink(targetPath + suffix) } }
         var configuration = Configuration()
         // Other connections can't write from the first read to the rename:
         // the connection keeps its exclusive lock after its first write
@@ -489,19 +489,19 @@ public enum CipherDatabase {
             try queue.inDatabase { db in
                 try db.inTransaction(.exclusive) { .commit }
             }
-            try copy(from: queue, sourcePath: sourcePath, source: source, to: target_path, target: target)
+            try copy(from: queue, sourcePath: sourcePath, source: source, to: targetPath, target: target)
             // The original's mode and owner, before the new file takes its name.
-            guard chmod(target_path, status.st_mode & 0o7777) == 0 else {
+            guard chmod(targetPath, status.st_mode & 0o7777) == 0 else {
                 throw CipherError.operationFailed(path: path, reason: "can't give the new file the original's mode (\(String(cString: strerror(errno))))")
             }
             var copied = stat()
-            if stat(target_path, &copied) == 0, copied.st_uid != status.st_uid || copied.st_gid != status.st_gid {
-                guard chown(target_path, status.st_uid, status.st_gid) == 0 else {
+            if stat(targetPath, &copied) == 0, copied.st_uid != status.st_uid || copied.st_gid != status.st_gid {
+                guard chown(targetPath, status.st_uid, status.st_gid) == 0 else {
                     throw CipherError.operationFailed(path: path, reason: "can't give the new file the original's owner (\(String(cString: strerror(errno))))")
                 }
             }
             // The old file stays valid until this rename, which is atomic.
-            guard rename(target_path, sourcePath) == 0 else {
+            guard rename(targetPath, sourcePath) == 0 else {
                 throw CipherError.operationFailed(path: path, reason: "rename failed (\(String(cString: strerror(errno))))")
             }
         } catch {
