@@ -449,6 +449,16 @@ static int write_journal(CipherFile *file, Codec *codec, const unsigned char *bu
     return file->real->pMethods->xWrite(file->real, encrypted, pageSize, offset);
 }
 
+/// Remembers the frame just appended at `offset` (its salts and checksum),
+/// or forgets the last one when `appended` is 0.
+static void wal_note_append(CipherFile *file, int appended, sqlite3_int64 offset, const unsigned char *frame) {
+    if (!appended) { file->walLastFrameOffset = -1; return; }
+    file->walLastFrameOffset = offset;
+    memcpy(file->walLastFrameSalts, frame + 8, 8);
+    file->walLastFrameSum[0] = read_be32(frame + 16);
+    file->walLastFrameSum[1] = read_be32(frame + 20);
+}
+
 static int write_wal(CipherFile *file, Codec *codec, const unsigned char *buffer, int amount, sqlite3_int64 offset) {
     int pageSize = codec->pageSize, frameSize = pageSize + 24;
     int isHeader = amount == 24 && offset >= 32 && (offset - 32) % frameSize == 0;
@@ -462,6 +472,7 @@ static int write_wal(CipherFile *file, Codec *codec, const unsigned char *buffer
         // A new WAL header: its magic gives the checksums' byte order.
         file->walByteOrder = (buffer[3] & 1) ? 2 : 1;
         file->walChainOffset = -1;
+        file->walLastFrameOffset = -1;
     }
     if (amount == frameSize && offset >= 32 && (offset - 32) % frameSize == 0) {
         unsigned char *frame = file_buffer(file, amount);
@@ -470,6 +481,7 @@ static int write_wal(CipherFile *file, Codec *codec, const unsigned char *buffer
         rc = codec_encrypt(codec, read_be32(buffer), buffer + 24, frame + 24);
         if (rc == SQLITE_OK) rc = wal_cipher_checksum(file, offset, frame, frame + 24, pageSize, frame + 16);
         if (rc == SQLITE_OK) rc = file->real->pMethods->xWrite(file->real, frame, amount, offset);
+        wal_note_append(file, rc == SQLITE_OK, offset, frame);
         return rc;
     }
     if (isHeader) {
@@ -491,18 +503,22 @@ static int write_wal(CipherFile *file, Codec *codec, const unsigned char *buffer
     }
     unsigned char *frame = file_buffer(file, frameSize);
     if (!frame) return SQLITE_NOMEM;
-    if (offset == file->walHeaderOffset + 24) {
+    int append = offset == file->walHeaderOffset + 24;
+    if (append) {
         memcpy(frame, file->walHeader, 24);
         file->walHeaderOffset = -1;
     } else {
         // A page of a frame written earlier (SQLite rewrites frames of the
-        // open transaction in place): its header is on disk.
+        // open transaction in place): its header is on disk, and the
+        // checksums after it change.
+        file->walLastFrameOffset = -1;
         rc = file->real->pMethods->xRead(file->real, frame, 24, offset - 24);
         if (rc != SQLITE_OK) return rc;
     }
     rc = codec_encrypt(codec, read_be32(frame), buffer, frame + 24);
     if (rc == SQLITE_OK) rc = wal_cipher_checksum(file, offset - 24, frame, frame + 24, pageSize, frame + 16);
     if (rc == SQLITE_OK) rc = file->real->pMethods->xWrite(file->real, frame, frameSize, offset - 24);
+    wal_note_append(file, append && rc == SQLITE_OK, offset - 24, frame);
     return rc;
 }
 
@@ -526,6 +542,7 @@ static int cipherWrite(sqlite3_file *pFile, const void *buffer, int amount, sqli
 static int cipherTruncate(sqlite3_file *pFile, sqlite3_int64 size) {
     CipherFile *file = (CipherFile *)pFile;
     if (file->kind == KIND_TEMP) return temp_truncate(file, size);
+    file->walLastFrameOffset = -1;
     if (file->kind == KIND_MAIN && file->codec && !file->codec->keyVerified && verify_key(file) != SQLITE_OK) {
         // Journal playback truncates the database before it reads the first
         // record: held until a record (or page 1) proves the key, so that a

@@ -140,6 +140,12 @@ typedef struct CipherFile {
     int walByteOrder;                   // 0 unknown, 1 little-endian, 2 big-endian
     sqlite3_int64 walChainOffset;       // offset of the last frame in the chains, or -1
     unsigned int walCipherSum[2], walPlainSum[2];
+    // WAL: the last frame this handle appended (offset, salts, checksum on
+    // disk), so that the next append chains from memory instead of reading
+    // it back. -1 after anything but an append.
+    sqlite3_int64 walLastFrameOffset;
+    unsigned char walLastFrameSalts[8];
+    unsigned int walLastFrameSum[2];
 } CipherFile;
 
 static inline unsigned int read_be32(const unsigned char *p) {

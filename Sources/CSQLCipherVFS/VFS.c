@@ -14,6 +14,7 @@ static int cipherOpen(sqlite3_vfs *vfs, sqlite3_filename name, sqlite3_file *pFi
     file->walHeaderOffset = -1;
     file->walChainOffset = -1;
     file->pendingTruncate = -1;
+    file->walLastFrameOffset = -1;
     if (flags & SQLITE_OPEN_MAIN_DB) file->kind = KIND_MAIN;
     else if (flags & SQLITE_OPEN_MAIN_JOURNAL) file->kind = KIND_JOURNAL;
     else if (flags & SQLITE_OPEN_WAL) file->kind = KIND_WAL;
