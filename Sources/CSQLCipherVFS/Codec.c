@@ -1,6 +1,14 @@
 // The page codec: keys, IVs, and the encryption and HMAC of one page.
 
 #include "Internal.h"
+#include <sys/mman.h>
+
+// Linux's madvise advice values (stable ABI), which the system headers
+// declare only with default features, off in SwiftPM's module builds.
+#if defined(__linux__) && !defined(MADV_DONTDUMP)
+#define MADV_DONTDUMP 16
+#define MADV_DODUMP 17
+#endif
 
 // Incremented in the child of every fork(): a codec's random pool drawn
 // before a fork is never used after it, so parent and child cannot write
@@ -28,16 +36,44 @@ static int codec_random(Codec *codec, unsigned char *out, int length) {
     return SQLITE_OK;
 }
 
+static size_t secret_length(size_t size) {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    return (size + page - 1) / page * page;
+}
+
+/// Zeroed memory for keys and passphrases: whole pages, excluded from core
+/// dumps, and locked out of swap when RLIMIT_MEMLOCK allows (best effort:
+/// a failed mlock leaves the memory usable).
+HIDDEN void *secret_alloc(size_t size) {
+    size_t length = secret_length(size);
+    void *memory = NULL;
+    if (posix_memalign(&memory, (size_t)sysconf(_SC_PAGESIZE), length) != 0) return NULL;
+    memset(memory, 0, length);
+#ifdef MADV_DONTDUMP
+    madvise(memory, length, MADV_DONTDUMP);
+#endif
+    mlock(memory, length);
+    return memory;
+}
+
+/// Wipes and frees memory from secret_alloc(size).
+HIDDEN void secret_free(void *memory, size_t size) {
+    if (!memory) return;
+    size_t length = secret_length(size);
+    OPENSSL_cleanse(memory, length);
+    munlock(memory, length);
+#ifdef MADV_DODUMP
+    madvise(memory, length, MADV_DODUMP);
+#endif
+    free(memory);
+}
+
 HIDDEN void codec_free(Codec *codec) {
     if (!codec) return;
     EVP_CIPHER_CTX_free(codec->encryptor);
     EVP_CIPHER_CTX_free(codec->decryptor);
-    if (codec->passphrase) {
-        OPENSSL_cleanse(codec->passphrase, codec->passphraseLength);
-        free(codec->passphrase);
-    }
-    OPENSSL_cleanse(codec, sizeof(Codec));
-    free(codec);
+    secret_free(codec->passphrase, (size_t)codec->passphraseLength);
+    secret_free(codec, sizeof(Codec));
 }
 
 static int hex_value(char c) {
@@ -116,7 +152,7 @@ HIDDEN int page_is_zero(const unsigned char *page, int length) {
 
 HIDDEN Codec *codec_new(const void *key, int nKey, int version, int kdfIterations) {
     if (!key || nKey <= 0 || (version != 3 && version != 4)) return NULL;
-    Codec *codec = calloc(1, sizeof(Codec));
+    Codec *codec = secret_alloc(sizeof(Codec));
     if (!codec) return NULL;
     codec_set_version(codec, version, kdfIterations);
     const char *text = key;
@@ -130,7 +166,7 @@ HIDDEN Codec *codec_new(const void *key, int nKey, int version, int kdfIteration
         codec->hasRawKey = 1;
         return codec;
     }
-    codec->passphrase = malloc(nKey);
+    codec->passphrase = secret_alloc((size_t)nKey);
     if (!codec->passphrase) { codec_free(codec); return NULL; }
     memcpy(codec->passphrase, key, nKey);
     codec->passphraseLength = nKey;
@@ -142,7 +178,7 @@ HIDDEN Codec *codec_new(const void *key, int nKey, int version, int kdfIteration
 /// version's parameters, not yet derived. NULL when the settings do not fit
 /// the new version's geometry.
 HIDDEN Codec *codec_with_version(const Codec *source, int version) {
-    Codec *codec = calloc(1, sizeof(Codec));
+    Codec *codec = secret_alloc(sizeof(Codec));
     if (!codec) return NULL;
     codec->explicitPageSize = source->explicitPageSize;
     codec->pageSize = source->pageSize;
@@ -150,7 +186,7 @@ HIDDEN Codec *codec_with_version(const Codec *source, int version) {
     codec->kdfIterations = source->kdfIterations;
     codec_set_version(codec, version, 0);
     if (source->passphrase) {
-        codec->passphrase = malloc(source->passphraseLength);
+        codec->passphrase = secret_alloc((size_t)source->passphraseLength);
         if (!codec->passphrase) { codec_free(codec); return NULL; }
         memcpy(codec->passphrase, source->passphrase, source->passphraseLength);
         codec->passphraseLength = source->passphraseLength;

@@ -167,6 +167,8 @@ HIDDEN int codec_geometry_is_valid(const Codec *codec);
 HIDDEN int valid_page_size(int pageSize);
 HIDDEN int page_is_zero(const unsigned char *page, int length);
 HIDDEN void codec_free(Codec *codec);
+HIDDEN void *secret_alloc(size_t size);
+HIDDEN void secret_free(void *memory, size_t size);
 HIDDEN int codec_encrypt(Codec *codec, unsigned int pgno, const unsigned char *in, unsigned char *out);
 HIDDEN int page_decrypt(const Codec *codec, EVP_CIPHER_CTX *decryptor, unsigned int pgno, const unsigned char *in, unsigned char *out);
 HIDDEN int codec_decrypt(Codec *codec, unsigned int pgno, unsigned char *page);

@@ -26,8 +26,7 @@ static int cacheKeyReady = 0;
 static void clear_cache_locked(void) {
     while (cacheHead) {
         CacheEntry *next = cacheHead->next;
-        OPENSSL_cleanse(cacheHead, sizeof(CacheEntry));
-        free(cacheHead);
+        secret_free(cacheHead, sizeof(CacheEntry));
         cacheHead = next;
     }
 }
@@ -123,7 +122,7 @@ HIDDEN int codec_derive(Codec *codec) {
             pthread_mutex_lock(&cacheMutex);
             kdfCount++;
             if (cacheEnabled && cacheable) {
-                CacheEntry *entry = malloc(sizeof(CacheEntry));
+                CacheEntry *entry = secret_alloc(sizeof(CacheEntry));
                 if (entry) {
                     memcpy(entry->digest, digest, 32);
                     memcpy(entry->key, codec->key, KEY_SIZE);
@@ -137,8 +136,7 @@ HIDDEN int codec_derive(Codec *codec) {
                             *link = NULL;
                             while (stale) {
                                 CacheEntry *next = stale->next;
-                                OPENSSL_cleanse(stale, sizeof(CacheEntry));
-                                free(stale);
+                                secret_free(stale, sizeof(CacheEntry));
                                 stale = next;
                             }
                             break;

@@ -45,4 +45,24 @@ import Testing
             problem: nil))
         #expect("\(inspection.format)" == "compatibility 3, cipher_page_size 4096, reserve 48, KDF PBKDF2-HMAC-SHA1, 64 iterations, HMAC-SHA1, plaintext header none")
     }
+
+    /// Keys live in memory excluded from core dumps (Linux: the "dd" flag
+    /// of the mapping in /proc/self/smaps), checked in a child process.
+    @Test func keysAreExcludedFromCoreDumps() async {
+        await #expect(processExitsWith: .success) {
+            func dontDumpMappings() -> Int {
+                // procfs reports a size of 0: read to the end, not by size.
+                let data = FileHandle(forReadingAtPath: "/proc/self/smaps")?.readDataToEndOfFile() ?? Data()
+                let smaps = String(decoding: data, as: UTF8.self)
+                return smaps.split(separator: "\n").filter { $0.hasPrefix("VmFlags:") && $0.split(separator: " ").contains("dd") }.count
+            }
+            let before = dontDumpMappings()
+            let directory = "/tmp/GRDBCipherTests-dontdump-\(getpid())"
+            try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            let queue = try CipherDatabase.queue(atPath: directory + "/db.sqlite", key: .passphrase("dump"), kdfIterations: 64)
+            try queue.write { db in try db.execute(sql: "CREATE TABLE t(x)") }
+            exit(dontDumpMappings() > before ? 0 : 1)
+        }
+    }
 }
