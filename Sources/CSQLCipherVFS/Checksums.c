@@ -59,8 +59,18 @@ HIDDEN int wal_previous_checksum(CipherFile *file, sqlite3_int64 offset, int fra
 /// from the checksum on disk before it, into `out` (8 bytes).
 HIDDEN int wal_cipher_checksum(CipherFile *file, sqlite3_int64 offset, const unsigned char *header, const unsigned char *page, int pageSize, unsigned char *out) {
     unsigned int sum[2];
-    int rc = wal_previous_checksum(file, offset, pageSize + 24, sum);
-    if (rc != SQLITE_OK) return rc;
+    // Appending right after the frame this handle appended last, in the same
+    // WAL generation (a restart changes the salts): its checksum is the one
+    // on disk. Frames of a generation are written once, except by their own
+    // transaction, whose in-place rewrites reset the cache.
+    if (offset != 32 && file->walLastFrameOffset == offset - (pageSize + 24)
+        && memcmp(file->walLastFrameSalts, header + 8, 8) == 0) {
+        sum[0] = file->walLastFrameSum[0];
+        sum[1] = file->walLastFrameSum[1];
+    } else {
+        int rc = wal_previous_checksum(file, offset, pageSize + 24, sum);
+        if (rc != SQLITE_OK) return rc;
+    }
     int bigEndian = wal_big_endian(file);
     wal_checksum(bigEndian, header, 8, sum);
     wal_checksum(bigEndian, page, pageSize, sum);
@@ -75,6 +85,7 @@ HIDDEN int wal_cipher_checksum(CipherFile *file, sqlite3_int64 offset, const uns
 /// place), with the checksum of that page.
 HIDDEN int wal_flush_header(CipherFile *file) {
     if (file->walHeaderOffset < 0) return SQLITE_OK;
+    file->walLastFrameOffset = -1;
     sqlite3_int64 offset = file->walHeaderOffset;
     file->walHeaderOffset = -1;
     Codec *codec = file_codec(file);

@@ -1,6 +1,14 @@
 // The page codec: keys, IVs, and the encryption and HMAC of one page.
 
 #include "Internal.h"
+#include <sys/mman.h>
+
+// Linux's madvise advice values (stable ABI), which the system headers
+// declare only with default features, off in SwiftPM's module builds.
+#if defined(__linux__) && !defined(MADV_DONTDUMP)
+#define MADV_DONTDUMP 16
+#define MADV_DODUMP 17
+#endif
 
 // Incremented in the child of every fork(): a codec's random pool drawn
 // before a fork is never used after it, so parent and child cannot write
@@ -28,16 +36,44 @@ static int codec_random(Codec *codec, unsigned char *out, int length) {
     return SQLITE_OK;
 }
 
+static size_t secret_length(size_t size) {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    return (size + page - 1) / page * page;
+}
+
+/// Zeroed memory for keys and passphrases: whole pages, excluded from core
+/// dumps, and locked out of swap when RLIMIT_MEMLOCK allows (best effort:
+/// a failed mlock leaves the memory usable).
+HIDDEN void *secret_alloc(size_t size) {
+    size_t length = secret_length(size);
+    void *memory = NULL;
+    if (posix_memalign(&memory, (size_t)sysconf(_SC_PAGESIZE), length) != 0) return NULL;
+    memset(memory, 0, length);
+#ifdef MADV_DONTDUMP
+    madvise(memory, length, MADV_DONTDUMP);
+#endif
+    mlock(memory, length);
+    return memory;
+}
+
+/// Wipes and frees memory from secret_alloc(size).
+HIDDEN void secret_free(void *memory, size_t size) {
+    if (!memory) return;
+    size_t length = secret_length(size);
+    OPENSSL_cleanse(memory, length);
+    munlock(memory, length);
+#ifdef MADV_DODUMP
+    madvise(memory, length, MADV_DODUMP);
+#endif
+    free(memory);
+}
+
 HIDDEN void codec_free(Codec *codec) {
     if (!codec) return;
     EVP_CIPHER_CTX_free(codec->encryptor);
     EVP_CIPHER_CTX_free(codec->decryptor);
-    if (codec->passphrase) {
-        OPENSSL_cleanse(codec->passphrase, codec->passphraseLength);
-        free(codec->passphrase);
-    }
-    OPENSSL_cleanse(codec, sizeof(Codec));
-    free(codec);
+    secret_free(codec->passphrase, (size_t)codec->passphraseLength);
+    secret_free(codec, sizeof(Codec));
 }
 
 static int hex_value(char c) {
@@ -65,19 +101,58 @@ HIDDEN const char *blob_literal_digits(const char *text, int length) {
 
 static void codec_set_version(Codec *codec, int version, int kdfIterations) {
     codec->version = version;
+    // SQLCipher's defaults per version; an explicit cipher_page_size or
+    // iteration count survives a change of version, as in SQLCipher.
     if (version == 4) {
-        codec->pageSize = 4096; codec->reserve = 80; codec->hmacSize = 64;
-        codec->kdfIterations = 256000; codec->md = EVP_sha512();
+        if (!codec->explicitPageSize) codec->pageSize = 4096;
+        codec->reserve = 80; codec->hmacSize = 64; codec->md = EVP_sha512();
+        if (!codec->explicitIterations) codec->kdfIterations = 256000;
     } else {
-        codec->pageSize = 1024; codec->reserve = 48; codec->hmacSize = 20;
-        codec->kdfIterations = 64000; codec->md = EVP_sha1();
+        if (!codec->explicitPageSize) codec->pageSize = 1024;
+        codec->reserve = 48; codec->hmacSize = 20; codec->md = EVP_sha1();
+        if (!codec->explicitIterations) codec->kdfIterations = 64000;
     }
-    if (kdfIterations > 0) codec->kdfIterations = kdfIterations;
+    if (kdfIterations > 0) { codec->kdfIterations = kdfIterations; codec->explicitIterations = 1; }
+}
+
+/// A cipher page size: a power of two from 1024 to 65536. SQLCipher also
+/// takes 512, but SQLite requires at least 480 usable bytes per page, and
+/// the reserve (48 or 80 bytes) leaves less in a 512-byte page: SQLite
+/// lays such a database out with 1024-byte pages, and refuses to open one.
+HIDDEN int valid_page_size(int pageSize) {
+    return pageSize >= 1024 && pageSize <= 65536 && (pageSize & (pageSize - 1)) == 0;
+}
+
+/// Whether the plaintext header fits the page geometry: the encrypted part
+/// of page 1 must be at least one AES block, or encryption would run
+/// backwards over the header (a heap overflow).
+HIDDEN int codec_geometry_is_valid(const Codec *codec) {
+    int encrypted = codec->pageSize - codec->reserve;
+    return valid_page_size(codec->pageSize)
+        && codec->plaintextHeaderSize >= 0 && codec->plaintextHeaderSize % 16 == 0
+        && codec->plaintextHeaderSize < encrypted && encrypted % 16 == 0;
+}
+
+/// Sets cipher_page_size: SQLITE_OK, or SQLITE_MISUSE for a size SQLCipher
+/// does not accept or that leaves no room after the plaintext header.
+HIDDEN int codec_set_page_size(Codec *codec, int pageSize) {
+    if (!valid_page_size(pageSize) || codec->derived) return SQLITE_MISUSE;
+    int previous = codec->pageSize;
+    codec->pageSize = pageSize;
+    if (!codec_geometry_is_valid(codec)) { codec->pageSize = previous; return SQLITE_MISUSE; }
+    codec->explicitPageSize = 1;
+    return SQLITE_OK;
+}
+
+HIDDEN int page_is_zero(const unsigned char *page, int length) {
+    unsigned char any = 0;
+    for (int i = 0; i < length; i++) any |= page[i];
+    return any == 0;
 }
 
 HIDDEN Codec *codec_new(const void *key, int nKey, int version, int kdfIterations) {
     if (!key || nKey <= 0 || (version != 3 && version != 4)) return NULL;
-    Codec *codec = calloc(1, sizeof(Codec));
+    Codec *codec = secret_alloc(sizeof(Codec));
     if (!codec) return NULL;
     codec_set_version(codec, version, kdfIterations);
     const char *text = key;
@@ -91,27 +166,40 @@ HIDDEN Codec *codec_new(const void *key, int nKey, int version, int kdfIteration
         codec->hasRawKey = 1;
         return codec;
     }
-    codec->passphrase = malloc(nKey);
+    codec->passphrase = secret_alloc((size_t)nKey);
     if (!codec->passphrase) { codec_free(codec); return NULL; }
     memcpy(codec->passphrase, key, nKey);
     codec->passphraseLength = nKey;
     return codec;
 }
 
-/// The same key (passphrase, or raw key and salt) with another format
-/// version's parameters, not yet derived.
+/// The same key (passphrase, or raw key and salt) and settings (explicit
+/// iterations, page size, salt, plaintext header) with another format
+/// version's parameters, not yet derived. NULL when the settings do not fit
+/// the new version's geometry.
 HIDDEN Codec *codec_with_version(const Codec *source, int version) {
-    if (source->passphrase) return codec_new(source->passphrase, source->passphraseLength, version, 0);
-    Codec *codec = calloc(1, sizeof(Codec));
+    Codec *codec = secret_alloc(sizeof(Codec));
     if (!codec) return NULL;
+    codec->explicitPageSize = source->explicitPageSize;
+    codec->pageSize = source->pageSize;
+    codec->explicitIterations = source->explicitIterations;
+    codec->kdfIterations = source->kdfIterations;
     codec_set_version(codec, version, 0);
-    memcpy(codec->key, source->key, KEY_SIZE);
-    codec->hasRawKey = 1;
+    if (source->passphrase) {
+        codec->passphrase = secret_alloc((size_t)source->passphraseLength);
+        if (!codec->passphrase) { codec_free(codec); return NULL; }
+        memcpy(codec->passphrase, source->passphrase, source->passphraseLength);
+        codec->passphraseLength = source->passphraseLength;
+    } else {
+        memcpy(codec->key, source->key, KEY_SIZE);
+        codec->hasRawKey = 1;
+    }
     if (source->hasExplicitSalt) {
         memcpy(codec->salt, source->salt, SALT_SIZE);
         codec->hasExplicitSalt = 1;
     }
     codec->plaintextHeaderSize = source->plaintextHeaderSize;
+    if (!codec_geometry_is_valid(codec)) { codec_free(codec); return NULL; }
     return codec;
 }
 
@@ -162,6 +250,9 @@ HIDDEN int codec_encrypt(Codec *codec, unsigned int pgno, const unsigned char *i
     if (rc != SQLITE_OK) return rc;
     int offset = page_offset(codec, pgno);
     int end = codec->pageSize - codec->reserve;
+    // Never reached through the file controls, which validate the geometry:
+    // a last guard against encrypting a negative length.
+    if (offset >= end) return SQLITE_MISUSE;
     unsigned char *iv = out + end;
     // The IV, and for v3 the padding after the HMAC (v4's HMAC fills the
     // reserve).
@@ -184,11 +275,15 @@ HIDDEN int codec_encrypt(Codec *codec, unsigned int pgno, const unsigned char *i
 HIDDEN int page_decrypt(const Codec *codec, EVP_CIPHER_CTX *decryptor, unsigned int pgno, const unsigned char *in, unsigned char *out) {
     int offset = page_offset(codec, pgno);
     int end = codec->pageSize - codec->reserve;
+    if (offset >= end) return SQLITE_MISUSE;
     unsigned char expected[SHA512_DIGEST_LENGTH];
     if (page_hmac(codec, in + offset, end - offset + IV_SIZE, pgno, expected) != SQLITE_OK) return SQLITE_ERROR;
     if (CRYPTO_memcmp(expected, in + end + IV_SIZE, codec->hmacSize) != 0) {
-        // An all-zero page is a page SQLite has not written yet (a hole).
-        for (int i = 0; i < codec->pageSize; i++) if (in[i]) return SQLITE_CORRUPT;
+        // Anyone can write zeros: an all-zero page is authentic only in an
+        // auto-vacuum database, where SQLite leaves pages it has not written
+        // yet inside the file (SQLCipher makes the same exception). Reads
+        // past the end of the file never get here (read_main).
+        if (!codec->autoVacuum || !page_is_zero(in, codec->pageSize)) return SQLITE_CORRUPT;
         if (out != in) memset(out, 0, codec->pageSize);
         return SQLITE_OK;
     }

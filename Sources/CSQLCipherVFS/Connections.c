@@ -2,7 +2,7 @@
 
 #include "Internal.h"
 
-static CipherFile *main_file(sqlite3 *db) {
+HIDDEN CipherFile *main_file(sqlite3 *db) {
     sqlite3_file *file = NULL;
     if (sqlite3_file_control(db, "main", SQLITE_FCNTL_FILE_POINTER, &file) != SQLITE_OK || !file) return NULL;
     if (file->pMethods != &cipherMethods) return NULL;
@@ -12,7 +12,36 @@ static CipherFile *main_file(sqlite3 *db) {
 int grdbcipher_set_key(sqlite3 *db, const void *key, int nKey, int version, int kdfIterations) {
     CipherFile *file = main_file(db);
     if (!file) return SQLITE_MISUSE;
+    if (!file->db) file->db = db;
     return set_file_key(file, key, nKey, version, kdfIterations);
+}
+
+int grdbcipher_allow_copy_page_size(sqlite3 *db, int pageSize) {
+    CipherFile *file = main_file(db);
+    if (!file || !file->codec || !valid_page_size(pageSize)) return SQLITE_MISUSE;
+    file->copyPageSize = pageSize;
+    return SQLITE_OK;
+}
+
+int grdbcipher_rekey(sqlite3 *db, const void *key, int nKey, char **message) {
+    if (message) *message = NULL;
+    CipherFile *file = main_file(db);
+    if (!file || !key || nKey <= 0) return SQLITE_MISUSE;
+    return file_rekey(file, key, nKey, message);
+}
+
+int grdbcipher_format(sqlite3 *db, int *version, int *pageSize, int *reserve, int *kdfIterations, int *plaintextHeaderSize, int *foundPageSize, int *foundReserve) {
+    CipherFile *file = main_file(db);
+    if (!file || !file->codec) return SQLITE_MISUSE;
+    Codec *codec = file->codec;
+    if (version) *version = codec->version;
+    if (pageSize) *pageSize = codec->pageSize;
+    if (reserve) *reserve = codec->reserve;
+    if (kdfIterations) *kdfIterations = codec->hasRawKey ? 0 : codec->kdfIterations;
+    if (plaintextHeaderSize) *plaintextHeaderSize = codec->plaintextHeaderSize;
+    if (foundPageSize) *foundPageSize = codec->foundPageSize;
+    if (foundReserve) *foundReserve = codec->foundReserve;
+    return SQLITE_OK;
 }
 
 int grdbcipher_state(sqlite3 *db) {
@@ -54,13 +83,18 @@ int grdbcipher_verify_pages(sqlite3 *db) {
     if (file->real->pMethods->xFileSize(file->real, &size) != SQLITE_OK) return -1;
     if (load_salt(file) != SQLITE_OK) return 1;
     Codec *codec = file->codec;
+    if (codec_derive(codec) != SQLITE_OK) return -1;
     unsigned char *page = sqlite3_malloc(codec->pageSize);
     if (!page) return -1;
     int result = 0;
+    // The HMAC of every page, checked here rather than through reads: an
+    // all-zero page, which reads may accept as not yet written, is reported.
     for (sqlite3_int64 index = 0; index * codec->pageSize < size; index++) {
-        if (file->real->pMethods->xRead(file->real, page, codec->pageSize, index * codec->pageSize) != SQLITE_OK
-            || codec_decrypt(codec, (unsigned int)(index + 1), page) != SQLITE_OK) {
-            result = (int)(index + 1);
+        unsigned int pgno = (unsigned int)(index + 1);
+        int rc = file->real->pMethods->xRead(file->real, page, codec->pageSize, index * codec->pageSize);
+        if (rc != SQLITE_OK || page_is_zero(page, codec->pageSize)
+            || page_decrypt(codec, codec->decryptor, pgno, page, page) != SQLITE_OK) {
+            result = (int)pgno;
             break;
         }
     }

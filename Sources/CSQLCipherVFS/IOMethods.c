@@ -54,22 +54,6 @@ HIDDEN int load_salt(CipherFile *file) {
     return SQLITE_OK;
 }
 
-static int ctr_xor(const unsigned char *key, sqlite3_int64 offset, unsigned char *data, int length) {
-    // Counter blocks start at offset / 16; skip into the first block.
-    unsigned char iv[IV_SIZE] = { 0 };
-    sqlite3_uint64 block = (sqlite3_uint64)offset / 16;
-    for (int i = 0; i < 8; i++) iv[15 - i] = (unsigned char)(block >> (8 * i));
-    int skip = (int)(offset % 16);
-    EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();
-    unsigned char scratch[16];
-    int outLength = 0;
-    int ok = ctx && EVP_EncryptInit_ex(ctx, EVP_aes_256_ctr(), NULL, key, iv);
-    if (ok && skip) ok = EVP_EncryptUpdate(ctx, scratch, &outLength, scratch, skip);
-    if (ok) ok = EVP_EncryptUpdate(ctx, data, &outLength, data, length);
-    EVP_CIPHER_CTX_free(ctx);
-    return ok ? SQLITE_OK : SQLITE_IOERR;
-}
-
 // MARK: I/O methods
 
 static int cipherClose(sqlite3_file *pFile) {
@@ -94,7 +78,83 @@ static int file_decrypt(CipherFile *file, unsigned int pgno, unsigned char *page
     Codec *next = file->rekeyCodec;
     // page_decrypt leaves the page as it is when the HMAC does not match.
     if (next && page_decrypt(next, next->decryptor, pgno, page, page) == SQLITE_OK) return SQLITE_OK;
-    return codec_decrypt(file->codec, pgno, page);
+    int rc = codec_decrypt(file->codec, pgno, page);
+    if (rc == SQLITE_OK && !file->codec->keyVerified) {
+        file->codec->keyVerified = 1;
+        apply_pending_truncate(file);
+    }
+    return rc;
+}
+
+/// Checks the key against page 1 of the file, before a change that does
+/// not read first (journal playback truncates, and may extend the file
+/// with a zero page): SQLITE_OK when page 1 passes its HMAC check or the
+/// file has no page yet, SQLITE_NOTADB otherwise.
+static int verify_key(CipherFile *file) {
+    Codec *codec = file->codec;
+    if (codec->keyVerified) return SQLITE_OK;
+    int rc = load_salt(file);
+    if (rc == SQLITE_OK) rc = codec_derive(codec);
+    if (rc != SQLITE_OK) return rc;
+    sqlite3_int64 size = 0;
+    rc = file->real->pMethods->xFileSize(file->real, &size);
+    if (rc != SQLITE_OK) return rc;
+    if (size < codec->pageSize) { codec->keyVerified = 1; return SQLITE_OK; }
+    unsigned char *page = sqlite3_malloc(codec->pageSize);
+    if (!page) return SQLITE_NOMEM;
+    rc = file->real->pMethods->xRead(file->real, page, codec->pageSize, 0);
+    if (rc == SQLITE_OK) rc = page_decrypt(codec, codec->decryptor, 1, page, page) == SQLITE_OK ? SQLITE_OK : SQLITE_NOTADB;
+    OPENSSL_cleanse(page, codec->pageSize);
+    sqlite3_free(page);
+    if (rc == SQLITE_OK) codec->keyVerified = 1;
+    else if (rc == SQLITE_NOTADB) codec->state = GRDBCIPHER_STATE_WRONG_KEY;
+    return rc;
+}
+
+/// Applies a truncation held back by cipherTruncate, once the key is known
+/// to be the file's.
+HIDDEN void apply_pending_truncate(CipherFile *file) {
+    if (file->pendingTruncate < 0) return;
+    sqlite3_int64 size = file->pendingTruncate;
+    file->pendingTruncate = -1;
+    file->real->pMethods->xTruncate(file->real, size);
+}
+
+/// SQLite's page size as page 1's header gives it (1 means 65536).
+static int header_page_size(const unsigned char *page) {
+    int size = (page[16] << 8) | page[17];
+    return size == 1 ? 65536 : size;
+}
+
+/// Refuses a page 1 whose header does not describe the codec's pages:
+/// SQLite would read and write pages of another size than the codec's, or
+/// keep row bytes where the codec puts IV and HMAC. With a plaintext
+/// header these fields are outside the HMAC, so this is the only check.
+static int check_geometry(CipherFile *file, const unsigned char *page, int writing) {
+    Codec *codec = file->codec;
+    int pageSize = header_page_size(page), reserve = page[20];
+    if (pageSize == codec->pageSize && reserve == codec->reserve) {
+        codec->autoVacuum = read_be32(page + 52) != 0;
+        return SQLITE_OK;
+    }
+    codec->foundPageSize = pageSize;
+    codec->foundReserve = reserve;
+    codec->state = GRDBCIPHER_STATE_GEOMETRY;
+    sqlite3_log(SQLITE_NOTADB, "grdbcipher: %s page 1 with %d-byte pages and %d reserved bytes, where the key's format has %d-byte pages and %d reserved bytes (set cipher_page_size)",
+                writing ? "refused to write" : "refused to read", pageSize, reserve, codec->pageSize, codec->reserve);
+    return writing ? SQLITE_IOERR_WRITE : SQLITE_NOTADB;
+}
+
+/// Fails a write or read that is not whole pages of the codec's size where
+/// page data goes: passing it through would put plaintext on disk.
+static int refuse_shape(CipherFile *file, Codec *codec, const char *what, int amount, sqlite3_int64 offset, int writing) {
+    codec->foundPageSize = amount;
+    codec->foundReserve = -1;
+    codec->state = GRDBCIPHER_STATE_GEOMETRY;
+    sqlite3_log(writing ? SQLITE_IOERR_WRITE : SQLITE_IOERR_READ,
+                "grdbcipher: refused %s %d bytes of %s at offset %lld: not a whole %d-byte page of the key's format",
+                writing ? "to write" : "to read", amount, what, (long long)offset, codec->pageSize);
+    return writing ? SQLITE_IOERR_WRITE : SQLITE_IOERR_READ;
 }
 
 /// Reads the pages covering [offset, offset+amount) of a main database,
@@ -109,13 +169,14 @@ HIDDEN int read_main(CipherFile *file, unsigned char *out, int amount, sqlite3_i
         unsigned int pgno = (unsigned int)(offset / pageSize + 1);
         if (file->readAhead && read_ahead_take(file, pgno, out)) {
             read_ahead_note(file, pgno);
-            return SQLITE_OK;
+            return pgno == 1 ? check_geometry(file, out, 0) : SQLITE_OK;
         }
         rc = file->real->pMethods->xRead(file->real, out, pageSize, offset);
         // Past the end: a partial or missing page reads as zeros.
         if (rc == SQLITE_IOERR_SHORT_READ) memset(out, 0, pageSize);
         if (rc != SQLITE_OK) return rc;
         rc = file_decrypt(file, pgno, out);
+        if (rc == SQLITE_OK && pgno == 1) rc = check_geometry(file, out, 0);
         if (rc != SQLITE_OK) return rc;
         read_ahead_note(file, pgno);
         return SQLITE_OK;
@@ -133,6 +194,7 @@ HIDDEN int read_main(CipherFile *file, unsigned char *out, int amount, sqlite3_i
             return rc;
         } else {
             rc = file_decrypt(file, (unsigned int)(index + 1), page);
+            if (rc == SQLITE_OK && index == 0) rc = check_geometry(file, page, 0);
             if (rc != SQLITE_OK) return rc;
         }
         sqlite3_int64 pageStart = index * pageSize;
@@ -143,36 +205,37 @@ HIDDEN int read_main(CipherFile *file, unsigned char *out, int amount, sqlite3_i
     return result;
 }
 
+/// Writes whole pages only: SQLite writes its pages whole, and a page of
+/// SQLite's that is not a codec page means the geometry is wrong (the
+/// codec's reserve would overwrite row bytes, or pages would be split).
 static int write_main(CipherFile *file, const unsigned char *in, int amount, sqlite3_int64 offset) {
     Codec *codec = file->codec;
     int rc = load_salt(file);
     if (rc != SQLITE_OK) return rc;
     int pageSize = codec->pageSize;
-    unsigned char *buffer = file_buffer(file, 2 * pageSize);
-    if (!buffer) return SQLITE_NOMEM;
-    unsigned char *page = buffer, *encrypted = buffer + pageSize;
-    sqlite3_int64 first = offset / pageSize, last = (offset + amount - 1) / pageSize;
-    for (sqlite3_int64 index = first; index <= last && rc == SQLITE_OK; index++) {
-        sqlite3_int64 pageStart = index * pageSize;
-        sqlite3_int64 from = offset > pageStart ? offset : pageStart;
-        sqlite3_int64 to = (offset + amount) < (pageStart + pageSize) ? (offset + amount) : (pageStart + pageSize);
-        const unsigned char *plain = in + (from - offset);
-        if (to - from < pageSize) {
-            // A partial page write: read, patch, write back. read_main
-            // uses the first half of the buffer only for partial reads.
-            rc = read_main(file, page, pageSize, pageStart);
-            if (rc == SQLITE_IOERR_SHORT_READ) rc = SQLITE_OK;
-            if (rc != SQLITE_OK) break;
-            memcpy(page + (from - pageStart), in + (from - offset), (size_t)(to - from));
-            plain = page;
-        }
-        // During PRAGMA rekey, pages go out under the new key, except when
-        // SQLite rolls the rekey back: the journal holds old-key pages.
-        Codec *writer = file->rekeyCodec && !file->playback ? file->rekeyCodec : codec;
-        rc = codec_encrypt(writer, (unsigned int)(index + 1), plain, encrypted);
-        if (rc == SQLITE_OK) rc = file->real->pMethods->xWrite(file->real, encrypted, pageSize, pageStart);
-    }
+    if (amount != pageSize || offset % pageSize != 0) return refuse_shape(file, codec, "the database", amount, offset, 1);
+    // Only a verified key writes: SQLite writes pages it has read, except
+    // when a journal playback extends a file it truncated.
+    if (!codec->keyVerified && (rc = verify_key(file)) != SQLITE_OK) return rc;
+    if (offset == 0 && (rc = check_geometry(file, in, 1)) != SQLITE_OK) return rc;
+    unsigned char *encrypted = file_buffer(file, pageSize);
+    if (!encrypted) return SQLITE_NOMEM;
+    // During PRAGMA rekey, pages go out under the new key, except when
+    // SQLite rolls the rekey back: the journal holds old-key pages.
+    Codec *writer = file->rekeyCodec && !file->playback ? file->rekeyCodec : codec;
+    rc = codec_encrypt(writer, (unsigned int)(offset / pageSize + 1), in, encrypted);
+    if (rc == SQLITE_OK) rc = file->real->pMethods->xWrite(file->real, encrypted, pageSize, offset);
     return rc;
+}
+
+// The journal's magic number, which starts its headers and super-journal
+// records (pager.c).
+static const unsigned char JOURNAL_MAGIC[8] = { 0xd9, 0xd5, 0x05, 0xf9, 0x20, 0xa1, 0x63, 0xd7 };
+
+/// The page number SQLite gives the record of a super-journal name
+/// (PAGER_SJ_PGNO: the page of the pending byte, 0x40000000, plus one).
+static unsigned int super_journal_pgno(const Codec *codec) {
+    return (unsigned int)(0x40000000 / codec->pageSize + 1);
 }
 
 /// Journal records: a 4-byte page number, the page, a 4-byte checksum.
@@ -190,23 +253,41 @@ static int read_journal(CipherFile *file, Codec *codec, unsigned char *buffer, i
     }
     // The page is the read right after its page number (headers can be as
     // large as a page, and are not preceded by one).
-    if (amount == 4) { file->lastPgno = read_be32(buffer); file->lastPgnoOffset = offset; }
-    else if (amount == pageSize && offset == file->lastPgnoOffset + 4) {
-        // Forward work only writes the journal: a page read back from it is
-        // a rollback, whose pages must go back under the old key.
-        if (file->mainFile) file->mainFile->playback = 1;
-        file->recordOffset = file->lastPgnoOffset;
-        file->recordCipherSum = journal_sample_sum(buffer, pageSize);
-        rc = codec_decrypt(codec, file->lastPgno, buffer);
-        file->recordBad = rc != SQLITE_OK;
-        if (rc == SQLITE_CORRUPT || rc == SQLITE_NOTADB) {
-            sqlite3_log(SQLITE_CORRUPT, "grdbcipher: journal page %u fails its HMAC check: the journal ends there", file->lastPgno);
-            rc = SQLITE_OK;
-        }
-        file->recordPlainSum = journal_sample_sum(buffer, pageSize);
-        return rc;
+    if (amount == 4) { file->lastPgno = read_be32(buffer); file->lastPgnoOffset = offset; return SQLITE_OK; }
+    if (offset != file->lastPgnoOffset + 4 || amount == 8 || file->lastPgno == 0 || file->lastPgno == super_journal_pgno(codec)) {
+        // Headers, the magic after a super-journal name, and that name.
+        return SQLITE_OK;
     }
-    return SQLITE_OK;
+    if (amount != pageSize) return refuse_shape(file, codec, "a journal record", amount, offset, 0);
+    // Forward work only writes the journal: a page read back from it is
+    // a rollback, whose pages must go back under the old key.
+    if (file->mainFile) file->mainFile->playback = 1;
+    file->recordOffset = file->lastPgnoOffset;
+    file->recordCipherSum = journal_sample_sum(buffer, pageSize);
+    rc = codec_decrypt(codec, file->lastPgno, buffer);
+    file->recordBad = rc != SQLITE_OK;
+    if (rc == SQLITE_CORRUPT || rc == SQLITE_NOTADB) {
+        if (!file->journalVerified) {
+            // The first record already fails: the key is not the journal's
+            // (a wrong key, or the new key after a rekey killed half-way).
+            // Playing back nothing would delete a hot journal and leave a
+            // torn transaction: SQLite stops here, the journal and the
+            // database untouched.
+            codec->state = GRDBCIPHER_STATE_WRONG_KEY;
+            codec->failedPage = (int)file->lastPgno;
+            return SQLITE_NOTADB;
+        }
+        sqlite3_log(SQLITE_CORRUPT, "grdbcipher: journal page %u fails its HMAC check: the journal ends there", file->lastPgno);
+        rc = SQLITE_OK;
+    } else if (rc == SQLITE_OK) {
+        file->journalVerified = 1;
+        if (file->mainFile && !codec->keyVerified) {
+            codec->keyVerified = 1;
+            apply_pending_truncate(file->mainFile);
+        }
+    }
+    file->recordPlainSum = journal_sample_sum(buffer, pageSize);
+    return rc;
 }
 
 /// WAL frames: a 24-byte header (page number, commit size, salts,
@@ -267,30 +348,36 @@ static int read_wal(CipherFile *file, Codec *codec, unsigned char *buffer, int a
         if (rc != SQLITE_OK) return rc;
         return codec_decrypt(codec, read_be32(header), buffer);
     }
+    // Otherwise only the WAL header or fields of a frame header (SQLite
+    // reads the previous frame's checksum): metadata, never page bytes.
+    int inFrameHeader = offset >= 32 && (offset - 32) % frameSize + amount <= 24;
+    if (!(offset + amount <= 32) && !inFrameHeader) return refuse_shape(file, codec, "the WAL", amount, offset, 0);
     int rc = file->real->pMethods->xRead(file->real, buffer, amount, offset);
     if (rc == SQLITE_OK && offset == 0 && amount >= 4) file->walByteOrder = (buffer[3] & 1) ? 2 : 1;
     return rc;
 }
 
+/// A database that an encrypted connection opens besides its main one
+/// (ATTACH, the target of VACUUM INTO) without a key of its own takes the
+/// connection's key, as in SQLCipher: never plaintext by accident. A
+/// pending "no key" entry (CipherDatabase.exportPlaintext) opts out.
+HIDDEN int inherit_key(CipherFile *file) {
+    if (file->kind != KIND_MAIN || file->codec || file->explicitlyPlain || file->inheritChecked || !file->db) return SQLITE_OK;
+    file->inheritChecked = 1;
+    CipherFile *main = main_file(file->db);
+    if (!main || main == file || !main->codec) return SQLITE_OK;
+    Codec *codec = codec_with_version(main->codec, main->codec->version);
+    if (!codec) { file->inheritChecked = 0; return SQLITE_NOMEM; }
+    file->codec = codec;
+    return SQLITE_OK;
+}
+
 static int cipherRead(sqlite3_file *pFile, void *buffer, int amount, sqlite3_int64 offset) {
     CipherFile *file = (CipherFile *)pFile;
+    int inherited = inherit_key(file);
+    if (inherited != SQLITE_OK) return inherited;
     Codec *codec = file_codec(file);
-    if (file->kind == KIND_TEMP) {
-        int rc = file->real->pMethods->xRead(file->real, buffer, amount, offset);
-        if (rc != SQLITE_OK && rc != SQLITE_IOERR_SHORT_READ) return rc;
-        int xrc = ctr_xor(file->tempKey, offset, buffer, amount);
-        if (rc == SQLITE_IOERR_SHORT_READ) {
-            // Bytes past the end must read as zeros, not as keystream.
-            sqlite3_int64 size = 0;
-            file->real->pMethods->xFileSize(file->real, &size);
-            if (size < offset + amount) {
-                sqlite3_int64 valid = size > offset ? size - offset : 0;
-                memset((unsigned char *)buffer + valid, 0, (size_t)(amount - valid));
-            }
-            return rc;
-        }
-        return xrc;
-    }
+    if (file->kind == KIND_TEMP) return temp_read(file, buffer, amount, offset);
     if (!codec) {
         int rc = file->real->pMethods->xRead(file->real, buffer, amount, offset);
         if (file->kind == KIND_MAIN && rc == SQLITE_OK && offset == 0 && amount >= 16
@@ -331,7 +418,27 @@ static int write_journal(CipherFile *file, Codec *codec, const unsigned char *bu
         return file->real->pMethods->xWrite(file->real, checksum, 4, offset);
     }
     if (amount == 4) { file->lastPgno = read_be32(buffer); file->lastPgnoOffset = offset; }
-    if (amount != pageSize || offset != file->lastPgnoOffset + 4) return file->real->pMethods->xWrite(file->real, buffer, amount, offset);
+    if (amount <= 4) return file->real->pMethods->xWrite(file->real, buffer, amount, offset);
+    if (offset == file->lastPgnoOffset + 4) {
+        // Where a record's page goes: a codec page, or a super-journal
+        // name (a file name) or the magic that ends it; nothing else.
+        int superJournal = file->lastPgno == super_journal_pgno(codec)
+            || (amount == 8 && memcmp(buffer, JOURNAL_MAGIC, 8) == 0);
+        if (amount != pageSize && !superJournal) return refuse_shape(file, codec, "a journal record", amount, offset, 1);
+        if (superJournal) return file->real->pMethods->xWrite(file->real, buffer, amount, offset);
+    } else {
+        // A header (magic or zeros, then the record count, nonce, database
+        // size, sector size and page size), or its first fields. A header
+        // for pages of another size would be followed by records that
+        // aren't codec pages: refused first.
+        int magic = memcmp(buffer, JOURNAL_MAGIC, amount < 8 ? amount : 8) == 0;
+        int zeros = page_is_zero(buffer, amount < 8 ? amount : 8);
+        if (!magic && !zeros) return refuse_shape(file, codec, "the journal", amount, offset, 1);
+        if (amount >= 28 && read_be32(buffer + 24) != (unsigned int)pageSize && !page_is_zero(buffer, amount)) {
+            return refuse_shape(file, codec, "a journal header", (int)read_be32(buffer + 24), offset, 1);
+        }
+        return file->real->pMethods->xWrite(file->real, buffer, amount, offset);
+    }
     unsigned char *encrypted = file_buffer(file, pageSize);
     if (!encrypted) return SQLITE_NOMEM;
     int rc = codec_encrypt(codec, file->lastPgno, buffer, encrypted);
@@ -340,6 +447,16 @@ static int write_journal(CipherFile *file, Codec *codec, const unsigned char *bu
     file->recordPlainSum = journal_sample_sum(buffer, pageSize);
     file->recordCipherSum = journal_sample_sum(encrypted, pageSize);
     return file->real->pMethods->xWrite(file->real, encrypted, pageSize, offset);
+}
+
+/// Remembers the frame just appended at `offset` (its salts and checksum),
+/// or forgets the last one when `appended` is 0.
+static void wal_note_append(CipherFile *file, int appended, sqlite3_int64 offset, const unsigned char *frame) {
+    if (!appended) { file->walLastFrameOffset = -1; return; }
+    file->walLastFrameOffset = offset;
+    memcpy(file->walLastFrameSalts, frame + 8, 8);
+    file->walLastFrameSum[0] = read_be32(frame + 16);
+    file->walLastFrameSum[1] = read_be32(frame + 20);
 }
 
 static int write_wal(CipherFile *file, Codec *codec, const unsigned char *buffer, int amount, sqlite3_int64 offset) {
@@ -355,6 +472,7 @@ static int write_wal(CipherFile *file, Codec *codec, const unsigned char *buffer
         // A new WAL header: its magic gives the checksums' byte order.
         file->walByteOrder = (buffer[3] & 1) ? 2 : 1;
         file->walChainOffset = -1;
+        file->walLastFrameOffset = -1;
     }
     if (amount == frameSize && offset >= 32 && (offset - 32) % frameSize == 0) {
         unsigned char *frame = file_buffer(file, amount);
@@ -363,6 +481,7 @@ static int write_wal(CipherFile *file, Codec *codec, const unsigned char *buffer
         rc = codec_encrypt(codec, read_be32(buffer), buffer + 24, frame + 24);
         if (rc == SQLITE_OK) rc = wal_cipher_checksum(file, offset, frame, frame + 24, pageSize, frame + 16);
         if (rc == SQLITE_OK) rc = file->real->pMethods->xWrite(file->real, frame, amount, offset);
+        wal_note_append(file, rc == SQLITE_OK, offset, frame);
         return rc;
     }
     if (isHeader) {
@@ -374,35 +493,41 @@ static int write_wal(CipherFile *file, Codec *codec, const unsigned char *buffer
         file->walHeaderOffset = offset;
         return SQLITE_OK;
     }
-    if (!isPage) return file->real->pMethods->xWrite(file->real, buffer, amount, offset);
+    if (!isPage) {
+        // The WAL header, whose page size must be the codec's; nothing else
+        // goes to a WAL but frames, headers and pages.
+        if (offset == 0 && amount == 32 && read_be32(buffer + 8) == (unsigned int)pageSize) {
+            return file->real->pMethods->xWrite(file->real, buffer, amount, offset);
+        }
+        return refuse_shape(file, codec, "the WAL", offset == 0 && amount == 32 ? (int)read_be32(buffer + 8) : amount, offset, 1);
+    }
     unsigned char *frame = file_buffer(file, frameSize);
     if (!frame) return SQLITE_NOMEM;
-    if (offset == file->walHeaderOffset + 24) {
+    int append = offset == file->walHeaderOffset + 24;
+    if (append) {
         memcpy(frame, file->walHeader, 24);
         file->walHeaderOffset = -1;
     } else {
         // A page of a frame written earlier (SQLite rewrites frames of the
-        // open transaction in place): its header is on disk.
+        // open transaction in place): its header is on disk, and the
+        // checksums after it change.
+        file->walLastFrameOffset = -1;
         rc = file->real->pMethods->xRead(file->real, frame, 24, offset - 24);
         if (rc != SQLITE_OK) return rc;
     }
     rc = codec_encrypt(codec, read_be32(frame), buffer, frame + 24);
     if (rc == SQLITE_OK) rc = wal_cipher_checksum(file, offset - 24, frame, frame + 24, pageSize, frame + 16);
     if (rc == SQLITE_OK) rc = file->real->pMethods->xWrite(file->real, frame, frameSize, offset - 24);
+    wal_note_append(file, append && rc == SQLITE_OK, offset - 24, frame);
     return rc;
 }
 
 static int cipherWrite(sqlite3_file *pFile, const void *buffer, int amount, sqlite3_int64 offset) {
     CipherFile *file = (CipherFile *)pFile;
+    int inherited = inherit_key(file);
+    if (inherited != SQLITE_OK) return inherited;
     Codec *codec = file_codec(file);
-    if (file->kind == KIND_TEMP) {
-        unsigned char *copy = file_buffer(file, amount);
-        if (!copy) return SQLITE_NOMEM;
-        memcpy(copy, buffer, amount);
-        int rc = ctr_xor(file->tempKey, offset, copy, amount);
-        if (rc == SQLITE_OK) rc = file->real->pMethods->xWrite(file->real, copy, amount, offset);
-        return rc;
-    }
+    if (file->kind == KIND_TEMP) return temp_write(file, buffer, amount, offset);
     if (!codec) return file->real->pMethods->xWrite(file->real, buffer, amount, offset);
     if (file->kind == KIND_MAIN) return write_main(file, buffer, amount, offset);
     if (!codec->hasSalt) {
@@ -416,6 +541,15 @@ static int cipherWrite(sqlite3_file *pFile, const void *buffer, int amount, sqli
 
 static int cipherTruncate(sqlite3_file *pFile, sqlite3_int64 size) {
     CipherFile *file = (CipherFile *)pFile;
+    if (file->kind == KIND_TEMP) return temp_truncate(file, size);
+    file->walLastFrameOffset = -1;
+    if (file->kind == KIND_MAIN && file->codec && !file->codec->keyVerified && verify_key(file) != SQLITE_OK) {
+        // Journal playback truncates the database before it reads the first
+        // record: held until a record (or page 1) proves the key, so that a
+        // wrong key changes nothing.
+        file->pendingTruncate = size;
+        return SQLITE_OK;
+    }
     int rc = wal_flush_header(file);
     if (rc != SQLITE_OK) return rc;
     file->walChainOffset = -1;
@@ -432,6 +566,7 @@ static int cipherSync(sqlite3_file *pFile, int flags) {
 
 static int cipherFileSize(sqlite3_file *pFile, sqlite3_int64 *pSize) {
     CipherFile *file = (CipherFile *)pFile;
+    if (file->kind == KIND_TEMP) { *pSize = file->tempSize; return SQLITE_OK; }
     int rc = wal_flush_header(file);
     if (rc != SQLITE_OK) return rc;
     return file->real->pMethods->xFileSize(file->real, pSize);
@@ -461,7 +596,10 @@ static int cipherSectorSize(sqlite3_file *pFile) {
 static int cipherDeviceCharacteristics(sqlite3_file *pFile) {
     CipherFile *file = (CipherFile *)pFile;
     int flags = file->real->pMethods->xDeviceCharacteristics(file->real);
-    // Pages are rewritten whole: never claim atomic or powersafe partial writes.
+    // Pages are rewritten whole: never claim atomic writes. Powersafe
+    // overwrite is passed on: without it SQLite pads WAL commits to a
+    // sector boundary by splitting frames across writes, which the WAL
+    // encryption refuses (it takes whole frames, headers and pages).
     return flags & ~(SQLITE_IOCAP_ATOMIC | SQLITE_IOCAP_ATOMIC512 | SQLITE_IOCAP_ATOMIC1K | SQLITE_IOCAP_ATOMIC2K
                      | SQLITE_IOCAP_ATOMIC4K | SQLITE_IOCAP_ATOMIC8K | SQLITE_IOCAP_ATOMIC16K | SQLITE_IOCAP_ATOMIC32K
                      | SQLITE_IOCAP_ATOMIC64K | SQLITE_IOCAP_BATCH_ATOMIC);

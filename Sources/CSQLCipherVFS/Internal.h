@@ -10,8 +10,9 @@
 // database are encrypted with the SQLCipher page codec (AES-256-CBC, HMAC,
 // PBKDF2 key derivation; v3 and v4 parameters). Journal and WAL headers stay
 // plain, as in SQLCipher. Temporary files (sorter spills, temp databases,
-// statement journals) are encrypted with AES-256-CTR and an ephemeral random
-// key, so that no plaintext reaches the disk.
+// statement journals) are encrypted with AES-256-GCM, an ephemeral random
+// key and a fresh nonce per block write (TempFiles.c), so that no
+// plaintext reaches the disk.
 
 #include "CSQLCipherVFS.h"
 
@@ -46,10 +47,12 @@ static const unsigned char SQLITE_MAGIC[16] = "SQLite format 3";
 
 typedef struct Codec {
     int version;                 // 3 or 4
-    int pageSize;                // 1024 (v3) or 4096 (v4)
+    int pageSize;                // cipher_page_size: 1024 (v3) or 4096 (v4) unless set
     int reserve;                 // 48 (v3) or 80 (v4)
     int hmacSize;                // 20 (v3) or 64 (v4)
     int kdfIterations;
+    int explicitIterations;      // kdfIterations given, not the version's default
+    int explicitPageSize;        // pageSize given (PRAGMA cipher_page_size)
     const EVP_MD *md;            // SHA1 (v3) or SHA512 (v4)
     unsigned char *passphrase;   // NULL for a raw key
     int passphraseLength;
@@ -66,6 +69,15 @@ typedef struct Codec {
     int plaintextHeaderSize;
     int failedPage;              // last page whose HMAC check failed
     int state;                   // GRDBCIPHER_STATE_*
+    // Page 1 as found in the file when its geometry does not match the
+    // codec's (GRDBCIPHER_STATE_GEOMETRY): what SQLite's header says.
+    int foundPageSize, foundReserve;
+    // Page 1 says auto-vacuum is on: all-zero pages inside the file are
+    // pages SQLite has not written yet (as SQLCipher allows since 4.5.1).
+    int autoVacuum;
+    // A page of the file or of its journal passed its HMAC check: the key
+    // is the file's, and may change it (journal playback truncates first).
+    int keyVerified;
     // Contexts keyed once, reused for every page: a codec serves one
     // connection, which SQLite never uses from two threads at once.
     EVP_CIPHER_CTX *encryptor;
@@ -96,11 +108,18 @@ typedef struct CipherFile {
     int sawCiphertext;                  // unkeyed main databases: the header is not SQLite's
     int requestedVersion;               // main databases: PRAGMA cipher_compatibility, 0 if none
     int requestedHeaderSize;            // main databases: PRAGMA cipher_plaintext_header_size
+    int requestedPageSize;              // main databases: PRAGMA cipher_page_size, 0 if none
+    int copyPageSize;                   // main databases: the page size a VACUUM INTO target may take
+    int explicitlyPlain;                // main databases: a pending "no key" entry opened it
+    int inheritChecked;                 // main databases: looked for the connection's key once
+    int journalVerified;                // journals: a record passed its HMAC check
+    sqlite3_int64 pendingTruncate;      // main databases: a truncation held until the key is verified, or -1
     int hasRequestedSalt;               // main databases: PRAGMA cipher_salt, for the next key
     unsigned char requestedSalt[SALT_SIZE];
     unsigned char *buffer;              // scratch for pages and frames, wiped on close
     int bufferSize;
-    unsigned char tempKey[KEY_SIZE];    // temporary files: ephemeral CTR key
+    unsigned char tempKey[KEY_SIZE];    // temporary files: ephemeral AES-GCM key
+    sqlite3_int64 tempSize;             // temporary files: logical size
     unsigned int lastReadPgno;          // main databases: sequential read detection
     int sequentialReads;
     struct ReadAhead *readAhead;        // main databases: pages decrypted ahead, or NULL
@@ -121,6 +140,12 @@ typedef struct CipherFile {
     int walByteOrder;                   // 0 unknown, 1 little-endian, 2 big-endian
     sqlite3_int64 walChainOffset;       // offset of the last frame in the chains, or -1
     unsigned int walCipherSum[2], walPlainSum[2];
+    // WAL: the last frame this handle appended (offset, salts, checksum on
+    // disk), so that the next append chains from memory instead of reading
+    // it back. -1 after anything but an append.
+    sqlite3_int64 walLastFrameOffset;
+    unsigned char walLastFrameSalts[8];
+    unsigned int walLastFrameSum[2];
 } CipherFile;
 
 static inline unsigned int read_be32(const unsigned char *p) {
@@ -137,7 +162,13 @@ HIDDEN int parse_hex(const char *hex, int length, unsigned char *out);
 HIDDEN const char *blob_literal_digits(const char *text, int length);
 HIDDEN Codec *codec_new(const void *key, int nKey, int version, int kdfIterations);
 HIDDEN Codec *codec_with_version(const Codec *source, int version);
+HIDDEN int codec_set_page_size(Codec *codec, int pageSize);
+HIDDEN int codec_geometry_is_valid(const Codec *codec);
+HIDDEN int valid_page_size(int pageSize);
+HIDDEN int page_is_zero(const unsigned char *page, int length);
 HIDDEN void codec_free(Codec *codec);
+HIDDEN void *secret_alloc(size_t size);
+HIDDEN void secret_free(void *memory, size_t size);
 HIDDEN int codec_encrypt(Codec *codec, unsigned int pgno, const unsigned char *in, unsigned char *out);
 HIDDEN int page_decrypt(const Codec *codec, EVP_CIPHER_CTX *decryptor, unsigned int pgno, const unsigned char *in, unsigned char *out);
 HIDDEN int codec_decrypt(Codec *codec, unsigned int pgno, unsigned char *page);
@@ -147,11 +178,17 @@ HIDDEN int codec_derive(Codec *codec);
 
 // PendingKeys.c
 HIDDEN int take_pending_key(const char *path, Codec **codec);
+HIDDEN char *canonical_path(const char *path);
 
 // ReadAhead.c
 HIDDEN void read_ahead_note(CipherFile *file, unsigned int pgno);
 HIDDEN int read_ahead_take(CipherFile *file, unsigned int pgno, unsigned char *page);
 HIDDEN void read_ahead_free(CipherFile *file);
+
+// TempFiles.c
+HIDDEN int temp_read(CipherFile *file, unsigned char *out, int amount, sqlite3_int64 offset);
+HIDDEN int temp_write(CipherFile *file, const unsigned char *in, int amount, sqlite3_int64 offset);
+HIDDEN int temp_truncate(CipherFile *file, sqlite3_int64 size);
 
 // Checksums.c
 HIDDEN unsigned int journal_sample_sum(const unsigned char *page, int pageSize);
@@ -166,9 +203,14 @@ HIDDEN unsigned char *file_buffer(CipherFile *file, int size);
 HIDDEN Codec *file_codec(CipherFile *file);
 HIDDEN int load_salt(CipherFile *file);
 HIDDEN int read_main(CipherFile *file, unsigned char *out, int amount, sqlite3_int64 offset);
+HIDDEN CipherFile *main_file(sqlite3 *db);
+HIDDEN int inherit_key(CipherFile *file);
+HIDDEN void apply_pending_truncate(CipherFile *file);
 
 // FileControl.c
 HIDDEN int set_file_key(CipherFile *file, const void *key, int nKey, int version, int kdfIterations);
+HIDDEN int file_rekey(CipherFile *file, const void *key, int nKey, char **message);
+HIDDEN void reserve_for_new_database(CipherFile *file);
 HIDDEN int cipherFileControl(sqlite3_file *pFile, int op, void *pArg);
 
 // IOMethods.c

@@ -4,29 +4,43 @@
 
 typedef struct CacheEntry {
     struct CacheEntry *next;
-    unsigned char digest[32];    // SHA-256 of passphrase, salt and parameters
+    unsigned char digest[32];    // HMAC-SHA256 of passphrase, salt and parameters, under cacheKey
     unsigned char key[KEY_SIZE];
 } CacheEntry;
+
+// At most this many derived keys are kept, the most recently used first:
+// enough for the tenants a process opens in turn, without keeping every
+// key it ever derived.
+#define CACHE_LIMIT 64
 
 static pthread_mutex_t cacheMutex = PTHREAD_MUTEX_INITIALIZER;
 static CacheEntry *cacheHead = NULL;
 static int cacheEnabled = 1;
 static long kdfCount = 0;
+// Entries are found by an HMAC under a random per-process key, not a plain
+// hash: a memory dump does not let anyone test passphrase guesses at hash
+// speed instead of PBKDF2's.
+static unsigned char cacheKey[32];
+static int cacheKeyReady = 0;
+
+static void clear_cache_locked(void) {
+    while (cacheHead) {
+        CacheEntry *next = cacheHead->next;
+        secret_free(cacheHead, sizeof(CacheEntry));
+        cacheHead = next;
+    }
+}
 
 void grdbcipher_set_kdf_cache(int enabled) {
     pthread_mutex_lock(&cacheMutex);
     cacheEnabled = enabled;
+    if (!enabled) clear_cache_locked();
     pthread_mutex_unlock(&cacheMutex);
 }
 
 void grdbcipher_clear_kdf_cache(void) {
     pthread_mutex_lock(&cacheMutex);
-    while (cacheHead) {
-        CacheEntry *next = cacheHead->next;
-        OPENSSL_cleanse(cacheHead, sizeof(CacheEntry));
-        free(cacheHead);
-        cacheHead = next;
-    }
+    clear_cache_locked();
     pthread_mutex_unlock(&cacheMutex);
 }
 
@@ -37,16 +51,24 @@ long grdbcipher_kdf_count(void) {
     return count;
 }
 
-static void cache_digest(const Codec *codec, unsigned char out[32]) {
-    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-    unsigned int length = 0;
-    EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
-    EVP_DigestUpdate(ctx, codec->passphrase, codec->passphraseLength);
-    EVP_DigestUpdate(ctx, codec->salt, SALT_SIZE);
+/// The cache digest of the codec's passphrase, salt and parameters; 0 when
+/// it can't be computed (the key is then derived, not cached). Called with
+/// cacheMutex held.
+static int cache_digest(const Codec *codec, unsigned char out[32]) {
+    if (!cacheKeyReady) {
+        if (RAND_bytes(cacheKey, sizeof(cacheKey)) != 1) return 0;
+        cacheKeyReady = 1;
+    }
     int parameters[2] = { codec->version, codec->kdfIterations };
-    EVP_DigestUpdate(ctx, parameters, sizeof(parameters));
-    EVP_DigestFinal_ex(ctx, out, &length);
-    EVP_MD_CTX_free(ctx);
+    unsigned int length = 0;
+    HMAC_CTX *ctx = HMAC_CTX_new();
+    int ok = ctx && HMAC_Init_ex(ctx, cacheKey, sizeof(cacheKey), EVP_sha256(), NULL)
+        && HMAC_Update(ctx, codec->passphrase, codec->passphraseLength)
+        && HMAC_Update(ctx, codec->salt, SALT_SIZE)
+        && HMAC_Update(ctx, (const unsigned char *)parameters, sizeof(parameters))
+        && HMAC_Final(ctx, out, &length) && length == 32;
+    HMAC_CTX_free(ctx);
+    return ok;
 }
 
 /// Hashes the HMAC key's inner and outer pad blocks once (RFC 2104), so that
@@ -74,13 +96,17 @@ HIDDEN int codec_derive(Codec *codec) {
     if (!codec->hasSalt) return SQLITE_ERROR;
     if (!codec->hasRawKey) {
         unsigned char digest[32];
-        int found = 0;
-        cache_digest(codec, digest);
+        int found = 0, cacheable = 0;
         pthread_mutex_lock(&cacheMutex);
-        if (cacheEnabled) {
-            for (CacheEntry *entry = cacheHead; entry; entry = entry->next) {
+        if (cacheEnabled && (cacheable = cache_digest(codec, digest))) {
+            for (CacheEntry **link = &cacheHead; *link; link = &(*link)->next) {
+                CacheEntry *entry = *link;
                 if (CRYPTO_memcmp(entry->digest, digest, 32) == 0) {
                     memcpy(codec->key, entry->key, KEY_SIZE);
+                    // Most recently used first.
+                    *link = entry->next;
+                    entry->next = cacheHead;
+                    cacheHead = entry;
                     found = 1;
                     break;
                 }
@@ -90,17 +116,32 @@ HIDDEN int codec_derive(Codec *codec) {
         if (!found) {
             if (!PKCS5_PBKDF2_HMAC((const char *)codec->passphrase, codec->passphraseLength, codec->salt, SALT_SIZE,
                                    codec->kdfIterations, codec->md, KEY_SIZE, codec->key)) {
+                OPENSSL_cleanse(digest, sizeof(digest));
                 return SQLITE_ERROR;
             }
             pthread_mutex_lock(&cacheMutex);
             kdfCount++;
-            if (cacheEnabled) {
-                CacheEntry *entry = malloc(sizeof(CacheEntry));
+            if (cacheEnabled && cacheable) {
+                CacheEntry *entry = secret_alloc(sizeof(CacheEntry));
                 if (entry) {
                     memcpy(entry->digest, digest, 32);
                     memcpy(entry->key, codec->key, KEY_SIZE);
                     entry->next = cacheHead;
                     cacheHead = entry;
+                    // Drop the least recently used beyond the limit.
+                    int count = 0;
+                    for (CacheEntry **link = &cacheHead; *link; link = &(*link)->next) {
+                        if (++count > CACHE_LIMIT) {
+                            CacheEntry *stale = *link;
+                            *link = NULL;
+                            while (stale) {
+                                CacheEntry *next = stale->next;
+                                secret_free(stale, sizeof(CacheEntry));
+                                stale = next;
+                            }
+                            break;
+                        }
+                    }
                 }
             }
             pthread_mutex_unlock(&cacheMutex);
@@ -112,6 +153,9 @@ HIDDEN int codec_derive(Codec *codec) {
     if (!PKCS5_PBKDF2_HMAC((const char *)codec->key, KEY_SIZE, hmacSalt, SALT_SIZE, 2, codec->md, KEY_SIZE, codec->hmacKey)) {
         return SQLITE_ERROR;
     }
+    // A derivation that failed earlier may have left contexts behind.
+    EVP_CIPHER_CTX_free(codec->encryptor);
+    EVP_CIPHER_CTX_free(codec->decryptor);
     codec->encryptor = EVP_CIPHER_CTX_new();
     codec->decryptor = EVP_CIPHER_CTX_new();
     if (!codec->encryptor || !codec->decryptor

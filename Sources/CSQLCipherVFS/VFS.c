@@ -13,6 +13,8 @@ static int cipherOpen(sqlite3_vfs *vfs, sqlite3_filename name, sqlite3_file *pFi
     file->recordOffset = -100;
     file->walHeaderOffset = -1;
     file->walChainOffset = -1;
+    file->pendingTruncate = -1;
+    file->walLastFrameOffset = -1;
     if (flags & SQLITE_OPEN_MAIN_DB) file->kind = KIND_MAIN;
     else if (flags & SQLITE_OPEN_MAIN_JOURNAL) file->kind = KIND_JOURNAL;
     else if (flags & SQLITE_OPEN_WAL) file->kind = KIND_WAL;
@@ -32,10 +34,20 @@ static int cipherOpen(sqlite3_vfs *vfs, sqlite3_filename name, sqlite3_file *pFi
     if ((file->kind == KIND_JOURNAL || file->kind == KIND_WAL) && name) {
         sqlite3_file *main = sqlite3_database_file_object(name);
         if (main && main->pMethods == &cipherMethods) file->mainFile = (CipherFile *)main;
+        if (file->mainFile && file->kind == KIND_JOURNAL) {
+            if (inherit_key(file->mainFile) != SQLITE_OK) {
+                file->real->pMethods->xClose(file->real);
+                return SQLITE_NOMEM;
+            }
+            if (file->mainFile->codec) reserve_for_new_database(file->mainFile);
+        }
     }
     if (file->kind == KIND_MAIN && name) {
         Codec *codec = NULL;
-        if (take_pending_key(name, &codec)) file->codec = codec;
+        if (take_pending_key(name, &codec)) {
+            file->codec = codec;
+            file->explicitlyPlain = codec == NULL;
+        }
     }
     pFile->pMethods = &cipherMethods;
     return SQLITE_OK;

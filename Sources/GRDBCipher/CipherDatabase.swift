@@ -14,32 +14,37 @@ import GRDB
 /// superfluous key is a ``CipherError`` raised at open, the file untouched.
 public enum CipherDatabase {
     /// Opens a `DatabasePool` on the file at `path`: encrypted with `key`,
-    /// or plain when `key` is nil.
+    /// or plain when `key` is nil. A new encrypted file is created with
+    /// mode 0600. `pageSize` is SQLCipher's `cipher_page_size` (nil: the
+    /// compatibility's default, 4096 for v4 and 1024 for v3).
     ///
     /// - throws: ``CipherError/missingKey(path:)`` (an encrypted file and no
     ///   key), ``CipherError/keyOnPlaintextDatabase(path:)``,
-    ///   ``CipherError/wrongKey(path:)``.
+    ///   ``CipherError/wrongKey(path:)``, ``CipherError/pageGeometry(path:pageSize:reserve:foundPageSize:foundReserve:)``
+    ///   (the file has another page size than `pageSize`).
     public static func pool(
         atPath path: String,
         key: CipherKey?,
         compatibility: CipherCompatibility = .v4,
         kdfIterations: Int? = nil,
+        pageSize: Int? = nil,
         configuration: Configuration = Configuration()
     ) throws -> DatabasePool {
-        let configuration = try prepare(path: path, key: key, compatibility: compatibility, kdfIterations: kdfIterations, configuration: configuration)
+        let configuration = try prepare(path: path, key: key, compatibility: compatibility, kdfIterations: kdfIterations, pageSize: pageSize, configuration: configuration)
         return try DatabasePool(path: path, configuration: configuration)
     }
 
     /// Opens a `DatabaseQueue` on the file at `path`: encrypted with `key`,
-    /// or plain when `key` is nil. See ``pool(atPath:key:compatibility:kdfIterations:configuration:)``.
+    /// or plain when `key` is nil. See ``pool(atPath:key:compatibility:kdfIterations:pageSize:configuration:)``.
     public static func queue(
         atPath path: String,
         key: CipherKey?,
         compatibility: CipherCompatibility = .v4,
         kdfIterations: Int? = nil,
+        pageSize: Int? = nil,
         configuration: Configuration = Configuration()
     ) throws -> DatabaseQueue {
-        let configuration = try prepare(path: path, key: key, compatibility: compatibility, kdfIterations: kdfIterations, configuration: configuration)
+        let configuration = try prepare(path: path, key: key, compatibility: compatibility, kdfIterations: kdfIterations, pageSize: pageSize, configuration: configuration)
         return try DatabaseQueue(path: path, configuration: configuration)
     }
 
@@ -56,10 +61,22 @@ public enum CipherDatabase {
     /// The database must be in a rollback journal mode (a `DatabaseQueue`'s
     /// default) and outside any transaction; other connections to the file
     /// must be closed, because they keep the old key. For a WAL database or
-    /// a pool, close it and use ``rekey(atPath:from:to:compatibility:kdfIterations:)``.
+    /// a pool, close it and use ``rekey(atPath:from:to:compatibility:kdfIterations:pageSize:newPageSize:)``.
+    /// The key goes to the VFS directly, never in SQL text, so it can't
+    /// appear in an error or a trace.
+    ///
+    /// - throws: ``CipherError/operationFailed(path:reason:)``.
     public static func rekey(_ db: Database, to key: CipherKey) throws {
-        let literal = "'" + key.sqlcipherValue.replacingOccurrences(of: "'", with: "''") + "'"
-        try db.execute(sql: "PRAGMA rekey = " + literal)
+        var message: UnsafeMutablePointer<CChar>?
+        let value = key.sqlcipherValue
+        let rc = value.withCString { pointer in
+            grdbcipher_rekey(db.sqliteConnection, pointer, Int32(strlen(pointer)), &message)
+        }
+        let reason = message.map { String(cString: $0) }
+        sqlite3_free(message)
+        guard rc == SQLITE_OK else {
+            throw CipherError.operationFailed(path: databasePath(db), reason: reason ?? "PRAGMA rekey failed (SQLite error \(rc)); the database keeps its old key")
+        }
     }
 
     /// Whether the file at `path` is encrypted (nil when it is missing or
@@ -74,93 +91,166 @@ public enum CipherDatabase {
     }
 
     /// Replaces the key of an encrypted database, atomically: every page is
-    /// rewritten into a new file, which then replaces the old one with
-    /// `rename(2)`. A crash before the rename leaves the old file, with the
-    /// old key, intact. The database must not be open.
+    /// rewritten into a new file, which is checked (encrypted, every page's
+    /// HMAC, SQLite's integrity check, the row count of every table) and
+    /// then replaces the old one with `rename(2)`, keeping its mode and
+    /// owner. An exclusive lock on the database is held from the first read
+    /// to the rename. A crash or an error before the rename leaves the old
+    /// file, with the old key, intact. The database must not be open.
+    ///
+    /// ```swift
+    /// try CipherDatabase.rekey(atPath: path, from: .passphrase("old"), to: .passphrase("new"))
+    /// // SQLCipher 3 databases of 4096-byte pages, re-encrypted with 1024-byte pages:
+    /// try CipherDatabase.rekey(atPath: path, from: .passphrase("old"), to: .passphrase("new"),
+    ///                          compatibility: .v3, pageSize: 4096, newPageSize: 1024)
+    /// ```
+    ///
+    /// - parameter pageSize: The file's `cipher_page_size` (nil: the
+    ///   compatibility's default).
+    /// - parameter newPageSize: The page size of the re-encrypted file (nil:
+    ///   the same as `pageSize`).
     public static func rekey(
         atPath path: String,
         from oldKey: CipherKey,
         to newKey: CipherKey,
         compatibility: CipherCompatibility = .v4,
-        kdfIterations: Int? = nil
+        kdfIterations: Int? = nil,
+        pageSize: Int? = nil,
+        newPageSize: Int? = nil
     ) throws {
-        try copy(
-            path: path, sourceKey: oldKey, sourceCompatibility: compatibility, sourceIterations: kdfIterations,
-            targetKey: newKey, targetCompatibility: compatibility, targetIterations: kdfIterations)
+        let sourcePageSize = pageSize ?? compatibility.defaultPageSize
+        try replaceInPlace(
+            path: path,
+            source: CopyFormat(key: oldKey, compatibility: compatibility, kdfIterations: kdfIterations, pageSize: sourcePageSize),
+            target: CopyFormat(key: newKey, compatibility: compatibility, kdfIterations: kdfIterations, pageSize: newPageSize ?? sourcePageSize))
     }
 
-    /// Encrypts a plaintext database in place, atomically (see ``rekey(atPath:from:to:compatibility:kdfIterations:)``).
-    /// A `.v3` target needs a database of 1024-byte pages.
+    /// Encrypts a plaintext database in place, atomically (see
+    /// ``rekey(atPath:from:to:compatibility:kdfIterations:pageSize:newPageSize:)``).
+    /// The source may have any page size: the encrypted file gets
+    /// `pageSize` (nil: 4096 for v4, 1024 for v3).
+    ///
+    /// ```swift
+    /// try CipherDatabase.encrypt(atPath: path, with: .passphrase("secret"))
+    /// ```
     public static func encrypt(
         atPath path: String,
         with key: CipherKey,
         compatibility: CipherCompatibility = .v4,
-        kdfIterations: Int? = nil
+        kdfIterations: Int? = nil,
+        pageSize: Int? = nil
     ) throws {
-        try copy(
-            path: path, sourceKey: nil, sourceCompatibility: compatibility, sourceIterations: nil,
-            targetKey: key, targetCompatibility: compatibility, targetIterations: kdfIterations)
+        try replaceInPlace(
+            path: path,
+            source: CopyFormat(key: nil, compatibility: compatibility, kdfIterations: nil, pageSize: 0),
+            target: CopyFormat(key: key, compatibility: compatibility, kdfIterations: kdfIterations, pageSize: pageSize ?? compatibility.defaultPageSize))
     }
 
     /// Writes an encrypted copy of a plaintext database to `destination`
-    /// (which must not exist). The source is only read.
+    /// (which must not exist; it is created with mode 0600). The source is
+    /// only read, and may have any page size: the copy gets `pageSize`
+    /// (nil: 4096 for v4, 1024 for v3). The copy is checked before this
+    /// returns; on failure it is removed.
+    ///
+    /// ```swift
+    /// try CipherDatabase.encryptedCopy(ofPlaintextAt: "plain.sqlite", to: "secret.sqlite", with: .passphrase("secret"))
+    /// ```
     public static func encryptedCopy(
         ofPlaintextAt path: String,
         to destination: String,
         with key: CipherKey,
         compatibility: CipherCompatibility = .v4,
-        kdfIterations: Int? = nil
+        kdfIterations: Int? = nil,
+        pageSize: Int? = nil
     ) throws {
         let queue = try self.queue(atPath: path, key: nil)
-        defer { try? queue.close() }
-        let target = try absolutePath(destination)
-        try queue.writeWithoutTransaction { db in
-            var reserve = compatibility.reserveBytes
-            _ = sqlite3_file_control(db.sqliteConnection, "main", SQLITE_FCNTL_RESERVE_BYTES, &reserve)
-            let value = key.sqlcipherValue
-            let rc = value.withCString { pointer in
-                grdbcipher_set_pending_key(target, pointer, Int32(strlen(pointer)), compatibility.rawValue, Int32(kdfIterations ?? 0))
-            }
-            guard rc == SQLITE_OK else { throw CipherError.invalidKey("SQLite error \(rc)") }
-            try db.execute(sql: "VACUUM INTO ?", arguments: [target])
-        }
+        try copy(
+            from: queue, sourcePath: path,
+            source: CopyFormat(key: nil, compatibility: compatibility, kdfIterations: nil, pageSize: 0),
+            to: destination,
+            target: CopyFormat(key: key, compatibility: compatibility, kdfIterations: kdfIterations, pageSize: pageSize ?? compatibility.defaultPageSize))
+        try queue.close()
     }
 
     /// Checks an encrypted database: SQLite's integrity check, and the HMAC
-    /// of every page of the file.
+    /// of every page of the file (an all-zero page fails: anyone can write
+    /// zeros).
+    ///
+    /// ```swift
+    /// if let problem = try CipherDatabase.verify(atPath: path, key: key) { print(problem) }
+    /// ```
     ///
     /// - returns: Nil when the database is sound, or what is wrong.
     public static func verify(
         atPath path: String,
         key: CipherKey,
         compatibility: CipherCompatibility = .v4,
-        kdfIterations: Int? = nil
+        kdfIterations: Int? = nil,
+        pageSize: Int? = nil
     ) throws -> String? {
-        let queue = try self.queue(atPath: path, key: key, compatibility: compatibility, kdfIterations: kdfIterations)
+        try inspect(atPath: path, key: key, compatibility: compatibility, kdfIterations: kdfIterations, pageSize: pageSize).problem
+    }
+
+    /// Checks an encrypted database as ``verify(atPath:key:compatibility:kdfIterations:pageSize:)``
+    /// does, and reports the format parameters found: what SQLCipher needs
+    /// to be told to open the file.
+    ///
+    /// ```swift
+    /// let inspection = try CipherDatabase.inspect(atPath: path, key: key)
+    /// print(inspection.format)    // compatibility 4, cipher_page_size 4096, …
+    /// ```
+    ///
+    /// Opening refuses what SQLCipher of that version would not open: a
+    /// page size or reserve unlike the format's, a journal or WAL whose
+    /// records are not whole pages of it. The check then refuses all-zero
+    /// pages, which SQLCipher reports as failing their HMAC.
+    public static func inspect(
+        atPath path: String,
+        key: CipherKey,
+        compatibility: CipherCompatibility = .v4,
+        kdfIterations: Int? = nil,
+        pageSize: Int? = nil
+    ) throws -> CipherInspection {
+        let queue = try self.queue(atPath: path, key: key, compatibility: compatibility, kdfIterations: kdfIterations, pageSize: pageSize)
         defer { try? queue.close() }
         return try queue.inDatabase { db in
-            let badPage = grdbcipher_verify_pages(db.sqliteConnection)
-            if badPage > 0 { return "page \(badPage) failed its HMAC check" }
-            if badPage < 0 { return "the file can't be read" }
-            let integrity = try String.fetchAll(db, sql: "PRAGMA integrity_check")
-            return integrity == ["ok"] ? nil : integrity.joined(separator: "; ")
+            var version: Int32 = 0, pageSize: Int32 = 0, reserve: Int32 = 0, iterations: Int32 = 0, header: Int32 = 0
+            _ = grdbcipher_format(db.sqliteConnection, &version, &pageSize, &reserve, &iterations, &header, nil, nil)
+            let format = CipherFileFormat(
+                compatibility: version == 3 ? .v3 : .v4, pageSize: Int(pageSize), reserveBytes: Int(reserve),
+                kdfIterations: iterations > 0 ? Int(iterations) : nil, plaintextHeaderSize: Int(header))
+            // SQLCipher 3 has no plaintext header option: such a file opens
+            // here (PRAGMA cipher_plaintext_header_size), not there.
+            if format.compatibility == .v3 && format.plaintextHeaderSize > 0 {
+                return CipherInspection(format: format, problem: "SQLCipher 3 can't open a database with a plaintext header; re-encrypt it for version 4")
+            }
+            return CipherInspection(format: format, problem: try problem(in: db))
         }
     }
 
     /// Writes a plaintext copy of an encrypted database to `destination`
-    /// (which must not exist).
+    /// (which must not exist; it is created with mode 0600, as it holds
+    /// the data in clear).
+    ///
+    /// ```swift
+    /// try CipherDatabase.exportPlaintext(atPath: "secret.sqlite", key: .passphrase("secret"), to: "plain.sqlite")
+    /// ```
     public static func exportPlaintext(
         atPath path: String,
         key: CipherKey,
         to destination: String,
         compatibility: CipherCompatibility = .v4,
-        kdfIterations: Int? = nil
+        kdfIterations: Int? = nil,
+        pageSize: Int? = nil
     ) throws {
-        let queue = try self.queue(atPath: path, key: key, compatibility: compatibility, kdfIterations: kdfIterations)
-        defer { try? queue.close() }
-        let target = try absolutePath(destination)
-        guard grdbcipher_set_pending_key(target, nil, 0, 4, 0) == SQLITE_OK else { throw CipherError.unavailable(code: SQLITE_MISUSE) }
-        try queue.writeWithoutTransaction { db in try db.execute(sql: "VACUUM INTO ?", arguments: [target]) }
+        let sourcePageSize = pageSize ?? compatibility.defaultPageSize
+        let queue = try self.queue(atPath: path, key: key, compatibility: compatibility, kdfIterations: kdfIterations, pageSize: sourcePageSize)
+        try copy(
+            from: queue, sourcePath: path,
+            source: CopyFormat(key: key, compatibility: compatibility, kdfIterations: kdfIterations, pageSize: sourcePageSize),
+            to: destination,
+            target: CopyFormat(key: nil, compatibility: compatibility, kdfIterations: nil, pageSize: sourcePageSize))
+        try queue.close()
     }
 
     /// The cipher error behind a database error of `db`, if any: a page
@@ -242,6 +332,7 @@ public enum CipherDatabase {
         key: CipherKey?,
         compatibility: CipherCompatibility,
         kdfIterations: Int?,
+        pageSize: Int?,
         configuration: Configuration
     ) throws -> Configuration {
         try CipherVFS.register()
@@ -250,52 +341,175 @@ public enum CipherDatabase {
         switch (isEncrypted(atPath: path), key) {
         case (true?, nil): throw CipherError.missingKey(path: path)
         case (false?, _?): throw CipherError.keyOnPlaintextDatabase(path: path)
+        case (nil, _?):
+            // A new encrypted database is readable by its owner only: its
+            // ciphertext is enough to guess a passphrase offline. Journals
+            // and WALs take the database's mode.
+            let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+            if descriptor >= 0 { close(descriptor) }
         default: break
         }
         if let key {
-            try configuration.encrypt(with: key, compatibility: compatibility, kdfIterations: kdfIterations)
+            try configuration.encrypt(with: key, compatibility: compatibility, kdfIterations: kdfIterations, pageSize: pageSize)
         }
         return configuration
     }
 
-    private static func copy(
-        path: String,
-        sourceKey: CipherKey?, sourceCompatibility: CipherCompatibility, sourceIterations: Int?,
-        targetKey: CipherKey, targetCompatibility: CipherCompatibility, targetIterations: Int?
-    ) throws {
-        let source = try absolutePath(path)
-        let target = source + ".rekey-\(UUID().uuidString)"
-        defer {
-            for suffix in ["", "-journal", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: target + suffix) }
-        }
-        do {
-            let queue = try self.queue(atPath: source, key: sourceKey, compatibility: sourceCompatibility, kdfIterations: sourceIterations)
-            defer { try? queue.close() }
-            try queue.writeWithoutTransaction { db in
-                // VACUUM INTO keeps the page size and the reserved bytes the
-                // source asks for: the target needs room for IV and HMAC.
-                var reserve = targetCompatibility.reserveBytes
-                _ = sqlite3_file_control(db.sqliteConnection, "main", SQLITE_FCNTL_RESERVE_BYTES, &reserve)
-                let value = targetKey.sqlcipherValue
-                let rc = value.withCString { pointer in
-                    grdbcipher_set_pending_key(target, pointer, Int32(strlen(pointer)), targetCompatibility.rawValue, Int32(targetIterations ?? 0))
-                }
-                guard rc == SQLITE_OK else { throw CipherError.invalidKey("SQLite error \(rc)") }
-                try db.execute(sql: "VACUUM INTO ?", arguments: [target])
-            }
-        }
-        // The connection closed cleanly: the source has no WAL content left.
-        // Its leftover -wal/-shm files must not meet the new file.
-        for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: source + suffix) }
-        // The old file stays valid until this rename, which is atomic.
-        guard rename(target, source) == 0 else {
-            throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: source])
-        }
+    /// The format of one side of a copy: no key for plaintext. A plaintext
+    /// source's page size is its own (0 here).
+    private struct CopyFormat {
+        var key: CipherKey?
+        var compatibility: CipherCompatibility
+        var kdfIterations: Int?
+        var pageSize: Int
     }
 
-    private static func absolutePath(_ path: String) throws -> String {
-        let url = URL(fileURLWithPath: path)
-        let directory = url.deletingLastPathComponent().resolvingSymlinksInPath()
-        return directory.appendingPathComponent(url.lastPathComponent).path
+    private static func databasePath(_ db: Database) -> String {
+        sqlite3_db_filename(db.sqliteConnection, "main").map { String(cString: $0) } ?? (db.configuration.label ?? "database")
+    }
+
+    /// What `verify` reports: nil, or the first problem found.
+    private static func problem(in db: Database) throws -> String? {
+        let badPage = grdbcipher_verify_pages(db.sqliteConnection)
+        if badPage > 0 { return "page \(badPage) failed its HMAC check (tampered, damaged, or erased with zeros)" }
+        if badPage < 0 { return "the file can't be read" }
+        let integrity = try String.fetchAll(db, sql: "PRAGMA integrity_check")
+        return integrity == ["ok"] ? nil : integrity.joined(separator: "; ")
+    }
+
+    /// The row count of every table, to compare a copy with its source.
+    private static func rowCounts(_ db: Database) throws -> [String: Int] {
+        let tables = try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
+        var counts: [String: Int] = [:]
+        for table in tables {
+            counts[table] = try Int.fetchOne(db, sql: "SELECT count(*) FROM \(table.quotedDatabaseIdentifier)") ?? 0
+        }
+        return counts
+    }
+
+    /// Writes the database of `queue` to `destination` with VACUUM INTO, in
+    /// the `target` format, and checks the result: encrypted (or plain) as
+    /// asked, every page authentic, SQLite's integrity check, and the same
+    /// tables with the same row counts. The destination is created 0600
+    /// first (it must not exist); on any failure it is removed.
+    private static func copy(from queue: DatabaseQueue, sourcePath: String, source: CopyFormat, to destination: String, target: CopyFormat) throws {
+        try CipherVFS.register()
+        if target.key != nil {
+            try CipherVFS.validate(pageSize: target.pageSize, compatibility: target.compatibility, plaintextHeader: nil)
+        }
+        let descriptor = open(destination, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else {
+            if errno == EEXIST { throw CipherError.destinationExists(path: destination) }
+            throw CipherError.operationFailed(path: destination, reason: "can't create the file (\(String(cString: strerror(errno))))")
+        }
+        close(descriptor)
+        var done = false
+        defer {
+            if !done {
+                grdbcipher_clear_pending_key(destination)
+                for suffix in ["", "-journal", "-wal", "-shm"] { unlink(destination + suffix) }
+            }
+        }
+        let sourceCounts = try queue.writeWithoutTransaction { db -> [String: Int] in
+            let connection = db.sqliteConnection
+            if let key = target.key {
+                // VACUUM INTO gives the target the source's page size (or the
+                // one PRAGMA page_size asks for) and reserved bytes: they
+                // must be the target format's, which the VFS checks.
+                if source.key != nil, target.pageSize != source.pageSize {
+                    _ = grdbcipher_allow_copy_page_size(connection, Int32(target.pageSize))
+                }
+                try db.execute(sql: "PRAGMA page_size = \(target.pageSize)")
+                var reserve = target.compatibility.reserveBytes
+                _ = sqlite3_file_control(connection, "main", SQLITE_FCNTL_RESERVE_BYTES, &reserve)
+                let value = key.sqlcipherValue
+                let rc = value.withCString { pointer in
+                    grdbcipher_set_pending_key(destination, pointer, Int32(strlen(pointer)), target.compatibility.rawValue,
+                                               Int32(target.kdfIterations ?? 0), Int32(target.pageSize))
+                }
+                guard rc == SQLITE_OK else { throw CipherError.operationFailed(path: destination, reason: "can't register the new key (SQLite error \(rc))") }
+            } else {
+                guard grdbcipher_set_pending_key(destination, nil, 0, 4, 0, 0) == SQLITE_OK else {
+                    throw CipherError.operationFailed(path: destination, reason: "can't resolve the path")
+                }
+            }
+            do {
+                try db.execute(sql: "VACUUM INTO ?", arguments: [destination])
+            } catch let error as DatabaseError {
+                let reason = CipherVFS.cipherError(db)?.description ?? error.message ?? "\(error.resultCode)"
+                throw CipherError.operationFailed(path: sourcePath, reason: "VACUUM INTO failed: \(reason)")
+            }
+            return try rowCounts(db)
+        }
+        // The copy must be what was asked for before anyone relies on it.
+        guard isEncrypted(atPath: destination) == (target.key != nil) else {
+            throw CipherError.operationFailed(path: destination, reason: target.key != nil ? "the copy is not encrypted" : "the copy is not a plain database")
+        }
+        let check = try self.queue(atPath: destination, key: target.key, compatibility: target.compatibility,
+                                   kdfIterations: target.kdfIterations, pageSize: target.key == nil ? nil : target.pageSize)
+        let (problem, counts) = try check.inDatabase { db in
+            (target.key == nil ? try plainProblem(db) : try self.problem(in: db), try rowCounts(db))
+        }
+        try check.close()
+        if let problem { throw CipherError.operationFailed(path: destination, reason: "the copy fails its check: \(problem)") }
+        guard counts == sourceCounts else { throw CipherError.operationFailed(path: destination, reason: "the copy does not have every row of the source") }
+        done = true
+    }
+
+    private static func plainProblem(_ db: Database) throws -> String? {
+        let integrity = try String.fetchAll(db, sql: "PRAGMA integrity_check")
+        return integrity == ["ok"] ? nil : integrity.joined(separator: "; ")
+    }
+
+    /// Encrypts or re-keys the file at `path` through a checked copy that
+    /// replaces it with rename(2), under an exclusive lock held from the
+    /// first read to the rename, keeping the original's mode and owner.
+    private static func replaceInPlace(path: String, source: CopyFormat, target: CopyFormat) throws {
+        try CipherVFS.register()
+        // SQLite resolves symbolic links in the names it opens: the file
+        // replaced is the one SQLite reads, not a link to it.
+        guard let resolved = realpath(path, nil) else {
+            throw CipherError.operationFailed(path: path, reason: "the file can't be found (\(String(cString: strerror(errno))))")
+        }
+        let sourcePath = String(cString: resolved)
+        free(resolved)
+        var status = stat()
+        guard stat(sourcePath, &status) == 0 else { throw CipherError.operationFailed(path: path, reason: "can't read the file's mode") }
+        let targetPath = sourcePath + ".rekey-\(UUID().uuidString)"
+        defer { for suffix in ["", "-journal", "-wal", "-shm"] { unlink(targetPath + suffix) } }
+        var configuration = Configuration()
+        // Other connections can't write from the first read to the rename:
+        // the connection keeps its exclusive lock after its first write
+        // transaction until it closes.
+        configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA locking_mode = EXCLUSIVE") }
+        let queue = try self.queue(atPath: sourcePath, key: source.key, compatibility: source.compatibility,
+                                   kdfIterations: source.kdfIterations, pageSize: source.key == nil ? nil : source.pageSize,
+                                   configuration: configuration)
+        do {
+            try queue.inDatabase { db in
+                try db.inTransaction(.exclusive) { .commit }
+            }
+            try copy(from: queue, sourcePath: sourcePath, source: source, to: targetPath, target: target)
+            // The original's mode and owner, before the new file takes its name.
+            guard chmod(targetPath, status.st_mode & 0o7777) == 0 else {
+                throw CipherError.operationFailed(path: path, reason: "can't give the new file the original's mode (\(String(cString: strerror(errno))))")
+            }
+            var copied = stat()
+            if stat(targetPath, &copied) == 0, copied.st_uid != status.st_uid || copied.st_gid != status.st_gid {
+                guard chown(targetPath, status.st_uid, status.st_gid) == 0 else {
+                    throw CipherError.operationFailed(path: path, reason: "can't give the new file the original's owner (\(String(cString: strerror(errno))))")
+                }
+            }
+            // The old file stays valid until this rename, which is atomic.
+            guard rename(targetPath, sourcePath) == 0 else {
+                throw CipherError.operationFailed(path: path, reason: "rename failed (\(String(cString: strerror(errno))))")
+            }
+        } catch {
+            try? queue.close()
+            throw error
+        }
+        // The lock ends here. The connection's file is the old one, now
+        // unlinked: closing it can't touch the new file.
+        try queue.close()
     }
 }

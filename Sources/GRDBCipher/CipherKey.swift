@@ -61,7 +61,10 @@ public enum CipherCompatibility: Int32, Sendable, Equatable {
     /// (256,000 iterations), HMAC-SHA512.
     case v4 = 4
 
-    var pageSize: Int32 { self == .v4 ? 4096 : 1024 }
+    /// SQLCipher's default `cipher_page_size` for this version: 4096 for
+    /// v4, 1024 for v3.
+    public var defaultPageSize: Int { self == .v4 ? 4096 : 1024 }
+    var pageSize: Int32 { Int32(defaultPageSize) }
     var reserveBytes: Int32 { self == .v4 ? 80 : 48 }
 }
 
@@ -107,42 +110,4 @@ public struct CipherPlaintextHeader: Sendable, Equatable {
 extension Data {
     /// The bytes as SQLCipher takes raw keys and salts: `x'<hex>'`.
     var blobLiteral: String { "x'" + map { String(format: "%02x", $0) }.joined() + "'" }
-}
-
-/// Why an encrypted database can't be used.
-public enum CipherError: Error, CustomStringConvertible, Sendable, Equatable {
-    /// The key does not open this database (or its first page is damaged).
-    case wrongKey(path: String)
-    /// The database is encrypted, and no key was given.
-    case missingKey(path: String)
-    /// A key was given, and the database is not encrypted.
-    case keyOnPlaintextDatabase(path: String)
-    /// A page failed its HMAC check: the file was modified or damaged.
-    case corruptPage(path: String, page: Int)
-    /// The database has a plaintext header (see ``CipherPlaintextHeader``),
-    /// so its salt is not in the file, and none was given.
-    case missingSalt(path: String)
-    /// The key is not valid.
-    case invalidKey(String)
-    /// The encryption VFS could not be registered in SQLite.
-    case unavailable(code: Int32)
-
-    public var description: String {
-        switch self {
-        case let .wrongKey(path):
-            return "The key does not open \(path) (wrong key, wrong compatibility, or a damaged first page). The file was not modified."
-        case let .missingKey(path):
-            return "\(path) is encrypted: open it with its key."
-        case let .keyOnPlaintextDatabase(path):
-            return "\(path) is not encrypted: open it without a key, or encrypt it first (CipherDatabase.encrypt)."
-        case let .corruptPage(path, page):
-            return "Page \(page) of \(path) failed its integrity check (HMAC): the file was modified or damaged."
-        case let .missingSalt(path):
-            return "\(path) has a plaintext header, so its salt is not in the file: give it with CipherPlaintextHeader(size:salt:). The file was not modified."
-        case let .invalidKey(reason):
-            return "Invalid key: \(reason)."
-        case let .unavailable(code):
-            return "The encryption VFS could not be registered (SQLite error \(code))."
-        }
-    }
 }

@@ -24,13 +24,21 @@ extension Configuration {
     /// - parameter plaintextHeader: Leaves the start of the file readable
     ///   as an ordinary SQLite header, with the salt kept outside the file
     ///   (see ``CipherPlaintextHeader``). Default: none, as SQLCipher.
+    /// - parameter pageSize: SQLCipher's `cipher_page_size`, a power of two
+    ///   from 1024 to 65536 (512-byte pages leave fewer than the 480 usable
+    ///   bytes SQLite requires once IV and HMAC are reserved); the default is the compatibility's (v4: 4096,
+    ///   v3: 1024). A file keeps the page size it was created with, and
+    ///   opens only with that one (``CipherError/pageGeometry(path:pageSize:reserve:foundPageSize:foundReserve:)``
+    ///   otherwise); to change it, re-encrypt the file with
+    ///   ``CipherDatabase/rekey(atPath:from:to:compatibility:kdfIterations:pageSize:newPageSize:)``.
     public mutating func encrypt(
         with key: CipherKey,
         compatibility: CipherCompatibility = .v4,
         kdfIterations: Int? = nil,
-        plaintextHeader: CipherPlaintextHeader? = nil
+        plaintextHeader: CipherPlaintextHeader? = nil,
+        pageSize: Int? = nil
     ) throws {
-        try encrypt(compatibility: compatibility, kdfIterations: kdfIterations, plaintextHeader: plaintextHeader) { _ in key }
+        try encrypt(compatibility: compatibility, kdfIterations: kdfIterations, plaintextHeader: plaintextHeader, pageSize: pageSize) { _ in key }
     }
 
     /// Makes every connection of this configuration use the SQLCipher file
@@ -54,10 +62,13 @@ extension Configuration {
         compatibility: CipherCompatibility = .v4,
         kdfIterations: Int? = nil,
         plaintextHeader: CipherPlaintextHeader? = nil,
+        pageSize: Int? = nil,
         keyProvider: @escaping @Sendable (_ path: String) throws -> CipherKey
     ) throws {
         try CipherVFS.register()
         let iterations = Int32(kdfIterations ?? 0)
+        let pageSize = pageSize ?? compatibility.defaultPageSize
+        try CipherVFS.validate(pageSize: pageSize, compatibility: compatibility, plaintextHeader: plaintextHeader)
         prepareDatabase { db in
             let connection = db.sqliteConnection
             let path = sqlite3_db_filename(connection, "main").map { String(cString: $0) } ?? ""
@@ -66,16 +77,16 @@ extension Configuration {
                 grdbcipher_set_key(connection, pointer, Int32(strlen(pointer)), compatibility.rawValue, iterations)
             }
             guard rc == SQLITE_OK else { throw CipherError.invalidKey("SQLite error \(rc)") }
+            // Before anything reads the file. The VFS gives a new database
+            // the format's page size and reserved bytes, and checks an
+            // existing one's against them.
+            if pageSize != compatibility.defaultPageSize {
+                try db.execute(sql: "PRAGMA cipher_page_size = \(pageSize)")
+            }
             if let plaintextHeader {
-                // Before anything reads the file.
                 try db.execute(sql: "PRAGMA cipher_plaintext_header_size = \(plaintextHeader.size)")
                 try db.execute(sql: "PRAGMA cipher_salt = \(plaintextHeader.saltLiteral)")
             }
-            // New databases get the page size and reserved bytes of the
-            // format; existing ones keep theirs (SQLite ignores both then).
-            try db.execute(sql: "PRAGMA page_size = \(compatibility.pageSize)")
-            var reserve = compatibility.reserveBytes
-            _ = sqlite3_file_control(connection, "main", SQLITE_FCNTL_RESERVE_BYTES, &reserve)
             try db.execute(sql: "PRAGMA temp_store = MEMORY")
             try CipherVFS.checkReadable(db)
         }
@@ -87,6 +98,15 @@ enum CipherVFS {
     static func register() throws {
         let rc = grdbcipher_register()
         guard rc == SQLITE_OK else { throw CipherError.unavailable(code: rc) }
+    }
+
+    /// Throws ``CipherError/invalidPageSize(_:)`` unless SQLCipher accepts
+    /// `pageSize` with this compatibility and plaintext header.
+    static func validate(pageSize: Int, compatibility: CipherCompatibility, plaintextHeader: CipherPlaintextHeader?) throws {
+        let isPowerOfTwo = pageSize > 0 && pageSize & (pageSize - 1) == 0
+        guard isPowerOfTwo, (1024...65536).contains(pageSize),
+              (plaintextHeader?.size ?? 0) < pageSize - Int(compatibility.reserveBytes)
+        else { throw CipherError.invalidPageSize(pageSize) }
     }
 
     /// Reads the schema, and turns a failure into a ``CipherError``.
@@ -109,6 +129,10 @@ enum CipherVFS {
         case GRDBCIPHER_STATE_WRONG_KEY: return .wrongKey(path: path)
         case GRDBCIPHER_STATE_CORRUPT_PAGE: return .corruptPage(path: path, page: Int(grdbcipher_failed_page(connection)))
         case GRDBCIPHER_STATE_MISSING_SALT: return .missingSalt(path: path)
+        case GRDBCIPHER_STATE_GEOMETRY:
+            var pageSize: Int32 = 0, reserve: Int32 = 0, foundPageSize: Int32 = 0, foundReserve: Int32 = 0
+            _ = grdbcipher_format(connection, nil, &pageSize, &reserve, nil, nil, &foundPageSize, &foundReserve)
+            return .pageGeometry(path: path, pageSize: Int(pageSize), reserve: Int(reserve), foundPageSize: Int(foundPageSize), foundReserve: Int(foundReserve))
         default: return nil
         }
     }

@@ -153,9 +153,11 @@ import Testing
             sleep(10)
         }
         // The rewrite is one transaction: the hot journal, written under the
-        // old key, brings the old pages back.
+        // old key, brings the old pages back. The new key is tried first:
+        // it fails without touching the journal (it used to play back
+        // nothing and delete it, losing the database to both keys).
         var opened: [String] = []
-        for (name, key) in [("old", oldKey), ("new", newKey)] {
+        for (name, key) in [("new", newKey), ("old", oldKey)] {
             guard let queue = try? CipherDatabase.queue(atPath: path, key: key, kdfIterations: fastIterations) else { continue }
             let (count, integrity) = try await queue.read { db in
                 try (Int.fetchOne(db, sql: "SELECT COUNT(*) FROM t"), String.fetchOne(db, sql: "PRAGMA integrity_check"))

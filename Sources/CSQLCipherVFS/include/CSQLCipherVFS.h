@@ -15,9 +15,35 @@ int grdbcipher_register(void);
 int grdbcipher_set_key(sqlite3 *db, const void *key, int nKey, int version, int kdfIterations);
 
 /// Registers a key for a file that SQLite will open later as a main
-/// database (the target of VACUUM INTO). `path` is the absolute path.
-/// A NULL key registers "no encryption" for that path.
-int grdbcipher_set_pending_key(const char *path, const void *key, int nKey, int version, int kdfIterations);
+/// database (the target of VACUUM INTO). `path` is matched after resolving
+/// symbolic links in every component, as SQLite does. A NULL key registers
+/// "no encryption" for that path (otherwise a database opened by an
+/// encrypted connection takes that connection's key). `pageSize` is the
+/// cipher_page_size, 0 for the version's default.
+int grdbcipher_set_pending_key(const char *path, const void *key, int nKey, int version, int kdfIterations, int pageSize);
+
+/// Lets `PRAGMA page_size = pageSize` through on the encrypted main database
+/// of `db`, to give the next VACUUM INTO target another page size than the
+/// database's own (re-encryption with another cipher_page_size). A plain
+/// VACUUM afterwards still fails: the VFS never writes pages of another
+/// size than the codec's.
+int grdbcipher_allow_copy_page_size(sqlite3 *db, int pageSize);
+
+/// Removes and wipes the pending key of `path`, if SQLite never took it
+/// (a VACUUM INTO that failed before opening its target).
+void grdbcipher_clear_pending_key(const char *path);
+
+/// PRAGMA rekey without SQL text, so that the key never reaches an error
+/// message or a trace: SQLITE_OK, or an error code and, in `*message`, an
+/// explanation to free with sqlite3_free (never containing the key).
+int grdbcipher_rekey(sqlite3 *db, const void *key, int nKey, char **message);
+
+/// The format parameters of the main database of `db` (keyed): version,
+/// cipher page size, reserved bytes, KDF iterations, plaintext header size.
+/// After a GRDBCIPHER_STATE_GEOMETRY failure, `foundPageSize` and
+/// `foundReserve` say what the file has (reserve -1: a journal, WAL or
+/// write of another size). SQLITE_MISUSE when the database has no key.
+int grdbcipher_format(sqlite3 *db, int *version, int *pageSize, int *reserve, int *kdfIterations, int *plaintextHeaderSize, int *foundPageSize, int *foundReserve);
 
 /// Diagnosis of the main database of `db` after an error:
 #define GRDBCIPHER_STATE_OK 0
@@ -26,12 +52,14 @@ int grdbcipher_set_pending_key(const char *path, const void *key, int nKey, int 
 #define GRDBCIPHER_STATE_WRONG_KEY 3
 #define GRDBCIPHER_STATE_CORRUPT_PAGE 4
 #define GRDBCIPHER_STATE_MISSING_SALT 5   // a plaintext header, and no salt given
+#define GRDBCIPHER_STATE_GEOMETRY 6       // page size or reserve unlike the key's format
 int grdbcipher_state(sqlite3 *db);
 
 /// The page whose HMAC check failed last, or 0.
 int grdbcipher_failed_page(sqlite3 *db);
 
 /// Enables or disables the in-memory cache of derived keys (default: on).
+/// Disabling it also empties it.
 void grdbcipher_set_kdf_cache(int enabled);
 
 /// Enables or disables read-ahead (default: on): after a few consecutive
@@ -53,7 +81,8 @@ int grdbcipher_file_is_plaintext(const char *path);
 
 /// Reads and checks every page of the main database file of `db` (keyed):
 /// returns 0 when all pages pass their HMAC check, the number of the first
-/// bad page otherwise, or -1 when the file can't be read.
+/// bad page otherwise (an all-zero page is bad: anyone can write zeros),
+/// or -1 when the file can't be read.
 int grdbcipher_verify_pages(sqlite3 *db);
 
 /// HMAC-SHA256 of `message` with `key`, into `out` (32 bytes): derives

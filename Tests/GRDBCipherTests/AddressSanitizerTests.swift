@@ -1,0 +1,38 @@
+import Foundation
+import Testing
+
+/// C reproductions of the security review, built with AddressSanitizer
+/// against the VFS sources (Tests/CipherRepros), and run as child processes.
+@Suite struct AddressSanitizerTests {
+    static let root = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    @Test func plaintextHeaderSizesThatNoLongerFitAreRefusedWithoutMemoryErrors() throws {
+        let directory = try TemporaryDirectory()
+        let vfs = Self.root.appendingPathComponent("Sources/CSQLCipherVFS").path
+        let sources = try FileManager.default.contentsOfDirectory(atPath: vfs).filter { $0.hasSuffix(".c") }.map { vfs + "/" + $0 }
+        let binary = directory.path("header_size_asan")
+        let compile = try run("/usr/bin/cc", [
+            "-g", "-O1", "-fsanitize=address", "-fno-omit-frame-pointer", "-w",
+            "-I", vfs, "-I", vfs + "/include", "-DOPENSSL_API_COMPAT=0x10100000L",
+            "-o", binary, Self.root.appendingPathComponent("Tests/CipherRepros/header_size_asan.c").path,
+        ] + sources + ["-lcrypto", "-lsqlite3", "-lpthread"])
+        try #require(compile.status == 0, "\(compile.output)")
+        let result = try run(binary, [directory.path("db.sqlite")])
+        #expect(result.status == 0, "\(result.output)")
+        #expect(!result.output.contains("AddressSanitizer"), "\(result.output)")
+    }
+
+    private func run(_ executable: String, _ arguments: [String]) throws -> (status: Int32, output: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+    }
+}
