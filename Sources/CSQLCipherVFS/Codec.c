@@ -161,6 +161,10 @@ HIDDEN Codec *codec_new(const void *key, int nKey, int version, int kdfIteration
         if (!parse_hex(text + 2, 64, codec->key)) { codec_free(codec); return NULL; }
         if (nKey == 99) {
             if (!parse_hex(text + 66, 32, codec->salt)) { codec_free(codec); return NULL; }
+            // A salt equal to SQLite's magic would start the file like a
+            // plain database: detection would then lock its data out
+            // (found by FuzzCipherKey). Refused, as an invalid key.
+            if (memcmp(codec->salt, SQLITE_MAGIC, SALT_SIZE) == 0) { codec_free(codec); return NULL; }
             codec->hasExplicitSalt = 1;
         }
         codec->hasRawKey = 1;

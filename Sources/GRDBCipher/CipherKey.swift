@@ -26,6 +26,11 @@ public struct CipherKey: Sendable, Equatable, CustomStringConvertible, CustomDeb
     public static func raw(_ key: Data, salt: Data? = nil) throws -> CipherKey {
         guard key.count == 32 else { throw CipherError.invalidKey("a raw key has 32 bytes, not \(key.count)") }
         if let salt, salt.count != 16 { throw CipherError.invalidKey("a salt has 16 bytes, not \(salt.count)") }
+        // The salt starts the file: SQLite's magic there would make an
+        // encrypted file look plain, and lock its data out.
+        if let salt, salt == Data("SQLite format 3\0".utf8) {
+            throw CipherError.invalidKey("a salt can't be SQLite's header string \"SQLite format 3\\0\": choose 16 random bytes")
+        }
         return CipherKey(sqlcipherValue: (key + (salt ?? Data())).blobLiteral)
     }
 
