@@ -5,11 +5,14 @@ import GRDBRegistryExamples
 import GRDBRegistryService
 import Hummingbird
 import Logging
+import Metrics
+import Prometheus
 import ServiceLifecycle
-import UnixSignals
 
 /// Command-line settings: `MultiTenantServer [--host H] [--port P] [--data DIR]`.
-/// Port 0 picks a free port; the server prints the one it listens on.
+/// Port 0 picks a free port; the server prints the one it listens on. The
+/// environment gives defaults that arguments override: `PORT`, and
+/// `MTS_DATA` for the data directory.
 struct ServerSettings: Sendable {
     var host = "127.0.0.1"
     var port = 8080
@@ -17,6 +20,7 @@ struct ServerSettings: Sendable {
 
     init(arguments: [String], environment: [String: String]) throws {
         if let port = environment["PORT"].flatMap(Int.init) { self.port = port }
+        if let data = environment["MTS_DATA"], !data.isEmpty { dataDirectory = data }
         var iterator = arguments.makeIterator()
         while let argument = iterator.next() {
             switch argument {
@@ -58,43 +62,56 @@ struct MultiTenantServer {
     }
 
     static func run(settings: ServerSettings) async throws {
-        var logger = Logger(label: "MultiTenantServer")
-        logger.logLevel = .info
+        let logger = {
+            var logger = Logger(label: "MultiTenantServer")
+            logger.logLevel = .info
+            return logger
+        }()
+        let environment = ProcessInfo.processInfo.environment
         let data = URL(fileURLWithPath: settings.dataDirectory).standardizedFileURL
         try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
 
-        // The catalog's schema is the SQL set Migrations/catalog of the
-        // repository (the sample runs from its source tree).
-        let catalogMigrations = URL(fileURLWithPath: #filePath)
-            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("Migrations/catalog")
+        // Metrics of the library (per database, open tenants) and of the
+        // HTTP server, in Prometheus format at /metrics. An executable
+        // bootstraps the metrics system once; the library only reports.
+        let metrics = PrometheusCollectorRegistry()
+        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: metrics))
+
+        // The catalog's schema: the SQL set Migrations/catalog, bundled
+        // with the executable (the server runs without its source tree).
+        guard let catalogMigrations = Bundle.module.url(forResource: "catalog", withExtension: nil) else {
+            throw UsageError(message: "the catalog migrations are missing from the resource bundle of \(CommandLine.arguments[0]): rebuild the server")
+        }
         // Encrypted teams get keys derived from a master key: from
         // MTS_MASTER_KEY, or a key file made on first start (a demo's
         // convenience: keep a real master key out of the data directory).
         let masterKeySource: ServiceConfiguration.KeySource
-        if ProcessInfo.processInfo.environment["MTS_MASTER_KEY"] != nil {
+        if environment["MTS_MASTER_KEY"] != nil {
             masterKeySource = .environment("MTS_MASTER_KEY")
         } else {
             let keyFile = data.appendingPathComponent("master.key").path
             if !FileManager.default.fileExists(atPath: keyFile) {
-                var bytes = [UInt8](repeating: 0, count: 32)
-                for index in bytes.indices { bytes[index] = UInt8.random(in: 0...255) }
-                let hex = bytes.map { String(format: "%02x", $0) }.joined()
+                let hex = Tokens.hex((0..<32).map { _ in UInt8.random(in: 0...255) })
                 FileManager.default.createFile(atPath: keyFile, contents: Data(hex.utf8), attributes: [.posixPermissions: 0o600])
             }
             masterKeySource = .file(keyFile)
         }
+        // The operator token creates tenants: from MTS_OPERATOR_TOKEN, or
+        // a file made on first start, like the master key.
+        let operatorToken = try OperatorToken.load(environment: environment, keyFile: data.appendingPathComponent("operator.token"))
+
         let configuration = ServiceConfiguration(
             databases: [.init(name: "catalog", path: data.appendingPathComponent("catalog.sqlite").path, migrations: catalogMigrations.path)],
             tenants: .init(root: data.appendingPathComponent("tenants").path, maxOpen: 256, masterKeySource: masterKeySource),
             shutdownTimeout: .seconds(5))
         let databases = DatabaseService(configuration: configuration, logger: logger)
-        // Teams live in the service's tenant directory: it closes them at shutdown.
-        let teams = try databases.tenants(of: PlayerRepository.self)
+        let state = ServerState(databases: databases, operatorToken: operatorToken, logger: logger)
 
-        let router = Router()
-        Routes(databases: databases, teams: teams).add(to: router)
+        let router = Router(context: ServerRequestContext.self)
+        router.add(middleware: FailureLogMiddleware(logger: logger))
+        router.add(middleware: MetricsMiddleware())
+        router.add(middleware: BearerAuthenticator(state: state))
+        Routes(state: state, metrics: metrics, page: try WebPage.load()).add(to: router)
 
         let app = Application(
             router: router,
@@ -104,13 +121,16 @@ struct MultiTenantServer {
                 // then, requests get 503.
                 do {
                     try await databases.waitUntilReady()
+                    try state.becomeReady()
                 } catch {
+                    logger.error("the databases did not start", metadata: ["error": "\(error)"])
                     return
                 }
                 let port = channel.localAddress?.port ?? settings.port
                 // Unbuffered: scripts and tests read the port from this line.
                 say("listening on http://\(settings.host):\(port)")
-                say("try: curl -X POST http://\(settings.host):\(port)/tenants -d '{\"id\":\"acme\"}' && curl http://\(settings.host):\(port)/tenants/acme/leaderboard")
+                say("open http://\(settings.host):\(port)/ and sign in with a tenant token; create a tenant with the operator token (from \(operatorToken.source)):")
+                say("  curl -X POST http://\(settings.host):\(port)/tenants -H \"Authorization: Bearer $(cat \(data.appendingPathComponent("operator.token").path))\" -d '{\"id\":\"acme\"}'")
             },
             logger: logger)
 
@@ -119,26 +139,16 @@ struct MultiTenantServer {
         // First SIGTERM/SIGINT: graceful shutdown. A second one, or 15 s of
         // graceful shutdown, cancels: writes in flight are interrupted (and
         // rolled back), the databases close, nothing half-written remains.
+        // ServiceGroup checks graceful signals first, then, once shutting
+        // down, cancellation signals: the same signals serve both.
         var groupConfiguration = ServiceGroupConfiguration(
             services: [databases, app],
             gracefulShutdownSignals: [.sigterm, .sigint],
+            cancellationSignals: [.sigterm, .sigint],
             logger: logger)
         groupConfiguration.maximumGracefulShutdownDuration = .seconds(15)
         groupConfiguration.maximumCancellationDuration = .seconds(10)
-        let group = ServiceGroup(configuration: groupConfiguration)
-        let running = Task { try await group.run() }
-        let escalation = Task {
-            var count = 0
-            for await _ in await UnixSignalsSequence(trapping: .sigterm, .sigint) {
-                count += 1
-                if count == 2 {
-                    logger.warning("second signal: cancelling without waiting")
-                    running.cancel()
-                }
-            }
-        }
-        defer { escalation.cancel() }
-        try await running.value
+        try await ServiceGroup(configuration: groupConfiguration).run()
         say("stopped")
     }
 
