@@ -92,7 +92,9 @@ struct MultiTenantServer {
             let keyFile = data.appendingPathComponent("master.key").path
             if !FileManager.default.fileExists(atPath: keyFile) {
                 let hex = Tokens.hex((0..<32).map { _ in UInt8.random(in: 0...255) })
-                FileManager.default.createFile(atPath: keyFile, contents: Data(hex.utf8), attributes: [.posixPermissions: 0o600])
+                guard FileManager.default.createFile(atPath: keyFile, contents: Data(hex.utf8), attributes: [.posixPermissions: 0o600]) else {
+                    throw UsageError(message: "cannot create the master key file \(keyFile)")
+                }
             }
             masterKeySource = .file(keyFile)
         }
@@ -136,15 +138,16 @@ struct MultiTenantServer {
 
         // Databases first: the group shuts services down in reverse order,
         // so the server stops taking requests before the databases close.
-        // First SIGTERM/SIGINT: graceful shutdown. A second one, or 15 s of
-        // graceful shutdown, cancels: writes in flight are interrupted (and
-        // rolled back), the databases close, nothing half-written remains.
-        // ServiceGroup checks graceful signals first, then, once shutting
-        // down, cancellation signals: the same signals serve both.
+        // SIGTERM (what service managers send): graceful shutdown. SIGINT
+        // (Ctrl-C), alone or after a SIGTERM, or 15 s of graceful shutdown:
+        // cancellation, which interrupts writes in flight (they roll back),
+        // closes the databases, and leaves nothing half-written.
+        // ServiceGroup refuses a signal in both lists, so the escalation
+        // is a second, different signal.
         var groupConfiguration = ServiceGroupConfiguration(
             services: [databases, app],
-            gracefulShutdownSignals: [.sigterm, .sigint],
-            cancellationSignals: [.sigterm, .sigint],
+            gracefulShutdownSignals: [.sigterm],
+            cancellationSignals: [.sigint],
             logger: logger)
         groupConfiguration.maximumGracefulShutdownDuration = .seconds(15)
         groupConfiguration.maximumCancellationDuration = .seconds(10)
