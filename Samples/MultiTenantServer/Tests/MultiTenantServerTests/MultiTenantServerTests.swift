@@ -61,6 +61,15 @@ import Testing
             #expect(try await api.send(.DELETE, "/tenants/acme/players/\(arthurID)", token: acme).status == 404)
             #expect(try await api.send(.PUT, "/tenants/acme/players/\(arthurID)", json: #"{"score":1}"#, token: acme).status == 404)
             #expect(try await api.send(.GET, "/tenants/initech/leaderboard", token: acme).status == 404)
+
+            // A database without a catalog row (what a creation that failed
+            // after provisioning leaves) is no tenant, and does not block
+            // creating it again.
+            FileManager.default.createFile(atPath: data.appendingPathComponent("tenants/ghost.sqlite").path, contents: Data())
+            let tenantsBefore = try await api.send(.GET, "/tenants", token: ServerProcess.operatorToken).body
+            #expect(!tenantsBefore.contains("ghost"))
+            let ghost = try await api.createTenant(#"{"id":"ghost"}"#)
+            #expect(try await api.send(.POST, "/tenants/ghost/players", json: #"{"name":"Casper","score":1}"#, token: ghost).status == 201)
             #expect(try await api.send(.GET, "/tenants/Bad..Id/leaderboard", token: acme).status == 404)
         }
     }
