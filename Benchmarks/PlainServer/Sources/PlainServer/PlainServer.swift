@@ -73,12 +73,13 @@ struct PlainServer {
             }
         }
 
+        let requestedPort = port
         let app = Application(
             router: router,
-            configuration: .init(address: .hostname("127.0.0.1", port: port), serverName: "PlainServer"),
+            configuration: .init(address: .hostname("127.0.0.1", port: requestedPort), serverName: "PlainServer"),
             onServerRunning: { channel in
-                print("listening on http://127.0.0.1:\(channel.localAddress?.port ?? port)")
-                fflush(stdout)
+                // Unbuffered: the benchmark script reads the port from this line.
+                FileHandle.standardOutput.write(Data("listening on http://127.0.0.1:\(channel.localAddress?.port ?? requestedPort)\n".utf8))
             })
         try await app.runService()
     }
