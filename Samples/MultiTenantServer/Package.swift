@@ -4,6 +4,10 @@ import PackageDescription
 // A multi-tenant game server: one SQLite database per team, a catalog of
 // teams, live leaderboards over server-sent events. Depends on the library
 // by path; Hummingbird and AsyncHTTPClient stay out of the library.
+// One executable product, so that `swift run --package-path
+// Samples/MultiTenantServer` (the README's first command) needs no name; the
+// load generator and the plain server of the figures live in
+// Benchmarks/PlainServer.
 let package = Package(
     name: "MultiTenantServer",
     platforms: [.macOS(.v15)],
@@ -13,6 +17,9 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird", exact: "2.28.1"),
         .package(url: "https://github.com/apple/swift-log", exact: "1.16.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", exact: "2.13.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-auth", exact: "2.5.0"),
+        .package(url: "https://github.com/apple/swift-metrics", exact: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", exact: "2.4.1"),
         .package(url: "https://github.com/swift-server/async-http-client", exact: "1.37.0"),
     ],
     targets: [
@@ -25,24 +32,25 @@ let package = Package(
                 .product(name: "GRDBMigrations", package: "GRDBRegistry"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdAuth", package: "hummingbird-auth"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
-            ]
-        ),
-        // A bounded load generator for the benchmark figures (Benchmarks/RESULTS.md):
-        //     swift run -c release --package-path Samples/MultiTenantServer LoadGenerator
-        .executableTarget(
-            name: "LoadGenerator",
-            dependencies: [
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-            ]
+            ],
+            // The catalog's migration set ships inside the executable's
+            // resource bundle: the server runs without the source tree. A
+            // test checks it is the same, byte for byte, as Migrations/catalog.
+            // The page at / ships there too.
+            resources: [.copy("Migrations/catalog"), .copy("Public")]
         ),
         .testTarget(
             name: "MultiTenantServerTests",
             dependencies: [
                 "MultiTenantServer",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                // Reads tenant files directly, to check what is stored.
+                .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
     ],

@@ -29,7 +29,8 @@ import GRDBRegistry
 ///
 /// Reads go through ``reader`` and ``context``, which are read-only.
 public struct PlayerRepository: TopLevelDatabaseReader, TenantRepository, Sendable {
-    private let database: RepositoryDatabase
+    // Internal, not private: PlayerRepository+Update.swift writes through it too.
+    let database: RepositoryDatabase
 
     /// The invariants of a players database.
     public static let invariants: [DatabaseInvariant] = [

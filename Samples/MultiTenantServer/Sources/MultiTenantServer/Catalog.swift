@@ -1,30 +1,105 @@
 import Foundation
 import GRDB
 import GRDBRegistry
+import GRDBRegistryService
 
-/// The catalog database: which teams exist.
+/// The catalog database: which teams exist, and the hash of each team's
+/// token. It is the one source of truth for "this tenant exists": a tenant
+/// database without a catalog row is an orphan, re-created on demand.
 struct Catalog: Sendable {
     let writer: any DatabaseWriter
-
-    func tenants() async throws -> [Tenant] {
-        try await writer.read { db in try Tenant.order(Column("id")).fetchAll(db) }
-    }
-
-    func tenant(_ id: String) async throws -> Tenant? {
-        try await writer.read { db in try Tenant.fetchOne(db, key: id) }
-    }
 
     func insert(_ tenant: Tenant) async throws {
         try await writer.write { db in try tenant.insert(db) }
     }
-}
 
-/// Lists the tenants of the catalog, live.
-struct TenantsRequest: ValueObservationQueryable {
-    static var defaultValue: [Tenant] { [] }
-
-    func fetch(_ db: Database) throws -> [Tenant] {
-        try Tenant.order(Column("id")).fetchAll(db)
+    /// Replaces the token hash of a tenant; returns the updated tenant, or
+    /// nil if there is no such tenant.
+    func setTokenHash(_ hash: String, of id: String) async throws -> Tenant? {
+        try await writer.write { db in
+            guard var tenant = try Tenant.fetchOne(db, key: id) else { return nil }
+            tenant.tokenHash = hash
+            try tenant.update(db)
+            return tenant
+        }
     }
 }
 
+/// The catalog as an in-memory index: by id, and by token hash.
+struct CatalogIndex: Sendable, Equatable {
+    var tenants: [String: Tenant] = [:]
+    var idsByTokenHash: [String: String] = [:]
+
+    init(_ rows: [Tenant] = []) {
+        for tenant in rows {
+            tenants[tenant.id] = tenant
+            if let hash = tenant.tokenHash { idsByTokenHash[hash] = tenant.id }
+        }
+    }
+}
+
+/// The catalog, live: each commit to the catalog refreshes the index.
+struct CatalogIndexRequest: ValueObservationQueryable {
+    static var defaultValue: CatalogIndex { CatalogIndex() }
+
+    func fetch(_ db: Database) throws -> CatalogIndex {
+        CatalogIndex(try Tenant.fetchAll(db))
+    }
+}
+
+/// What requests read from the catalog: an in-memory view kept current by
+/// a live query, so that authenticating a request and checking that its
+/// tenant exists cost no database access.
+///
+/// The server's own catalog writes wait until the view shows them before
+/// they are acknowledged: a client that created a tenant or rotated a
+/// token can use the result at once.
+final class CatalogView: Sendable {
+    let catalog: Catalog
+    private let query: Query<CatalogIndexRequest>
+
+    init(databases: DatabaseService) throws {
+        catalog = Catalog(writer: try databases.writer(named: "catalog"))
+        query = databases.track(Query(CatalogIndexRequest(), context: try databases.context(named: "catalog")))
+    }
+
+    var index: CatalogIndex { query.value }
+
+    /// The tenant signed in by `token`, if any.
+    func tenant(forToken token: String) -> Tenant? {
+        guard Tokens.isWellFormed(token) else { return nil }
+        let index = query.value
+        guard let id = index.idsByTokenHash[Tokens.hash(token)] else { return nil }
+        return index.tenants[id]
+    }
+
+    func tenant(_ id: String) -> Tenant? {
+        query.value.tenants[id]
+    }
+
+    /// Waits until the view satisfies `condition` (after a catalog write
+    /// by this server). The live query notifies each commit, in order.
+    func waitUntil(timeout: Duration = .seconds(10), _ condition: @escaping @Sendable (CatalogIndex) -> Bool) async throws {
+        if condition(query.value) { return }
+        try await withThrowingTaskGroup(of: Bool.self) { group in
+            group.addTask { [query] in
+                for await index in query.updates where condition(index) { return true }
+                return false
+            }
+            group.addTask {
+                try await Task.sleep(for: timeout)
+                return false
+            }
+            let satisfied = try await group.next() ?? false
+            group.cancelAll()
+            guard satisfied else {
+                throw CatalogViewError(message: "The catalog view did not catch up with a committed write within \(timeout): \(query.error.map { "\($0)" } ?? "no error")")
+            }
+        }
+    }
+}
+
+struct CatalogViewError: Error, CustomStringConvertible {
+    var message: String
+    var description: String { message }
+}

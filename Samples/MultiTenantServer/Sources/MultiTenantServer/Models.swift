@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import GRDBRegistryExamples
+import Hummingbird
 
 /// A team, listed in the catalog database.
 struct Tenant: Codable, Sendable, Equatable, FetchableRecord, PersistableRecord {
@@ -8,6 +9,36 @@ struct Tenant: Codable, Sendable, Equatable, FetchableRecord, PersistableRecord 
     var name: String
     var encrypted: Bool
     var createdAt: Date
+    /// The SHA-256 (hex) of the team's bearer token; never the token itself.
+    var tokenHash: String?
+}
+
+/// A team as clients see it: never the token hash.
+struct TenantResponse: ResponseEncodable, Sendable {
+    var id: String
+    var name: String
+    var encrypted: Bool
+    var createdAt: Date
+
+    init(_ tenant: Tenant) {
+        id = tenant.id
+        name = tenant.name
+        encrypted = tenant.encrypted
+        createdAt = tenant.createdAt
+    }
+}
+
+/// The answer to `POST /tenants` and to a token rotation: the token, shown
+/// once. The server keeps only its hash.
+struct IssuedToken: ResponseEncodable, Sendable {
+    var tenant: TenantResponse
+    var token: String
+}
+
+/// The answer to `GET /session`: who a token signs in as.
+struct SessionResponse: ResponseEncodable, Sendable {
+    var tenant: String
+    var name: String
 }
 
 /// The body of `POST /tenants`.
@@ -29,3 +60,12 @@ struct PlayerUpdate: Decodable, Sendable {
     var name: String?
     var score: Int?
 }
+
+struct ReadinessResponse: ResponseEncodable {
+    var phase: String
+    var healthy: Bool
+    var databases: [String: String]
+    var openTenants: Int
+}
+
+extension Player: @retroactive ResponseEncodable { }

@@ -4,115 +4,153 @@ import GRDBRegistry
 import GRDBRegistryExamples
 import GRDBRegistryService
 import Hummingbird
-import ServiceLifecycle
+import Prometheus
 
-/// The directory of team databases: one `PlayerRepository` per team.
-typealias TeamDirectory = TenantDirectory<PlayerRepository>
-
-/// The REST and SSE endpoints of the server.
+/// The REST and SSE endpoints of the server, and its page.
 struct Routes: Sendable {
-    let databases: DatabaseService
-    let teams: TeamDirectory
-    let leaderboards = LeaderboardHub()
+    let state: ServerState
+    let metrics: PrometheusCollectorRegistry
+    let page: WebPage
 
-    /// The catalog, once the databases are ready: 503 before, and during shutdown.
-    private func catalog() throws -> Catalog {
-        do {
-            return Catalog(writer: try databases.writer(named: "catalog"))
-        } catch {
-            throw HTTPError(.serviceUnavailable, message: "The databases are not ready.")
-        }
-    }
+    func add(to router: Router<ServerRequestContext>) {
+        router.get("/") { _, _ in page.response() }
 
-    func add(to router: Router<BasicRequestContext>) {
-        router.get("health") { _, _ -> ServiceHealthResponse in
-            let health = databases.health()
+        // Liveness: the process answers HTTP. Restart it when this fails.
+        router.get("health/live") { _, _ -> HTTPResponse.Status in .ok }
+        // Readiness: the databases are open, migrated and writable. Route
+        // traffic elsewhere while this is 503 (starting, shutting down).
+        router.get("health/ready") { _, _ -> EditedResponse<ReadinessResponse> in
+            let health = state.databases.health()
             var states: [String: String] = [:]
             for database in health.databases {
                 states[database.name] = "\(database.isOpen ? "open" : "closed"), \(database.isMigrated ? "migrated" : "pending"), \(database.isWritable ? "writable" : "read-only")"
             }
-            return ServiceHealthResponse(phase: health.phase.rawValue, healthy: health.isHealthy, databases: states, openTenants: teams.openCount)
+            let healthy = health.isHealthy && state.readyOrNil != nil
+            let response = ReadinessResponse(phase: health.phase.rawValue, healthy: healthy, databases: states, openTenants: state.readyOrNil?.teams.openCount ?? 0)
+            return EditedResponse(status: healthy ? .ok : .serviceUnavailable, response: response)
+        }
+        // Prometheus text format: the library's metrics (per database, open
+        // tenants) and the HTTP server's (per route and status).
+        router.get("metrics") { _, _ -> Response in
+            var headers = HTTPFields()
+            headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
+            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: metrics.emitToBuffer())))
         }
 
-        router.post("tenants") { request, context -> EditedResponse<Tenant> in
+        // Operator routes.
+        router.post("tenants") { request, context -> EditedResponse<IssuedToken> in
+            try context.requireOperator()
             let body = try await request.decode(as: NewTenant.self, context: context)
-            let tenant = try await createTenant(body)
-            return EditedResponse(status: .created, response: tenant)
+            return EditedResponse(status: .created, response: try await createTenant(body))
         }
-        router.get("tenants") { _, _ in try await catalog().tenants() }
+        router.get("tenants") { _, context -> [TenantResponse] in
+            try context.requireOperator()
+            return try state.requireReady().catalog.index.tenants.values.sorted { $0.id < $1.id }.map(TenantResponse.init)
+        }
 
-        router.get("tenants/:tenant/players") { _, context -> [Player] in
-            let team = try await team(context)
-            return try await team.repository.reader.read { db in try Player.order(Column("id")).fetchAll(db) }
+        // Who a token signs in as (the page's sign-in).
+        router.get("session") { _, context -> SessionResponse in
+            guard case let .tenant(tenant) = try context.requireSignedIn() else {
+                throw HTTPError(.forbidden, message: "The operator token belongs to no tenant.")
+            }
+            return SessionResponse(tenant: tenant.id, name: tenant.name)
         }
-        router.post("tenants/:tenant/players") { request, context -> EditedResponse<Player> in
-            let team = try await team(context)
+
+        // Token rotation: by the tenant itself, or by the operator (a lost
+        // token). The old token stops working before the answer.
+        router.post("tenants/:tenant/token") { _, context -> IssuedToken in
+            let requested = try context.parameters.require("tenant")
+            switch try context.requireSignedIn() {
+            case .operator: break
+            case let .tenant(tenant) where tenant.id == requested: break
+            case .tenant: throw HTTPError(.notFound, message: "Unknown tenant \(requested).")
+            }
+            return try await rotateToken(of: requested)
+        }
+
+        // Tenant routes: the middleware signs the tenant in, once.
+        let tenant = router.group("tenants/:tenant").add(middleware: TenantMiddleware(state: state))
+        tenant.get("players") { _, context -> [Player] in
+            try await context.players().reader.read { db in try Player.order(Column("id")).fetchAll(db) }
+        }
+        tenant.post("players") { request, context -> EditedResponse<Player> in
+            let team = try context.requireTenant()
             let body = try await request.decode(as: NewPlayer.self, context: context)
-            let player = try await mapErrors { try await team.repository.add(name: body.name, score: body.score ?? 0, team: body.team) }
+            let player = try await mapErrors { try await team.lease.repository.add(name: body.name, score: body.score ?? 0, team: body.team) }
+            try state.requireReady().leaderboards.acknowledgeWrite(of: team.id)
             return EditedResponse(status: .created, response: player)
         }
-        router.put("tenants/:tenant/players/:player") { request, context -> Player in
-            let team = try await team(context)
+        tenant.put("players/:player") { request, context -> Player in
+            let team = try context.requireTenant()
             let id = try context.parameters.require("player", as: Int64.self)
             let body = try await request.decode(as: PlayerUpdate.self, context: context)
-            let player: Player? = try await mapErrors {
-                var player: Player?
-                if let name = body.name { player = try await team.repository.rename(id, to: name) }
-                if let score = body.score { player = try await team.repository.updateScore(of: id, to: score) }
-                return player
-            }
+            // One checked transaction: a 422 changes nothing.
+            let player = try await mapErrors { try await team.lease.repository.update(id, name: body.name, score: body.score) }
             guard let player else {
                 throw HTTPError(.notFound, message: "No player \(id) in this team.")
             }
+            try state.requireReady().leaderboards.acknowledgeWrite(of: team.id)
             return player
         }
-        router.delete("tenants/:tenant/players/:player") { _, context -> HTTPResponse.Status in
-            let team = try await team(context)
+        tenant.delete("players/:player") { _, context -> HTTPResponse.Status in
+            let team = try context.requireTenant()
             let id = try context.parameters.require("player", as: Int64.self)
-            guard try await team.repository.delete(id) else {
+            let deleted = try await mapErrors { try await team.lease.repository.delete(id) }
+            guard deleted else {
                 throw HTTPError(.notFound, message: "No player \(id) in this team.")
             }
+            try state.requireReady().leaderboards.acknowledgeWrite(of: team.id)
             return .noContent
         }
-        router.get("tenants/:tenant/leaderboard") { _, context -> [Player] in
-            let team = try await team(context)
-            return try await team.repository.reader.read { db in try LeaderboardRequest().fetch(db) }
+        tenant.get("leaderboard") { _, context -> [Player] in
+            try await state.requireReady().leaderboards.leaderboard(of: context.requireTenant().lease)
         }
-        router.get("tenants/:tenant/leaderboard/stream") { _, context -> Response in
-            let team = try await team(context)
-            return leaderboards.response(for: team)
+        tenant.get("leaderboard/stream") { _, context -> Response in
+            try state.requireReady().leaderboards.stream(of: context.requireTenant().lease)
         }
     }
 
-    private func createTenant(_ body: NewTenant) async throws -> Tenant {
+    // MARK: Tenants
+
+    private func createTenant(_ body: NewTenant) async throws -> IssuedToken {
         let id = try tenantID(body.id)
-        let catalog = try catalog()
-        if try await catalog.tenant(id.rawValue) != nil {
-            throw HTTPError(.conflict, message: "Tenant \(id) already exists.")
+        let ready = try state.requireReady()
+        return try await state.creations.run {
+            if ready.catalog.tenant(id.rawValue) != nil {
+                throw HTTPError(.conflict, message: "Tenant \(id) already exists.")
+            }
+            // A database without a catalog row is what a failed creation
+            // leaves behind. Nobody ever got its token, so it holds no
+            // acknowledged data: start it again from scratch.
+            if try ready.teams.exists(id) {
+                state.logger.warning("re-creating the orphan database of a tenant without a catalog row", metadata: ["database": "tenants/\(id)"])
+                try ready.teams.remove(id)
+            }
+            let encrypted = body.encrypted ?? false
+            try ready.teams.provision(id, configuration: ready.databases.tenantConfiguration(for: id, encrypted: encrypted))
+            let token = Tokens.generate()
+            let hash = Tokens.hash(token)
+            let tenant = Tenant(id: id.rawValue, name: body.name ?? id.rawValue, encrypted: encrypted, createdAt: Date(), tokenHash: hash)
+            do {
+                try await ready.catalog.catalog.insert(tenant)
+            } catch {
+                try? ready.teams.remove(id)
+                throw error
+            }
+            try await ready.catalog.waitUntil { $0.tenants[id.rawValue]?.tokenHash == hash }
+            return IssuedToken(tenant: TenantResponse(tenant), token: token)
         }
-        let tenant = Tenant(id: id.rawValue, name: body.name ?? id.rawValue, encrypted: body.encrypted ?? false, createdAt: Date())
-        // The database first, atomically: a catalog row always has its database.
-        do {
-            try teams.provision(id, configuration: databases.tenantConfiguration(for: id, encrypted: tenant.encrypted))
-        } catch TenantError.alreadyExists {
-            throw HTTPError(.conflict, message: "Tenant \(id) already exists.")
-        }
-        try await catalog.insert(tenant)
-        return tenant
     }
 
-    /// A lease on the team of the request: the team stays open while the
-    /// request uses it.
-    private func team(_ context: BasicRequestContext) async throws -> TenantLease<PlayerRepository> {
-        let id = try tenantID(try context.parameters.require("tenant"))
-        guard try await catalog().tenant(id.rawValue) != nil else {
-            throw HTTPError(.notFound, message: "Unknown tenant \(id).")
+    private func rotateToken(of rawID: String) async throws -> IssuedToken {
+        let ready = try state.requireReady()
+        let token = Tokens.generate()
+        let hash = Tokens.hash(token)
+        guard let tenant = try await ready.catalog.catalog.setTokenHash(hash, of: rawID) else {
+            throw HTTPError(.notFound, message: "Unknown tenant \(rawID).")
         }
-        do {
-            return try teams.lease(id)
-        } catch TenantError.unknownTenant {
-            throw HTTPError(.notFound, message: "Unknown tenant \(id).")
-        }
+        try await ready.catalog.waitUntil { $0.tenants[rawID]?.tokenHash == hash }
+        return IssuedToken(tenant: TenantResponse(tenant), token: token)
     }
 
     private func tenantID(_ raw: String) throws -> TenantID {
@@ -123,22 +161,18 @@ struct Routes: Sendable {
         }
     }
 
-    /// Invariant violations are the client's fault: 422, with the invariant's name.
+    /// Invariant violations are the client's fault: 422, with the
+    /// invariant's name. A write refused during shutdown: 503.
     private func mapErrors<T>(_ operation: () async throws -> T) async throws -> T {
         do {
             return try await operation()
         } catch let violation as InvariantViolation {
             throw HTTPError(.unprocessableContent, message: "Invariant \(violation.invariant) violated by \(violation.offendingRows.joined(separator: "; ")).")
+        } catch let error as DatabaseServiceError {
+            if case .shuttingDown = error {
+                throw HTTPError(.serviceUnavailable, message: "The server is shutting down: retry on another instance.")
+            }
+            throw error
         }
     }
 }
-
-struct ServiceHealthResponse: ResponseEncodable {
-    var phase: String
-    var healthy: Bool
-    var databases: [String: String]
-    var openTenants: Int
-}
-
-extension Tenant: ResponseEncodable { }
-extension Player: @retroactive ResponseEncodable { }

@@ -6,11 +6,14 @@ import GRDBRegistryExamples
 import GRDBRegistryService
 import Hummingbird
 import Logging
+import Metrics
+import Prometheus
 import ServiceLifecycle
-import UnixSignals
 
 /// Command-line settings: `MultiTenantServer [--host H] [--port P] [--data DIR]`.
-/// Port 0 picks a free port; the server prints the one it listens on.
+/// Port 0 picks a free port; the server prints the one it listens on. The
+/// environment gives defaults that arguments override: `PORT`, and
+/// `MTS_DATA` for the data directory.
 struct ServerSettings: Sendable {
     var host = "127.0.0.1"
     var port = 8080
@@ -18,6 +21,7 @@ struct ServerSettings: Sendable {
 
     init(arguments: [String], environment: [String: String]) throws {
         if let port = environment["PORT"].flatMap(Int.init) { self.port = port }
+        if let data = environment["MTS_DATA"], !data.isEmpty { dataDirectory = data }
         var iterator = arguments.makeIterator()
         while let argument = iterator.next() {
             switch argument {
@@ -59,24 +63,42 @@ struct MultiTenantServer {
     }
 
     static func run(settings: ServerSettings) async throws {
-        var logger = Logger(label: "MultiTenantServer")
-        logger.logLevel = .info
+        let logger = {
+            var logger = Logger(label: "MultiTenantServer")
+            logger.logLevel = .info
+            return logger
+        }()
+        let environment = ProcessInfo.processInfo.environment
         let data = URL(fileURLWithPath: settings.dataDirectory).standardizedFileURL
         try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
 
+        // Metrics of the library (per database, open tenants) and of the
+        // HTTP server, in Prometheus format at /metrics. An executable
+        // bootstraps the metrics system once; the library only reports.
+        let metrics = PrometheusCollectorRegistry()
+        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: metrics))
+
         // The server reads its databases from <data>/registry.json, the
-        // file `registryctl --config` reads too. The first start writes it.
+        // file `registryctl --config` reads too. The first start writes it;
+        // every start installs the migration sets the server ships into
+        // <data>/migrations, which that file names.
+        try installMigrationSets(in: data.appendingPathComponent("migrations"))
         let configurationFile = data.appendingPathComponent("registry.json")
         if !FileManager.default.fileExists(atPath: configurationFile.path) {
             try writeDefaultConfiguration(to: configurationFile, data: data)
         }
         let configuration = try RegistryConfiguration.load(contentsOf: configurationFile)
+        // The operator token creates tenants: from MTS_OPERATOR_TOKEN, or
+        // a file made on first start.
+        let operatorToken = try OperatorToken.load(environment: environment, keyFile: data.appendingPathComponent("operator.token"))
         let databases = DatabaseService(configuration: configuration, logger: logger)
-        // Teams live in the service's tenant directory: it closes them at shutdown.
-        let teams = try databases.tenants(of: PlayerRepository.self)
+        let state = ServerState(databases: databases, operatorToken: operatorToken, logger: logger)
 
-        let router = Router()
-        Routes(databases: databases, teams: teams).add(to: router)
+        let router = Router(context: ServerRequestContext.self)
+        router.add(middleware: FailureLogMiddleware(logger: logger))
+        router.add(middleware: MetricsMiddleware())
+        router.add(middleware: BearerAuthenticator(state: state))
+        Routes(state: state, metrics: metrics, page: try WebPage.load()).add(to: router)
 
         let app = Application(
             router: router,
@@ -86,56 +108,73 @@ struct MultiTenantServer {
                 // then, requests get 503.
                 do {
                     try await databases.waitUntilReady()
+                    try state.becomeReady()
                 } catch {
+                    logger.error("the databases did not start", metadata: ["error": "\(error)"])
                     return
                 }
                 let port = channel.localAddress?.port ?? settings.port
                 // Unbuffered: scripts and tests read the port from this line.
                 say("listening on http://\(settings.host):\(port)")
-                say("try: curl -X POST http://\(settings.host):\(port)/tenants -d '{\"id\":\"acme\"}' && curl http://\(settings.host):\(port)/tenants/acme/leaderboard")
+                say("open http://\(settings.host):\(port)/ and sign in with a tenant token; create a tenant with the operator token (from \(operatorToken.source)):")
+                say("  curl -X POST http://\(settings.host):\(port)/tenants -H \"Authorization: Bearer $(cat \(data.appendingPathComponent("operator.token").path))\" -d '{\"id\":\"acme\"}'")
             },
             logger: logger)
 
         // Databases first: the group shuts services down in reverse order,
         // so the server stops taking requests before the databases close.
-        // First SIGTERM/SIGINT: graceful shutdown. A second one, or 15 s of
-        // graceful shutdown, cancels: writes in flight are interrupted (and
-        // rolled back), the databases close, nothing half-written remains.
+        // SIGTERM (what service managers send): graceful shutdown. SIGINT
+        // (Ctrl-C), alone or after a SIGTERM, or 15 s of graceful shutdown:
+        // cancellation, which interrupts writes in flight (they roll back),
+        // closes the databases, and leaves nothing half-written.
+        // ServiceGroup refuses a signal in both lists, so the escalation
+        // is a second, different signal.
         var groupConfiguration = ServiceGroupConfiguration(
             services: [databases, app],
-            gracefulShutdownSignals: [.sigterm, .sigint],
+            gracefulShutdownSignals: [.sigterm],
+            cancellationSignals: [.sigint],
             logger: logger)
         groupConfiguration.maximumGracefulShutdownDuration = .seconds(15)
         groupConfiguration.maximumCancellationDuration = .seconds(10)
-        let group = ServiceGroup(configuration: groupConfiguration)
-        let running = Task { try await group.run() }
-        let escalation = Task {
-            var count = 0
-            for await _ in await UnixSignalsSequence(trapping: .sigterm, .sigint) {
-                count += 1
-                if count == 2 {
-                    logger.warning("second signal: cancelling without waiting")
-                    running.cancel()
-                }
-            }
-        }
-        defer { escalation.cancel() }
-        try await running.value
+        try await ServiceGroup(configuration: groupConfiguration).run()
         say("stopped")
     }
 
+    /// Installs the migration sets the server ships: the catalog's (bundled
+    /// with the executable, a copy of the repository's Migrations/catalog)
+    /// and the teams' (embedded in `PlayerRepository`, the same files as
+    /// Migrations/players). A file is written only when it differs, so an
+    /// applied migration that a new version edits is reported as modified
+    /// by the migration runner, never silently re-applied.
+    static func installMigrationSets(in folder: URL) throws {
+        guard let catalog = Bundle.module.url(forResource: "catalog", withExtension: nil) else {
+            throw UsageError(message: "the catalog migrations are missing from the resource bundle of \(CommandLine.arguments[0]): rebuild the server")
+        }
+        var files: [(set: String, name: String, contents: Data)] = []
+        for name in try FileManager.default.contentsOfDirectory(atPath: catalog.path).sorted() {
+            files.append(("catalog", name, try Data(contentsOf: catalog.appendingPathComponent(name))))
+        }
+        for file in PlayerRepository.migrationFiles {
+            files.append(("players", file.identifier, Data(file.sql.utf8)))
+        }
+        files.append(("players", "migration-set.json", Data(#"{"allowsGaps": false}"#.utf8)))
+        for file in files {
+            let directory = folder.appendingPathComponent(file.set)
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            let url = directory.appendingPathComponent(file.name)
+            if (try? Data(contentsOf: url)) != file.contents {
+                try file.contents.write(to: url, options: .atomic)
+            }
+        }
+    }
+
     /// The configuration of a new data directory. The catalog's and teams'
-    /// schemas are the SQL sets Migrations/catalog and Migrations/players of
-    /// the repository (the sample runs from its source tree). Encrypted
+    /// schemas are the sets installed under <data>/migrations. Encrypted
     /// teams get keys derived from a master key: MTS_MASTER_KEY when set,
     /// else a key file made now (a demo's convenience: keep a real master
     /// key out of the data directory). Teams may be plain or encrypted, as
     /// their creator asks, hence `allowPlaintextTenants`.
     static func writeDefaultConfiguration(to file: URL, data: URL) throws {
-        let migrations = URL(fileURLWithPath: #filePath)
-            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("Migrations").standardizedFileURL
         let masterKey: [String: String]
         if ProcessInfo.processInfo.environment["MTS_MASTER_KEY"] != nil {
             masterKey = ["env": "MTS_MASTER_KEY"]
@@ -144,14 +183,16 @@ struct MultiTenantServer {
             if !FileManager.default.fileExists(atPath: keyFile) {
                 var generator = SystemRandomNumberGenerator()
                 let hex = (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &generator)) }.joined()
-                FileManager.default.createFile(atPath: keyFile, contents: Data(hex.utf8), attributes: [.posixPermissions: 0o600])
+                guard FileManager.default.createFile(atPath: keyFile, contents: Data(hex.utf8), attributes: [.posixPermissions: 0o600]) else {
+                    throw UsageError(message: "cannot create the master key file \(keyFile)")
+                }
             }
             masterKey = ["file": "master.key"]
         }
         let document: [String: Any] = [
-            "databases": ["catalog": ["path": "catalog.sqlite", "migrations": migrations.appendingPathComponent("catalog").path]],
+            "databases": ["catalog": ["path": "catalog.sqlite", "migrations": "migrations/catalog"]],
             "tenants": [
-                "root": "tenants", "migrations": migrations.appendingPathComponent("players").path, "maxOpen": 256,
+                "root": "tenants", "migrations": "migrations/players", "maxOpen": 256,
                 "masterKey": masterKey, "allowPlaintextTenants": true,
             ],
             "shutdownTimeoutSeconds": 5,

@@ -3,6 +3,7 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 import Synchronization
+import Testing
 
 /// The real server executable, started as a child process on a free
 /// loopback port.
@@ -20,10 +21,30 @@ final class ServerProcess: Sendable {
         self.output = output
     }
 
-    static func start(dataDirectory: URL) async throws -> ServerProcess {
+    /// The operator token of the servers that tests start.
+    static let operatorToken = "test-operator-token-0123456789abcdef"
+
+    static func start(dataDirectory: URL, environment: [String: String] = [:]) async throws -> ServerProcess {
+        try await launch(
+            executable: try executable(),
+            arguments: ["--port", "0", "--data", dataDirectory.path],
+            environment: ["MTS_OPERATOR_TOKEN": operatorToken].merging(environment) { $1 })
+    }
+
+    /// Runs `executable` with `arguments` and waits until it prints
+    /// "listening on http://127.0.0.1:PORT" (within `startTimeout`).
+    static func launch(
+        executable: URL,
+        arguments: [String],
+        environment: [String: String] = [:],
+        currentDirectory: URL? = nil,
+        startTimeout: Duration = .seconds(30)
+    ) async throws -> ServerProcess {
         let process = Process()
-        process.executableURL = try executable()
-        process.arguments = ["--port", "0", "--data", dataDirectory.path]
+        process.executableURL = executable
+        process.arguments = arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        if let currentDirectory { process.currentDirectoryURL = currentDirectory }
         let pipe = Pipe()
         let output = OutputBuffer()
         pipe.fileHandleForReading.readabilityHandler = { handle in
@@ -32,7 +53,7 @@ final class ServerProcess: Sendable {
         process.standardOutput = pipe
         process.standardError = pipe
         try process.run()
-        let deadline = ContinuousClock.now + .seconds(30)
+        let deadline = ContinuousClock.now + startTimeout
         while ContinuousClock.now < deadline {
             if let port = output.listeningPort {
                 return ServerProcess(process: process, port: port, output: output)
@@ -40,7 +61,7 @@ final class ServerProcess: Sendable {
             if !process.isRunning { break }
             try await Task.sleep(for: .milliseconds(20))
         }
-        process.terminate()
+        kill(process.processIdentifier, SIGKILL)
         throw ServerError(message: "server did not start:\n\(output.text)")
     }
 
@@ -68,6 +89,32 @@ final class ServerProcess: Sendable {
         }
         throw ServerError(message: "MultiTenantServer executable not found near \(CommandLine.arguments[0])")
     }
+}
+
+/// Runs `body` with a fresh server on `dataDirectory`, then stops it
+/// with SIGTERM and expects a clean exit (SIGKILL when `body` throws).
+func withTestServer<T>(
+    dataDirectory: URL,
+    environment: [String: String] = [:],
+    _ body: (ServerProcess, APIClient) async throws -> T
+) async throws -> T {
+    let server = try await ServerProcess.start(dataDirectory: dataDirectory, environment: environment)
+    let api = APIClient(client: HTTPClient.shared, baseURL: server.baseURL)
+    do {
+        let result = try await body(server, api)
+        if server.process.isRunning {
+            let status = try await server.stop()
+            #expect(status == 0, "\(server.outputText)")
+        }
+        return result
+    } catch {
+        if server.process.isRunning { _ = try? await server.stop(signal: SIGKILL) }
+        throw error
+    }
+}
+
+func temporaryTestDirectory() -> URL {
+    FileManager.default.temporaryDirectory.appendingPathComponent("MultiTenantServerTests-\(UUID().uuidString)")
 }
 
 struct ServerError: Error, CustomStringConvertible {
@@ -106,9 +153,12 @@ struct APIClient: Sendable {
         }
     }
 
-    func send(_ method: HTTPMethod, _ path: String, json: String? = nil, timeout: TimeAmount = .seconds(30)) async throws -> Reply {
+    func send(_ method: HTTPMethod, _ path: String, json: String? = nil, token: String? = nil, timeout: TimeAmount = .seconds(30)) async throws -> Reply {
         var request = HTTPClientRequest(url: baseURL + path)
         request.method = method
+        if let token {
+            request.headers.add(name: "Authorization", value: "Bearer \(token)")
+        }
         if let json {
             request.headers.add(name: "Content-Type", value: "application/json")
             request.body = .bytes(ByteBuffer(string: json))
@@ -117,6 +167,21 @@ struct APIClient: Sendable {
         let body = try await response.body.collect(upTo: 10 << 20)
         return Reply(status: Int(response.status.code), body: String(buffer: body))
     }
+}
+
+extension APIClient {
+    /// Creates a tenant with the operator token; returns the tenant's token.
+    func createTenant(_ json: String) async throws -> String {
+        let reply = try await send(.POST, "/tenants", json: json, token: ServerProcess.operatorToken)
+        guard reply.status == 201 else { throw ServerError(message: "POST /tenants \(json): \(reply.status) \(reply.body)") }
+        return try reply.json(IssuedTokenJSON.self).token
+    }
+}
+
+struct IssuedTokenJSON: Decodable, Sendable {
+    struct TenantJSON: Decodable, Sendable { var id: String }
+    var tenant: TenantJSON
+    var token: String
 }
 
 struct PlayerJSON: Decodable, Equatable, Sendable {

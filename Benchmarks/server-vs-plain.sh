@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# The multi-tenant server (Samples/MultiTenantServer) against the same
+# endpoints written by hand on Hummingbird + GRDB (Benchmarks/PlainServer),
+# side by side in one run, with Debian's wrk:
+#   1. the /health/live ceiling of the sample (HTTP only, no database),
+#   2. leaderboard reads, tenants round-robin, sample then plain,
+#   3. player writes, tenants round-robin, sample then plain,
+#   4. SSE fan-out of one write to S subscribers (LoadGenerator; sample only).
+# Release builds; both servers run on this machine, with wrk, one phase at
+# a time. Prints a Markdown table for Benchmarks/RESULTS.md.
+#
+# Usage: Benchmarks/server-vs-plain.sh [tenants=100] [players=20] [seconds=10] [connections=32] [subscribers=1000]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tenants=${1:-100}
+players=${2:-20}
+seconds=${3:-10}
+connections=${4:-32}
+subscribers=${5:-1000}
+command -v wrk >/dev/null || { echo "wrk is missing: run scripts/bootstrap" >&2; exit 1; }
+
+swift build -c release --package-path Samples/MultiTenantServer --product MultiTenantServer >&2
+swift build -c release --package-path Benchmarks/PlainServer >&2
+sample_bin="$(swift build -c release --package-path Samples/MultiTenantServer --show-bin-path)"
+plain_bin="$(swift build -c release --package-path Benchmarks/PlainServer --show-bin-path)"
+
+work=$(mktemp -d)
+pids=()
+cleanup() {
+    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+export MTS_OPERATOR_TOKEN="benchmark-operator-token-$RANDOM$RANDOM"
+
+# Starts a server; prints its base URL once it listens.
+start() {
+    local name=$1; shift
+    "$@" >"$work/$name.log" 2>&1 &
+    pids+=($!)
+    for _ in $(seq 1 600); do
+        if port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$work/$name.log" | grep -o '[0-9]*$'); then
+            echo "http://127.0.0.1:$port"; return
+        fi
+        sleep 0.1
+    done
+    echo "$name did not start:" >&2; cat "$work/$name.log" >&2; exit 1
+}
+sample=$(start sample "$sample_bin/MultiTenantServer" --port 0 --data "$work/sample-data")
+plain=$(start plain "$plain_bin/PlainServer" --port 0 --data "$work/plain-data")
+
+# The same tenants and players on both servers; "id token" lines for wrk.
+seed() {
+    local base=$1 file=$2
+    : >"$file"
+    for t in $(seq 0 $((tenants - 1))); do
+        local token
+        token=$(curl -sf -X POST "$base/tenants" -H "Authorization: Bearer $MTS_OPERATOR_TOKEN" \
+            -H 'Content-Type: application/json' -d "{\"id\":\"t$t\"}" | sed -E 's/.*"token":"([^"]+)".*/\1/')
+        echo "t$t $token" >>"$file"
+        for p in $(seq 0 $((players - 1))); do
+            curl -sf -o /dev/null -X POST "$base/tenants/t$t/players" -H "Authorization: Bearer $token" \
+                -H 'Content-Type: application/json' -d "{\"name\":\"seed$p\",\"score\":$p}"
+        done
+    done
+}
+echo "seeding $tenants tenants x $players players on each server…" >&2
+seed "$sample" "$work/sample-tenants"
+seed "$plain" "$work/plain-tenants"
+
+export WRK_SCRIPTS="$PWD/Benchmarks/wrk"
+# Runs wrk; prints "requests/s p50 p99 non2xx".
+load() {
+    local base=$1 path=$2 script=${3:-} tenants_file=${4:-}
+    local args=(-t2 -c"$connections" -d"${seconds}s" --latency)
+    [ -n "$script" ] && args+=(-s "$WRK_SCRIPTS/$script")
+    local output
+    output=$(WRK_TENANTS="$tenants_file" wrk "${args[@]}" "$base$path")
+    echo "$output" >>"$work/wrk.log"
+    local rps p50 p99 errors
+    rps=$(echo "$output" | awk '/Requests\/sec/ {print $2}')
+    p50=$(echo "$output" | awk '$1 == "50%" {print $2}')
+    p99=$(echo "$output" | awk '$1 == "99%" {print $2}')
+    errors=$(echo "$output" | awk '/non-2xx or errors/ {print $NF}')
+    echo "$rps $p50 $p99 ${errors:-0}"
+}
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+
+echo "measuring…" >&2
+read -r ceiling ceiling50 ceiling99 ceilingErrors < <(load "$sample" /health/live)
+read -r reads reads50 reads99 readsErrors < <(load "$sample" /tenants/t0/leaderboard reads.lua "$work/sample-tenants")
+read -r plainReads plainReads50 plainReads99 plainReadsErrors < <(load "$plain" /tenants/t0/leaderboard reads.lua "$work/plain-tenants")
+read -r writes writes50 writes99 writesErrors < <(load "$sample" /tenants/t0/players writes.lua "$work/sample-tenants")
+read -r plainWrites plainWrites50 plainWrites99 plainWritesErrors < <(load "$plain" /tenants/t0/players writes.lua "$work/plain-tenants")
+fanout=$(swift run -c release --package-path Benchmarks/PlainServer LoadGenerator --url "$sample" --operator-token "$MTS_OPERATOR_TOKEN" --subscribers "$subscribers" 2>/dev/null | tail -1)
+
+cat <<TABLE
+$(date -u +%Y-%m-%d) $(date -u +%H:%M) UTC, $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) after the run; wrk -t2 -c$connections -d${seconds}s; $tenants tenants x $players players.
+
+| phase | sample req/s | p50 | p99 | plain req/s | p50 | p99 | sample / plain | non-2xx (sample, plain) |
+|---|---|---|---|---|---|---|---|---|
+| \`GET /health/live\` (sample, ceiling) | $ceiling | $ceiling50 | $ceiling99 | | | | | $ceilingErrors |
+| \`GET /tenants/{t}/leaderboard\` | $reads | $reads50 | $reads99 | $plainReads | $plainReads50 | $plainReads99 | **$(ratio "$reads" "$plainReads")×** (sample reads = $(ratio "$reads" "$ceiling")× the ceiling) | $readsErrors, $plainReadsErrors |
+| \`POST /tenants/{t}/players\` | $writes | $writes50 | $writes99 | $plainWrites | $plainWrites50 | $plainWrites99 | **$(ratio "$writes" "$plainWrites")×** | $writesErrors, $plainWritesErrors |
+
+$fanout
+TABLE

@@ -1,0 +1,83 @@
+import Foundation
+import GRDBMigrations
+
+/// Bearer tokens: 32 random bytes, hex, with a prefix that tells a leaked
+/// token apart in logs and secret scanners. The server stores and compares
+/// only SHA-256 digests: a copy of the catalog signs nobody in.
+enum Tokens {
+    static let prefix = "mts_"
+
+    /// A new random token.
+    static func generate() -> String {
+        var generator = SystemRandomNumberGenerator()
+        let bytes = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        return prefix + hex(bytes)
+    }
+
+    /// The digest stored for `token`.
+    static func hash(_ token: String) -> String {
+        SHA256.hexDigest(of: Array(token.utf8))
+    }
+
+    /// Whether `token` is shaped like a token: the prefix then 64 lowercase
+    /// hex digits. Anything else is refused before any lookup.
+    static func isWellFormed(_ token: String) -> Bool {
+        let utf8 = token.utf8
+        guard utf8.count == prefix.utf8.count + 64, token.hasPrefix(prefix) else { return false }
+        return utf8.dropFirst(prefix.utf8.count).allSatisfy { (48...57).contains($0) || (97...102).contains($0) }
+    }
+
+    /// Compares two digests in time independent of where they differ.
+    static func digestsEqual(_ lhs: String, _ rhs: String) -> Bool {
+        let lhs = Array(lhs.utf8), rhs = Array(rhs.utf8)
+        guard lhs.count == rhs.count else { return false }
+        var difference: UInt8 = 0
+        for index in lhs.indices { difference |= lhs[index] ^ rhs[index] }
+        return difference == 0
+    }
+
+    static func hex(_ bytes: [UInt8]) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var result = [UInt8]()
+        result.reserveCapacity(bytes.count * 2)
+        for byte in bytes {
+            result.append(digits[Int(byte >> 4)])
+            result.append(digits[Int(byte & 0x0f)])
+        }
+        return String(decoding: result, as: UTF8.self)
+    }
+}
+
+/// The operator token, which creates tenants and lists them: from the
+/// environment (`MTS_OPERATOR_TOKEN`), or from a key file, created with a
+/// random token on first start (mode 0600) so that the README's command
+/// works as is.
+struct OperatorToken: Sendable {
+    let hash: String
+    /// Where the token came from, for the startup message (never the token).
+    let source: String
+
+    static func load(environment: [String: String], keyFile: URL) throws -> OperatorToken {
+        if let token = environment["MTS_OPERATOR_TOKEN"] {
+            guard token.utf8.count >= 16 else {
+                throw UsageError(message: "MTS_OPERATOR_TOKEN is too short: use at least 16 characters (e.g. `openssl rand -hex 32`)")
+            }
+            return OperatorToken(hash: Tokens.hash(token), source: "the environment variable MTS_OPERATOR_TOKEN")
+        }
+        if !FileManager.default.fileExists(atPath: keyFile.path) {
+            let created = FileManager.default.createFile(
+                atPath: keyFile.path, contents: Data((Tokens.generate() + "\n").utf8),
+                attributes: [.posixPermissions: 0o600])
+            guard created else { throw UsageError(message: "cannot create the operator token file \(keyFile.path)") }
+        }
+        let contents = try String(contentsOf: keyFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        guard contents.utf8.count >= 16 else {
+            throw UsageError(message: "the operator token file \(keyFile.path) holds fewer than 16 characters: delete it to get a new token")
+        }
+        return OperatorToken(hash: Tokens.hash(contents), source: "the file \(keyFile.path)")
+    }
+
+    func accepts(_ token: String) -> Bool {
+        Tokens.digestsEqual(Tokens.hash(token), hash)
+    }
+}

@@ -1,0 +1,51 @@
+import Hummingbird
+import HummingbirdAuth
+
+/// Signs a request in from its `Authorization: Bearer` header: the
+/// operator token, or a tenant token looked up (by hash) in the in-memory
+/// catalog. A request without a valid token goes on unauthenticated: the
+/// routes that need an identity answer 401.
+struct BearerAuthenticator: AuthenticatorMiddleware {
+    typealias Context = ServerRequestContext
+    let state: ServerState
+
+    func authenticate(request: Request, context: Context) async throws -> SignedIn? {
+        guard let bearer = request.headers.bearer else { return nil }
+        if let tenant = state.readyOrNil?.catalog.tenant(forToken: bearer.token) {
+            return .tenant(tenant)
+        }
+        if state.operatorToken.accepts(bearer.token) {
+            return .operator
+        }
+        return nil
+    }
+}
+
+extension ServerRequestContext {
+    /// The identity, or 401 with the challenge of RFC 6750.
+    func requireSignedIn() throws -> SignedIn {
+        guard let identity else { throw Unauthorized() }
+        return identity
+    }
+
+    /// 401 unless the operator token signed the request in, 403 for a
+    /// tenant token.
+    func requireOperator() throws {
+        switch try requireSignedIn() {
+        case .operator: return
+        case .tenant: throw HTTPError(.forbidden, message: "This route needs the operator token.")
+        }
+    }
+}
+
+/// 401, with `WWW-Authenticate: Bearer`.
+struct Unauthorized: HTTPResponseError {
+    var status: HTTPResponse.Status { .unauthorized }
+
+    func response(from request: Request, context: some RequestContext) throws -> Response {
+        var headers = HTTPFields()
+        headers[.wwwAuthenticate] = #"Bearer realm="MultiTenantServer""#
+        headers[.contentType] = "application/json; charset=utf-8"
+        return Response(status: .unauthorized, headers: headers, body: .init(byteBuffer: ByteBuffer(string: #"{"error":{"message":"Sign in with Authorization: Bearer <token>."}}"#)))
+    }
+}

@@ -1,0 +1,104 @@
+import Foundation
+import Testing
+
+/// The page at `/`, in a real headless browser (Debian's chromium,
+/// installed by scripts/bootstrap), driven over the DevTools protocol:
+/// sign in with a tenant token, see the live leaderboard, see a player
+/// posted by another client appear, add and edit players, see invariant
+/// errors inline.
+@Suite struct BrowserTests {
+    static let outputDirectory = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("TestOutput")
+
+    /// Polls `predicate` (a JS expression) in the page for up to 5 s.
+    static func waitFor(_ predicate: String) -> String {
+        """
+        (async () => {
+          const end = Date.now() + 5000;
+          while (Date.now() < end) {
+            const value = (() => \(predicate))();
+            if (value) return value;
+            await new Promise((resolve) => setTimeout(resolve, 20));
+          }
+          return "timeout";
+        })()
+        """
+    }
+
+    @Test func pageShowsLiveLeaderboardAndInvariantErrors() async throws {
+        let chromium = try #require(Self.chromium(), "chromium is not installed: run scripts/bootstrap")
+        let data = temporaryTestDirectory()
+        defer { try? FileManager.default.removeItem(at: data) }
+        try await withTestServer(dataDirectory: data) { server, api in
+            let token = try await api.createTenant(#"{"id":"acme","name":"Acme"}"#)
+            #expect(try await api.send(.POST, "/tenants/acme/players", json: #"{"name":"Arthur","score":10}"#, token: token).status == 201)
+
+            // The token goes in the fragment: the page signs in with it,
+            // and a fragment is never sent to the server.
+            let browser = try DevToolsBrowser.launch(chromium, url: "\(server.baseURL)/#token=\(token)")
+            defer { browser.stop() }
+            let page = try await browser.attachToPage()
+            let signedIn = try await browser.evaluateAfterLoad(Self.waitFor(#"document.querySelector('#rows tr[data-player="Arthur"]') && document.getElementById('team').textContent"#), session: page)
+            #expect(signedIn == "· Acme", "the page did not sign in:\n\(browser.output)")
+
+            // A second client adds a player: the page shows it, pushed by
+            // server-sent events, within a second. Measured from before the
+            // POST to the answer of a DOM poll: an upper bound.
+            let posted = ContinuousClock.now
+            #expect(try await api.send(.POST, "/tenants/acme/players", json: #"{"name":"Zed","score":99}"#, token: token).status == 201)
+            let shown = try await browser.evaluate(Self.waitFor(#"Array.from(document.querySelectorAll('#rows tr')).map(r => r.dataset.player).join(',') === 'Zed,Arthur' && 'shown'"#), session: page)
+            let delay = ContinuousClock.now - posted
+            #expect(shown == "shown", "the new player never appeared:\n\(browser.output)")
+            #expect(delay < .seconds(1), "the new player appeared after \(delay)")
+
+            // Add a player from the page.
+            let added = try await browser.evaluate("""
+                document.getElementById('add-name').value = 'Paige';
+                document.getElementById('add-score').value = '50';
+                document.getElementById('add-form').requestSubmit();
+                \(Self.waitFor(#"Array.from(document.querySelectorAll('#rows tr')).map(r => r.dataset.player).join(',') === 'Zed,Paige,Arthur' && 'ok'"#))
+                """, session: page)
+            #expect(added == "ok")
+
+            // A duplicate name: the invariant error shows inline, under the form.
+            let duplicate = try await browser.evaluate("""
+                document.getElementById('add-name').value = 'Arthur';
+                document.getElementById('add-form').requestSubmit();
+                \(Self.waitFor("document.getElementById('add-error').textContent"))
+                """, session: page)
+            #expect(duplicate.contains("uniqueNamePerTeam") && duplicate.contains("422"), "\(duplicate)")
+
+            // Edit Arthur with a negative score: the error shows in the row,
+            // and nothing changed.
+            let edited = try await browser.evaluate("""
+                document.querySelector('#rows tr[data-player="Arthur"] button').click();
+                const form = document.querySelector('#rows tr[data-player="Arthur"] form');
+                form.querySelector('input[type=number]').value = '-1';
+                form.requestSubmit();
+                \(Self.waitFor(#"document.querySelector('#rows tr[data-player="Arthur"] .error')?.textContent"#))
+                """, session: page)
+            #expect(edited.contains("nonNegativeScore"), "\(edited)")
+            let players = try await api.send(.GET, "/tenants/acme/players", token: token).json([PlayerJSON].self)
+            #expect(players.map(\.name) == ["Arthur", "Zed", "Paige"])
+            #expect(players.first?.score == 10)
+
+            // What a user sees, errors included.
+            try FileManager.default.createDirectory(at: Self.outputDirectory, withIntermediateDirectories: true)
+            let screenshot = Self.outputDirectory.appendingPathComponent("leaderboard.png")
+            try await browser.screenshot(to: screenshot, session: page)
+            #expect(try Data(contentsOf: screenshot).starts(with: [0x89, 0x50, 0x4E, 0x47]))
+        }
+    }
+
+    static func chromium() -> URL? {
+        for path in ["/usr/bin/chromium", "/usr/bin/chromium-browser"] where FileManager.default.isExecutableFile(atPath: path) {
+            return URL(fileURLWithPath: path)
+        }
+        return nil
+    }
+}
+
+enum Browser {
+    static let baseArguments = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-extensions", "--disable-dev-shm-usage"]
+}

@@ -1,0 +1,65 @@
+import AsyncHTTPClient
+import Foundation
+import Testing
+
+/// The README's first command is what a new user types: it must start the
+/// server as written, from the repository root.
+@Suite struct ReadmeCommandTests {
+    static let repositoryRoot = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().deletingLastPathComponent()
+
+    /// The first line of the README's first `sh` block, without its comment.
+    static func firstCommand() throws -> [String] {
+        let readme = try String(contentsOf: repositoryRoot.appendingPathComponent("README.md"), encoding: .utf8)
+        let block = try #require(readme.range(of: "```sh\n"), "README.md has no ```sh block")
+        let line = readme[block.upperBound...].prefix { $0 != "\n" }
+        let command = line.split(separator: "#", maxSplits: 1).first ?? ""
+        return command.split(separator: " ").map(String.init)
+    }
+
+    @Test func readmeFirstCommandStartsTheServer() async throws {
+        let command = try Self.firstCommand()
+        #expect(command == ["swift", "run", "--package-path", "Samples/MultiTenantServer"], "the README's first command changed: \(command)")
+        let data = FileManager.default.temporaryDirectory.appendingPathComponent("ReadmeCommandTests-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: data) }
+
+        // The arguments are the README's. The environment only moves what
+        // a test must not share: the port and data directory (the
+        // server's documented PORT and MTS_DATA), and the build directory,
+        // because this test runs inside `swift test`, which holds the lock
+        // of the package's .build until it ends. The nested build directory
+        // persists, so only the first run builds from scratch.
+        let buildDirectory = Self.repositoryRoot.appendingPathComponent("Samples/MultiTenantServer/.build/readme-command")
+        let server = try await ServerProcess.launch(
+            executable: URL(fileURLWithPath: "/usr/bin/env"),
+            arguments: command,
+            environment: ["PORT": "0", "MTS_DATA": data.path, "SWIFTPM_BUILD_DIR": buildDirectory.path],
+            currentDirectory: Self.repositoryRoot,
+            startTimeout: .seconds(1200))
+        do {
+            let api = APIClient(client: HTTPClient.shared, baseURL: server.baseURL)
+            #expect(try await api.send(.GET, "/health/live").status == 200)
+            // The catalog was migrated from the bundled migration set.
+            #expect(FileManager.default.fileExists(atPath: data.appendingPathComponent("catalog.sqlite").path))
+            let status = try await server.stop()
+            #expect(status == 0, "\(server.outputText)")
+        } catch {
+            _ = try? await server.stop(signal: SIGKILL)
+            throw error
+        }
+    }
+
+    /// The catalog's migrations ship in the executable's resource bundle: a
+    /// copy of Migrations/catalog, which registryctl uses. They must not drift.
+    @Test func bundledCatalogMigrationsAreTheRepositorySet() throws {
+        let shipped = Self.repositoryRoot.appendingPathComponent("Migrations/catalog")
+        let bundled = Self.repositoryRoot.appendingPathComponent("Samples/MultiTenantServer/Sources/MultiTenantServer/Migrations/catalog")
+        let names = try FileManager.default.contentsOfDirectory(atPath: shipped.path).sorted()
+        #expect(try FileManager.default.contentsOfDirectory(atPath: bundled.path).sorted() == names)
+        for name in names {
+            let original = try Data(contentsOf: shipped.appendingPathComponent(name))
+            #expect(try Data(contentsOf: bundled.appendingPathComponent(name)) == original, "\(name) differs")
+        }
+    }
+}
