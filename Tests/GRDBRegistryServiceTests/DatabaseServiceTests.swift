@@ -195,6 +195,7 @@ import Testing
         for id in ids { try tenants.provision(id) }
         let acknowledged = Locked<[TenantID: [Int]]>([:])
         let unexpected = Locked<[String]>([])
+        let stopped = Flag()
 
         try await testGracefulShutdown { trigger in
             try await withThrowingTaskGroup(of: Void.self) { group in
@@ -208,12 +209,18 @@ import Testing
                             var n = worker
                             while true {
                                 let m = n
+                                // A write that starts after the service stopped must fail.
+                                let afterShutdown = stopped.isSet
                                 do {
                                     try await tenants.withRepository(id) { players in
                                         _ = try await players.write { writes in
                                             _ = try writes.add(name: "a\(m)")
                                             _ = try writes.add(name: "b\(m)")
                                         }
+                                    }
+                                    if afterShutdown {
+                                        unexpected.withLock { $0.append("\(index): a write after shutdown committed") }
+                                        return
                                     }
                                     acknowledged.withLock { $0[id, default: []].append(m) }
                                     n += 2
@@ -230,6 +237,7 @@ import Testing
                 try await eventually { acknowledged.withLock { $0.values.map(\.count).reduce(0, +) } >= 40 }
                 trigger.triggerGracefulShutdown()
                 try await group.waitForAll()
+                stopped.set()
                 for writer in writers { await writer.value }
                 // The lease outlived the shutdown: its tenant is closed anyway.
                 #expect(held.repository.managedDatabase.isClosed)
