@@ -8,11 +8,14 @@ import GRDBRegistry
 /// gauges. A test, or an app with its own telemetry, passes a closure:
 ///
 /// ```swift
-/// let events = Mutex<[DatabaseServiceObserver.Event]>([])
 /// let service = DatabaseService(
 ///     configuration: configuration,
 ///     logger: logger,
-///     observer: DatabaseServiceObserver { event in events.withLock { $0.append(event) } })
+///     observer: DatabaseServiceObserver { event in
+///         if case let .tenantOpenFailed(id, error) = event {
+///             print("tenant \(id) failed to open: \(error)")
+///         }
+///     })
 /// ```
 ///
 /// The observer is called on the thread where the event happens (a
