@@ -11,7 +11,8 @@ extension DatabaseService {
     ///   failed start).
     func shutdown(drainTimeout: Duration?) async {
         let (databases, tenants, waiters) = state.withLock { state in
-            state.phase = .draining
+            // A failed start keeps its phase: waiters get its error.
+            if state.phase != .failed { state.phase = .draining }
             defer { state.readinessWaiters = [] }
             return (Array(state.databases.values), state.tenants, state.readinessWaiters)
         }
@@ -29,7 +30,9 @@ extension DatabaseService {
                 }
             }
         }
-        state.withLock { $0.phase = .stopped }
+        state.withLock { state in
+            if state.phase != .failed { state.phase = .stopped }
+        }
         observer(.openDatabasesChanged(0))
         if let tenants { observer(.openTenantsChanged(tenants.openCount())) }
         logger.info("database service stopped")

@@ -146,7 +146,6 @@ public final class DatabaseService: Service, Sendable {
             logger.error("database service failed to start", metadata: ["error": "\(error)"])
             fail(error)
             await shutdown(drainTimeout: .zero)
-            state.withLock { $0.phase = .failed }
             throw error
         }
 
