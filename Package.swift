@@ -115,7 +115,10 @@ let package = Package(
             // CLI tests run the real registryctl as a child process.
             // The service and the example repository make the databases
             // that registryctl then reads, as a daemon would.
-            dependencies: ["GRDBMigrations", "registryctl", "GRDBCipher", "GRDBRegistry", "GRDBRegistryService", "GRDBRegistryExamples"]
+            dependencies: [
+                "GRDBMigrations", "registryctl", "GRDBCipher", "GRDBRegistry", "GRDBRegistryService", "GRDBRegistryExamples",
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
 
         // MARK: Fault tolerance: a fault-injecting VFS (test support) and its matrix

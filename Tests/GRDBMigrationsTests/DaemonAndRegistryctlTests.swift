@@ -5,6 +5,7 @@ import GRDBMigrations
 import GRDBRegistry
 import GRDBRegistryExamples
 import GRDBRegistryService
+import Logging
 import Testing
 
 /// The daemon and registryctl read one configuration file, and agree on
@@ -28,7 +29,7 @@ import Testing
             """.utf8).write(to: URL(fileURLWithPath: config))
         let environment = ["TEST_TENANT_MASTER_KEY": masterKey]
         let configuration = try RegistryConfiguration.load(contentsOf: URL(fileURLWithPath: config), environment: environment)
-        let service = DatabaseService(configuration: configuration, environment: environment)
+        let service = DatabaseService(configuration: configuration, environment: environment, logger: Logger(label: "test"))
         let tenants = try service.tenants(of: PlayerRepository.self)
         let vault = try TenantID("vault")
         try tenants.provision(vault, configuration: service.tenantConfiguration(for: vault, encrypted: true))
@@ -71,7 +72,7 @@ import Testing
 
         // The daemon opens them afterwards, migrated, with the same keys.
         let configuration = try RegistryConfiguration.load(contentsOf: URL(fileURLWithPath: config), environment: environment)
-        let service = DatabaseService(configuration: configuration, environment: environment)
+        let service = DatabaseService(configuration: configuration, environment: environment, logger: Logger(label: "test"))
         let tenants = try service.tenants(of: PlayerRepository.self)
         let names = try await tenants.withRepository(TenantID("vault")) { players in
             try await players.reader.read { db in try String.fetchAll(db, sql: "SELECT name FROM player WHERE nickname IS NULL") }

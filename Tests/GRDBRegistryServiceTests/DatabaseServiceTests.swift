@@ -110,30 +110,163 @@ import Testing
         #expect(status.pending.isEmpty && status.modified.isEmpty)
     }
 
-    @Test func invariantViolationsAndOpenTenantsReachMetricsWhileTheServiceRuns() async throws {
+    @Test func eventsGoToTheInjectedObserverAndHealthCoversTenants() async throws {
         let directory = try TemporaryDirectory()
-        let logs = LogRecorder()
-        let service = makeService(directory, name: "events_db", logs: logs)
-        let tenantsRoot = directory.url.appendingPathComponent("tenants")
-        let tenants = try TenantDirectory<PlayerRepository>(root: tenantsRoot, maxOpen: 4)
-        try tenants.provision(TenantID("events-acme"))
+        let events = Locked<[DatabaseServiceObserver.Event]>([])
+        let connections = DatabaseConnections()
+        let configuration = RegistryConfiguration(
+            databases: [.init(name: "observed_db", path: directory.path("observed.sqlite"))],
+            tenants: .init(root: directory.path("tenants"), maxOpen: 4))
+        let service = DatabaseService(
+            configuration: configuration, environment: [:], logger: LogRecorder().logger(),
+            connections: connections,
+            observer: DatabaseServiceObserver { event in events.withLock { $0.append(event) } })
+        let tenants = try service.tenants(of: PlayerRepository.self)
+        try tenants.provision(TenantID("observed"))
+        #expect(service.health().tenants == ServiceHealth.Tenants(openCount: 0, failures: 0, lastError: nil))
         try await testGracefulShutdown { trigger in
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { try await service.run() }
                 try await service.waitUntilReady()
-                try await tenants.withRepository(TenantID("events-acme")) { players in
-                    await #expect(throws: InvariantViolation.self) { try await players.add(name: "Mallory", score: -1) }
-                    let gauge = try testMetrics.expectGauge("grdbregistry_open_tenants", [("directory", tenantsRoot.standardizedFileURL.path)])
-                    #expect(gauge.lastValue == 1)
+                // The injected connection set holds the file; the process-wide one does not.
+                #expect(connections.isOpen(atPath: directory.path("observed.sqlite")))
+                #expect(!DatabaseConnections.shared.isOpen(atPath: directory.path("observed.sqlite")))
+                try await service.writer(named: "observed_db").write { db in try db.execute(sql: "CREATE TABLE t(x)") }
+                try await tenants.withRepository(TenantID("observed")) { players in
+                    _ = try await players.add(name: "Arthur")
+                    #expect(service.health().tenants?.openCount == 1)
                 }
                 trigger.triggerGracefulShutdown()
                 try await group.waitForAll()
             }
         }
-        #expect(testMetrics.counterTotal(
-            label: "grdbregistry_invariant_violations_total",
-            dimensions: [("database", "tenants/events-acme"), ("invariant", "nonNegativeScore")]) == 1)
-        tenants.closeIdleTenants()
+        let seen = events.withLock { $0 }
+        #expect(seen.contains(.openDatabasesChanged(1)))
+        #expect(seen.contains(.database("observed_db", .committed)))
+        #expect(seen.contains(.openTenantsChanged(1)))
+        #expect(seen.last == .openTenantsChanged(0))
+        #expect(service.health().tenants?.openCount == 0)
+        #expect(!connections.isOpen(atPath: directory.path("observed.sqlite")))
+    }
+
+    @Test func theRegistryHoldsTheConfiguredDatabasesAndTheTenants() async throws {
+        let directory = try TemporaryDirectory()
+        let configuration = RegistryConfiguration(
+            databases: [.init(name: "registry_db", path: directory.path("registry.sqlite"))],
+            tenants: .init(root: directory.path("tenants")))
+        let service = DatabaseService(configuration: configuration, environment: [:], logger: LogRecorder().logger())
+        let tenants = try service.tenants(of: PlayerRepository.self)
+        try tenants.provision(TenantID("acme"))
+        try await testGracefulShutdown { trigger in
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await service.run() }
+                let registry = try await service.registry([
+                    .context(RegistryDatabaseKey.self, database: "registry_db"),
+                    .tenants(TeamsKey.self),
+                ])
+                try await registry[RegistryDatabaseKey.self].writer.write { db in try db.execute(sql: "CREATE TABLE t(x); INSERT INTO t VALUES (42)") }
+                #expect(try await registry.reader(named: "databases/registry_db").read { db in try Int.fetchOne(db, sql: "SELECT x FROM t") } == 42)
+                #expect(registry[TeamsKey.self] === tenants)
+                _ = try await registry[TeamsKey.self].withRepository(TenantID("acme")) { try await $0.add(name: "Arthur") }
+                #expect(try await registry.reader(named: "teams/acme").read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM player") } == 1)
+                await #expect(throws: DatabaseServiceError.self) {
+                    _ = try await service.registry([.context(RegistryDatabaseKey.self, database: "missing")])
+                }
+                trigger.triggerGracefulShutdown()
+                try await group.waitForAll()
+            }
+        }
+    }
+
+    /// Under write load on tenants (one of them leased for the whole
+    /// shutdown), a graceful shutdown leaves every tenant file whole:
+    /// every acknowledged write present, no write half-done (each write
+    /// inserts two rows in one transaction), no WAL left, integrity ok.
+    @Test func gracefulShutdownUnderTenantWriteLoadClosesEveryFileClean() async throws {
+        let directory = try TemporaryDirectory()
+        let configuration = RegistryConfiguration(
+            databases: [],
+            tenants: .init(root: directory.path("tenants"), maxOpen: 2),
+            shutdownTimeout: .seconds(10))
+        let service = DatabaseService(configuration: configuration, environment: [:], logger: LogRecorder().logger())
+        let tenants = try service.tenants(of: PlayerRepository.self)
+        // Four tenants under a cap of two: evictions run during the load.
+        let ids = try (0..<4).map { try TenantID("load-\($0)") }
+        for id in ids { try tenants.provision(id) }
+        let acknowledged = Locked<[TenantID: [Int]]>([:])
+        let unexpected = Locked<[String]>([])
+        let stopped = Flag()
+
+        try await testGracefulShutdown { trigger in
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await service.run() }
+                try await service.waitUntilReady()
+                let held = try await tenants.lease(ids[0])
+                var writers: [Task<Void, Never>] = []
+                for (index, id) in ids.enumerated() {
+                    for worker in 0..<2 {
+                        writers.append(Task {
+                            var n = worker
+                            while true {
+                                let m = n
+                                // A write that starts after the service stopped must fail.
+                                let afterShutdown = stopped.isSet
+                                do {
+                                    try await tenants.withRepository(id) { players in
+                                        _ = try await players.write { writes in
+                                            _ = try writes.add(name: "a\(m)")
+                                            _ = try writes.add(name: "b\(m)")
+                                        }
+                                    }
+                                    if afterShutdown {
+                                        unexpected.withLock { $0.append("\(index): a write after shutdown committed") }
+                                        return
+                                    }
+                                    acknowledged.withLock { $0[id, default: []].append(m) }
+                                    n += 2
+                                } catch ManagedDatabaseError.notAcceptingWrites, ManagedDatabaseError.closed, TenantError.directoryClosed {
+                                    return
+                                } catch {
+                                    unexpected.withLock { $0.append("\(index): \(error)") }
+                                    return
+                                }
+                            }
+                        })
+                    }
+                }
+                try await eventually { acknowledged.withLock { $0.values.map(\.count).reduce(0, +) } >= 40 }
+                trigger.triggerGracefulShutdown()
+                try await group.waitForAll()
+                stopped.set()
+                for writer in writers { await writer.value }
+                // The lease outlived the shutdown: its tenant is closed anyway.
+                #expect(held.repository.managedDatabase.isClosed)
+            }
+        }
+
+        #expect(unexpected.withLock { $0 } == [])
+        #expect(tenants.openCount == 0)
+        for id in ids {
+            let path = try tenants.path(of: id)
+            let wal = (try? FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? Int) ?? 0
+            #expect(wal == 0, "\(id): WAL left with \(wal) bytes")
+            let queue = try DatabaseQueue(path: path)
+            let (integrity, names) = try await queue.read { db in
+                (try String.fetchOne(db, sql: "PRAGMA integrity_check"), try Set(String.fetchAll(db, sql: "SELECT name FROM player")))
+            }
+            try queue.close()
+            #expect(integrity == "ok", "\(id)")
+            let written = acknowledged.withLock { $0[id] ?? [] }
+            #expect(!written.isEmpty, "\(id) took no write")
+            for n in written {
+                #expect(names.contains("a\(n)") && names.contains("b\(n)"), "\(id): acknowledged write \(n) is missing")
+            }
+            // Both rows of a write, or none: nothing half-done.
+            for name in names where name.hasPrefix("a") {
+                #expect(names.contains("b" + name.dropFirst()), "\(id): half a write (\(name))")
+            }
+            #expect(names.count % 2 == 0, "\(id)")
+        }
     }
 
     @Test func theConfiguredTenantDirectoryClosesWithTheService() async throws {
@@ -159,7 +292,7 @@ import Testing
         }
         #expect(tenants.openCount == 0)
         #expect(throws: DatabaseServiceError.self) {
-            try DatabaseService(configuration: RegistryConfiguration(databases: [])).tenants(of: PlayerRepository.self)
+            try DatabaseService(configuration: RegistryConfiguration(databases: []), logger: LogRecorder().logger()).tenants(of: PlayerRepository.self)
         }
     }
 
@@ -186,8 +319,13 @@ import Testing
             }
             try plain.close()
         }
-        let refused = #expect(throws: TenantEncryptionError.self) { try tenants.lease(swapped) }
+        let refused = await #expect(throws: TenantEncryptionError.self) { try await tenants.lease(swapped) }
         #expect(refused == .plaintextTenant(tenant: "swapped", path: try tenants.path(of: swapped)))
+        // Health counts the refused tenant; keys never appear in it.
+        let tenantHealth = try #require(service.health().tenants)
+        #expect(tenantHealth.failures == 1)
+        #expect(tenantHealth.lastError?.hasPrefix("swapped: ") == true)
+        #expect(tenantHealth.lastError?.contains(master) == false)
 
         try await testGracefulShutdown { trigger in
             try await withThrowingTaskGroup(of: Void.self) { group in
@@ -214,7 +352,7 @@ import Testing
         #expect(try await queue.read { db in try String.fetchAll(db, sql: "SELECT name FROM player") } == ["TENANT_MARKER"])
         try queue.close()
         #expect(throws: TenantEncryptionError.noMasterKey(tenant: "secret-team")) {
-            try DatabaseService(configuration: RegistryConfiguration(databases: [], tenants: .init(root: directory.path("x"))))
+            try DatabaseService(configuration: RegistryConfiguration(databases: [], tenants: .init(root: directory.path("x"))), logger: LogRecorder().logger())
                 .tenantConfiguration(for: secret, encrypted: true)
         }
     }
@@ -288,7 +426,7 @@ import Testing
         // skip leaves it alone, apply runs it.
         try Data("ALTER TABLE player ADD COLUMN nickname TEXT;\n".utf8).write(to: URL(fileURLWithPath: folder + "/0004_add_nickname.sql"))
         let verifying = try service(.verify).tenants(of: PlayerRepository.self)
-        let refused = #expect(throws: DatabaseServiceError.self) { try verifying.lease(acme) }
+        let refused = await #expect(throws: DatabaseServiceError.self) { try await verifying.lease(acme) }
         #expect(refused == .pendingMigrations(database: "tenants/acme", migrations: ["0004_add_nickname.sql"]))
         let skipping = try service(.skip).tenants(of: PlayerRepository.self)
         try await skipping.withRepository(acme) { _ in }
@@ -403,7 +541,7 @@ import Testing
 
                 try await inFlight.value
                 // Queued after the barrier: rolled back by the write gate.
-                await #expect(throws: DatabaseServiceError.shuttingDown(database: "drain_db")) { try await late.value }
+                await #expect(throws: ManagedDatabaseError.notAcceptingWrites(database: "drain_db")) { try await late.value }
                 try await group.waitForAll()
             }
         }
@@ -445,19 +583,31 @@ import Testing
         #expect(try await queue.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM t1") } == 0)
     }
 
-    @Test func shutdownPausesTrackedQueries() async throws {
+    @Test func shutdownEndsTheQueriesOfItsDatabases() async throws {
         let directory = try TemporaryDirectory()
         let service = makeService(directory, name: "query_db")
         try await testGracefulShutdown { trigger in
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { try await service.run() }
                 try await service.waitUntilReady()
-                let query = service.track(Query(CountRequest(), context: try service.context(named: "query_db")))
+                let query = Query(CountRequest(), context: try service.context(named: "query_db"))
                 #expect(query.value == 0)
-                #expect(!query.isPaused)
+                let updates = Task {
+                    var values: [Int] = []
+                    do {
+                        for try await value in query.updates { values.append(value) }
+                        return (values, nil as (any Error)?)
+                    } catch {
+                        return (values, error)
+                    }
+                }
+                try await eventually { query.isObserving }
                 trigger.triggerGracefulShutdown()
                 try await group.waitForAll()
-                #expect(query.isPaused)
+                let (values, error) = await updates.value
+                #expect(values.first == 0)
+                #expect(error as? ManagedDatabaseError == .closed(database: "query_db"))
+                withExtendedLifetime(query) { }
             }
         }
     }
@@ -472,6 +622,14 @@ import Testing
         #expect(service.phase == .stopped)
         #expect(!DatabaseConnections.shared.isOpen(atPath: directory.path("cancel_db.sqlite")))
     }
+}
+
+private enum RegistryDatabaseKey: DatabaseKey {
+    static var defaultValue: DatabaseContext { .notConnected }
+}
+
+private enum TeamsKey: DatabaseKey {
+    static var defaultValue: TenantDirectory<PlayerRepository> { .notConfigured }
 }
 
 private struct CountRequest: ValueObservationQueryable {

@@ -109,3 +109,15 @@ final class Flag: Sendable {
 
     func set() { value.withLock { $0 = true } }
 }
+
+/// A value shared between tasks and escaping closures (a local `Mutex`
+/// can't be captured by an escaping closure: it is not copyable).
+final class Locked<Value: Sendable>: Sendable {
+    private let value: Mutex<Value>
+
+    init(_ value: Value) { self.value = Mutex(value) }
+
+    func withLock<R: Sendable>(_ body: (inout Value) -> R) -> R {
+        value.withLock { body(&$0) }
+    }
+}

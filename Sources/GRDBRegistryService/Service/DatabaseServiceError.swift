@@ -1,8 +1,5 @@
 /// An error thrown by ``DatabaseService``.
 public enum DatabaseServiceError: Error, CustomStringConvertible, Sendable, Equatable {
-    /// The service is shutting down: the write was rolled back.
-    case shuttingDown(database: String)
-
     /// No database of the service has this name.
     case unknownDatabase(String, knownNames: [String])
 
@@ -20,8 +17,6 @@ public enum DatabaseServiceError: Error, CustomStringConvertible, Sendable, Equa
 
     public var description: String {
         switch self {
-        case let .shuttingDown(database):
-            return "Database \(database) is shutting down: the write was rolled back. Retry on another instance."
         case let .unknownDatabase(name, knownNames):
             return "Unknown database \(String(reflecting: name)) (configured: \(knownNames.joined(separator: ", ")))."
         case let .notRunning(phase):

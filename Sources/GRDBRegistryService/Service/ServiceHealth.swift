@@ -1,12 +1,12 @@
-/// What a ``DatabaseService`` says of its databases: a cheap call, for
-/// health endpoints and readiness probes.
+/// What a ``DatabaseService`` says of its databases and tenants: a cheap
+/// call, for health endpoints and readiness probes.
 ///
 /// ```swift
 /// let health = service.health()
 /// if !health.isHealthy { print(health) }
 /// ```
 public struct ServiceHealth: Sendable, Equatable, CustomStringConvertible {
-    /// The state of one database.
+    /// The state of one configured database.
     public struct Database: Sendable, Equatable {
         public var name: String
         /// Whether its connection is open.
@@ -19,12 +19,28 @@ public struct ServiceHealth: Sendable, Equatable, CustomStringConvertible {
         public var isWritable: Bool
     }
 
+    /// The state of the tenant directory.
+    public struct Tenants: Sendable, Equatable {
+        /// How many tenants are open now.
+        public var openCount: Int
+        /// How many tenant openings failed since the service started
+        /// (a key that can't be derived, migrations that fail or are
+        /// pending in verify mode).
+        public var failures: Int
+        /// The last of those failures, `"<tenant>: <error>"`.
+        public var lastError: String?
+    }
+
     /// Where the service is in its life.
     public var phase: DatabaseService.Phase
     public var databases: [Database]
+    /// The tenants, once the service made its directory
+    /// (``DatabaseService/tenants(of:)``); nil otherwise.
+    public var tenants: Tenants?
 
     /// Whether the service is ready, and every database is open, migrated
-    /// and writable.
+    /// and writable. Tenant failures don't make the service unhealthy: one
+    /// broken tenant must not take the others out of a load balancer.
     public var isHealthy: Bool {
         phase == .ready && databases.allSatisfy { $0.isOpen && $0.isMigrated && $0.isWritable }
     }
@@ -33,6 +49,11 @@ public struct ServiceHealth: Sendable, Equatable, CustomStringConvertible {
         var lines = ["phase: \(phase.rawValue)"]
         for database in databases {
             lines.append("\(database.name): \(database.isOpen ? "open" : "closed"), \(database.isMigrated ? "migrated" : "pending \(database.pendingMigrations.joined(separator: ", "))"), \(database.isWritable ? "writable" : "not writable")")
+        }
+        if let tenants {
+            var line = "tenants: \(tenants.openCount) open, \(tenants.failures) failed"
+            if let lastError = tenants.lastError { line += " (last: \(lastError))" }
+            lines.append(line)
         }
         return lines.joined(separator: "\n")
     }

@@ -1,0 +1,33 @@
+extension DatabaseService {
+    /// Which databases are open, migrated and writable, and how the tenants
+    /// fare. A cheap call, for health endpoints and readiness probes.
+    ///
+    /// ```swift
+    /// let health = service.health()
+    /// if !health.isHealthy { logger.warning("\(health)") }
+    /// ```
+    public func health() -> ServiceHealth {
+        let (phase, opened, tenants, failures, lastError) = state.withLock { state in
+            (state.phase, state.databases, state.tenants, state.tenantFailures, state.lastTenantError)
+        }
+        let databases = configuration.databases.map { configured in
+            guard let open = opened[configured.name] else {
+                return ServiceHealth.Database(name: configured.name, isOpen: false, isMigrated: false, pendingMigrations: [], isWritable: false)
+            }
+            let isOpen = !open.database.isClosed
+            return ServiceHealth.Database(
+                name: configured.name,
+                isOpen: isOpen,
+                isMigrated: open.pendingMigrations.isEmpty,
+                pendingMigrations: open.pendingMigrations,
+                isWritable: isOpen && open.database.isAcceptingWrites)
+        }
+        var tenantHealth: ServiceHealth.Tenants?
+        if let tenants {
+            let openCount = tenants.openCount()
+            observer(.openTenantsChanged(openCount))
+            tenantHealth = ServiceHealth.Tenants(openCount: openCount, failures: failures, lastError: lastError)
+        }
+        return ServiceHealth(phase: phase, databases: databases, tenants: tenantHealth)
+    }
+}

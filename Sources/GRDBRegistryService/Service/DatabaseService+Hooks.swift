@@ -1,0 +1,40 @@
+import Foundation
+import GRDB
+import GRDBCipher
+import GRDBMigrations
+
+extension DatabaseService {
+    /// What the service can't know by itself: how to load the migration
+    /// set of a folder, and how to open an encrypted named database.
+    ///
+    /// ```swift
+    /// let hooks = DatabaseService.Hooks(migrationSet: { _, folder in
+    ///     try MigrationSet(directory: folder, swiftMigrations: [backfillScores])
+    /// })
+    /// ```
+    public struct Hooks: Sendable {
+        /// Returns the migration set in `folder` (`database` is the
+        /// database name, or `tenants`). The default loads the folder's SQL
+        /// files (`MigrationSet(directory:)`), as `registryctl` does.
+        public var migrationSet: (@Sendable (_ database: String, _ folder: URL) throws -> MigrationSet)?
+
+        /// Prepares the configuration of an encrypted named database with
+        /// its key. The default opens it in the SQLCipher v4 format, the
+        /// key read as `registryctl` reads it (`CipherKey(_:)`: a passphrase,
+        /// or a raw `x'<hex>'` key). Tenants always use the tenant-key
+        /// policy (`TenantEncryption`).
+        public var encrypt: (@Sendable (_ database: String, _ configuration: inout Configuration, _ key: DatabaseSecret) throws -> Void)?
+
+        public init(
+            migrationSet: (@Sendable (_ database: String, _ folder: URL) throws -> MigrationSet)? = { _, folder in
+                try MigrationSet(directory: folder)
+            },
+            encrypt: (@Sendable (_ database: String, _ configuration: inout Configuration, _ key: DatabaseSecret) throws -> Void)? = { _, configuration, key in
+                try configuration.encrypt(with: CipherKey(key))
+            }
+        ) {
+            self.migrationSet = migrationSet
+            self.encrypt = encrypt
+        }
+    }
+}
