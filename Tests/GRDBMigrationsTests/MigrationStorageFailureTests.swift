@@ -46,14 +46,15 @@ import Testing
         let set = try MigrationSet(name: "items", sqlFiles: [
             SQLMigrationFile(identifier: "0001_create_item.sql", sql: "CREATE TABLE item(id INTEGER PRIMARY KEY);"),
         ])
-        let holder = try DatabaseQueue(path: path)
-        try holder.writeWithoutTransaction { db in
-            try db.execute(sql: "CREATE TABLE other(x); BEGIN EXCLUSIVE; INSERT INTO other VALUES (1)")
-        }
-        defer { try? holder.writeWithoutTransaction { try $0.execute(sql: "ROLLBACK") } }
         var runner = DatabaseMigrationRunner(set: set)
         runner.busyTimeout = .milliseconds(50)
-        let error = #expect(throws: MigrationError.self) { try runner.migrate(databaseAt: path) }
+        // Another connection holds the write lock while the runner works.
+        let holder = try DatabaseQueue(path: path)
+        defer { try? holder.close() }
+        let error = try holder.write { db -> MigrationError? in
+            try db.execute(sql: "CREATE TABLE other(x); INSERT INTO other VALUES (1)")
+            return #expect(throws: MigrationError.self) { try runner.migrate(databaseAt: path) }
+        }
         guard case let .storageFailed(errorPath, resultCode, _)? = error else {
             Issue.record("expected storageFailed, got \(String(describing: error))")
             return
