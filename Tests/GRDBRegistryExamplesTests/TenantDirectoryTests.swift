@@ -471,7 +471,7 @@ private final class OpenControl: Sendable {
 }
 
 /// Runs `body`, or throws after `seconds`.
-private func withTimeout<T: Sendable>(_ seconds: Double = 10, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+private func withTimeout<T: Sendable>(_ seconds: Double = 60, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
     try await withThrowingTaskGroup(of: T.self) { group in
         group.addTask(operation: body)
         group.addTask {
@@ -485,7 +485,7 @@ private func withTimeout<T: Sendable>(_ seconds: Double = 10, _ body: @escaping 
 }
 
 /// Waits until `condition` holds, or throws after `seconds`.
-func waitUntil(within seconds: Double = 10, _ condition: () throws -> Bool) async throws {
+func waitUntil(within seconds: Double = 60, _ condition: () throws -> Bool) async throws {
     let deadline = ContinuousClock.now + .seconds(seconds)
     while try !condition() {
         guard ContinuousClock.now < deadline else { throw CancellationError() }

@@ -93,7 +93,7 @@ func tableSet(count: Int) -> MigrationSet {
 struct TimeoutError: Error {}
 
 /// Polls `condition` until it holds, or throws after `seconds`.
-func eventually(within seconds: Double = 10, _ condition: @Sendable () -> Bool) async throws {
+func eventually(within seconds: Double = 60, _ condition: @Sendable () -> Bool) async throws {
     let deadline = ContinuousClock.now + .seconds(seconds)
     while !condition() {
         guard ContinuousClock.now < deadline else { throw TimeoutError() }

@@ -429,7 +429,7 @@ private struct CountingRequest: ValueObservationQueryable {
 }
 
 /// Waits until `condition` holds, or throws after `seconds`.
-func waitUntil(within seconds: Double = 10, _ condition: () -> Bool) async throws {
+func waitUntil(within seconds: Double = 60, _ condition: () -> Bool) async throws {
     let deadline = ContinuousClock.now + .seconds(seconds)
     while !condition() {
         guard ContinuousClock.now < deadline else {

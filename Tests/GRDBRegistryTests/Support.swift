@@ -64,7 +64,7 @@ struct TimeoutError: Error, CustomStringConvertible {
 /// or throws after `seconds`.
 func firstElement<S: AsyncSequence & Sendable>(
     of sequence: S,
-    within seconds: Double = 10,
+    within seconds: Double = 60,
     where predicate: @escaping @Sendable (S.Element) -> Bool
 ) async throws -> S.Element where S.Element: Sendable {
     try await withThrowingTaskGroup(of: S.Element?.self) { group in
@@ -90,7 +90,7 @@ func firstElement<S: AsyncSequence & Sendable>(
 func prefix<S: AsyncSequence & Sendable>(
     _ count: Int,
     of sequence: S,
-    within seconds: Double = 10
+    within seconds: Double = 60
 ) async throws -> [S.Element] where S.Element: Sendable {
     try await withThrowingTaskGroup(of: [S.Element].self) { group in
         group.addTask {

@@ -217,9 +217,13 @@ extension FaultScenario {
     /// The SQL migrations of a set, applied by DatabaseMigrationRunner (as
     /// `registryctl migrate` does) on a database that has the first one.
     static func migration(_ mode: JournalMode, encrypted: Bool) -> FaultScenario {
-        // A short read of a plain file hands SQLite half a page of zeros,
-        // which may read as a NULL checksum row: the runner refuses it with
-        // MigrationError.storageFailed (MigrationStorageFailureTests).
+        // A short read in the middle of a plain file is a disk that lies:
+        // SQLite takes SQLITE_IOERR_SHORT_READ as "zeros past the end of the
+        // file" and builds on them, so a plain database can't survive it
+        // (measured: integrity_check fails after the migration). Encrypted
+        // files are tested with it: the page HMAC refuses the zeros. (A
+        // NULL checksum row read that way is refused with
+        // MigrationError.storageFailed: MigrationStorageFailureTests.)
         FaultScenario(name: "DatabaseMigrationRunner.migrate, \(mode.rawValue)", encrypted: encrypted, prepare: { directory in
             let path = directory + "/db.sqlite"
             let first = try MigrationSet(name: "items", sqlFiles: Array(migrationFiles.prefix(1)))
@@ -279,7 +283,7 @@ extension FaultScenario {
                 },
                 path: path,
                 key: { encrypted ? faultKey : nil })
-        })
+        }, excludedKinds: encrypted ? [] : ["short read"])
     }
 
     /// `CipherDatabase.rekey(atPath:)`: every page rewritten under a new
