@@ -29,8 +29,7 @@ import GRDBRegistry
 ///
 /// Reads go through ``reader`` and ``context``, which are read-only.
 public struct PlayerRepository: TopLevelDatabaseReader, TenantRepository, Sendable {
-    // Internal, not private: PlayerRepository+Update.swift writes through it too.
-    let database: RepositoryDatabase
+    private let database: RepositoryDatabase
 
     /// The invariants of a players database.
     public static let invariants: [DatabaseInvariant] = [
@@ -194,6 +193,17 @@ CREATE INDEX player_on_score ON player(score);
             return player
         }
 
+        /// Changes the name and/or the score of a player; returns nil if
+        /// there is no such player.
+        @discardableResult
+        public func update(_ id: Int64, name: String? = nil, score: Int? = nil) throws -> Player? {
+            guard var player = try Player.fetchOne(db, key: id) else { return nil }
+            if let name { player.name = name }
+            if let score { player.score = score }
+            try player.update(db)
+            return player
+        }
+
         /// Deletes a player; returns whether it existed.
         @discardableResult
         public func delete(_ id: Int64) throws -> Bool {
@@ -217,6 +227,22 @@ CREATE INDEX player_on_score ON player(score);
     ///   or the error of a step.
     public func write<T: Sendable>(_ steps: @escaping @Sendable (Writes) throws -> T) async throws -> T {
         try await database.write { db in try steps(Writes(db: db)) }
+    }
+
+    /// Changes the name and/or the score of a player in one checked
+    /// transaction; returns nil if there is no such player. When the new
+    /// values break an invariant, nothing changes, not even the valid field.
+    ///
+    /// ```swift
+    /// let players = try PlayerRepository.empty()
+    /// let arthur = try await players.add(name: "Arthur", score: 10)
+    /// try await players.update(arthur.id!, name: "Arthur II", score: 20)
+    /// ```
+    ///
+    /// - throws: ``InvariantViolation`` (`nonNegativeScore`, `uniqueNamePerTeam`).
+    @discardableResult
+    public func update(_ id: Int64, name: String? = nil, score: Int? = nil) async throws -> Player? {
+        try await write { try $0.update(id, name: name, score: score) }
     }
 
     /// Adds a player.

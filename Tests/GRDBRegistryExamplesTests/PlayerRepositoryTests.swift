@@ -176,6 +176,20 @@ import Testing
         #expect(stored?.score == 150)
     }
 
+    @Test func anUpdateThatBreaksAnInvariantChangesNoField() async throws {
+        let players = try PlayerRepository.empty()
+        let arthur = try await players.add(name: "Arthur", score: 10)
+        let id = try #require(arthur.id)
+        let violation = await #expect(throws: InvariantViolation.self) {
+            try await players.update(id, name: "Arthur II", score: -1)
+        }
+        #expect(violation?.invariant == "nonNegativeScore")
+        #expect(try await players.reader.read { db in try Player.fetchOne(db, key: id) } == arthur)
+        let updated = try await players.update(id, name: "Arthur II", score: 20)
+        #expect(updated?.name == "Arthur II" && updated?.score == 20)
+        #expect(try await players.update(id + 1, name: "Nobody") == nil)
+    }
+
     @Test func writesAreRefusedOnceTheRepositoryDrains() async throws {
         let players = try PlayerRepository.empty()
         try await players.add(name: "Arthur")

@@ -60,7 +60,7 @@ final class CatalogView: Sendable {
 
     init(databases: DatabaseService) throws {
         catalog = Catalog(writer: try databases.writer(named: "catalog"))
-        query = databases.track(Query(CatalogIndexRequest(), context: try databases.context(named: "catalog")))
+        query = Query(CatalogIndexRequest(), context: try databases.context(named: "catalog"))
     }
 
     var index: CatalogIndex { query.value }
@@ -83,7 +83,7 @@ final class CatalogView: Sendable {
         if condition(query.value) { return }
         try await withThrowingTaskGroup(of: Bool.self) { group in
             group.addTask { [query] in
-                for await index in query.updates where condition(index) { return true }
+                for try await index in query.updates where condition(index) { return true }
                 return false
             }
             group.addTask {

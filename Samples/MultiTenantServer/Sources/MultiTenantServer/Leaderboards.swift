@@ -72,13 +72,11 @@ final class Leaderboards: Sendable {
     /// How many teams keep a live query (and so stay open) without
     /// subscribers: the most recently read ones.
     let capacity: Int
-    private let track: @Sendable (Query<TaggedRequest>) -> Query<TaggedRequest>
 
-    /// - parameter track: Registers a new query with the database service,
-    ///   so that shutdown pauses it before the databases close.
-    init(capacity: Int, track: @escaping @Sendable (Query<TaggedRequest>) -> Query<TaggedRequest>) {
+    /// A live query ends on its own when its team's database closes (at
+    /// shutdown, or when the team is removed): nothing to register.
+    init(capacity: Int) {
         self.capacity = max(1, capacity)
-        self.track = track
     }
 
     /// Counts an acknowledged write of `team`: call it after the commit,
@@ -108,7 +106,7 @@ final class Leaderboards: Sendable {
         }
         if let existing { return existing }
         // Created outside the lock: the initial fetch reads the database.
-        let created = Live(query: track(Query(constant: TaggedRequest(writes: writes), context: team.context)), writes: writes)
+        let created = Live(query: Query(constant: TaggedRequest(writes: writes), context: team.context), writes: writes)
         return state.withLock { state in
             if let entry = state.live[team.id] { return entry.live }
             state.live[team.id] = (created, clock)
@@ -146,9 +144,11 @@ final class Leaderboards: Sendable {
         headers[.cacheControl] = "no-cache"
         return Response(status: .ok, headers: headers, body: ResponseBody { writer in
             let encoder = JSONEncoder()
-            // The stream ends when the client leaves (the write throws) or
-            // when the server shuts down gracefully. It holds the query.
-            for await value in query.updates.cancelOnGracefulShutdown() {
+            // The stream ends when the client leaves (the write throws),
+            // when the server shuts down gracefully, or when the team's
+            // database closes or fails (the query's updates end, with the
+            // error, which ends the response). It holds the query.
+            for try await value in query.updates.cancelOnGracefulShutdown() {
                 let json = String(decoding: try encoder.encode(value.players), as: UTF8.self)
                 try await writer.write(ByteBuffer(string: "event: leaderboard\ndata: \(json)\n\n"))
             }

@@ -43,7 +43,7 @@ final class ServerState: Sendable {
             teams: teams,
             // Live leaderboards hold their team open: keep half the
             // directory's cap for them, the rest for other requests.
-            leaderboards: Leaderboards(capacity: teams.maxOpen / 2, track: { [databases] in databases.track($0) }))
+            leaderboards: Leaderboards(capacity: teams.maxOpen / 2))
         ready.withLock { $0 = state }
     }
 

@@ -26,15 +26,20 @@ import Testing
 
         // The arguments are the README's. The environment only moves what
         // a test must not share: the port and data directory (the
-        // server's documented PORT and MTS_DATA), and the build directory,
-        // because this test runs inside `swift test`, which holds the lock
-        // of the package's .build until it ends. The nested build directory
-        // persists, so only the first run builds from scratch.
-        let buildDirectory = Self.repositoryRoot.appendingPathComponent("Samples/MultiTenantServer/.build/readme-command")
+        // server's documented PORT and MTS_DATA). scripts/test runs this
+        // bundle outside SwiftPM after building it (MTS_SHARED_BUILD=1), so
+        // the command finds the package's .build free and up to date. Under
+        // `swift test`, which holds the lock of that .build until it ends,
+        // the command gets a nested build directory of its own instead
+        // (built from scratch the first time).
+        var environment = ["PORT": "0", "MTS_DATA": data.path]
+        if ProcessInfo.processInfo.environment["MTS_SHARED_BUILD"] != "1" {
+            environment["SWIFTPM_BUILD_DIR"] = Self.repositoryRoot.appendingPathComponent("Samples/MultiTenantServer/.build/readme-command").path
+        }
         let server = try await ServerProcess.launch(
             executable: URL(fileURLWithPath: "/usr/bin/env"),
             arguments: command,
-            environment: ["PORT": "0", "MTS_DATA": data.path, "SWIFTPM_BUILD_DIR": buildDirectory.path],
+            environment: environment,
             currentDirectory: Self.repositoryRoot,
             startTimeout: .seconds(1200))
         do {

@@ -4,7 +4,7 @@ import Hummingbird
 
 /// Resolves the tenant of a request under `/tenants/{tenant}` once: checks
 /// that the token belongs to that tenant, takes a lease on its database,
-/// and runs the rest of the request in its scope (`withTenant`). Handlers
+/// and runs the rest of the request in its scope (``TenantScope``). Handlers
 /// never route tenants by hand: they ask the context.
 ///
 /// A token of another tenant gets the same 404 as a tenant that does not
@@ -24,12 +24,12 @@ struct TenantMiddleware: RouterMiddleware {
         }
         let lease: TenantLease<PlayerRepository>
         do {
-            lease = try ready.teams.lease(id)
+            lease = try await ready.teams.lease(id)
         } catch TenantError.unknownTenant {
             throw HTTPError(.notFound, message: "Unknown tenant \(requested).")
         }
         var context = context
         context.tenant = ResolvedTenant(id: id, lease: lease)
-        return try await withTenant(id) { try await next(request, context) }
+        return try await TenantScope.$current.withValue(id) { try await next(request, context) }
     }
 }
