@@ -40,12 +40,13 @@ import Testing
         defer { try? FileManager.default.removeItem(at: data) }
 
         let server = try await ServerProcess.start(dataDirectory: data)
+        var tokens: [String: String] = [:]
         do {
             let api = APIClient(client: HTTPClient.shared, baseURL: server.baseURL)
-            #expect(try await api.send(.POST, "/tenants", json: #"{"id":"acme"}"#).status == 201)
-            #expect(try await api.send(.POST, "/tenants", json: #"{"id":"vault","encrypted":true}"#).status == 201)
+            tokens["acme"] = try await api.createTenant(#"{"id":"acme"}"#)
+            tokens["vault"] = try await api.createTenant(#"{"id":"vault","encrypted":true}"#)
             for team in ["acme", "vault"] {
-                #expect(try await api.send(.POST, "/tenants/\(team)/players", json: #"{"name":"Arthur","score":10}"#).status == 201)
+                #expect(try await api.send(.POST, "/tenants/\(team)/players", json: #"{"name":"Arthur","score":10}"#, token: tokens[team]).status == 201)
             }
         } catch {
             _ = try? await server.stop(signal: SIGKILL)
@@ -58,7 +59,7 @@ import Testing
         #expect(status.status == 0, "\(status.output)")
         #expect(status.output.contains("acme: 3 applied, 0 pending"), "\(status.output)")
         #expect(status.output.contains("vault: 3 applied, 0 pending"), "\(status.output)")
-        #expect(status.output.contains("catalog: 1 applied, 0 pending"), "\(status.output)")
+        #expect(status.output.contains("catalog: 2 applied, 0 pending"), "\(status.output)")
 
         let migrate = try Self.run(registryctl, ["migrate", "--config", config, "--jobs", "2"])
         #expect(migrate.status == 0, "\(migrate.output)")
@@ -69,7 +70,7 @@ import Testing
         do {
             let api = APIClient(client: HTTPClient.shared, baseURL: restarted.baseURL)
             for team in ["acme", "vault"] {
-                let players = try await api.send(.GET, "/tenants/\(team)/players")
+                let players = try await api.send(.GET, "/tenants/\(team)/players", token: tokens[team])
                 #expect(players.status == 200 && players.body.contains("Arthur"), "\(team): \(players.body)")
             }
         } catch {
