@@ -1,5 +1,5 @@
+import Crypto
 import Foundation
-import GRDBMigrations
 
 /// Bearer tokens: 32 random bytes, hex, with a prefix that tells a leaked
 /// token apart in logs and secret scanners. The server stores and compares
@@ -16,7 +16,7 @@ enum Tokens {
 
     /// The digest stored for `token`.
     static func hash(_ token: String) -> String {
-        SHA256.hexDigest(of: Array(token.utf8))
+        hex(Array(SHA256.hash(data: Array(token.utf8))))
     }
 
     /// Whether `token` is shaped like a token: the prefix then 64 lowercase
