@@ -39,7 +39,7 @@ final class LeaderboardHub: Sendable {
             let encoder = JSONEncoder()
             // The stream ends when the client leaves (the write throws) or
             // when the server shuts down gracefully. It holds the query.
-            for await players in query.updates.cancelOnGracefulShutdown() {
+            for try await players in query.updates.cancelOnGracefulShutdown() {
                 let json = String(decoding: try encoder.encode(players), as: UTF8.self)
                 try await writer.write(ByteBuffer(string: "event: leaderboard\ndata: \(json)\n\n"))
             }

@@ -109,7 +109,7 @@ struct Routes: Sendable {
             throw HTTPError(.notFound, message: "Unknown tenant \(id).")
         }
         do {
-            return try teams.lease(id)
+            return try await teams.lease(id)
         } catch TenantError.unknownTenant {
             throw HTTPError(.notFound, message: "Unknown tenant \(id).")
         }
