@@ -35,7 +35,7 @@ struct QuickTour {
             print("events: \(events.value)")
 
             let printer = Task {
-                for await players in leaderboard.updates.dropFirst() {
+                for try await players in leaderboard.updates.dropFirst() {
                     print("leaderboard: \(describe(players))")
                 }
             }
@@ -46,12 +46,12 @@ struct QuickTour {
             for (name, score) in [("Arthur", 120), ("Barbara", 300), ("Craig", 80), ("Diane", 210)] {
                 try await players.write { db in _ = try Player(id: nil, name: name, score: score).inserted(db) }
                 try await audit.write { db in try db.execute(sql: "INSERT INTO event (message) VALUES (?)", arguments: ["added \(name)"]) }
-                await waitFor(leaderboard) { $0.contains { $0.name == name } || $0.count == 3 }
+                try await waitFor(leaderboard) { $0.contains { $0.name == name } || $0.count == 3 }
             }
             try await players.write { db in _ = try Player.filter(Column("name") == "Arthur").deleteAll(db) }
-            await waitFor(arthur) { !$0.exists }
-            await waitFor(leaderboard) { !$0.contains { $0.name == "Arthur" } }
-            await waitFor(events) { $0 == 4 }
+            try await waitFor(arthur) { !$0.exists }
+            try await waitFor(leaderboard) { !$0.contains { $0.name == "Arthur" } }
+            try await waitFor(events) { $0 == 4 }
 
             // 5. A read-only context refuses writes, at the SQLite level too.
             let readOnly = DatabaseRegistry.current.players.readOnly()
@@ -83,8 +83,8 @@ struct QuickTour {
         _ query: Query<Request>,
         isolation: isolated (any Actor)? = #isolation,
         until condition: (Request.Value) -> Bool
-    ) async {
-        for await value in query.updates where condition(value) {
+    ) async throws {
+        for try await value in query.updates where condition(value) {
             return
         }
     }
