@@ -168,11 +168,8 @@ struct Routes: Sendable {
             return try await operation()
         } catch let violation as InvariantViolation {
             throw HTTPError(.unprocessableContent, message: "Invariant \(violation.invariant) violated by \(violation.offendingRows.joined(separator: "; ")).")
-        } catch let error as DatabaseServiceError {
-            if case .shuttingDown = error {
-                throw HTTPError(.serviceUnavailable, message: "The server is shutting down: retry on another instance.")
-            }
-            throw error
+        } catch ManagedDatabaseError.notAcceptingWrites, ManagedDatabaseError.closed {
+            throw HTTPError(.serviceUnavailable, message: "The server is shutting down: retry on another instance.")
         }
     }
 }
