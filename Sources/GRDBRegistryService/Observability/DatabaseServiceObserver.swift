@@ -36,6 +36,9 @@ public struct DatabaseServiceObserver: Sendable {
         case openTenantsChanged(Int)
         /// A tenant could not be opened (its key, or its migrations).
         case tenantOpenFailed(TenantID, error: String)
+        /// An invariant refused (and rolled back) a write of a configured
+        /// database or a tenant (`tenants/<id>`).
+        case invariantViolated(database: String, invariant: String)
     }
 
     private let report: @Sendable (Event) -> Void
@@ -64,7 +67,8 @@ public struct DatabaseServiceObserver: Sendable {
     /// `grdbregistry_migration_runs_total` (by database and result),
     /// `grdbregistry_migrations_applied_total`,
     /// `grdbregistry_open_databases`, `grdbregistry_open_tenants`,
-    /// `grdbregistry_tenant_open_failures_total`.
+    /// `grdbregistry_tenant_open_failures_total`,
+    /// `grdbregistry_invariant_violations_total` (by database and invariant).
     ///
     /// ```swift
     /// let service = DatabaseService(configuration: configuration, logger: logger, observer: .metrics())

@@ -55,6 +55,8 @@ final class ServiceMetrics: Sendable {
             openTenants.record(count)
         case .tenantOpenFailed:
             tenantFailures.increment()
+        case let .invariantViolated(database, invariant):
+            Counter(label: "grdbregistry_invariant_violations_total", dimensions: [("database", database), ("invariant", invariant)]).increment()
         }
     }
 }
