@@ -178,19 +178,13 @@ CREATE INDEX player_on_score ON player(score);
         /// Sets the score of a player; returns nil if there is no such player.
         @discardableResult
         public func updateScore(of id: Int64, to score: Int) throws -> Player? {
-            guard var player = try Player.fetchOne(db, key: id) else { return nil }
-            player.score = score
-            try player.update(db)
-            return player
+            try update(id, score: score)
         }
 
         /// Renames a player; returns nil if there is no such player.
         @discardableResult
         public func rename(_ id: Int64, to name: String) throws -> Player? {
-            guard var player = try Player.fetchOne(db, key: id) else { return nil }
-            player.name = name
-            try player.update(db)
-            return player
+            try update(id, name: name)
         }
 
         /// Changes the name and/or the score of a player; returns nil if
