@@ -76,7 +76,7 @@ int grdbcipher_hmac_sha256(const void *key, int nKey, const void *message, int n
     return HMAC(EVP_sha256(), key, nKey, message, (size_t)nMessage, out, &length) ? SQLITE_OK : SQLITE_ERROR;
 }
 
-int grdbcipher_verify_pages(sqlite3 *db) {
+int grdbcipher_verify_pages(sqlite3 *db, const unsigned int *superseded, int supersededCount) {
     CipherFile *file = main_file(db);
     if (!file || !file->codec) return -1;
     sqlite3_int64 size = 0;
@@ -91,6 +91,9 @@ int grdbcipher_verify_pages(sqlite3 *db) {
     // all-zero page, which reads may accept as not yet written, is reported.
     for (sqlite3_int64 index = 0; index * codec->pageSize < size; index++) {
         unsigned int pgno = (unsigned int)(index + 1);
+        int isSuperseded = 0;
+        for (int i = 0; i < supersededCount && !isSuperseded; i++) isSuperseded = superseded[i] == pgno;
+        if (isSuperseded) continue;
         int rc = file->real->pMethods->xRead(file->real, page, codec->pageSize, index * codec->pageSize);
         if (rc != SQLITE_OK || page_is_zero(page, codec->pageSize)
             || page_decrypt(codec, codec->decryptor, pgno, page, page) != SQLITE_OK) {

@@ -370,11 +370,42 @@ public enum CipherDatabase {
 
     /// What `verify` reports: nil, or the first problem found.
     private static func problem(in db: Database) throws -> String? {
-        let badPage = grdbcipher_verify_pages(db.sqliteConnection)
+        let superseded = committedWALPages(ofDatabaseAt: db.sqliteConnection.flatMap { sqlite3_db_filename($0, "main") }.map { String(cString: $0) })
+        let badPage = superseded.withUnsafeBufferPointer { pages in
+            grdbcipher_verify_pages(db.sqliteConnection, pages.baseAddress, Int32(pages.count))
+        }
         if badPage > 0 { return "page \(badPage) failed its HMAC check (tampered, damaged, or erased with zeros)" }
         if badPage < 0 { return "the file can't be read" }
         let integrity = try String.fetchAll(db, sql: "PRAGMA integrity_check")
         return integrity == ["ok"] ? nil : integrity.joined(separator: "; ")
+    }
+
+    /// The pages that committed frames of the database's WAL hold: their
+    /// current version is there (SQLite's reads check its HMAC), and the
+    /// main file may hold a torn copy until the next checkpoint (a
+    /// checkpoint that a full disk interrupted, for example). Frames count
+    /// while their salts are the WAL header's, up to the last commit frame.
+    private static func committedWALPages(ofDatabaseAt path: String?) -> [UInt32] {
+        guard let path, !path.isEmpty, let wal = FileManager.default.contents(atPath: path + "-wal"), wal.count >= 32 else { return [] }
+        let bytes = [UInt8](wal)
+        func word(_ offset: Int) -> UInt32 {
+            bytes[offset..<offset + 4].reduce(0) { $0 << 8 | UInt32($1) }
+        }
+        let pageSize = Int(word(8) == 1 ? 65536 : word(8))
+        guard pageSize >= 512 else { return [] }
+        let salts = (word(16), word(20))
+        var committed: [UInt32] = []
+        var pending: [UInt32] = []
+        var offset = 32
+        while offset + 24 + pageSize <= bytes.count, (word(offset + 8), word(offset + 12)) == salts {
+            pending.append(word(offset))
+            if word(offset + 4) != 0 {
+                committed += pending
+                pending = []
+            }
+            offset += 24 + pageSize
+        }
+        return committed
     }
 
     /// The row count of every table, to compare a copy with its source.
