@@ -180,7 +180,7 @@ import Testing
     }
 
     @Test func aRekeyKilledHalfWayLeavesTheOldKeyValid() async throws {
-        let directory = URL(fileURLWithPath: "/tmp/GRDBCipherTests-rekey-crash")
+        let directory = URL(fileURLWithPath: "/tmp/GRDBCipherTests-rekey-crash-\(getpid())")
         try? FileManager.default.removeItem(at: directory)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -196,9 +196,9 @@ import Testing
         let before = try Data(contentsOf: URL(fileURLWithPath: path))
         // A real process, killed with SIGKILL while it rewrites the pages.
         await #expect(processExitsWith: .signal(SIGKILL)) {
-            let path = "/tmp/GRDBCipherTests-rekey-crash/db.sqlite"
+            let path = "/tmp/GRDBCipherTests-rekey-crash-\(getppid())/db.sqlite"
             Thread.detachNewThread {
-                while !FileManager.default.contentsOfDirectory(atPath: "/tmp/GRDBCipherTests-rekey-crash", default: []).contains(where: { $0.contains("rekey") }) {
+                while !FileManager.default.contentsOfDirectory(atPath: "/tmp/GRDBCipherTests-rekey-crash-\(getppid())", default: []).contains(where: { $0.contains("rekey") }) {
                     usleep(100)
                 }
                 usleep(2_000)

@@ -7,7 +7,7 @@ import Testing
 /// an encrypted database: committed data survives, uncommitted data is gone,
 /// and the hot journal or WAL left behind is recovered through the VFS.
 @Suite(.serialized) struct CipherCrashTests {
-    private static let root = "/tmp/GRDBCipherTests-crash"
+    private static let root = "/tmp/GRDBCipherTests-crash-\(getpid())"
 
     @Test(arguments: ["wal", "delete"])
     func aWriterKilledMidTransactionLeavesCommittedDataOnly(journalMode: String) async throws {
@@ -21,7 +21,7 @@ import Testing
         // The child commits 100 rows one by one (recording each commit in a
         // side file), then starts a big transaction and dies inside it.
         await #expect(processExitsWith: .signal(SIGKILL)) {
-            let root = "/tmp/GRDBCipherTests-crash"
+            let root = "/tmp/GRDBCipherTests-crash-\(getppid())"
             let mode = (try? String(contentsOfFile: root + "/mode", encoding: .utf8)) ?? "wal"
             guard let queue = try? CipherDatabase.queue(atPath: root + "/db.sqlite", key: .passphrase("crash"), kdfIterations: 64) else { return }
             try? queue.writeWithoutTransaction { db in

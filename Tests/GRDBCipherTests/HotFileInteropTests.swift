@@ -10,7 +10,7 @@ import Testing
 /// transaction that rewrites all of them, whose pages spill to the files (a
 /// 10-page cache): recovery must bring back the committed rows, intact.
 @Suite(.serialized) struct HotFileInteropTests {
-    private static let root = "/tmp/GRDBCipherTests-hot-files"
+    private static let root = "/tmp/GRDBCipherTests-hot-files-\(getpid())"
     private static let passphrase = "hot files"
     private static let commit = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 3000) "
         + "INSERT INTO t(id, value) SELECT i, 'committed ' || hex(zeroblob(150)) FROM n"
@@ -42,7 +42,7 @@ import Testing
         let path = try prepare(journalMode: journalMode, compatibility: compatibility)
         defer { try? FileManager.default.removeItem(atPath: Self.root) }
         await #expect(processExitsWith: .signal(SIGKILL)) {
-            let root = "/tmp/GRDBCipherTests-hot-files"
+            let root = "/tmp/GRDBCipherTests-hot-files-\(getppid())"
             let mode = (try? String(contentsOfFile: root + "/mode", encoding: .utf8)) ?? "wal"
             let version = Int32((try? String(contentsOfFile: root + "/compatibility", encoding: .utf8)) ?? "4") ?? 4
             let compatibility = CipherCompatibility(rawValue: version) ?? .v4
@@ -108,7 +108,7 @@ import Testing
             #expect(result.status == SIGKILL, "\(result.output)")
         case .v3:
             await #expect(processExitsWith: .signal(SIGKILL)) {
-                let root = "/tmp/GRDBCipherTests-hot-files"
+                let root = "/tmp/GRDBCipherTests-hot-files-\(getppid())"
                 let mode = (try? String(contentsOfFile: root + "/mode", encoding: .utf8)) ?? "wal"
                 guard let library = try? LoadedSQLCipher(),
                       let connection = try? library.connection(atPath: root + "/db.sqlite", key: "hot files")

@@ -121,7 +121,7 @@ import Testing
     }
 
     @Test func aPragmaRekeyKilledHalfWayLeavesOneValidKeyAndEveryRow() async throws {
-        let directory = URL(fileURLWithPath: "/tmp/GRDBCipherTests-sql-rekey-crash")
+        let directory = URL(fileURLWithPath: "/tmp/GRDBCipherTests-sql-rekey-crash-\(getpid())")
         try? FileManager.default.removeItem(at: directory)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -134,7 +134,7 @@ import Testing
         // A real process, killed with SIGKILL as soon as the database file
         // itself starts changing (after the journal is written and synced).
         await #expect(processExitsWith: .signal(SIGKILL)) {
-            let path = "/tmp/GRDBCipherTests-sql-rekey-crash/db.sqlite"
+            let path = "/tmp/GRDBCipherTests-sql-rekey-crash-\(getppid())/db.sqlite"
             @Sendable func modificationTime() -> timespec {
                 var info = stat()
                 stat(path, &info)
