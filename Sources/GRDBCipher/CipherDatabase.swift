@@ -386,20 +386,26 @@ public enum CipherDatabase {
     /// checkpoint that a full disk interrupted, for example). Frames count
     /// while their salts are the WAL header's, up to the last commit frame.
     private static func committedWALPages(ofDatabaseAt path: String?) -> [UInt32] {
-        guard let path, !path.isEmpty, let wal = FileManager.default.contents(atPath: path + "-wal"), wal.count >= 32 else { return [] }
-        let bytes = [UInt8](wal)
-        func word(_ offset: Int) -> UInt32 {
-            bytes[offset..<offset + 4].reduce(0) { $0 << 8 | UInt32($1) }
+        guard let path, !path.isEmpty, let wal = FileHandle(forReadingAtPath: path + "-wal") else { return [] }
+        defer { try? wal.close() }
+        // Frame headers only: the WAL may be large, its pages are not needed.
+        func words(at offset: UInt64, count: Int) -> [UInt32]? {
+            guard (try? wal.seek(toOffset: offset)) != nil,
+                  let data = try? wal.read(upToCount: 4 * count), data.count == 4 * count else { return nil }
+            let bytes = [UInt8](data)
+            return (0..<count).map { index in bytes[4 * index..<4 * index + 4].reduce(0) { $0 << 8 | UInt32($1) } }
         }
-        let pageSize = Int(word(8) == 1 ? 65536 : word(8))
-        guard pageSize >= 512 else { return [] }
-        let salts = (word(16), word(20))
+        // As SQLite reads a WAL header: a page size it accepts, else no log.
+        guard let header = words(at: 0, count: 8) else { return [] }
+        let pageSize = UInt64(header[2])
+        guard pageSize >= 512, pageSize <= 65536, pageSize & (pageSize - 1) == 0,
+              let size = try? wal.seekToEnd() else { return [] }
         var committed: [UInt32] = []
         var pending: [UInt32] = []
-        var offset = 32
-        while offset + 24 + pageSize <= bytes.count, (word(offset + 8), word(offset + 12)) == salts {
-            pending.append(word(offset))
-            if word(offset + 4) != 0 {
+        var offset: UInt64 = 32
+        while offset + 24 + pageSize <= size, let frame = words(at: offset, count: 4), frame[2] == header[4], frame[3] == header[5] {
+            pending.append(frame[0])
+            if frame[1] != 0 {
                 committed += pending
                 pending = []
             }
