@@ -62,18 +62,25 @@ public func fuzz(_ start: UnsafePointer<UInt8>, _ count: Int) -> CInt {
     guard Set(identifiers).count == identifiers.count else { fatalError("duplicate identifiers: \(identifiers)") }
 
     guard !sqlTexts.contains(where: touchesFiles) else { return 0 }
+    // The progress handler's budget, per input: a C callback captures
+    // nothing, so it gets this pointer as its context.
+    let budget = UnsafeMutablePointer<Int>.allocate(capacity: 1)
+    budget.initialize(to: 100)
+    defer { budget.deallocate() }
     do {
         let queue = try DatabaseQueue()
+        // Closed before the budget is deallocated: the handler points at it.
+        defer { try? queue.close() }
         // A bounded amount of work per input: WITH RECURSIVE never ends.
         queue.inDatabase { db in
             sqlite3_progress_handler(db.sqliteConnection, 10_000, { budget in
                 guard let budget = budget?.assumingMemoryBound(to: Int.self) else { return 1 }
                 budget.pointee -= 1
                 return budget.pointee < 0 ? 1 : 0
-            }, progressBudget)
+            }, UnsafeMutableRawPointer(budget))
             sqlite3_limit(db.sqliteConnection, SQLITE_LIMIT_LENGTH, 1_000_000)
         }
-        progressBudget.assumingMemoryBound(to: Int.self).pointee = 100
+        budget.pointee = 100
         try DatabaseMigrationRunner(set: set).migrate(queue)
     } catch is MigrationError {
     } catch is DatabaseError {
@@ -84,8 +91,3 @@ public func fuzz(_ start: UnsafePointer<UInt8>, _ count: Int) -> CInt {
     }
     return 0
 }
-
-/// The progress handler's budget (a C callback captures nothing). The
-/// fuzzer runs inputs one at a time on one thread, and the handler runs on
-/// that thread inside the current input, so there is no concurrent access.
-nonisolated(unsafe) private let progressBudget = UnsafeMutableRawPointer.allocate(byteCount: MemoryLayout<Int>.size, alignment: MemoryLayout<Int>.alignment)
