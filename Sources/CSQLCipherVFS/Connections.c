@@ -87,13 +87,14 @@ int grdbcipher_verify_pages(sqlite3 *db, const unsigned int *superseded, int sup
     unsigned char *page = sqlite3_malloc(codec->pageSize);
     if (!page) return -1;
     int result = 0;
+    int nextSuperseded = 0;
     // The HMAC of every page, checked here rather than through reads: an
     // all-zero page, which reads may accept as not yet written, is reported.
     for (sqlite3_int64 index = 0; index * codec->pageSize < size; index++) {
         unsigned int pgno = (unsigned int)(index + 1);
-        int isSuperseded = 0;
-        for (int i = 0; i < supersededCount && !isSuperseded; i++) isSuperseded = superseded[i] == pgno;
-        if (isSuperseded) continue;
+        // Pages ascend, and so does `superseded`: one pass over both.
+        while (nextSuperseded < supersededCount && superseded[nextSuperseded] < pgno) nextSuperseded++;
+        if (nextSuperseded < supersededCount && superseded[nextSuperseded] == pgno) continue;
         int rc = file->real->pMethods->xRead(file->real, page, codec->pageSize, index * codec->pageSize);
         if (rc != SQLITE_OK || page_is_zero(page, codec->pageSize)
             || page_decrypt(codec, codec->decryptor, pgno, page, page) != SQLITE_OK) {

@@ -83,7 +83,7 @@ int grdbcipher_file_is_plaintext(const char *path);
 /// returns 0 when all pages pass their HMAC check, the number of the first
 /// bad page otherwise (an all-zero page is bad: anyone can write zeros),
 /// or -1 when the file can't be read. The `supersededCount` pages of
-/// `superseded` are skipped: their current version is a committed frame of
+/// `superseded` (sorted ascending, without repeats) are skipped: their current version is a committed frame of
 /// the WAL (which SQLite's reads check), and the main file may hold a torn
 /// copy of them until the next checkpoint.
 int grdbcipher_verify_pages(sqlite3 *db, const unsigned int *superseded, int supersededCount);
