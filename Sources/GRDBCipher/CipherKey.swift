@@ -1,4 +1,3 @@
-import CSQLCipherVFS
 import Foundation
 
 /// The key of an encrypted database.
@@ -32,26 +31,6 @@ public struct CipherKey: Sendable, Equatable, CustomStringConvertible, CustomDeb
             throw CipherError.invalidKey("a salt can't be SQLite's header string \"SQLite format 3\\0\": choose 16 random bytes")
         }
         return CipherKey(sqlcipherValue: (key + (salt ?? Data())).blobLiteral)
-    }
-
-    /// A raw key derived from a master key for one database (one tenant):
-    /// HMAC-SHA256(master, info). No PBKDF2: a master key of 32 random
-    /// bytes needs no stretching, and opening thousands of tenants stays cheap.
-    ///
-    /// ```swift
-    /// let key = try CipherKey.derived(fromMasterKey: master, info: "tenant:acme")
-    /// ```
-    ///
-    /// - throws: ``CipherError/invalidKey(_:)`` when the master key has fewer than 16 bytes.
-    public static func derived(fromMasterKey master: Data, info: String) throws -> CipherKey {
-        guard master.count >= 16 else { throw CipherError.invalidKey("a master key has at least 16 bytes, not \(master.count)") }
-        var output = [UInt8](repeating: 0, count: 32)
-        let info = Array(info.utf8)
-        let rc = master.withUnsafeBytes { masterBytes in
-            grdbcipher_hmac_sha256(masterBytes.baseAddress, Int32(master.count), info, Int32(info.count), &output)
-        }
-        guard rc == SQLITE_OK else { throw CipherError.invalidKey("key derivation failed") }
-        return try raw(Data(output))
     }
 
     public var description: String { "<redacted>" }

@@ -47,9 +47,16 @@ extension Configuration {
     /// store, or be derived per database from a master key.
     ///
     /// ```swift
+    /// let tenants = TenantEncryption(masterKey: try TenantMasterKey(KeySource.environment("TENANT_MASTER_KEY").read()))
     /// var configuration = Configuration()
     /// try configuration.encrypt { path in
-    ///     try CipherKey.derived(fromMasterKey: master, info: URL(fileURLWithPath: path).lastPathComponent)
+    ///     // The key of the tenant named by the file, with the file's salt
+    ///     // (or a new one for a new file).
+    ///     let tenant = URL(fileURLWithPath: path).deletingPathExtension().lastPathComponent
+    ///     guard let key = try tenants.key(forTenant: tenant, atPath: path) else {
+    ///         throw TenantEncryptionError.plaintextTenant(tenant: tenant, path: path)
+    ///     }
+    ///     return key
     /// }
     /// let pool = try DatabasePool(path: "tenants/acme.sqlite", configuration: configuration)
     /// ```

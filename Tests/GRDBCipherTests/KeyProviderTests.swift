@@ -5,16 +5,24 @@ import Synchronization
 import Testing
 
 @Suite struct KeyProviderTests {
-    let master = Data((0..<32).map { UInt8($0 * 7 % 256) })
+    let master: TenantMasterKey
+
+    init() throws {
+        master = try TenantMasterKey(DatabaseSecret(String(repeating: "0123456789abcdef", count: 4)))
+    }
 
     @Test func theProviderIsAskedForEveryConnectionWithTheDatabasePath() throws {
         let directory = try TemporaryDirectory()
         let asked = Mutex<[String]>([])
         var configuration = Configuration()
-        let master = self.master
+        let tenants = TenantEncryption(masterKey: master)
         try configuration.encrypt(kdfIterations: fastIterations) { path in
             asked.withLock { $0.append(path) }
-            return try CipherKey.derived(fromMasterKey: master, info: URL(fileURLWithPath: path).lastPathComponent)
+            let tenant = URL(fileURLWithPath: path).deletingPathExtension().lastPathComponent
+            guard let key = try tenants.key(forTenant: tenant, atPath: path) else {
+                throw TenantEncryptionError.plaintextTenant(tenant: tenant, path: path)
+            }
+            return key
         }
         for name in ["acme.sqlite", "globex.sqlite"] {
             let pool = try DatabasePool(path: directory.path(name), configuration: configuration)
@@ -29,8 +37,9 @@ import Testing
         #expect(Set(paths) == [directory.path("acme.sqlite"), directory.path("globex.sqlite")])
 
         // Each file has its own key: the other tenant's does not open it.
-        let acmeKey = try CipherKey.derived(fromMasterKey: master, info: "acme.sqlite")
-        let globexKey = try CipherKey.derived(fromMasterKey: master, info: "globex.sqlite")
+        let salt = try #require(try FileHandle(forReadingFrom: directory.url.appendingPathComponent("acme.sqlite")).read(upToCount: 16))
+        let acmeKey = try CipherKey.tenantKey(master: master, tenant: "acme", salt: salt)
+        let globexKey = try CipherKey.tenantKey(master: master, tenant: "globex", salt: salt)
         let acme = try CipherDatabase.queue(atPath: directory.path("acme.sqlite"), key: acmeKey)
         #expect(try acme.read { db in try String.fetchOne(db, sql: "SELECT name FROM t") } == "acme.sqlite")
         #expect(throws: CipherError.wrongKey(path: directory.path("acme.sqlite"))) {
