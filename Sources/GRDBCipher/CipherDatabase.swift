@@ -105,10 +105,21 @@ public enum CipherDatabase {
     ///                          compatibility: .v3, pageSize: 4096, newPageSize: 1024)
     /// ```
     ///
+    /// A WAL left by a process that did not close the database (killed, or
+    /// crashed) is checkpointed into the old file first, so that no frame
+    /// of the old key is left beside the new file. A copy left by a re-key
+    /// that was killed before its rename (`<path>.rekey-<UUID>`) is
+    /// removed once the lock is held.
+    ///
     /// - parameter pageSize: The file's `cipher_page_size` (nil: the
     ///   compatibility's default).
     /// - parameter newPageSize: The page size of the re-encrypted file (nil:
     ///   the same as `pageSize`).
+    /// - throws: A ``CipherError`` that names the file:
+    ///   ``CipherError/wrongKey(path:)`` when `oldKey` does not open it,
+    ///   ``CipherError/operationFailed(path:reason:)`` for anything else,
+    ///   among them a database that another connection or process (a
+    ///   running daemon) has open.
     public static func rekey(
         atPath path: String,
         from oldKey: CipherKey,
@@ -119,10 +130,27 @@ public enum CipherDatabase {
         newPageSize: Int? = nil
     ) throws {
         let sourcePageSize = pageSize ?? compatibility.defaultPageSize
-        try replaceInPlace(
-            path: path,
-            source: CopyFormat(key: oldKey, compatibility: compatibility, kdfIterations: kdfIterations, pageSize: sourcePageSize),
-            target: CopyFormat(key: newKey, compatibility: compatibility, kdfIterations: kdfIterations, pageSize: newPageSize ?? sourcePageSize))
+        do {
+            try replaceInPlace(
+                path: path,
+                source: CopyFormat(key: oldKey, compatibility: compatibility, kdfIterations: kdfIterations, pageSize: sourcePageSize),
+                target: CopyFormat(key: newKey, compatibility: compatibility, kdfIterations: kdfIterations, pageSize: newPageSize ?? sourcePageSize))
+        } catch let error as CipherError {
+            throw error
+        } catch let error as DatabaseError {
+            // GRDB's errors name the statement, not the file: say which
+            // file, and what to do.
+            switch error.resultCode {
+            case .SQLITE_BUSY, .SQLITE_LOCKED:
+                throw CipherError.operationFailed(
+                    path: path,
+                    reason: "the database is open in another connection or process (a running daemon?): close it or stop that process, then re-key again")
+            default:
+                throw CipherError.operationFailed(path: path, reason: "re-key failed: \(error.message ?? "\(error.resultCode)") (SQLite error \(error.extendedResultCode.rawValue))")
+            }
+        } catch {
+            throw CipherError.operationFailed(path: path, reason: "re-key failed: \(error)")
+        }
     }
 
     /// Encrypts a plaintext database in place, atomically (see
@@ -500,6 +528,17 @@ public enum CipherDatabase {
         return integrity == ["ok"] ? nil : integrity.joined(separator: "; ")
     }
 
+    /// Removes `<path>.rekey-<UUID>` files (and their journals) that
+    /// ``replaceInPlace(path:source:target:)`` left when it was killed.
+    private static func removeLeftoverCopies(of path: String) {
+        let url = URL(fileURLWithPath: path)
+        let prefix = url.lastPathComponent + ".rekey-"
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: url.deletingLastPathComponent().path) else { return }
+        for name in names where name.hasPrefix(prefix) {
+            unlink(url.deletingLastPathComponent().appendingPathComponent(name).path)
+        }
+    }
+
     /// Encrypts or re-keys the file at `path` through a checked copy that
     /// replaces it with rename(2), under an exclusive lock held from the
     /// first read to the rename, keeping the original's mode and owner.
@@ -527,7 +566,17 @@ public enum CipherDatabase {
         do {
             try queue.inDatabase { db in
                 try db.inTransaction(.exclusive) { .commit }
+                // Frames of a process that did not close the database go
+                // into the old file, and the log is emptied: a crash after
+                // the rename must not leave frames of the old key beside
+                // the new file, where SQLite would read them.
+                if try String.fetchOne(db, sql: "PRAGMA journal_mode") == "wal" {
+                    try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)")
+                }
             }
+            // The copies of re-keys killed before their rename. Safe under
+            // the lock: a re-key still running would hold it.
+            removeLeftoverCopies(of: sourcePath)
             try copy(from: queue, sourcePath: sourcePath, source: source, to: targetPath, target: target)
             // The original's mode and owner, before the new file takes its name.
             guard chmod(targetPath, status.st_mode & 0o7777) == 0 else {

@@ -10,6 +10,9 @@ import ArgumentParser
 /// registryctl migrate --tenants-root data/tenants --migrations Migrations/players --master-key-env TENANT_MASTER_KEY
 /// registryctl encrypt --in plain.sqlite --out vault.sqlite --key-env VAULT_KEY
 /// registryctl verify vault.sqlite --key-file vault.key
+/// registryctl verify  --config registry.json --json       # every database and tenant: HMACs, integrity, key policy
+/// registryctl rekey   --config registry.json --tenants --new-key-file new-master.key   # rotate the tenant master key
+/// registryctl rekey   --config registry.json --name players --new-key-env NEW_PLAYERS_KEY
 /// ```
 ///
 /// Exit status: 0 when every database succeeded, 1 when at least one failed

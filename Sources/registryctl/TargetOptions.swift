@@ -34,6 +34,12 @@ struct TargetOptions: ParsableArguments {
     @Option(help: ArgumentHelp("The file that holds the key of --database.", valueName: "path"))
     var keyFile: String?
 
+    @Option(help: ArgumentHelp("The SQLCipher format version of the encrypted --database: 3 or 4 (default: 4). With --config, a database's \"cipher\" setting says it.", valueName: "version"))
+    var compatibility: Int?
+
+    @Option(help: ArgumentHelp("The cipher_page_size of the encrypted --database (default: 4096 for version 4, 1024 for version 3).", valueName: "bytes"))
+    var pageSize: Int?
+
     @Option(help: ArgumentHelp("The environment variable that holds the tenant master key of --tenants-root (64 hex digits or base64).", valueName: "var"))
     var masterKeyEnv: String?
 
@@ -50,6 +56,13 @@ struct TargetOptions: ParsableArguments {
         if jobs < 1 { throw ValidationError("--jobs must be at least 1.") }
         if keyEnv != nil && keyFile != nil { throw ValidationError("Pass --key-env or --key-file, not both.") }
         if masterKeyEnv != nil && masterKeyFile != nil { throw ValidationError("Pass --master-key-env or --master-key-file, not both.") }
+        if let compatibility, compatibility != 3 && compatibility != 4 { throw ValidationError("--compatibility is 3 or 4.") }
+        if let pageSize, !(1024...65536).contains(pageSize) || pageSize & (pageSize - 1) != 0 {
+            throw ValidationError("--page-size is a power of two from 1024 to 65536.")
+        }
+        if (compatibility != nil || pageSize != nil) && (keyEnv == nil && keyFile == nil) {
+            throw ValidationError("--compatibility and --page-size describe the encrypted --database of --key-env or --key-file (tenants are SQLCipher 4; with --config, use a database's \"cipher\" setting).")
+        }
         if config != nil {
             if database != nil || tenantsRoot != nil || migrations != nil || keyEnv != nil || keyFile != nil
                 || masterKeyEnv != nil || masterKeyFile != nil || allowPlaintextTenants {
@@ -81,7 +94,8 @@ struct TargetOptions: ParsableArguments {
         if let database {
             let source: KeySource? = keyEnv.map(KeySource.environment) ?? keyFile.map(KeySource.file)
             if let source { _ = try source.read() }
-            return [MigrationTarget(name: database, path: database, set: set, encryption: source.map { .key($0) } ?? .plain)]
+            let cipher = RegistryConfiguration.Cipher(compatibility: compatibility == 3 ? .v3 : .v4, pageSize: pageSize)
+            return [MigrationTarget(name: database, path: database, set: set, encryption: source.map { .key($0, cipher: cipher) } ?? .plain)]
         }
         let masterKey = try (masterKeyEnv.map(KeySource.environment) ?? masterKeyFile.map(KeySource.file))
             .map { try TenantMasterKey($0.read()) }
@@ -110,7 +124,7 @@ struct TargetOptions: ParsableArguments {
             if let key = database.key { _ = try key.read() }
             return [MigrationTarget(
                 name: name, path: database.path, set: try set(folder),
-                encryption: database.key.map { .key($0) } ?? .plain, busyTimeout: database.busyTimeout)]
+                encryption: database.key.map { .key($0, cipher: database.cipher) } ?? .plain, busyTimeout: database.busyTimeout)]
         }
         if tenant == nil {
             for database in configuration.databases {
@@ -118,7 +132,7 @@ struct TargetOptions: ParsableArguments {
                 if let key = database.key { _ = try key.read() }
                 targets.append(MigrationTarget(
                     name: database.name, path: database.path, set: try set(folder),
-                    encryption: database.key.map { .key($0) } ?? .plain, busyTimeout: database.busyTimeout))
+                    encryption: database.key.map { .key($0, cipher: database.cipher) } ?? .plain, busyTimeout: database.busyTimeout))
             }
         }
         if let tenants = configuration.tenants {

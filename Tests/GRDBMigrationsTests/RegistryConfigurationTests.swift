@@ -121,4 +121,36 @@ import Testing
         #expect(problems.count == 6, "\(problems)")
         #expect(!FileManager.default.fileExists(atPath: directory.path("secret.sqlite")))
     }
+
+    @Test func cipherSettingsOfNamedDatabasesAreReadAndCheckedAllAtOnce() throws {
+        let valid = """
+        {"databases": {
+          "legacy": {"path": "l.sqlite", "key": {"env": "K"}, "cipher": {"compatibility": 3, "pageSize": 4096}},
+          "modern": {"path": "m.sqlite", "key": {"env": "K"}}
+        }}
+        """
+        let configuration = try RegistryConfiguration.parse(Data(valid.utf8), baseDirectory: URL(fileURLWithPath: "/srv"), environment: [:])
+        #expect(configuration.database(named: "legacy")?.cipher == RegistryConfiguration.Cipher(compatibility: .v3, pageSize: 4096))
+        #expect(configuration.database(named: "modern")?.cipher == RegistryConfiguration.Cipher(compatibility: .v4, pageSize: nil))
+
+        let invalid = """
+        {"databases": {
+          "a": {"path": "a.sqlite", "key": {"env": "K"}, "cipher": {"compatibility": 2}},
+          "b": {"path": "b.sqlite", "key": {"env": "K"}, "cipher": {"pageSize": 1000, "kdf": 1}},
+          "c": {"path": "c.sqlite", "cipher": {"compatibility": 3}}
+        }}
+        """
+        let error = #expect(throws: RegistryConfigurationError.self) {
+            try RegistryConfiguration.parse(Data(invalid.utf8), baseDirectory: URL(fileURLWithPath: "/srv"), environment: [:])
+        }
+        let problems = try #require(error).problems
+        for line in [
+            "databases.a.cipher.compatibility: must be 3 or 4 (the SQLCipher major version of the file), not 2",
+            "databases.b.cipher.kdf: unknown key",
+            "databases.b.cipher.pageSize: must be a power of two from 1024 to 65536, not 1000",
+            "databases.c.cipher: only means something with a \"key\"",
+        ] {
+            #expect(problems.contains { $0.hasPrefix(line) }, "\(line) in \(problems)")
+        }
+    }
 }

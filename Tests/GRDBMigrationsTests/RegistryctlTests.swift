@@ -443,3 +443,257 @@ import Testing
         #expect(FileManager.default.fileExists(atPath: path) == false)
     }
 }
+
+// MARK: - verify and rekey with --config
+
+/// A data directory as a daemon leaves it: named databases and tenants,
+/// written with the keys the configuration gives.
+struct KeyedDataDirectory {
+    static let oldMaster = String(repeating: "0123456789abcdef", count: 4)
+    static let newMaster = String(repeating: "fedcba9876543210", count: 4)
+    static let otherMaster = String(repeating: "00112233445566778899aabbccddeeff", count: 2)
+    static let playersKey = "x'" + String(repeating: "ab", count: 32) + "'"
+
+    let directory: TemporaryDirectory
+    var config: String { directory.path("registry.json") }
+    var tenantsRoot: String { directory.path("tenants") }
+    var masterKeyFile: String { directory.path("master.key") }
+    var newMasterKeyFile: String { directory.path("new-master.key") }
+    let environment = ["PLAYERS_KEY": Self.playersKey, "NEW_PLAYERS_KEY": "x'" + String(repeating: "cd", count: 32) + "'"]
+
+    init(allowPlaintextTenants: Bool, cipher: String = "") throws {
+        directory = try TemporaryDirectory()
+        try FileManager.default.createDirectory(atPath: directory.path("tenants"), withIntermediateDirectories: true)
+        try Data(Self.oldMaster.utf8).write(to: URL(fileURLWithPath: directory.path("master.key")))
+        try Data((Self.newMaster + "\n").utf8).write(to: URL(fileURLWithPath: directory.path("new-master.key")))
+        try Data("""
+            {
+              "databases": {
+                "catalog": {"path": "catalog.sqlite"},
+                "players": {"path": "players.sqlite", "key": {"env": "PLAYERS_KEY"}\(cipher)}
+              },
+              "tenants": {"root": "tenants", "masterKey": {"file": "master.key"}, "allowPlaintextTenants": \(allowPlaintextTenants)}
+            }
+            """.utf8).write(to: URL(fileURLWithPath: directory.path("registry.json")))
+    }
+
+    static func fill(_ db: GRDB.Database, _ marker: String) throws {
+        try db.execute(sql: "CREATE TABLE player(name TEXT); CREATE INDEX player_name ON player(name)")
+        for index in 0..<200 { try db.execute(sql: "INSERT INTO player VALUES (?)", arguments: ["\(marker)-\(index)"]) }
+    }
+
+    func tenantPath(_ id: String) -> String { tenantsRoot + "/\(id).sqlite" }
+
+    func createPlain(_ path: String) throws {
+        let queue = try DatabaseQueue(path: path)
+        try queue.write { try Self.fill($0, "plain") }
+        try queue.close()
+    }
+
+    func createTenant(_ id: String, master: String = oldMaster) throws {
+        let path = tenantPath(id)
+        let encryption = TenantEncryption(masterKey: try TenantMasterKey(DatabaseSecret(master)))
+        let key = try #require(try encryption.key(forTenant: id, atPath: path))
+        let queue = try CipherDatabase.queue(atPath: path, key: key)
+        try queue.write { try Self.fill($0, id) }
+        try queue.close()
+    }
+
+    /// Which master keys open the tenant.
+    func mastersOpening(_ id: String) throws -> [String] {
+        let path = tenantPath(id)
+        let salt = try #require(try FileHandle(forReadingFrom: URL(fileURLWithPath: path)).read(upToCount: 16))
+        var opening: [String] = []
+        for (name, master) in [("old", Self.oldMaster), ("new", Self.newMaster)] {
+            let key = try CipherKey.tenantKey(master: TenantMasterKey(DatabaseSecret(master)), tenant: id, salt: salt)
+            do {
+                let queue = try CipherDatabase.queue(atPath: path, key: key)
+                let count = try queue.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM player") }
+                try queue.close()
+                if count != nil { opening.append(name) }
+            } catch CipherError.wrongKey {
+            }
+        }
+        return opening
+    }
+}
+
+/// The `--json` verify document.
+struct VerifyDocument: Decodable {
+    struct Database: Decodable {
+        var name: String
+        var kind: String
+        var exists: Bool
+        var encrypted: Bool
+        var format: String?
+    }
+    struct Failure: Decodable {
+        var name: String
+        var error: String
+    }
+    var databases: [Database]
+    var failures: [Failure]
+
+    init(_ result: Registryctl.Result) throws {
+        self = try JSONDecoder().decode(VerifyDocument.self, from: Data(result.stdout.utf8))
+    }
+}
+
+extension RegistryctlTests {
+    @Test func verifyConfigChecksEveryDatabaseAndTenantAndNamesEachFailure() throws {
+        let data = try KeyedDataDirectory(allowPlaintextTenants: false)
+        try data.createPlain(data.directory.path("catalog.sqlite"))
+        let players = try CipherDatabase.queue(atPath: data.directory.path("players.sqlite"), key: CipherKey(DatabaseSecret(KeyedDataDirectory.playersKey)))
+        try players.write { try KeyedDataDirectory.fill($0, "players") }
+        try players.close()
+        try data.createTenant("acme")
+        try data.createTenant("globex")
+        try data.createTenant("initech", master: KeyedDataDirectory.otherMaster)
+        try data.createPlain(data.tenantPath("plain"))
+        // A tampered page of globex: its table's root page.
+        let handle = try FileHandle(forUpdating: URL(fileURLWithPath: data.tenantPath("globex")))
+        try handle.seek(toOffset: 4096 + 100)
+        try handle.write(contentsOf: Data([0x42]))
+        try handle.close()
+
+        let result = try Registryctl.run(["verify", "--config", data.config, "--json", "--jobs", "2"], environment: data.environment)
+        #expect(result.status == 1, "\(result.stdout)\(result.stderr)")
+        let document = try VerifyDocument(result)
+        #expect(document.databases.map(\.name).sorted() == ["acme", "catalog", "players"])
+        #expect(document.databases.first { $0.name == "players" }?.format?.hasPrefix("compatibility 4, cipher_page_size 4096") == true)
+        #expect(document.databases.first { $0.name == "catalog" }?.encrypted == false)
+        #expect(document.databases.first { $0.name == "acme" }?.kind == "tenant")
+        let failures = Dictionary(uniqueKeysWithValues: document.failures.map { ($0.name, $0.error) })
+        #expect(failures.keys.sorted() == ["globex", "initech", "plain"])
+        #expect(failures["globex"]?.contains("page 2 failed its HMAC check") == true, "\(failures)")
+        #expect(failures["globex"]?.contains(data.tenantPath("globex")) == true, "\(failures)")
+        #expect(failures["initech"]?.contains("does not open \(data.tenantPath("initech"))") == true, "\(failures)")
+        #expect(failures["plain"]?.contains("tenant plain is not encrypted") == true, "\(failures)")
+        #expect(failures["plain"]?.contains("allowPlaintextTenants") == true, "\(failures)")
+
+        let text = try Registryctl.run(["verify", "--config", data.config, "--tenant", "acme"], environment: data.environment)
+        #expect(text.status == 0, "\(text.stdout)\(text.stderr)")
+        #expect(text.stdout.contains("acme: ok (encrypted: compatibility 4"), "\(text.stdout)")
+
+        let wrongKey = try Registryctl.run(["verify", "--config", data.config, "--name", "players"], environment: ["PLAYERS_KEY": "not the key"])
+        #expect(wrongKey.status == 1)
+        #expect(wrongKey.stdout.contains("players: FAILED: The key does not open \(data.directory.path("players.sqlite"))"), "\(wrongKey.stdout)")
+        let unset = try Registryctl.run(["verify", "--config", data.config, "--name", "players"], environment: ["PLAYERS_KEY": ""])
+        #expect(unset.status == 1)
+        #expect(unset.stdout.contains("environment variable PLAYERS_KEY is not set"), "\(unset.stdout)")
+    }
+
+    @Test func rekeyConfigRotatesTheMasterKeyRefusesOpenTenantsAndResumes() throws {
+        let data = try KeyedDataDirectory(allowPlaintextTenants: true)
+        for id in ["acme", "globex", "hooli"] { try data.createTenant(id) }
+        try data.createPlain(data.tenantPath("plain"))
+        let acmeBefore = try fileBytes(data.tenantPath("acme"))
+
+        // A process (a daemon that was not stopped) holds hooli open.
+        let salt = try #require(try FileHandle(forReadingFrom: URL(fileURLWithPath: data.tenantPath("hooli"))).read(upToCount: 16))
+        let hooliKey = try CipherKey.tenantKey(master: TenantMasterKey(DatabaseSecret(KeyedDataDirectory.oldMaster)), tenant: "hooli", salt: salt)
+        let daemon = try CipherDatabase.pool(atPath: data.tenantPath("hooli"), key: hooliKey)
+        try daemon.write { try $0.execute(sql: "INSERT INTO player VALUES ('late')") }
+
+        let first = try Registryctl.run(["rekey", "--config", data.config, "--tenants", "--new-key-file", data.newMasterKeyFile])
+        #expect(first.status == 1, "\(first.stdout)\(first.stderr)")
+        #expect(first.stdout.contains("hooli: FAILED: \(data.tenantPath("hooli"))"), "\(first.stdout)")
+        #expect(first.stdout.contains("open in another connection or process"), "\(first.stdout)")
+        #expect(first.stdout.contains("acme: re-keyed") && first.stdout.contains("plain: plain, nothing to re-key"), "\(first.stdout)")
+        #expect(try data.mastersOpening("acme") == ["new"])
+        #expect(try fileBytes(data.tenantPath("acme")) != acmeBefore)
+        try daemon.close()
+        #expect(try data.mastersOpening("hooli") == ["old"])
+
+        let second = try Registryctl.run(["rekey", "--config", data.config, "--tenants", "--new-key-file", data.newMasterKeyFile, "--json"])
+        #expect(second.status == 0, "\(second.stdout)\(second.stderr)")
+        #expect(second.stdout.contains(#""result" : "alreadyRekeyed""#), "\(second.stdout)")
+        let hooli = try CipherDatabase.queue(atPath: data.tenantPath("hooli"), key: CipherKey.tenantKey(
+            master: TenantMasterKey(DatabaseSecret(KeyedDataDirectory.newMaster)), tenant: "hooli", salt: salt))
+        #expect(try hooli.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM player") } == 201)
+        try hooli.close()
+
+        // The configuration's key source now holds the new key: verify agrees.
+        try Data(KeyedDataDirectory.newMaster.utf8).write(to: URL(fileURLWithPath: data.masterKeyFile))
+        let verify = try Registryctl.run(["verify", "--config", data.config, "--json"], environment: data.environment)
+        #expect(verify.status == 0, "\(verify.stdout)\(verify.stderr)")
+        #expect(try VerifyDocument(verify).databases.filter { $0.kind == "tenant" }.count == 4)
+
+        // Refused before any file is touched.
+        let same = try Registryctl.run(["rekey", "--config", data.config, "--tenants", "--new-key-file", data.masterKeyFile])
+        #expect(same.status == 2)
+        #expect(same.stderr.contains("the new master key is the configured one"), "\(same.stderr)")
+        try Data("not a master key".utf8).write(to: URL(fileURLWithPath: data.newMasterKeyFile))
+        let invalid = try Registryctl.run(["rekey", "--config", data.config, "--tenants", "--new-key-file", data.newMasterKeyFile])
+        #expect(invalid.status == 2)
+        #expect(invalid.stderr.contains("a tenant master key is 32 random bytes"), "\(invalid.stderr)")
+    }
+
+    /// A rotation killed with SIGKILL leaves every tenant with exactly one
+    /// of the two master keys, and running it again finishes it.
+    @Test func masterKeyRotationKilledMidwayLeavesEachTenantWithOneKeyAndResumes() throws {
+        let data = try KeyedDataDirectory(allowPlaintextTenants: false)
+        let ids = (0..<24).map { String(format: "t%02d", $0) }
+        for id in ids { try data.createTenant(id) }
+
+        let running = try Registryctl.start(["rekey", "--config", data.config, "--tenants", "--new-key-file", data.newMasterKeyFile])
+        let deadline = ContinuousClock.now + .seconds(60)
+        while running.process.isRunning, ContinuousClock.now < deadline {
+            let progress = String(decoding: (try? Data(contentsOf: running.stderrURL)) ?? Data(), as: UTF8.self)
+            if progress.contains("[3/24]") { break }
+            usleep(1000)
+        }
+        kill(running.process.processIdentifier, SIGKILL)
+        let killed = try running.wait()
+        #expect(killed.status != 0, "the rotation finished before it was killed: \(killed.stderr)")
+
+        var new = 0, old = 0
+        for id in ids {
+            let opening = try data.mastersOpening(id)
+            #expect(opening.count == 1, "\(id) opens with \(opening)")
+            if opening == ["new"] { new += 1 } else { old += 1 }
+        }
+        #expect(new >= 3 && old >= 1, "new \(new), old \(old)")
+
+        let resumed = try Registryctl.run(["rekey", "--config", data.config, "--tenants", "--new-key-file", data.newMasterKeyFile, "--jobs", "2"])
+        #expect(resumed.status == 0, "\(resumed.stdout)\(resumed.stderr)")
+        #expect(resumed.stdout.contains("24 of 24 databases succeeded (\(old) re-keyed, \(new) already had the new key, 0 plain); 0 failed"), "\(resumed.stdout)")
+        for id in ids { #expect(try data.mastersOpening(id) == ["new"], "\(id)") }
+        let leftovers = try FileManager.default.contentsOfDirectory(atPath: data.tenantsRoot).filter { $0.contains(".rekey-") }
+        #expect(leftovers == [])
+    }
+
+    /// SQLCipher 3 databases: the configuration's "cipher" setting for
+    /// --config, and --compatibility for single files.
+    @Test func cipherSettingOpensSQLCipher3DatabasesInEveryCommand() throws {
+        let data = try KeyedDataDirectory(allowPlaintextTenants: false, cipher: #", "cipher": {"compatibility": 3, "pageSize": 4096}, "migrations": "players-set""#)
+        try FileManager.default.copyItem(atPath: Self.playersSet, toPath: data.directory.path("players-set"))
+        let path = data.directory.path("players.sqlite")
+        let queue = try CipherDatabase.queue(atPath: path, key: CipherKey(DatabaseSecret(KeyedDataDirectory.playersKey)), compatibility: .v3, pageSize: 4096)
+        try queue.write { try $0.execute(sql: "CREATE TABLE legacy(a)") }
+        try queue.close()
+
+        let migrate = try Registryctl.run(["migrate", "--config", data.config, "--name", "players"], environment: data.environment)
+        #expect(migrate.status == 0, "\(migrate.stdout)\(migrate.stderr)")
+        let status = try Registryctl.run(
+            ["status", "--database", path, "--migrations", Self.playersSet, "--key-env", "PLAYERS_KEY", "--compatibility", "3", "--page-size", "4096"],
+            environment: data.environment)
+        #expect(status.status == 0 && status.stdout.contains("3 applied, 0 pending"), "\(status.stdout)\(status.stderr)")
+        let asV4 = try Registryctl.run(["status", "--database", path, "--migrations", Self.playersSet, "--key-env", "PLAYERS_KEY"], environment: data.environment)
+        #expect(asV4.status == 1, "\(asV4.stdout)")
+
+        let verify = try Registryctl.run(["verify", "--config", data.config, "--name", "players"], environment: data.environment)
+        #expect(verify.status == 0, "\(verify.stdout)\(verify.stderr)")
+        #expect(verify.stdout.contains("compatibility 3, cipher_page_size 4096"), "\(verify.stdout)")
+
+        let rekey = try Registryctl.run(["rekey", "--config", data.config, "--name", "players", "--new-key-env", "NEW_PLAYERS_KEY"], environment: data.environment)
+        #expect(rekey.status == 0, "\(rekey.stdout)\(rekey.stderr)")
+        #expect(rekey.stdout.contains("Now put the new key in environment variable PLAYERS_KEY"), "\(rekey.stdout)")
+        let reopened = try CipherDatabase.queue(
+            atPath: path, key: CipherKey(DatabaseSecret(data.environment["NEW_PLAYERS_KEY"] ?? "")), compatibility: .v3, pageSize: 4096)
+        #expect(try reopened.read { try $0.tableExists("player") && $0.tableExists("legacy") })
+        try reopened.close()
+        let again = try Registryctl.run(["rekey", "--config", data.config, "--name", "players", "--new-key-env", "NEW_PLAYERS_KEY"], environment: data.environment)
+        #expect(again.status == 0 && again.stdout.contains("players: already has the new key"), "\(again.stdout)\(again.stderr)")
+    }
+}

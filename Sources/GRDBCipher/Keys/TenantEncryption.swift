@@ -78,6 +78,55 @@ public struct TenantEncryption: Sendable {
         return nil
     }
 
+    /// Re-encrypts a tenant's file from its key under this policy's master
+    /// key to its key under `newMasterKey` (same salt), atomically
+    /// (``CipherDatabase/rekey(atPath:from:to:compatibility:kdfIterations:pageSize:newPageSize:)``):
+    /// one step of a master-key rotation.
+    ///
+    /// Resumable: the new key is tried first, and a file that opens with it
+    /// is left as it is (``TenantRekeyOutcome/alreadyRekeyed``). After a
+    /// crash midway through a rotation, every tenant opens with exactly one
+    /// of the two master keys, and running the rotation again finishes it.
+    ///
+    /// ```swift
+    /// let current = TenantEncryption(masterKey: old)
+    /// for tenant in try layout.tenants() {
+    ///     _ = try current.rekey(tenant: tenant.rawValue, atPath: layout.path(of: tenant), to: new)
+    /// }
+    /// ```
+    ///
+    /// - returns: ``TenantRekeyOutcome/plain`` for a plain tenant that the
+    ///   policy allows (it is left plain).
+    /// - throws: ``TenantEncryptionError`` (a plain tenant the policy
+    ///   refuses, no master key, a file that opens with neither key), or
+    ///   the ``CipherError`` of the re-key, naming the file (a database
+    ///   another process has open is refused). The file keeps its old key.
+    public func rekey(tenant: String, atPath path: String, to newMasterKey: TenantMasterKey) throws -> TenantRekeyOutcome {
+        guard let masterKey else { throw TenantEncryptionError.noMasterKey(tenant: tenant) }
+        guard CipherDatabase.isEncrypted(atPath: path) == true else {
+            // Refuses a plain tenant unless allowed; a missing or empty
+            // file is no tenant to re-key.
+            guard try key(forTenant: tenant, atPath: path) == nil, FileManager.default.fileExists(atPath: path) else {
+                throw CipherError.operationFailed(path: path, reason: "the file is missing or empty: there is no tenant database to re-key")
+            }
+            return .plain
+        }
+        let salt = try Self.salt(ofFileAt: path)
+        let newKey = try CipherKey.tenantKey(master: newMasterKey, tenant: tenant, salt: salt)
+        do {
+            try CipherDatabase.queue(atPath: path, key: newKey).close()
+            return .alreadyRekeyed
+        } catch CipherError.wrongKey {
+            // Not re-keyed yet.
+        }
+        do {
+            try CipherDatabase.rekey(atPath: path, from: CipherKey.tenantKey(master: masterKey, tenant: tenant, salt: salt), to: newKey)
+        } catch CipherError.wrongKey {
+            throw TenantEncryptionError.opensWithNeitherMasterKey(tenant: tenant, path: path)
+        }
+        return .rekeyed
+    }
+
     /// SQLCipher keeps the KDF salt in the first 16 bytes of the file.
     private static func salt(ofFileAt path: String) throws -> Data {
         let handle = try FileHandle(forReadingFrom: URL(fileURLWithPath: path))
@@ -98,6 +147,9 @@ public enum TenantEncryptionError: Error, Sendable, Equatable, CustomStringConve
     /// The file is not a plain SQLite database, and no key is configured
     /// for it: it is encrypted, or damaged.
     case encryptedWithoutKey(path: String)
+    /// During a master-key rotation, the tenant's file opens with neither
+    /// the current master key's tenant key nor the new one's.
+    case opensWithNeitherMasterKey(tenant: String, path: String)
 
     public var description: String {
         switch self {
@@ -107,8 +159,22 @@ public enum TenantEncryptionError: Error, Sendable, Equatable, CustomStringConve
         case let .encryptedWithoutKey(path):
             return "\(path) is not a plain SQLite database: it is encrypted and no key is configured for it "
                 + "(a database's \"key\", or \"tenants.masterKey\" for tenants), or it is damaged"
+        case let .opensWithNeitherMasterKey(tenant, path):
+            return "tenant \(tenant) (\(path)) opens with neither the tenant key of the configured master key nor that of the new one: "
+                + "it was encrypted under another master key, or its first page is damaged. The file was not modified"
         case let .noMasterKey(tenant):
             return "tenant \(tenant) must be encrypted, and no tenant master key is configured: add tenants.masterKey to the configuration"
         }
     }
+}
+
+/// What ``TenantEncryption/rekey(tenant:atPath:to:)`` did.
+public enum TenantRekeyOutcome: String, Sendable, Equatable {
+    /// The file was re-encrypted with the new master key's tenant key.
+    case rekeyed
+    /// The file opens with the new master key's tenant key already: an
+    /// interrupted rotation did it, or this one runs twice.
+    case alreadyRekeyed
+    /// A plain tenant, which the policy allows: left plain.
+    case plain
 }

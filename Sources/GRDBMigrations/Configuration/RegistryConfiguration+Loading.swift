@@ -181,16 +181,18 @@ private struct DatabaseModel: Decodable {
     var path: String?
     var migrations: String?
     var key: KeySourceModel?
+    var cipher: CipherModel?
     var connection: String?
     var busyTimeoutSeconds: Double?
 
     init(from decoder: any Decoder) throws {
         let log = decoder.log
         let container = try decoder.container(keyedBy: AnyKey.self)
-        container.checkKeys(["path", "migrations", "key", "connection", "busyTimeoutSeconds"], log)
+        container.checkKeys(["path", "migrations", "key", "cipher", "connection", "busyTimeoutSeconds"], log)
         path = container.field("path", log, expected: "the path of the database file", required: true)
         migrations = container.field("migrations", log, expected: "the path of a migration folder")
         key = container.field("key", log, expected: KeySourceModel.expected)
+        cipher = container.field("cipher", log, expected: CipherModel.expected)
         connection = container.field("connection", log, expected: "pool or queue")
         busyTimeoutSeconds = container.field("busyTimeoutSeconds", log, expected: "a number of seconds")
     }
@@ -214,6 +216,35 @@ private struct TenantsModel: Decodable {
         masterKey = container.field("masterKey", log, expected: KeySourceModel.expected)
         allowPlaintextTenants = container.field("allowPlaintextTenants", log, expected: "true or false")
         busyTimeoutSeconds = container.field("busyTimeoutSeconds", log, expected: "a number of seconds")
+    }
+}
+
+/// `{"compatibility": 3, "pageSize": 4096}`: both optional.
+private struct CipherModel: Decodable {
+    static let expected = "{\"compatibility\": 3 or 4, \"pageSize\": a power of two from 1024 to 65536}"
+    var cipher: RegistryConfiguration.Cipher?
+
+    init(from decoder: any Decoder) throws {
+        let log = decoder.log
+        let container = try decoder.container(keyedBy: AnyKey.self)
+        container.checkKeys(["compatibility", "pageSize"], log)
+        let at = location(container.codingPath)
+        let compatibilityNumber: Int? = container.field("compatibility", log, expected: "3 or 4 (the SQLCipher major version of the file)")
+        let pageSize: Int? = container.field("pageSize", log, expected: "a power of two from 1024 to 65536")
+        var compatibility = CipherCompatibility.v4
+        if let compatibilityNumber {
+            if let value = Int32(exactly: compatibilityNumber).flatMap(CipherCompatibility.init(rawValue:)) {
+                compatibility = value
+            } else {
+                log.add("\(at).compatibility", "must be 3 or 4 (the SQLCipher major version of the file), not \(compatibilityNumber)")
+                return
+            }
+        }
+        if let pageSize, !(1024...65536).contains(pageSize) || pageSize & (pageSize - 1) != 0 {
+            log.add("\(at).pageSize", "must be a power of two from 1024 to 65536, not \(pageSize)")
+            return
+        }
+        cipher = RegistryConfiguration.Cipher(compatibility: compatibility, pageSize: pageSize)
     }
 }
 
@@ -275,10 +306,14 @@ private struct Builder {
                 }
             }
             let timeout = busyTimeout(override: nil, database.busyTimeoutSeconds, at: "\(at).busyTimeoutSeconds", default: defaultBusyTimeout)
+            if database.cipher != nil && database.key == nil {
+                log.add("\(at).cipher", "only means something with a \"key\" (a database without one is plain)")
+            }
             guard let path else { continue }
             databases.append(RegistryConfiguration.Database(
                 name: name, path: path, migrations: database.migrations.map(resolve),
-                key: resolve(database.key?.source), connection: connection, busyTimeout: timeout))
+                key: resolve(database.key?.source), cipher: database.cipher?.cipher ?? RegistryConfiguration.Cipher(),
+                connection: connection, busyTimeout: timeout))
         }
 
         var tenants: RegistryConfiguration.Tenants?

@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import GRDBCipher
 import GRDBRegistry
 
@@ -37,6 +38,8 @@ public struct RegistryConfiguration: Sendable, Equatable {
         public var migrations: String?
         /// Where the key comes from, for an encrypted database.
         public var key: KeySource?
+        /// The SQLCipher format of the encrypted file (with a `key`).
+        public var cipher: Cipher
         /// `pool` (default) or `queue`.
         public var connection: ConnectionKind
         /// How long a connection waits for another one's lock before it
@@ -44,15 +47,48 @@ public struct RegistryConfiguration: Sendable, Equatable {
         public var busyTimeout: Duration
 
         public init(
-            name: String, path: String, migrations: String? = nil, key: KeySource? = nil,
+            name: String, path: String, migrations: String? = nil, key: KeySource? = nil, cipher: Cipher = Cipher(),
             connection: ConnectionKind = .pool, busyTimeout: Duration = RegistryConfiguration.defaultBusyTimeout
         ) {
             self.name = name
             self.path = path
             self.migrations = migrations
             self.key = key
+            self.cipher = cipher
             self.connection = connection
             self.busyTimeout = busyTimeout
+        }
+    }
+
+    /// The SQLCipher format of an encrypted named database: SQLCipher 4
+    /// (the default), or SQLCipher 3 for files an older application wrote,
+    /// and the file's `cipher_page_size`. The daemon and `registryctl`
+    /// open the file with these, through ``apply(_:to:)``.
+    ///
+    /// ```json
+    /// "legacy": { "path": "data/legacy.sqlite", "key": { "env": "LEGACY_KEY" },
+    ///             "cipher": { "compatibility": 3, "pageSize": 4096 } }
+    /// ```
+    public struct Cipher: Sendable, Equatable {
+        /// The SQLCipher major version of the file's format.
+        public var compatibility: CipherCompatibility
+        /// `cipher_page_size`; nil for the compatibility's default (4096
+        /// for version 4, 1024 for version 3).
+        public var pageSize: Int?
+
+        public init(compatibility: CipherCompatibility = .v4, pageSize: Int? = nil) {
+            self.compatibility = compatibility
+            self.pageSize = pageSize
+        }
+
+        /// Makes `configuration` open the database with `key` in this format.
+        ///
+        /// ```swift
+        /// var grdbConfiguration = GRDB.Configuration()
+        /// try database.cipher.apply(CipherKey(database.key!.read()), to: &grdbConfiguration)
+        /// ```
+        public func apply(_ key: CipherKey, to configuration: inout GRDB.Configuration) throws {
+            try configuration.encrypt(with: key, compatibility: compatibility, pageSize: pageSize)
         }
     }
 

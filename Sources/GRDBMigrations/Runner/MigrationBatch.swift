@@ -64,8 +64,9 @@ package struct MigrationBatch: Sendable {
         runner.acceptsModifiedMigrations = acceptsModifiedMigrations
         runner.busyTimeout = target.busyTimeout
         if let key = try target.key() {
+            let cipher = target.cipher
             runner.prepareConfiguration = { configuration in
-                try configuration.encrypt(with: key)
+                try cipher.apply(key, to: &configuration)
             }
         }
         return runner

@@ -13,8 +13,8 @@ package struct MigrationTarget: Sendable {
         /// A plain database. An encrypted file is refused with
         /// `TenantEncryptionError.encryptedWithoutKey`, which says so.
         case plain
-        /// A named database and the source of its key.
-        case key(KeySource)
+        /// A named database, the source of its key and its SQLCipher format.
+        case key(KeySource, cipher: RegistryConfiguration.Cipher = RegistryConfiguration.Cipher())
         /// A tenant, whose key the tenant-key policy gives.
         case tenant(TenantEncryption)
     }
@@ -41,6 +41,13 @@ package struct MigrationTarget: Sendable {
         self.busyTimeout = busyTimeout
     }
 
+    /// The SQLCipher format of the target's file: tenants and databases
+    /// without one are SQLCipher 4.
+    package var cipher: RegistryConfiguration.Cipher {
+        if case .key(_, let cipher) = encryption { return cipher }
+        return RegistryConfiguration.Cipher()
+    }
+
     /// The key of the target, or nil when it is plain.
     ///
     /// - throws: `KeySourceError`, `CipherError.invalidKey`,
@@ -51,7 +58,7 @@ package struct MigrationTarget: Sendable {
         case .plain:
             if CipherDatabase.isEncrypted(atPath: path) == true { throw TenantEncryptionError.encryptedWithoutKey(path: path) }
             return nil
-        case .key(let source):
+        case .key(let source, _):
             return try CipherKey(source.read(environment: environment))
         case .tenant(let policy):
             return try policy.key(forTenant: name, atPath: path)

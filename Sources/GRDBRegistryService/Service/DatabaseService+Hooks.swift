@@ -19,18 +19,19 @@ extension DatabaseService {
         public var migrationSet: (@Sendable (_ database: String, _ folder: URL) throws -> MigrationSet)?
 
         /// Prepares the configuration of an encrypted named database with
-        /// its key. The default opens it in the SQLCipher v4 format, the
+        /// its key. The default opens it in the format of the database's
+        /// `cipher` setting (SQLCipher 4 unless it says otherwise), the
         /// key read as `registryctl` reads it (`CipherKey(_:)`: a passphrase,
         /// or a raw `x'<hex>'` key). Tenants always use the tenant-key
         /// policy (`TenantEncryption`).
-        public var encrypt: (@Sendable (_ database: String, _ configuration: inout Configuration, _ key: DatabaseSecret) throws -> Void)?
+        public var encrypt: (@Sendable (_ database: RegistryConfiguration.Database, _ configuration: inout Configuration, _ key: DatabaseSecret) throws -> Void)?
 
         public init(
             migrationSet: (@Sendable (_ database: String, _ folder: URL) throws -> MigrationSet)? = { _, folder in
                 try MigrationSet(directory: folder)
             },
-            encrypt: (@Sendable (_ database: String, _ configuration: inout Configuration, _ key: DatabaseSecret) throws -> Void)? = { _, configuration, key in
-                try configuration.encrypt(with: CipherKey(key))
+            encrypt: (@Sendable (_ database: RegistryConfiguration.Database, _ configuration: inout Configuration, _ key: DatabaseSecret) throws -> Void)? = { database, configuration, key in
+                try database.cipher.apply(CipherKey(key), to: &configuration)
             }
         ) {
             self.migrationSet = migrationSet

@@ -61,7 +61,7 @@ extension DatabaseService {
         // moment: wait for it rather than fail the request.
         grdbConfiguration.busyMode = .timeout(database.busyTimeout.timeInterval)
         if let source = database.key, let encrypt = hooks.encrypt {
-            try encrypt(database.name, &grdbConfiguration, readKey(source, at: "databases.\(database.name).key"))
+            try encrypt(database, &grdbConfiguration, readKey(source, at: "databases.\(database.name).key"))
         }
         // Adds to the preparations of the encryption hook.
         let metrics = StatementMetrics(database: database.name)

@@ -65,7 +65,30 @@ import Testing
         #expect(migrate.status == 0, "\(migrate.output)")
         #expect(migrate.output.contains("3 of 3 databases succeeded"), "\(migrate.output)")
 
-        // The server still opens both teams afterwards.
+        // Every page's HMAC and SQLite's integrity check, with the keys the server uses.
+        let verify = try Self.run(registryctl, ["verify", "--config", config])
+        #expect(verify.status == 0, "\(verify.output)")
+        #expect(verify.output.contains("acme: ok (plain)"), "\(verify.output)")
+        #expect(verify.output.contains("vault: ok (encrypted: compatibility 4"), "\(verify.output)")
+        #expect(verify.output.contains("catalog: ok (plain)"), "\(verify.output)")
+
+        // Rotate the master key of the teams, then give the server the new one.
+        let masterKey = data.appendingPathComponent("master.key")
+        let newMasterKey = data.appendingPathComponent("new-master.key")
+        let hex = (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
+        try Data(hex.utf8).write(to: newMasterKey)
+        let rekey = try Self.run(registryctl, ["rekey", "--config", config, "--tenants", "--new-key-file", newMasterKey.path])
+        #expect(rekey.status == 0, "\(rekey.output)")
+        #expect(rekey.output.contains("vault: re-keyed"), "\(rekey.output)")
+        #expect(rekey.output.contains("acme: plain, nothing to re-key"), "\(rekey.output)")
+        #expect(rekey.output.contains("Now put the new key in key file \(masterKey.path)"), "\(rekey.output)")
+        let stale = try Self.run(registryctl, ["verify", "--config", config, "--tenant", "vault"])
+        #expect(stale.status == 1, "the old master key no longer opens vault: \(stale.output)")
+        _ = try FileManager.default.replaceItemAt(masterKey, withItemAt: newMasterKey)
+        let verified = try Self.run(registryctl, ["verify", "--config", config])
+        #expect(verified.status == 0, "\(verified.output)")
+
+        // The server opens both teams afterwards, vault with the new master key.
         let restarted = try await ServerProcess.start(dataDirectory: data)
         do {
             let api = APIClient(client: HTTPClient.shared, baseURL: restarted.baseURL)

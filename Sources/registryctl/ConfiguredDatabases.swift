@@ -1,0 +1,143 @@
+import ArgumentParser
+import Foundation
+import GRDBCipher
+import GRDBMigrations
+import GRDBRegistry
+import Synchronization
+
+/// A database of a configuration file, for the commands that work on files
+/// whether or not they have migrations (`verify`, `rekey`).
+struct ConfiguredDatabase: Sendable {
+    enum Kind: Sendable {
+        /// A named database, with its key source and SQLCipher format.
+        case named(RegistryConfiguration.Database)
+        /// A tenant, whose key the tenant-key policy gives.
+        case tenant(TenantEncryption)
+    }
+
+    /// The configured name, or the tenant id.
+    var name: String
+    var path: String
+    var kind: Kind
+
+    var kindName: String {
+        if case .tenant = kind { return "tenant" }
+        return "database"
+    }
+}
+
+/// The options that choose databases of a configuration file: every named
+/// database and every tenant, or one of them.
+struct ConfigSelectionOptions: ParsableArguments {
+    @Option(help: ArgumentHelp("The daemon's JSON configuration file: its databases, tenants and key sources.", valueName: "file"))
+    var config: String?
+
+    @Option(help: ArgumentHelp("Only the configured database with this name (with --config).", valueName: "name"))
+    var name: String?
+
+    @Option(help: ArgumentHelp("Only this tenant (with --config).", valueName: "id"))
+    var tenant: String?
+
+    @Option(help: "How many databases to process at once.")
+    var jobs: Int = 1
+
+    func validate() throws {
+        if jobs < 1 { throw ValidationError("--jobs must be at least 1.") }
+        if name != nil && tenant != nil { throw ValidationError("Pass --name or --tenant, not both.") }
+        if config == nil && (name != nil || tenant != nil) {
+            throw ValidationError("--name and --tenant select databases of a --config file.")
+        }
+    }
+
+    func loadConfiguration() throws -> RegistryConfiguration {
+        try RegistryConfiguration.load(contentsOf: URL(fileURLWithPath: config ?? ""))
+    }
+
+    /// The selected databases; with `includeNamed` false, tenants only.
+    /// Warns on standard error about files of the tenants root that are
+    /// not tenants. Reads the master key, so that a bad key source fails
+    /// before any file is opened.
+    func databases(of configuration: RegistryConfiguration, includeNamed: Bool = true, includeTenants: Bool = true) throws -> [ConfiguredDatabase] {
+        let file = config ?? ""
+        if let name {
+            guard let database = configuration.database(named: name) else {
+                throw ValidationError("No database named \(String(reflecting: name)) in \(file): its databases are \(configuration.databases.map(\.name).joined(separator: ", ")).")
+            }
+            return [ConfiguredDatabase(name: name, path: database.path, kind: .named(database))]
+        }
+        var selected: [ConfiguredDatabase] = []
+        if includeNamed && tenant == nil {
+            selected += configuration.databases.map { ConfiguredDatabase(name: $0.name, path: $0.path, kind: .named($0)) }
+        }
+        guard includeTenants || tenant != nil else { return selected }
+        guard let tenants = configuration.tenants else {
+            if tenant != nil || !includeNamed { throw ValidationError("\(file) has no \"tenants\".") }
+            return selected
+        }
+        let encryption = try configuration.tenantEncryption()
+        let layout = tenants.layout
+        if let tenant {
+            let id: TenantID
+            do {
+                id = try TenantID(tenant)
+            } catch {
+                throw ValidationError("Invalid tenant id \(String(reflecting: tenant)): \(error)")
+            }
+            let path = layout.path(of: id)
+            guard FileManager.default.fileExists(atPath: path) else {
+                throw ValidationError("No tenant \(String(reflecting: tenant)): \(path) does not exist.")
+            }
+            return [ConfiguredDatabase(name: id.rawValue, path: path, kind: .tenant(encryption))]
+        }
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: layout.root.path, isDirectory: &isDirectory), isDirectory.boolValue else {
+            // No tenant was created yet.
+            return selected
+        }
+        let listing = try layout.listing()
+        for name in listing.strayFiles {
+            ProgressReporter.write("registryctl: warning: \(name) in \(layout.root.path) is not a tenant (tenant ids are lowercase letters, digits, '-' and '_'): skipped\n")
+        }
+        for name in listing.provisioningLeftovers {
+            ProgressReporter.write("registryctl: warning: \(name) in \(layout.root.path) is left by a tenant creation that did not finish: skipped (delete it)\n")
+        }
+        selected += listing.tenants.map { ConfiguredDatabase(name: $0.rawValue, path: layout.path(of: $0), kind: .tenant(encryption)) }
+        return selected
+    }
+}
+
+/// Runs `body` on every item with `jobs` threads at most, and returns the
+/// results in the items' order. `completed` is called after each item,
+/// from the worker thread.
+func processInParallel<Item: Sendable, Value: Sendable>(
+    _ items: [Item],
+    jobs: Int,
+    completed: @escaping @Sendable (_ count: Int, _ item: Item, _ result: Result<Value, any Error>) -> Void,
+    _ body: @escaping @Sendable (Item) throws -> Value
+) -> [Result<Value, any Error>] {
+    struct State {
+        var next = 0
+        var completed = 0
+        var results: [Result<Value, any Error>?]
+    }
+    let state = Mutex(State(results: Array(repeating: nil, count: items.count)))
+    // SQLite calls block: threads, not the cooperative pool.
+    DispatchQueue.concurrentPerform(iterations: max(1, min(jobs, items.count))) { _ in
+        while true {
+            let index: Int? = state.withLock { state in
+                guard state.next < items.count else { return nil }
+                defer { state.next += 1 }
+                return state.next
+            }
+            guard let index else { return }
+            let result = Result { try body(items[index]) }
+            let count = state.withLock { state in
+                state.results[index] = result
+                state.completed += 1
+                return state.completed
+            }
+            completed(count, items[index], result)
+        }
+    }
+    return state.withLock { $0.results.compactMap { $0 } }
+}

@@ -1,0 +1,189 @@
+import ArgumentParser
+import Foundation
+import GRDB
+import GRDBCipher
+import GRDBMigrations
+
+/// `registryctl verify`: one encrypted file, or every database of a
+/// configuration file, as the daemon would open it.
+struct VerifyCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "verify",
+        abstract: "Check databases: every page's HMAC (encrypted ones), SQLite's integrity check, the key policy.",
+        discussion: """
+            With --config, checks every named database and every tenant of the daemon's \
+            configuration file (or one, with --name or --tenant), with the keys the daemon uses: \
+            an encrypted file must open with its key (the tenant key derived from the master key, \
+            for tenants) and pass every page's HMAC check and SQLite's integrity check; a plain \
+            file must pass the integrity check; a plain tenant under a master key is a failure \
+            unless tenants.allowPlaintextTenants is true. Files are only read: it is safe while \
+            the daemon runs. Exit status 1 when any database fails; each failure names the \
+            database and the problem.
+
+            Without --config, checks one encrypted file with --key-env or --key-file, and prints \
+            its format parameters.
+            """)
+
+    @Argument(help: "An encrypted database file (without --config).") var database: String?
+    @OptionGroup var key: CipherKeyOptions
+    @OptionGroup var selection: ConfigSelectionOptions
+
+    @Flag(help: "Print a JSON document on standard output (with --config).")
+    var json = false
+
+    @Flag(help: "Don't report progress on standard error.")
+    var noProgress = false
+
+    func validate() throws {
+        if selection.config != nil {
+            if database != nil || key.isGiven {
+                throw ValidationError("With --config, databases and keys come from the file: select with --name or --tenant only.")
+            }
+        } else {
+            guard database != nil else { throw ValidationError("Pass a database file (with --key-env or --key-file), or --config FILE.") }
+            try key.requireKey()
+            if json { throw ValidationError("--json goes with --config.") }
+        }
+    }
+
+    func run() throws {
+        guard selection.config != nil else { return try runOnFile() }
+        let databases = try setup { try selection.databases(of: selection.loadConfiguration()) }
+        let reporter = ProgressReporter(enabled: !noProgress && !json && databases.count > 1, verb: "verified")
+        let results: [Result<VerifiedDatabase, any Error>] = processInParallel(databases, jobs: selection.jobs, completed: { count, database, result in
+            var failure: String?
+            if case .failure(let error) = result { failure = "\(error)" }
+            reporter.report(completed: count, total: databases.count, name: database.name, failure: failure, detail: "")
+        }) { database in
+            try verify(database)
+        }
+
+        var document = JSONVerifyDocument(databases: [], failures: [])
+        for (database, result) in zip(databases, results) {
+            switch result {
+            case .success(let verified):
+                document.databases.append(verified)
+            case .failure(let error):
+                document.failures.append(JSONFailure(name: database.name, path: database.path, error: "\(error)"))
+            }
+        }
+        if json {
+            try printJSON(document)
+        } else {
+            for database in document.databases {
+                if !database.exists {
+                    printLine("\(database.name): ok (no database file yet)")
+                } else if let format = database.format {
+                    printLine("\(database.name): ok (encrypted: \(format))")
+                } else {
+                    printLine("\(database.name): ok (plain)")
+                }
+            }
+            for failure in document.failures { printLine("\(failure.name): FAILED: \(failure.error)") }
+            printLine("\(document.databases.count) of \(databases.count) databases verified; \(document.failures.count) failed")
+        }
+        if !document.failures.isEmpty { throw ExitCode(1) }
+    }
+
+    private func runOnFile() throws {
+        let database = self.database ?? ""
+        try runCipherCommand {
+            let inspection = try CipherDatabase.inspect(atPath: database, key: key.key(), compatibility: key.cipherCompatibility, pageSize: key.pageSize)
+            print("\(database): \(inspection.format)")
+            if let problem = inspection.problem {
+                throw CipherCommandError(message: "\(database): \(problem)")
+            }
+            print("\(database): ok")
+        }
+    }
+
+    /// Checks one database as the daemon would open it; throws what is wrong.
+    private func verify(_ database: ConfiguredDatabase) throws -> VerifiedDatabase {
+        var verified = VerifiedDatabase(name: database.name, path: database.path, kind: database.kindName, exists: true, encrypted: false, format: nil)
+        let encrypted = CipherDatabase.isEncrypted(atPath: database.path)
+        let key: CipherKey?
+        var cipher = RegistryConfiguration.Cipher()
+        switch database.kind {
+        case .named(let configured):
+            guard encrypted != nil else {
+                // The daemon creates named databases when it starts.
+                verified.exists = FileManager.default.fileExists(atPath: database.path)
+                if verified.exists { throw VerifyError(message: "\(database.path) is empty: it is not a database") }
+                return verified
+            }
+            cipher = configured.cipher
+            if let source = configured.key {
+                if encrypted == false {
+                    throw VerifyError(message: "\(database.path) is not encrypted, and databases.\(database.name).key is set: "
+                        + "encrypt it (registryctl encrypt), or remove the key from the configuration")
+                }
+                key = try CipherKey(source.read())
+            } else {
+                if encrypted == true { throw TenantEncryptionError.encryptedWithoutKey(path: database.path) }
+                key = nil
+            }
+        case .tenant(let encryption):
+            guard encrypted != nil else { throw VerifyError(message: "\(database.path) is empty: it is not a database") }
+            // Refuses a plain tenant under a master key (unless allowed),
+            // and an encrypted one without a master key.
+            key = try encryption.key(forTenant: database.name, atPath: database.path)
+        }
+        guard let key else {
+            try checkPlain(database.path)
+            return verified
+        }
+        let inspection: CipherInspection
+        do {
+            inspection = try CipherDatabase.inspect(atPath: database.path, key: key, compatibility: cipher.compatibility, pageSize: cipher.pageSize)
+        } catch CipherError.wrongKey(let path) {
+            if case .tenant = database.kind {
+                throw VerifyError(message: "the tenant key derived from tenants.masterKey does not open \(path): another master key, "
+                    + "a master-key rotation that did not finish (run registryctl rekey --config again), or a damaged first page")
+            }
+            throw CipherError.wrongKey(path: path)
+        }
+        verified.encrypted = true
+        verified.format = inspection.format.description
+        if let problem = inspection.problem { throw VerifyError(message: "\(database.path): \(problem)") }
+        return verified
+    }
+
+    /// SQLite's integrity check of a plain database, opened read-only.
+    private func checkPlain(_ path: String) throws {
+        var configuration = Configuration()
+        configuration.readonly = true
+        let integrity: [String]
+        do {
+            let queue = try DatabaseQueue(path: path, configuration: configuration)
+            defer { try? queue.close() }
+            integrity = try queue.read { try String.fetchAll($0, sql: "PRAGMA integrity_check") }
+        } catch let error as DatabaseError {
+            // GRDB's message names the statement, not the file.
+            throw VerifyError(message: "\(path): \(error.message ?? "\(error.resultCode)") (SQLite error \(error.extendedResultCode.rawValue))")
+        }
+        guard integrity == ["ok"] else { throw VerifyError(message: "\(path): \(integrity.joined(separator: "; "))") }
+    }
+}
+
+/// What `verify` found wrong, naming the file.
+struct VerifyError: Error, CustomStringConvertible {
+    var message: String
+    var description: String { message }
+}
+
+/// A database that passed `verify`.
+struct VerifiedDatabase: Encodable, Sendable {
+    var name: String
+    var path: String
+    /// `database` or `tenant`.
+    var kind: String
+    var exists: Bool
+    var encrypted: Bool
+    /// The format parameters of an encrypted file.
+    var format: String?
+}
+
+struct JSONVerifyDocument: Encodable {
+    var databases: [VerifiedDatabase]
+    var failures: [JSONFailure]
+}
