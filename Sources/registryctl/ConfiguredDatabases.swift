@@ -115,12 +115,7 @@ func processInParallel<Item: Sendable, Value: Sendable>(
     completed: @escaping @Sendable (_ count: Int, _ item: Item, _ result: Result<Value, any Error>) -> Void,
     _ body: @escaping @Sendable (Item) throws -> Value
 ) -> [Result<Value, any Error>] {
-    struct State {
-        var next = 0
-        var completed = 0
-        var results: [Result<Value, any Error>?]
-    }
-    let state = Mutex(State(results: Array(repeating: nil, count: items.count)))
+    let state = Mutex(ParallelState<Value>(results: Array(repeating: nil, count: items.count)))
     // SQLite calls block: threads, not the cooperative pool.
     DispatchQueue.concurrentPerform(iterations: max(1, min(jobs, items.count))) { _ in
         while true {
@@ -140,4 +135,11 @@ func processInParallel<Item: Sendable, Value: Sendable>(
         }
     }
     return state.withLock { $0.results.compactMap { $0 } }
+}
+
+/// The work queue and results shared by the threads of `processInParallel`.
+private struct ParallelState<Value> {
+    var next = 0
+    var completed = 0
+    var results: [Result<Value, any Error>?]
 }
