@@ -146,7 +146,7 @@ public enum CipherDatabase {
                     path: path,
                     reason: "the database is open in another connection or process (a running daemon?): close it or stop that process, then re-key again")
             default:
-                throw CipherError.operationFailed(path: path, reason: "re-key failed: \(error.message ?? "\(error.resultCode)") (SQLite error \(error.extendedResultCode.rawValue))")
+                throw CipherError.operationFailed(path: path, reason: "re-key failed: \(error.message ?? "\(error)") (SQLite error \(error.extendedResultCode.rawValue))")
             }
         } catch {
             throw CipherError.operationFailed(path: path, reason: "re-key failed: \(error)")

@@ -16,9 +16,12 @@ struct VerifyCommand: ParsableCommand {
             an encrypted file must open with its key (the tenant key derived from the master key, \
             for tenants) and pass every page's HMAC check and SQLite's integrity check; a plain \
             file must pass the integrity check; a plain tenant under a master key is a failure \
-            unless tenants.allowPlaintextTenants is true. Files are only read: it is safe while \
-            the daemon runs. Exit status 1 when any database fails; each failure names the \
-            database and the problem.
+            unless tenants.allowPlaintextTenants is true. Exit status 1 when any database fails; \
+            each failure names the database and the problem.
+
+            Files are only read, so it can run beside the daemon; but a page that the daemon's \
+            checkpoint rewrites while it is checked can be reported, rarely: confirm a failure \
+            with the daemon stopped.
 
             Without --config, checks one encrypted file with --key-env or --key-file, and prints \
             its format parameters.
