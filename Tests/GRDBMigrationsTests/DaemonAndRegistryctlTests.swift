@@ -108,4 +108,44 @@ import Testing
         #expect(weak.status == 2)
         #expect(weak.stderr.contains("a tenant master key is 32 random bytes written as 64 hex digits"), "\(weak.stderr)")
     }
+
+    /// A named database in the SQLCipher 3 format: the daemon and
+    /// registryctl both open it with the database's "cipher" setting.
+    @Test func theCipherSettingOpensASQLCipher3DatabaseInTheDaemonAndRegistryctl() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("legacy.sqlite")
+        let environment = ["LEGACY_KEY": "x'" + String(repeating: "5a", count: 32) + "'"]
+        let legacy = try CipherDatabase.queue(atPath: path, key: CipherKey(DatabaseSecret(environment["LEGACY_KEY"] ?? "")), compatibility: .v3)
+        try await legacy.write { try $0.execute(sql: "CREATE TABLE legacy(a); INSERT INTO legacy VALUES ('LEGACY_MARKER')") }
+        try legacy.close()
+
+        func start(cipher: String) async throws -> [String] {
+            let config = directory.path("registry.json")
+            try Data("""
+                {"databases": {"legacy": {"path": "legacy.sqlite", "migrations": "\(Self.playersSet)",
+                                          "key": {"env": "LEGACY_KEY"}\(cipher)}}}
+                """.utf8).write(to: URL(fileURLWithPath: config))
+            let configuration = try RegistryConfiguration.load(contentsOf: URL(fileURLWithPath: config), environment: environment)
+            let service = DatabaseService(configuration: configuration, environment: environment, logger: Logger(label: "test"))
+            let run = Task { try await service.run() }
+            defer { run.cancel() }
+            try await service.waitUntilReady()
+            let tables = try await service.writer(named: "legacy").read { try String.fetchAll($0, sql: "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name") }
+            run.cancel()
+            try await run.value
+            return tables
+        }
+
+        await #expect(throws: (any Error).self, "a SQLCipher 3 file does not open as SQLCipher 4") {
+            _ = try await start(cipher: "")
+        }
+        let tables = try await start(cipher: #", "cipher": {"compatibility": 3}"#)
+        #expect(tables.contains("legacy") && tables.contains("player"), "\(tables)")
+
+        let config = directory.path("registry.json")
+        let status = try Registryctl.run(["status", "--config", config], environment: environment)
+        #expect(status.status == 0 && status.stdout.contains("legacy: 3 applied, 0 pending"), "\(status.stdout)\(status.stderr)")
+        let verify = try Registryctl.run(["verify", "--config", config], environment: environment)
+        #expect(verify.status == 0 && verify.stdout.contains("legacy: ok (encrypted: compatibility 3, cipher_page_size 1024"), "\(verify.stdout)\(verify.stderr)")
+    }
 }
