@@ -25,9 +25,11 @@ struct RekeyCommand: ParsableCommand {
             the same command again. Then put the new key where the configuration's key source \
             points (the environment variable or key file), and start the daemon.
 
-            Stop the daemon first. A database that a process has open is refused (and left with \
-            its old key), but a daemon that is still running would open tenants re-keyed \
-            meanwhile with the old key, and fail.
+            Stop the daemon first. A database that a process has open in WAL mode (a pool, \
+            every tenant) is refused, and keeps its old key. But a daemon still running would \
+            open tenants re-keyed meanwhile with the old key, and fail; and a "queue" database \
+            (rollback journal) holds no lock while idle: a daemon that has one open is not \
+            noticed, and would go on writing to the replaced file.
             """)
 
     @Argument(help: "An encrypted database file (without --config).") var database: String?
