@@ -83,4 +83,50 @@ extension Data {
         }
         self.init(bytes)
     }
+
+    /// One step of a master-key rotation: refused cases keep the file as it was.
+    @Test func tenantRekeyRefusesWhatItCannotRotateAndLeavesTheFile() throws {
+        let directory = try TemporaryDirectory()
+        let old = try TenantMasterKey(DatabaseSecret(String(repeating: "1f", count: 32)))
+        let new = try TenantMasterKey(DatabaseSecret(String(repeating: "2e", count: 32)))
+        let other = try TenantMasterKey(DatabaseSecret(String(repeating: "3d", count: 32)))
+        func create(_ tenant: String, _ master: TenantMasterKey?) throws -> String {
+            let path = directory.path("\(tenant).sqlite")
+            let key = try master.flatMap { try TenantEncryption(masterKey: $0).key(forTenant: tenant, atPath: path) }
+            let queue = try CipherDatabase.queue(atPath: path, key: key)
+            try queue.write { try $0.execute(sql: "CREATE TABLE t(a); INSERT INTO t VALUES (1)") }
+            try queue.close()
+            return path
+        }
+        let current = TenantEncryption(masterKey: old)
+
+        let stranger = try create("stranger", other)
+        let before = try fileBytes(stranger)
+        #expect(throws: TenantEncryptionError.opensWithNeitherMasterKey(tenant: "stranger", path: stranger)) {
+            try current.rekey(tenant: "stranger", atPath: stranger, to: new)
+        }
+        #expect(try fileBytes(stranger) == before)
+
+        let plain = try create("plain", nil)
+        #expect(throws: TenantEncryptionError.plaintextTenant(tenant: "plain", path: plain)) {
+            try current.rekey(tenant: "plain", atPath: plain, to: new)
+        }
+        #expect(try TenantEncryption(masterKey: old, allowsPlaintextTenants: true).rekey(tenant: "plain", atPath: plain, to: new) == .plain)
+        #expect(CipherDatabase.isEncrypted(atPath: plain) == false)
+        #expect(throws: TenantEncryptionError.noMasterKey(tenant: "plain")) {
+            try TenantEncryption.none.rekey(tenant: "plain", atPath: plain, to: new)
+        }
+
+        // A tenant id is part of the key: a file renamed to another tenant
+        // opens with neither of that tenant's keys.
+        let acme = try create("acme", old)
+        #expect(throws: TenantEncryptionError.opensWithNeitherMasterKey(tenant: "globex", path: acme)) {
+            try current.rekey(tenant: "globex", atPath: acme, to: new)
+        }
+        #expect(try current.rekey(tenant: "acme", atPath: acme, to: new) == .rekeyed)
+        #expect(try current.rekey(tenant: "acme", atPath: acme, to: new) == .alreadyRekeyed)
+        #expect(try TenantEncryption(masterKey: new).key(forTenant: "acme", atPath: acme).map {
+            try CipherDatabase.queue(atPath: acme, key: $0).read { try Int.fetchOne($0, sql: "SELECT a FROM t") }
+        } == 1)
+    }
 }
