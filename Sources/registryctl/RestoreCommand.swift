@@ -145,8 +145,6 @@ struct RestoreCommand: ParsableCommand {
                 }
                 let id = try TenantID(entry.name)
                 let layout = tenants.layout
-                // A new data directory: its tenants root may not exist yet.
-                try FileManager.default.createDirectory(at: layout.root, withIntermediateDirectories: true)
                 let encryption = try configuration.tenantEncryption()
                 let checks = BackupRestore.Checks(migrations: try set(tenants.migrations))
                 items.append(Item(entry: entry, destination: layout.path(of: id)) {

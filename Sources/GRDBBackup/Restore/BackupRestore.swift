@@ -117,6 +117,12 @@ public struct BackupRestore: Sendable {
             throw BackupError.tenantKeyBoundToID(backedUpAs: id.rawValue, restoringAs: target.rawValue)
         }
         let name = "tenant \(target.rawValue)"
+        // A new data directory: its tenants root may not exist yet.
+        do {
+            try FileManager.default.createDirectory(at: layout.root, withIntermediateDirectories: true)
+        } catch {
+            throw BackupError.fileSystem(path: layout.root.path, operation: "create directory", reason: "\(error)")
+        }
         func tenantEncryption(_ path: String) throws -> BackupEncryption? {
             do {
                 return try encryption.key(forTenant: target.rawValue, atPath: path).map { BackupEncryption(key: $0) }
