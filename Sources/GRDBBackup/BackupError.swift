@@ -20,6 +20,8 @@ public enum BackupError: Error, Sendable, Equatable, CustomStringConvertible {
     case invalidName(String)
     /// The same database was added twice to one backup set.
     case duplicateEntry(name: String)
+    /// The backup set was finished: its manifest is written, nothing can be added.
+    case setFinished(directory: String)
     /// The online copy failed; the source database is untouched.
     case copyFailed(database: String, reason: String)
     /// A copy (a backup file, or a restored file before it is put in place)
@@ -57,6 +59,8 @@ public enum BackupError: Error, Sendable, Equatable, CustomStringConvertible {
             return "\(String(reflecting: name)) can't name a backup file: use letters, digits, '.', '-' and '_', not starting with '.'"
         case let .duplicateEntry(name):
             return "\(name) is already in this backup set"
+        case let .setFinished(directory):
+            return "the backup in \(directory) is finished (its manifest is written): start a new backup set"
         case let .copyFailed(database, reason):
             return "\(database): the online copy failed (\(reason)); the database is untouched and no backup file was kept"
         case let .verificationFailed(database, path, reason):

@@ -78,7 +78,7 @@ public enum DatabaseBackup {
         var published = false
         defer { if !published { Files.removeDatabase(temporary) } }
 
-        let createdAt = Date()
+        let createdAt = BackupManifest.now()
         do {
             try reader.unsafeRead { db in
                 try db.execute(sql: "VACUUM INTO ?", arguments: [temporary])

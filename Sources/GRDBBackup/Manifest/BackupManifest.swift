@@ -43,6 +43,11 @@ public struct BackupManifest: Codable, Sendable, Equatable {
     /// The databases, in the order they were added.
     public var files: [BackupEntry]
 
+    /// Creates a manifest; ``BackupSet/finish()`` writes them.
+    ///
+    /// ```swift
+    /// let manifest = BackupManifest(createdAt: Date(), files: [])
+    /// ```
     public init(format: Int = BackupManifest.currentFormat, tool: String = BackupManifest.defaultTool, createdAt: Date, files: [BackupEntry]) {
         self.format = format
         self.tool = tool
@@ -88,6 +93,12 @@ public struct BackupManifest: Codable, Sendable, Equatable {
             throw BackupError.noSuchEntry(name: "\(kind.rawValue) \(name)", available: files.map(\.id))
         }
         return entry
+    }
+
+    /// Now, to the second: what the manifest's ISO 8601 dates hold, so
+    /// that a manifest read back equals the one written.
+    static func now() -> Date {
+        Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.down))
     }
 
     static let encoder: JSONEncoder = {

@@ -51,7 +51,7 @@ public final class BackupSet: Sendable {
         guard contents.isEmpty else { throw BackupError.directoryNotEmpty(path: directory.path) }
         self.directory = directory
         self.tool = tool
-        self.createdAt = Date()
+        self.createdAt = BackupManifest.now()
         self.logger = logger
     }
 
@@ -81,7 +81,7 @@ public final class BackupSet: Sendable {
             kind: kind, name: name, path: relativePath, size: copy.size, sha256: copy.sha256,
             createdAt: copy.createdAt, encryption: copy.encryption, migrations: copy.migrations)
         try state.withLock { state in
-            guard !state.finished else { throw BackupError.manifestInvalid(path: directory.path, reason: "the backup set is finished") }
+            guard !state.finished else { throw BackupError.setFinished(directory: directory.path) }
             state.entries.append(entry)
         }
         added = true
@@ -146,7 +146,7 @@ public final class BackupSet: Sendable {
     @discardableResult
     public func finish() throws -> BackupManifest {
         let entries = try state.withLock { state in
-            guard !state.finished else { throw BackupError.manifestInvalid(path: directory.path, reason: "the backup set is already finished") }
+            guard !state.finished else { throw BackupError.setFinished(directory: directory.path) }
             state.finished = true
             return state.entries
         }
@@ -193,7 +193,7 @@ public final class BackupSet: Sendable {
             }
         }
         try state.withLock { state in
-            guard !state.finished else { throw BackupError.manifestInvalid(path: directory.path, reason: "the backup set is finished") }
+            guard !state.finished else { throw BackupError.setFinished(directory: directory.path) }
             guard state.reserved.insert("\(kind.rawValue) \(name)").inserted else { throw BackupError.duplicateEntry(name: "\(kind.rawValue) \(name)") }
         }
         return "\(Self.folder(of: kind))/\(name).\(TenantLayout.fileExtension)"

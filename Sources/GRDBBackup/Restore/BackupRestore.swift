@@ -151,6 +151,11 @@ public struct BackupRestore: Sendable {
     ) throws -> Report {
         let entry = try manifest.entry(.database, named: name)
         let destination = URL(fileURLWithPath: path).standardizedFileURL
+        do {
+            try FileManager.default.createDirectory(at: destination.deletingLastPathComponent(), withIntermediateDirectories: true)
+        } catch {
+            throw BackupError.fileSystem(path: destination.deletingLastPathComponent().path, operation: "create directory", reason: "\(error)")
+        }
         let temporary = destination.deletingLastPathComponent()
             .appendingPathComponent(".\(destination.lastPathComponent).restore-\(UUID().uuidString)").path
         return try restore(

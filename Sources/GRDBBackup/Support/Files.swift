@@ -112,10 +112,10 @@ enum Files {
             try buffer.withUnsafeBytes { bytes in
                 let chunk = UnsafeRawBufferPointer(rebasing: bytes[0..<count])
                 hasher.update(chunk)
-                guard let output else { return }
+                guard let output, let base = chunk.baseAddress else { return }
                 var written = 0
                 while written < count {
-                    let result = write(output, chunk.baseAddress! + written, count - written)
+                    let result = write(output, base + written, count - written)
                     if result < 0 {
                         if errno == EINTR { continue }
                         throw BackupError.fileSystem(path: destinationPath, operation: "write", reason: errorReason())
