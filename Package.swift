@@ -13,6 +13,7 @@ let package = Package(
         .library(name: "GRDBRegistryExamples", targets: ["GRDBRegistryExamples"]),
         .library(name: "GRDBMigrations", targets: ["GRDBMigrations"]),
         .library(name: "GRDBCipher", targets: ["GRDBCipher"]),
+        .library(name: "GRDBBackup", targets: ["GRDBBackup"]),
         .executable(name: "registryctl", targets: ["registryctl"]),
     ],
     dependencies: [
@@ -103,6 +104,7 @@ let package = Package(
             name: "registryctl",
             dependencies: [
                 "GRDBMigrations",
+                "GRDBBackup",
                 "GRDBCipher",
                 "GRDBRegistry",
                 .product(name: "GRDB", package: "GRDB.swift"),
@@ -117,6 +119,25 @@ let package = Package(
             // that registryctl then reads, as a daemon would.
             dependencies: [
                 "GRDBMigrations", "registryctl", "GRDBCipher", "GRDBRegistry", "GRDBRegistryService", "GRDBRegistryExamples",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+
+        // MARK: Backups: consistent online copies, manifests, verified restores
+        .target(
+            name: "GRDBBackup",
+            dependencies: [
+                "GRDBRegistry", "GRDBMigrations", "GRDBCipher", "CLibCrypto",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .testTarget(
+            name: "GRDBBackupTests",
+            // registryctl: the end-to-end tests run the real binary; the
+            // fault VFS makes backups and restores fail at chosen calls.
+            dependencies: [
+                "GRDBBackup", "GRDBCipher", "GRDBMigrations", "GRDBRegistry", "registryctl", "CFaultInjectionVFS",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

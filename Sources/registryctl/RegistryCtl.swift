@@ -26,5 +26,6 @@ struct RegistryCtl: ParsableCommand {
         subcommands: [
             StatusCommand.self, MigrateCommand.self,
             EncryptCommand.self, DecryptCommand.self, RekeyCommand.self, VerifyCommand.self,
+            BackupCommand.self, RestoreCommand.self,
         ])
 }

@@ -66,7 +66,7 @@ package enum ChecksumStore {
     /// Not `DatabaseMigrator.appliedIdentifiers(_:)`: when its first query
     /// finds no table and another process creates it right after, it throws
     /// "no such table".
-    static func appliedIdentifiers(_ db: Database) throws -> Set<String> {
+    package static func appliedIdentifiers(_ db: Database) throws -> Set<String> {
         guard try tableExists("grdb_migrations", db) else { return [] }
         return try String.fetchSet(db, sql: "SELECT identifier FROM grdb_migrations")
     }

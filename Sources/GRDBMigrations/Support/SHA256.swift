@@ -27,7 +27,47 @@ package enum SHA256 {
 
     /// Returns the digest of `bytes` in lowercase hexadecimal.
     package static func hexDigest(of bytes: [UInt8]) -> String {
-        digest(of: bytes).map { hexDigits[Int($0 >> 4)] + hexDigits[Int($0 & 0xf)] }.joined()
+        hex(digest(of: bytes))
+    }
+
+    private static func hex(_ digest: [UInt8]) -> String {
+        digest.map { hexDigits[Int($0 >> 4)] + hexDigits[Int($0 & 0xf)] }.joined()
+    }
+
+    /// An incremental digest, for data that comes in pieces (backup files
+    /// are hashed while they are copied, never read whole into memory).
+    ///
+    /// ```swift
+    /// let hasher = SHA256.Hasher()
+    /// Array("CREATE TABLE t(a);".utf8).withUnsafeBytes { hasher.update($0) }
+    /// print(hasher.finalizeHex())
+    /// ```
+    package final class Hasher {
+        private let context: OpaquePointer
+
+        package init() {
+            // Like EVP_Digest above: these fail only when libcrypto can't
+            // allocate, and then no digest can be trusted.
+            guard let context = EVP_MD_CTX_new() else { preconditionFailure("libcrypto SHA-256 failed: out of memory") }
+            precondition(EVP_DigestInit_ex(context, EVP_sha256(), nil) == 1, "libcrypto SHA-256 failed")
+            self.context = context
+        }
+
+        deinit { EVP_MD_CTX_free(context) }
+
+        /// Adds `bytes` to the digest.
+        package func update(_ bytes: UnsafeRawBufferPointer) {
+            guard bytes.count > 0 else { return }
+            precondition(EVP_DigestUpdate(context, bytes.baseAddress, bytes.count) == 1, "libcrypto SHA-256 failed")
+        }
+
+        /// The digest of everything added, in lowercase hexadecimal. Call once.
+        package func finalizeHex() -> String {
+            var output = [UInt8](repeating: 0, count: 32)
+            var length: UInt32 = 0
+            precondition(EVP_DigestFinal_ex(context, &output, &length) == 1 && length == 32, "libcrypto SHA-256 failed")
+            return SHA256.hex(output)
+        }
     }
 
     private static let hexDigits = (0..<16).map { String($0, radix: 16) }

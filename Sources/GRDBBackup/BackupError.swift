@@ -1,0 +1,90 @@
+import Foundation
+
+/// Why a backup or a restore stopped. Each case names the file or database
+/// and says what to do; nothing a failed operation wrote is left where a
+/// later operation could take it for complete.
+///
+/// ```swift
+/// do {
+///     try restore.restoreTenant(try TenantID("acme"), into: layout, encryption: encryption)
+/// } catch let error as BackupError {
+///     print(error)    // "tenant acme: tenants/acme.sqlite does not match the manifest: …"
+/// }
+/// ```
+public enum BackupError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The destination of a backup file or of a restore already exists.
+    case destinationExists(path: String)
+    /// A backup directory must be new or empty.
+    case directoryNotEmpty(path: String)
+    /// A database name that can't name a file in a backup.
+    case invalidName(String)
+    /// The same database was added twice to one backup set.
+    case duplicateEntry(name: String)
+    /// The backup set was finished: its manifest is written, nothing can be added.
+    case setFinished(directory: String)
+    /// The online copy failed; the source database is untouched.
+    case copyFailed(database: String, reason: String)
+    /// A copy (a backup file, or a restored file before it is put in place)
+    /// fails its check: integrity, cipher HMACs, or encryption expected.
+    case verificationFailed(database: String, path: String, reason: String)
+    /// A directory without a manifest is not a (complete) backup.
+    case manifestMissing(directory: String)
+    /// The manifest can't be read, or says what this version does not understand.
+    case manifestInvalid(path: String, reason: String)
+    /// A backup file is missing, or its size or SHA-256 is not the manifest's.
+    case fileDoesNotMatchManifest(file: String, reason: String)
+    /// The manifest has no such database or tenant.
+    case noSuchEntry(name: String, available: [String])
+    /// The restored database records migrations the configured set does not know.
+    case unknownMigrations(database: String, identifiers: [String])
+    /// The restored database applied migration files that are not the configured ones.
+    case modifiedMigrations(database: String, identifiers: [String])
+    /// The destination is open in another connection (a running daemon).
+    case destinationInUse(path: String)
+    /// With `force`, the destination could not be locked, so nothing proves
+    /// that no process uses it.
+    case destinationNotLockable(path: String, reason: String)
+    /// An encrypted tenant's key derives from its id: it opens under that id only.
+    case tenantKeyBoundToID(backedUpAs: String, restoringAs: String)
+    /// A file system call failed.
+    case fileSystem(path: String, operation: String, reason: String)
+
+    public var description: String {
+        switch self {
+        case let .destinationExists(path):
+            return "\(path) already exists: restore over a database only with force (registryctl restore --force), once its daemon is stopped, or remove it first"
+        case let .directoryNotEmpty(path):
+            return "the backup directory \(path) is not empty: back up into a new directory"
+        case let .invalidName(name):
+            return "\(String(reflecting: name)) can't name a backup file: use letters, digits, '.', '-' and '_', not starting with '.'"
+        case let .duplicateEntry(name):
+            return "\(name) is already in this backup set"
+        case let .setFinished(directory):
+            return "the backup in \(directory) is finished (its manifest is written): start a new backup set"
+        case let .copyFailed(database, reason):
+            return "\(database): the online copy failed (\(reason)); the database is untouched and no backup file was kept"
+        case let .verificationFailed(database, path, reason):
+            return "\(database): the copy \(path) fails its check (\(reason)); it was removed"
+        case let .manifestMissing(directory):
+            return "\(directory) has no \(BackupManifest.fileName): it is not a backup, or the backup did not finish"
+        case let .manifestInvalid(path, reason):
+            return "\(path) can't be used: \(reason)"
+        case let .fileDoesNotMatchManifest(file, reason):
+            return "\(file) does not match the manifest: \(reason); the backup is damaged or was tampered with, nothing was restored from it"
+        case let .noSuchEntry(name, available):
+            return "the backup has no \(name); it holds \(available.isEmpty ? "nothing" : available.joined(separator: ", "))"
+        case let .unknownMigrations(database, identifiers):
+            return "\(database): the backup applied migrations the configured set does not have (\(identifiers.joined(separator: ", "))): restore it with the migration folder it was made with"
+        case let .modifiedMigrations(database, identifiers):
+            return "\(database): the backup applied other versions of \(identifiers.joined(separator: ", ")) than the configured migration files: restore it with the migration folder it was made with"
+        case let .destinationInUse(path):
+            return "\(path) is open in another process (a running daemon?): stop it, then restore"
+        case let .destinationNotLockable(path, reason):
+            return "can't lock \(path) to prove no process uses it (\(reason)): stop the daemon, move the file away, and restore without force"
+        case let .tenantKeyBoundToID(backedUpAs, restoringAs):
+            return "tenant \(backedUpAs) is encrypted with a key derived from its id: it can't be restored as \(restoringAs); restore it as \(backedUpAs)"
+        case let .fileSystem(path, operation, reason):
+            return "\(operation) \(path) failed: \(reason)"
+        }
+    }
+}

@@ -1,0 +1,227 @@
+import ArgumentParser
+import Foundation
+import GRDBBackup
+import GRDBCipher
+import GRDBMigrations
+import GRDBRegistry
+import Logging
+import Synchronization
+
+/// `registryctl backup`: consistent online copies of the databases and
+/// tenants of a configuration, while the daemon runs, with a manifest.
+struct BackupCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "backup",
+        abstract: "Copy every database and tenant (or the chosen ones) into a new backup directory, online.",
+        discussion: """
+            Each database is copied in one read transaction (VACUUM INTO), so each copy holds \
+            every transaction committed before its copy started and none after, while the daemon \
+            keeps writing. Encrypted databases are copied as ciphertext with their own key, and \
+            every copy is checked (integrity, cipher HMACs) before it gets its name. The manifest \
+            (manifest.json: file, size, SHA-256, migrations, cipher settings, never keys) is \
+            written last, and only when every copy succeeded: a directory without it is not a backup.
+            """)
+
+    @Option(help: ArgumentHelp("The daemon's JSON configuration file: its databases, tenants and key sources.", valueName: "file"))
+    var config: String
+
+    @Option(help: ArgumentHelp("The new backup directory (created; an existing one must be empty).", valueName: "dir"))
+    var to: String
+
+    @Option(help: ArgumentHelp("Only this tenant (repeat for several).", valueName: "id"))
+    var tenant: [String] = []
+
+    @Option(help: ArgumentHelp("Only this configured database (repeat for several).", valueName: "name"))
+    var database: [String] = []
+
+    @Option(help: "How many databases to copy at once.")
+    var jobs: Int = 1
+
+    @Flag(help: "Print a JSON document on standard output.")
+    var json = false
+
+    @Flag(help: "Don't report progress on standard error.")
+    var noProgress = false
+
+    func validate() throws {
+        if jobs < 1 { throw ValidationError("--jobs must be at least 1.") }
+    }
+
+    /// One database to copy.
+    struct Item: Sendable {
+        var kind: BackupEntry.Kind
+        var name: String
+        var path: String
+        var encryption: BackupEncryption?
+    }
+
+    func run() throws {
+        let (items, skipped) = try setup { try self.items() }
+        for line in skipped { ProgressReporter.write("registryctl: \(line)\n") }
+        let backup = try setup { try BackupSet(creatingAt: URL(fileURLWithPath: to), tool: "registryctl", logger: registryctlLogger()) }
+        let reporter = ProgressReporter(enabled: !noProgress && !json && items.count > 1, verb: "backed up")
+        let outcomes = runInParallel(items, jobs: jobs) { item in
+            try backup.add(item.kind, named: item.name, databaseAt: item.path, encryption: item.encryption)
+        } progress: { completed, total, item, result in
+            var failure: String?
+            if case .failure(let error) = result { failure = "\(error)" }
+            reporter.report(completed: completed, total: total, name: "\(item.kind.rawValue) \(item.name)", failure: failure, detail: "")
+        }
+        var failures: [JSONFailure] = []
+        for (item, result) in zip(items, outcomes) {
+            if case .failure(let error) = result {
+                failures.append(JSONFailure(name: "\(item.kind.rawValue) \(item.name)", path: item.path, error: "\(error)"))
+            }
+        }
+        var manifest: BackupManifest?
+        if failures.isEmpty {
+            do {
+                manifest = try backup.finish()
+            } catch {
+                failures.append(JSONFailure(name: BackupManifest.fileName, path: backup.directory.path, error: "\(error)"))
+            }
+        }
+        let entries = manifest?.files ?? backup.entries
+        if json {
+            try printJSON(JSONBackupDocument(
+                directory: backup.directory.path, complete: manifest != nil,
+                files: entries.map(JSONBackupDocument.File.init), failures: failures))
+        } else {
+            if entries.count <= 20 {
+                for entry in entries {
+                    printLine("\(entry.id): \(entry.path), \(entry.size) bytes\(entry.encryption != nil ? ", encrypted" : "")")
+                }
+            }
+            let total = entries.reduce(0) { $0 + $1.size }
+            printLine("\(entries.count) of \(items.count) databases backed up to \(backup.directory.path) (\(total) bytes); \(failures.count) failed")
+            if !failures.isEmpty {
+                printLine("failures:")
+                for failure in failures { printLine("  \(failure.name): \(failure.error)") }
+                printLine("no manifest was written: \(backup.directory.path) is not a backup")
+            }
+        }
+        if !failures.isEmpty { throw ExitCode(1) }
+    }
+
+    /// The databases to copy, with their keys; keys and names are checked
+    /// before anything is copied.
+    private func items() throws -> (items: [Item], skipped: [String]) {
+        let configuration = try RegistryConfiguration.load(contentsOf: URL(fileURLWithPath: config))
+        var items: [Item] = []
+        var skipped: [String] = []
+        let everything = tenant.isEmpty && database.isEmpty
+        for name in database where configuration.database(named: name) == nil {
+            throw ValidationError("No database named \(String(reflecting: name)) in \(config): its databases are \(configuration.databases.map(\.name).joined(separator: ", ")).")
+        }
+        for entry in configuration.databases where everything || database.contains(entry.name) {
+            guard FileManager.default.fileExists(atPath: entry.path) else {
+                // A database the daemon has not created yet has nothing to back up.
+                if everything { skipped.append("warning: database \(entry.name) has no file yet (\(entry.path)): skipped"); continue }
+                throw ValidationError("Database \(entry.name) has no file: \(entry.path) does not exist.")
+            }
+            let key = try entry.key.map { try CipherKey($0.read()) }
+            items.append(Item(kind: .database, name: entry.name, path: entry.path, encryption: key.map { BackupEncryption(key: $0) }))
+        }
+        guard everything || !tenant.isEmpty else { return (items, skipped) }
+        guard let tenants = configuration.tenants else {
+            if !tenant.isEmpty { throw ValidationError("\(config) has no \"tenants\".") }
+            return (items, skipped)
+        }
+        let encryption = try configuration.tenantEncryption()
+        let layout = tenants.layout
+        var ids: [TenantID] = []
+        if tenant.isEmpty {
+            if FileManager.default.fileExists(atPath: layout.root.path) {
+                let listing = try layout.listing()
+                for name in listing.strayFiles { skipped.append("warning: \(name) in \(layout.root.path) is not a tenant: skipped") }
+                for name in listing.provisioningLeftovers { skipped.append("warning: \(name) in \(layout.root.path) is left by a tenant creation that did not finish: skipped") }
+                ids = listing.tenants
+            }
+        } else {
+            for name in tenant {
+                let id: TenantID
+                do { id = try TenantID(name) } catch { throw ValidationError("Invalid tenant id \(String(reflecting: name)): \(error)") }
+                guard FileManager.default.fileExists(atPath: layout.path(of: id)) else {
+                    throw ValidationError("No tenant \(String(reflecting: name)): \(layout.path(of: id)) does not exist.")
+                }
+                ids.append(id)
+            }
+        }
+        for id in ids {
+            let path = layout.path(of: id)
+            let key = try encryption.key(forTenant: id.rawValue, atPath: path)
+            items.append(Item(kind: .tenant, name: id.rawValue, path: path, encryption: key.map { BackupEncryption(key: $0) }))
+        }
+        return (items, skipped)
+    }
+}
+
+/// The `--json` document of `backup`.
+struct JSONBackupDocument: Encodable {
+    struct File: Encodable {
+        var kind: String
+        var name: String
+        var path: String
+        var size: Int
+        var sha256: String
+        var encrypted: Bool
+
+        init(_ entry: BackupEntry) {
+            kind = entry.kind.rawValue
+            name = entry.name
+            path = entry.path
+            size = entry.size
+            sha256 = entry.sha256
+            encrypted = entry.encryption != nil
+        }
+    }
+    var directory: String
+    /// True when the manifest was written.
+    var complete: Bool
+    var files: [File]
+    var failures: [JSONFailure]
+}
+
+/// The library's logs go to standard error, warnings and errors only:
+/// standard output carries the command's report (and JSON).
+func registryctlLogger() -> Logger {
+    var logger = Logger(label: "registryctl") { label in StreamLogHandler.standardError(label: label) }
+    logger.logLevel = .warning
+    return logger
+}
+
+/// Runs `body` on each item with `jobs` worker threads (SQLite calls
+/// block: threads, not tasks), and returns the results in item order.
+func runInParallel<Item: Sendable, Value: Sendable>(
+    _ items: [Item], jobs: Int,
+    _ body: @escaping @Sendable (Item) throws -> Value,
+    progress: @escaping @Sendable (_ completed: Int, _ total: Int, _ item: Item, _ result: Result<Value, any Error>) -> Void
+) -> [Result<Value, any Error>] {
+    let total = items.count
+    let state = Mutex(ParallelState<Value>(results: Array(repeating: nil, count: total)))
+    DispatchQueue.concurrentPerform(iterations: min(jobs, max(total, 1))) { _ in
+        while true {
+            let index: Int? = state.withLock { state in
+                guard state.next < total else { return nil }
+                defer { state.next += 1 }
+                return state.next
+            }
+            guard let index else { return }
+            let result = Result { try body(items[index]) }
+            let completed = state.withLock { state in
+                state.results[index] = result
+                state.completed += 1
+                return state.completed
+            }
+            progress(completed, total, items[index], result)
+        }
+    }
+    return state.withLock { $0.results.compactMap { $0 } }
+}
+
+/// The work queue and results of ``runInParallel(_:jobs:_:progress:)``.
+private struct ParallelState<Value: Sendable> {
+    var next = 0
+    var completed = 0
+    var results: [Result<Value, any Error>?]
+}

@@ -1,0 +1,170 @@
+import ArgumentParser
+import Foundation
+import GRDBBackup
+import GRDBCipher
+import GRDBMigrations
+import GRDBRegistry
+
+/// `registryctl restore`: puts databases and tenants of a backup back in
+/// the places the configuration gives them, each checked before it is visible.
+struct RestoreCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "restore",
+        abstract: "Restore one tenant, one database, or everything from a backup directory.",
+        discussion: """
+            Each file is copied next to its destination under a hidden name, and checked there: \
+            size and SHA-256 against the manifest, opened with the configured key (a tenant's \
+            derives from the master key, its id and the salt in the file), cipher HMACs, \
+            integrity_check, migrations known to the configured migration folder with the same \
+            checksums. Only then does it get its name. The configuration declares no invariants: \
+            applications that have some restore through the GRDBBackup library, which checks them. \
+            An existing database is replaced only with --force, and only if no process has it \
+            open (WAL databases: every daemon's); stop the daemon of a database in a rollback \
+            journal mode first, since an idle connection to it can't be detected.
+            """)
+
+    @Option(help: ArgumentHelp("The daemon's JSON configuration file: where databases and tenants go, their migrations and keys.", valueName: "file"))
+    var config: String
+
+    @Option(help: ArgumentHelp("The backup directory (with its manifest.json).", valueName: "dir"))
+    var from: String
+
+    @Option(help: ArgumentHelp("Restore this tenant.", valueName: "id"))
+    var tenant: String?
+
+    @Option(help: ArgumentHelp("Restore this configured database.", valueName: "name"))
+    var database: String?
+
+    @Flag(help: "Restore every database and tenant of the backup.")
+    var all = false
+
+    @Flag(help: "Replace existing databases, once locked (refused while a process has them open).")
+    var force = false
+
+    @Option(help: "How many databases to restore at once.")
+    var jobs: Int = 1
+
+    @Flag(help: "Print a JSON document on standard output.")
+    var json = false
+
+    @Flag(help: "Don't report progress on standard error.")
+    var noProgress = false
+
+    func validate() throws {
+        if jobs < 1 { throw ValidationError("--jobs must be at least 1.") }
+        if [tenant != nil, database != nil, all].filter({ $0 }).count != 1 {
+            throw ValidationError("Choose what to restore: --tenant ID, --database NAME or --all.")
+        }
+    }
+
+    /// One restore, ready to run.
+    struct Item: Sendable {
+        var entry: BackupEntry
+        var destination: String
+        var run: @Sendable () throws -> BackupRestore.Report
+    }
+
+    func run() throws {
+        let items = try setup { try self.items() }
+        let reporter = ProgressReporter(enabled: !noProgress && !json && items.count > 1, verb: "restored")
+        let outcomes = runInParallel(items, jobs: jobs) { item in
+            try item.run()
+        } progress: { completed, total, item, result in
+            var failure: String?
+            if case .failure(let error) = result { failure = "\(error)" }
+            reporter.report(completed: completed, total: total, name: item.entry.id, failure: failure, detail: "")
+        }
+        var restored: [JSONRestoreDocument.Restored] = []
+        var failures: [JSONFailure] = []
+        for (item, result) in zip(items, outcomes) {
+            switch result {
+            case .success(let report):
+                restored.append(.init(
+                    kind: report.entry.kind.rawValue, name: report.entry.name, destination: report.destination,
+                    replaced: report.replaced, pendingMigrations: report.pendingMigrations))
+            case .failure(let error):
+                failures.append(JSONFailure(name: item.entry.id, path: item.destination, error: "\(error)"))
+            }
+        }
+        if json {
+            try printJSON(JSONRestoreDocument(restored: restored, failures: failures))
+        } else {
+            if restored.count <= 20 {
+                for item in restored {
+                    var line = "\(item.kind) \(item.name): restored to \(item.destination)\(item.replaced ? " (replaced)" : "")"
+                    if !item.pendingMigrations.isEmpty { line += ", \(item.pendingMigrations.count) migrations pending" }
+                    printLine(line)
+                }
+            }
+            printLine("\(restored.count) of \(items.count) databases restored; \(failures.count) failed")
+            if !failures.isEmpty {
+                printLine("failures:")
+                for failure in failures { printLine("  \(failure.name): \(failure.error)") }
+            }
+        }
+        if !failures.isEmpty { throw ExitCode(1) }
+    }
+
+    /// The restores to run. The backup, the configuration, migration
+    /// folders and keys are all read first: a problem there restores nothing.
+    private func items() throws -> [Item] {
+        let configuration = try RegistryConfiguration.load(contentsOf: URL(fileURLWithPath: config))
+        let restore = try BackupRestore(from: URL(fileURLWithPath: from), logger: registryctlLogger())
+        var sets: [String: MigrationSet] = [:]
+        func set(_ folder: String?) throws -> MigrationSet? {
+            guard let folder else { return nil }
+            if let set = sets[folder] { return set }
+            let set = try MigrationSet(directory: URL(fileURLWithPath: folder))
+            sets[folder] = set
+            return set
+        }
+        var entries: [BackupEntry]
+        if let tenant {
+            entries = [try restore.manifest.entry(.tenant, named: tenant)]
+        } else if let database {
+            entries = [try restore.manifest.entry(.database, named: database)]
+        } else {
+            entries = restore.manifest.files
+        }
+        let force = self.force
+        var items: [Item] = []
+        for entry in entries {
+            switch entry.kind {
+            case .database:
+                guard let configured = configuration.database(named: entry.name) else {
+                    throw ValidationError("The backup holds database \(entry.name), which \(config) does not configure: it has \(configuration.databases.map(\.name).joined(separator: ", ")).")
+                }
+                let encryption = try configured.key.map { BackupEncryption(key: try CipherKey($0.read())) }
+                let checks = BackupRestore.Checks(migrations: try set(configured.migrations))
+                items.append(Item(entry: entry, destination: configured.path) {
+                    try restore.restoreDatabase(named: entry.name, to: configured.path, encryption: encryption, checks: checks, force: force)
+                })
+            case .tenant:
+                guard let tenants = configuration.tenants else {
+                    throw ValidationError("The backup holds tenants, and \(config) has no \"tenants\".")
+                }
+                let id = try TenantID(entry.name)
+                let layout = tenants.layout
+                let encryption = try configuration.tenantEncryption()
+                let checks = BackupRestore.Checks(migrations: try set(tenants.migrations))
+                items.append(Item(entry: entry, destination: layout.path(of: id)) {
+                    try restore.restoreTenant(id, into: layout, encryption: encryption, checks: checks, force: force)
+                })
+            }
+        }
+        return items
+    }
+}
+
+/// The `--json` document of `restore`.
+struct JSONRestoreDocument: Encodable {
+    struct Restored: Encodable {
+        var kind: String
+        var name: String
+        var destination: String
+        var replaced: Bool
+        var pendingMigrations: [String]
+    }
+    var restored: [Restored]
+    var failures: [JSONFailure]
+}
