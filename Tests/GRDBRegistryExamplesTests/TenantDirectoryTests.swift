@@ -22,8 +22,8 @@ private struct BrokenRepository: TenantRepository {
     struct Failure: Error {}
     var reader: any DatabaseReader { get throws { throw Failure() } }
 
-    static func openTenant(at path: String, id: TenantID, policy: RepositoryDatabase.MigrationPolicy, configuration: Configuration) throws -> BrokenRepository {
-        let queue = try DatabaseQueue(path: path)
+    static func openTenant(_ opening: TenantOpening) throws -> BrokenRepository {
+        let queue = try DatabaseQueue(path: opening.path)
         try queue.write { db in try db.execute(sql: "CREATE TABLE half(a)") }
         try queue.close()
         throw Failure()
@@ -426,10 +426,10 @@ private struct GatedRepository: TenantRepository {
     var reader: any DatabaseReader { get throws { try players.reader } }
     var managedDatabase: ManagedDatabase { players.managedDatabase }
 
-    static func openTenant(at path: String, id: TenantID, policy: RepositoryDatabase.MigrationPolicy, configuration: Configuration) throws -> GatedRepository {
-        let root = URL(fileURLWithPath: path).deletingLastPathComponent().path
-        OpenControl.controls.withLock { $0[root] }?.willOpen(id)
-        return try GatedRepository(players: .openTenant(at: path, id: id, policy: policy, configuration: configuration))
+    static func openTenant(_ opening: TenantOpening) throws -> GatedRepository {
+        let root = URL(fileURLWithPath: opening.path).deletingLastPathComponent().path
+        OpenControl.controls.withLock { $0[root] }?.willOpen(opening.id)
+        return try GatedRepository(players: .openTenant(opening))
     }
 }
 
