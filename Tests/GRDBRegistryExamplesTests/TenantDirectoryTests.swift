@@ -358,6 +358,40 @@ private struct BrokenRepository: TenantRepository {
         try await waitUntil { !DatabaseConnections.shared.isOpen(atPath: try tenants.path(of: b)) }
     }
 
+    @Test func theOpenCountIsReportedAtEachChangeAndTheLastReportIsTheCurrentCount() async throws {
+        let directory = try TemporaryDirectory()
+        let reports = Locked<[Int]>([])
+        let connections = DatabaseConnections()
+        let tenants = try TenantDirectory<PlayerRepository>(
+            root: directory.url.appendingPathComponent("tenants"), maxOpen: 3, connections: connections,
+            onEvent: { event in
+                if case let .openCountChanged(count) = event { reports.withLock { $0.append(count) } }
+            })
+        let ids = try (0..<12).map { try TenantID("t\($0)") }
+        for id in ids { try tenants.provision(id) }
+        // Opens and evictions race from several tasks.
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for client in 0..<4 {
+                group.addTask {
+                    for round in 0..<5 {
+                        let id = ids[(client * 5 + round * 7) % ids.count]
+                        try await tenants.withRepository(id) { players in
+                            _ = try players.reader.read { db in try Player.fetchCount(db) }
+                        }
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        // Tenants open through the injected connection set.
+        #expect(ids.contains { connections.isOpen(atPath: (try? tenants.path(of: $0)) ?? "") })
+        #expect(!ids.contains { DatabaseConnections.shared.isOpen(atPath: (try? tenants.path(of: $0)) ?? "") })
+        #expect(reports.withLock { $0.contains(1) })
+        #expect(reports.withLock { $0.last } == tenants.openCount)
+        await tenants.close()
+        #expect(reports.withLock { $0.last } == 0)
+    }
+
     @Test func closeDrainsAndClosesEveryTenantLeasedOrNot() async throws {
         let directory = try TemporaryDirectory()
         let tenants = try makeDirectory(directory)
