@@ -88,7 +88,9 @@ CREATE INDEX player_on_score ON player(score);
         policy: RepositoryDatabase.MigrationPolicy = .apply,
         migrator: DatabaseMigrator = PlayerRepository.migrator,
         configuration: Configuration = Configuration(),
-        checkpointOnClose: Database.CheckpointMode? = .truncate
+        connections: DatabaseConnections = .shared,
+        checkpointOnClose: Database.CheckpointMode? = .truncate,
+        onEvent: (@Sendable (ManagedDatabase.Event) -> Void)? = nil
     ) throws {
         database = try RepositoryDatabase(
             path: path,
@@ -97,7 +99,9 @@ CREATE INDEX player_on_score ON player(score);
             policy: policy,
             invariants: Self.invariants,
             configuration: configuration,
-            checkpointOnClose: checkpointOnClose)
+            connections: connections,
+            checkpointOnClose: checkpointOnClose,
+            onEvent: onEvent)
     }
 
     /// A repository over `writer`, which it now owns, migrated if needed.
@@ -271,13 +275,11 @@ CREATE INDEX player_on_score ON player(score);
 
     // MARK: TenantRepository
 
-    public static func openTenant(
-        at path: String,
-        id: TenantID,
-        policy: RepositoryDatabase.MigrationPolicy,
-        configuration: Configuration
-    ) throws -> PlayerRepository {
-        try PlayerRepository(path: path, name: "tenants/\(id)", policy: policy, configuration: configuration)
+    public static func openTenant(_ opening: TenantOpening) throws -> PlayerRepository {
+        try PlayerRepository(
+            path: opening.path, name: opening.name, policy: opening.policy,
+            configuration: opening.configuration, connections: opening.connections,
+            onEvent: opening.onEvent)
     }
 
     /// The managed database: the tenant directory drains, checkpoints

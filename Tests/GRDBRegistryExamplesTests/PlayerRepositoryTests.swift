@@ -55,6 +55,59 @@ import Testing
         #expect(try names(path) == ["Arthur:10", "Arthur:0", "Zed:0"])
     }
 
+    /// Runs the `sqlite3` shell on `path`: another process, which the
+    /// repository's commit hook can't see.
+    private func sqlite3(_ path: String, _ sql: String) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
+        process.arguments = ["-bail", "-cmd", ".timeout 5000", path, sql]
+        try process.run()
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0, "sqlite3 failed on \(sql)")
+    }
+
+    @Test func anOutOfBandWriteThatBreaksAnInvariantIsReportedAndRefusedNotBuiltUpon() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("players.sqlite")
+        let events = Locked<[ManagedDatabase.Event]>([])
+        let players = try PlayerRepository(path: path, name: "players", onEvent: { event in events.withLock { $0.append(event) } })
+        defer { try? players.close() }
+        let arthur = try #require(try await players.add(name: "Arthur", score: 10).id)
+
+        // Another process commits a negative score behind the repository's back.
+        try sqlite3(path, "UPDATE player SET score = -3 WHERE id = \(arthur)")
+        let refused = await #expect(throws: DatabaseRepositoryError.self) { try await players.add(name: "Barbara", score: 5) }
+        guard case let .outOfBandWriteBrokeInvariant(violation) = refused else {
+            Issue.record("expected outOfBandWriteBrokeInvariant, got \(String(describing: refused))")
+            return
+        }
+        #expect(violation.invariant == "nonNegativeScore")
+        #expect(violation.database == "players")
+        #expect(refused?.description.contains("players") == true)
+        #expect(events.withLock { $0.contains(.outOfBandWriteBrokeInvariant("nonNegativeScore")) })
+        // Refused again while the data stays broken; nothing was written.
+        await #expect(throws: DatabaseRepositoryError.self) { try await players.updateScore(of: arthur, to: 20) }
+        #expect(try names(path) == ["Arthur:-3"])
+
+        // Repaired outside: the next write goes through.
+        try sqlite3(path, "UPDATE player SET score = 0 WHERE id = \(arthur)")
+        try await players.add(name: "Barbara", score: 5)
+        #expect(try names(path) == ["Arthur:0", "Barbara:5"])
+    }
+
+    @Test func anOutOfBandWriteThatKeepsTheInvariantsLetsTheNextWriteProceed() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("players.sqlite")
+        let events = Locked<[ManagedDatabase.Event]>([])
+        let players = try PlayerRepository(path: path, onEvent: { event in events.withLock { $0.append(event) } })
+        defer { try? players.close() }
+        try await players.add(name: "Arthur", score: 10)
+        try sqlite3(path, "INSERT INTO player (name, score) VALUES ('Craig', 7)")
+        try await players.add(name: "Barbara", score: 5)
+        #expect(try names(path) == ["Arthur:10", "Craig:7", "Barbara:5"])
+        #expect(!events.withLock { $0.contains { if case .outOfBandWriteBrokeInvariant = $0 { true } else { false } } })
+    }
+
     @Test func writesThatBypassTheRepositoryAreRolledBack() async throws {
         let directory = try TemporaryDirectory()
         let path = directory.path("players.sqlite")

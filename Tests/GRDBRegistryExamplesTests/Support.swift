@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import Synchronization
 
 /// A directory under the system temporary directory, removed on deinit.
 final class TemporaryDirectory: Sendable {
@@ -31,4 +32,16 @@ func freshRead<T>(_ path: String, _ value: (Database) throws -> T) throws -> T {
     let queue = try DatabaseQueue(path: path, configuration: configuration)
     defer { try? queue.close() }
     return try queue.read(value)
+}
+
+/// A value shared with escaping closures (a local `Mutex` can't be
+/// captured by one: it is not copyable).
+final class Locked<Value: Sendable>: Sendable {
+    private let value: Mutex<Value>
+
+    init(_ value: Value) { self.value = Mutex(value) }
+
+    func withLock<R: Sendable>(_ body: (inout Value) -> R) -> R {
+        value.withLock { body(&$0) }
+    }
 }

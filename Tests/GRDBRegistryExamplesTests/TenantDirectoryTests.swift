@@ -22,8 +22,8 @@ private struct BrokenRepository: TenantRepository {
     struct Failure: Error {}
     var reader: any DatabaseReader { get throws { throw Failure() } }
 
-    static func openTenant(at path: String, id: TenantID, policy: RepositoryDatabase.MigrationPolicy, configuration: Configuration) throws -> BrokenRepository {
-        let queue = try DatabaseQueue(path: path)
+    static func openTenant(_ opening: TenantOpening) throws -> BrokenRepository {
+        let queue = try DatabaseQueue(path: opening.path)
         try queue.write { db in try db.execute(sql: "CREATE TABLE half(a)") }
         try queue.close()
         throw Failure()
@@ -358,6 +358,40 @@ private struct BrokenRepository: TenantRepository {
         try await waitUntil { !DatabaseConnections.shared.isOpen(atPath: try tenants.path(of: b)) }
     }
 
+    @Test func theOpenCountIsReportedAtEachChangeAndTheLastReportIsTheCurrentCount() async throws {
+        let directory = try TemporaryDirectory()
+        let reports = Locked<[Int]>([])
+        let connections = DatabaseConnections()
+        let tenants = try TenantDirectory<PlayerRepository>(
+            root: directory.url.appendingPathComponent("tenants"), maxOpen: 3, connections: connections,
+            onEvent: { event in
+                if case let .openCountChanged(count) = event { reports.withLock { $0.append(count) } }
+            })
+        let ids = try (0..<12).map { try TenantID("t\($0)") }
+        for id in ids { try tenants.provision(id) }
+        // Opens and evictions race from several tasks.
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for client in 0..<4 {
+                group.addTask {
+                    for round in 0..<5 {
+                        let id = ids[(client * 5 + round * 7) % ids.count]
+                        try await tenants.withRepository(id) { players in
+                            _ = try players.reader.read { db in try Player.fetchCount(db) }
+                        }
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        // Tenants open through the injected connection set.
+        #expect(ids.contains { connections.isOpen(atPath: (try? tenants.path(of: $0)) ?? "") })
+        #expect(!ids.contains { DatabaseConnections.shared.isOpen(atPath: (try? tenants.path(of: $0)) ?? "") })
+        #expect(reports.withLock { $0.contains(1) })
+        #expect(reports.withLock { $0.last } == tenants.openCount)
+        await tenants.close()
+        #expect(reports.withLock { $0.last } == 0)
+    }
+
     @Test func closeDrainsAndClosesEveryTenantLeasedOrNot() async throws {
         let directory = try TemporaryDirectory()
         let tenants = try makeDirectory(directory)
@@ -426,10 +460,10 @@ private struct GatedRepository: TenantRepository {
     var reader: any DatabaseReader { get throws { try players.reader } }
     var managedDatabase: ManagedDatabase { players.managedDatabase }
 
-    static func openTenant(at path: String, id: TenantID, policy: RepositoryDatabase.MigrationPolicy, configuration: Configuration) throws -> GatedRepository {
-        let root = URL(fileURLWithPath: path).deletingLastPathComponent().path
-        OpenControl.controls.withLock { $0[root] }?.willOpen(id)
-        return try GatedRepository(players: .openTenant(at: path, id: id, policy: policy, configuration: configuration))
+    static func openTenant(_ opening: TenantOpening) throws -> GatedRepository {
+        let root = URL(fileURLWithPath: opening.path).deletingLastPathComponent().path
+        OpenControl.controls.withLock { $0[root] }?.willOpen(opening.id)
+        return try GatedRepository(players: .openTenant(opening))
     }
 }
 

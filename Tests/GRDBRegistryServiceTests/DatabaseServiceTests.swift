@@ -133,6 +133,11 @@ import Testing
                 #expect(!DatabaseConnections.shared.isOpen(atPath: directory.path("observed.sqlite")))
                 try await service.writer(named: "observed_db").write { db in try db.execute(sql: "CREATE TABLE t(x)") }
                 try await tenants.withRepository(TenantID("observed")) { players in
+                    // Reported by the directory as the tenant opens, before anyone asks for health.
+                    #expect(events.withLock { $0.last { if case .openTenantsChanged = $0 { true } else { false } } } == .openTenantsChanged(1))
+                    // Tenants open through the service's connection set too.
+                    #expect(connections.isOpen(atPath: try tenants.path(of: TenantID("observed"))))
+                    #expect(!DatabaseConnections.shared.isOpen(atPath: try tenants.path(of: TenantID("observed"))))
                     _ = try await players.add(name: "Arthur")
                     #expect(service.health().tenants?.openCount == 1)
                 }
@@ -144,9 +149,40 @@ import Testing
         #expect(seen.contains(.openDatabasesChanged(1)))
         #expect(seen.contains(.database("observed_db", .committed)))
         #expect(seen.contains(.openTenantsChanged(1)))
-        #expect(seen.last == .openTenantsChanged(0))
+        #expect(seen.last { if case .openTenantsChanged = $0 { true } else { false } } == .openTenantsChanged(0))
         #expect(service.health().tenants?.openCount == 0)
         #expect(!connections.isOpen(atPath: directory.path("observed.sqlite")))
+    }
+
+    @Test func twoServicesInOneProcessEachSeeOnlyTheirOwnInvariantViolations() async throws {
+        let directory = try TemporaryDirectory()
+        func makeService(_ name: String, _ events: Locked<[DatabaseServiceObserver.Event]>) -> DatabaseService {
+            DatabaseService(
+                configuration: RegistryConfiguration(databases: [], tenants: .init(root: directory.path("\(name)-tenants"), maxOpen: 4)),
+                environment: [:], logger: LogRecorder().logger(),
+                connections: DatabaseConnections(),
+                observer: DatabaseServiceObserver { event in events.withLock { $0.append(event) } })
+        }
+        let eventsA = Locked<[DatabaseServiceObserver.Event]>([])
+        let eventsB = Locked<[DatabaseServiceObserver.Event]>([])
+        let tenantsA = try makeService("a", eventsA).tenants(of: PlayerRepository.self)
+        let tenantsB = try makeService("b", eventsB).tenants(of: PlayerRepository.self)
+        // The same tenant name in both: only the directory tells them apart.
+        let id = try TenantID("same")
+        try tenantsA.provision(id)
+        try tenantsB.provision(id)
+        try await tenantsA.withRepository(id) { players in
+            let arthur = try #require(try await players.add(name: "Arthur", score: 10).id)
+            await #expect(throws: InvariantViolation.self) { try await players.updateScore(of: arthur, to: -1) }
+        }
+        try await tenantsB.withRepository(id) { players in _ = try await players.add(name: "Barbara", score: 10) }
+        await tenantsA.close()
+        await tenantsB.close()
+
+        let violation = DatabaseServiceObserver.Event.invariantViolated(database: "tenants/same", invariant: "nonNegativeScore")
+        #expect(eventsA.withLock { $0.filter { $0 == violation }.count } == 1)
+        #expect(!eventsB.withLock { $0.contains(violation) })
+        #expect(eventsB.withLock { $0.contains(.openTenantsChanged(1)) })
     }
 
     @Test func theRegistryHoldsTheConfiguredDatabasesAndTheTenants() async throws {

@@ -407,6 +407,46 @@ private struct CountdownRequest: Queryable {
         #expect(other.value == 10)
         withExtendedLifetime(queries) { }
     }
+
+    @Test func queriesReadTheSharedLatestValueAndUpdatesConsumersGetEachChange() async throws {
+        let directory = try TemporaryDirectory()
+        let pool = try makePlayerPool(in: directory)
+        let context = DatabaseContext.readWrite { pool }
+        let counter = FetchCounter()
+        let queries = (0..<50).map { _ in Query(CountingRequest(counter: counter), context: context) }
+        let streamed = queries[0]
+        let late = queries[1]
+        do {
+            var updates = streamed.updates.makeAsyncIterator()
+            #expect(try await updates.next() == 0)
+            for id in 1...5 {
+                try await pool.write { db in try Player(id: Int64(id), name: "P", score: 0).insert(db) }
+                // The consumer gets each change, in order...
+                #expect(try await updates.next() == id)
+                // ...and the queries nobody streams read it.
+                try await waitUntil { queries.allSatisfy { $0.value == id } }
+            }
+            // A consumer that arrives later starts with the latest value,
+            // not with the value its query had before anyone streamed it.
+            var lateUpdates = late.updates.makeAsyncIterator()
+            #expect(try await lateUpdates.next() == 5)
+            try await pool.write { db in try Player(id: 6, name: "P", score: 0).insert(db) }
+            #expect(try await lateUpdates.next() == 6)
+            #expect(try await updates.next() == 6)
+        }
+        // The consumers are gone: values still follow.
+        try await pool.write { db in try Player(id: 7, name: "P", score: 0).insert(db) }
+        try await waitUntil { queries.allSatisfy { $0.value == 7 } }
+        // A paused query keeps the value it had.
+        late.pause()
+        try await pool.write { db in try Player(id: 8, name: "P", score: 0).insert(db) }
+        try await waitUntil { streamed.value == 8 }
+        #expect(late.value == 7)
+        late.resume()
+        #expect(late.value == 8)
+        #expect(context.sharedObservations?.observationCount == 1)
+        withExtendedLifetime(queries) { }
+    }
 }
 
 /// Counts fetches: requests that share it are equal.

@@ -50,9 +50,9 @@ struct SlowOpeningRepository: TenantRepository {
     var reader: any DatabaseReader { get throws { try players.reader } }
     var managedDatabase: ManagedDatabase { players.managedDatabase }
 
-    static func openTenant(at path: String, id: TenantID, policy: RepositoryDatabase.MigrationPolicy, configuration: Configuration) throws -> SlowOpeningRepository {
-        if id.rawValue.hasPrefix("slow") { usleep(200_000) }
-        return try SlowOpeningRepository(players: .openTenant(at: path, id: id, policy: policy, configuration: configuration))
+    static func openTenant(_ opening: TenantOpening) throws -> SlowOpeningRepository {
+        if opening.id.rawValue.hasPrefix("slow") { usleep(200_000) }
+        return try SlowOpeningRepository(players: .openTenant(opening))
     }
 }
 

@@ -17,6 +17,10 @@ final class CommitPolicy: TransactionObserver, Sendable {
         /// anyone else can write.
         var allowsUnchecked: Bool
         var acceptsWrites = true
+        /// `PRAGMA data_version` of the writer when the invariants last
+        /// held; nil before the first checked write. Another connection's
+        /// commit (another process, `sqlite3`, `registryctl`) changes it.
+        var checkedDataVersion: Int?
     }
 
     let database: String
@@ -66,6 +70,34 @@ final class CommitPolicy: TransactionObserver, Sendable {
         state.withLock { $0.acceptsWrites }
     }
 
+    /// Throws the first broken invariant, after reporting it.
+    func checkInvariants(_ db: Database) throws {
+        if let violation = try invariants.firstViolation(db, database: database) {
+            onEvent?(.invariantViolated(violation.invariant))
+            throw violation
+        }
+    }
+
+    /// Called at the start of a checked write, on the writer: when another
+    /// connection committed since the invariants last held, checks them
+    /// again before anything is built on that change.
+    ///
+    /// A change that breaks an invariant is reported and refused with
+    /// ``DatabaseRepositoryError/outOfBandWriteBrokeInvariant(_:)``, at
+    /// every write, until someone repairs the data. The writer's own
+    /// commits don't change `data_version`: a repository that only
+    /// writes through itself never pays the check.
+    func checkOutOfBandWrites(_ db: Database) throws {
+        guard requiresCheckedWrites, !invariants.isEmpty else { return }
+        let version = try Int.fetchOne(db, sql: "PRAGMA data_version")
+        guard let version, version != state.withLock({ $0.checkedDataVersion }) else { return }
+        if let violation = try invariants.firstViolation(db, database: database) {
+            onEvent?(.outOfBandWriteBrokeInvariant(violation.invariant))
+            throw DatabaseRepositoryError.outOfBandWriteBrokeInvariant(violation)
+        }
+        state.withLock { $0.checkedDataVersion = version }
+    }
+
     func observes(eventsOfKind eventKind: DatabaseEventKind) -> Bool { false }
 
     func databaseDidChange(with event: DatabaseEvent) { }
@@ -80,7 +112,6 @@ final class CommitPolicy: TransactionObserver, Sendable {
             throw ManagedDatabaseError.notAcceptingWrites(database: database)
         }
         if requiresCheckedWrites && !wasChecked && !allowsUnchecked {
-            DatabaseEvents.shared.report(.uncheckedWriteRefused(database: database))
             onEvent?(.commitRefused(.uncheckedWrite))
             throw DatabaseRepositoryError.uncheckedWrite(database: database)
         }

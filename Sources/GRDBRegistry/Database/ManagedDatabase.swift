@@ -50,6 +50,13 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
         case commitRefused(Refusal)
         /// The checkpoint of ``close()`` failed: the WAL stays, nothing is lost.
         case checkpointFailed(String)
+        /// The invariant with this name refused (and rolled back) a write,
+        /// or an opening file.
+        case invariantViolated(String)
+        /// Another connection (another process, `sqlite3`) committed a
+        /// change that breaks the invariant with this name: checked writes
+        /// are refused until the data is repaired.
+        case outOfBandWriteBrokeInvariant(String)
     }
 
     /// The kind of connection to open on a file.
@@ -128,7 +135,7 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
 
     /// The file variant, with checks enforced later (``enforceChecks()``)
     /// when the owner first migrates.
-    init(
+    convenience init(
         path: String,
         name: String?,
         connection: Connection,
@@ -156,17 +163,13 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
         case .pool: writer = try connections.pool(atPath: path, configuration: configuration)
         case .queue: writer = try connections.queue(atPath: path, configuration: configuration)
         }
-        self.name = name
-        self.writer = writer
-        self.policy = policy
-        self.checkpointOnClose = checkpointOnClose
-        self.onEvent = onEvent
-        self.sharedObservations = SharedObservations()
-        self.release = { try connections.close($0) }
+        self.init(
+            name: name, writer: writer, policy: policy, checkpointOnClose: checkpointOnClose,
+            onEvent: onEvent, release: { try connections.close($0) })
     }
 
     /// The writer variant, with checks enforced later when `enforcing` is false.
-    init(
+    convenience init(
         name: String,
         writer: any DatabaseWriter,
         checks: [CommitCheck],
@@ -181,6 +184,20 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
         writer.writeWithoutTransaction { db in
             db.add(transactionObserver: policy, extent: .databaseLifetime)
         }
+        self.init(
+            name: name, writer: writer, policy: policy, checkpointOnClose: checkpointOnClose,
+            onEvent: onEvent, release: release)
+    }
+
+    /// Both variants end here, once `policy` observes every commit of `writer`.
+    private init(
+        name: String,
+        writer: any DatabaseWriter,
+        policy: CommitPolicy,
+        checkpointOnClose: Database.CheckpointMode?,
+        onEvent: (@Sendable (Event) -> Void)?,
+        release: @escaping @Sendable (any DatabaseWriter) throws -> Void
+    ) {
         self.name = name
         self.writer = writer
         self.policy = policy
@@ -254,8 +271,9 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
     public func write<T: Sendable>(_ updates: @escaping @Sendable (Database) throws -> T) async throws -> T {
         let policy = policy
         return try await writer.write { db in
+            try policy.checkOutOfBandWrites(db)
             let result = try updates(db)
-            try policy.invariants.check(db, database: policy.database)
+            try policy.checkInvariants(db)
             policy.markChecked()
             return result
         }
@@ -271,8 +289,9 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
     /// ```
     public func write<T>(_ updates: (Database) throws -> T) throws -> T {
         try writer.write { db in
+            try policy.checkOutOfBandWrites(db)
             let result = try updates(db)
-            try policy.invariants.check(db, database: policy.database)
+            try policy.checkInvariants(db)
             policy.markChecked()
             return result
         }

@@ -33,6 +33,11 @@ public enum DatabaseRepositoryError: Error, CustomStringConvertible, Sendable, E
     /// checks.
     case alreadyOpen(database: String)
 
+    /// Another connection (another process, the `sqlite3` shell) committed
+    /// a change that breaks an invariant: the repository refuses to write
+    /// on top of it until the data is repaired.
+    case outOfBandWriteBrokeInvariant(InvariantViolation)
+
     public var description: String {
         switch self {
         case let .uncheckedWrite(database):
@@ -41,6 +46,9 @@ public enum DatabaseRepositoryError: Error, CustomStringConvertible, Sendable, E
             return "\(database) has pending migrations (\(migrations.joined(separator: ", "))): migrate it first (`registryctl migrate`), or open it with migrations applied."
         case let .alreadyOpen(database):
             return "\(database) is already open in this process: a repository must be the only owner of its database, so that every write is checked."
+        case let .outOfBandWriteBrokeInvariant(violation):
+            let more = violation.hasMoreOffendingRows ? " (and more)" : ""
+            return "\(violation.database) was changed outside its repository (another process or connection), and now breaks invariant \(violation.invariant): \(violation.offendingRows.joined(separator: "; "))\(more). Writes are refused until the data is repaired (or restored from a backup)."
         }
     }
 }

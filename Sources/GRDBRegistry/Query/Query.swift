@@ -44,12 +44,21 @@ import Synchronization
 /// waits for the database.
 public final class Query<Request: Queryable>: Sendable where Request.Context: Sendable {
     private enum Subscription: Sendable {
+        /// A shared observation, read on demand while nobody streams
+        /// ``updates``, pushed while someone does.
+        case observation(ObservationSubscription<Request.Value>)
         case database(AnyDatabaseCancellable)
         case task(Task<Void, Never>)
         case retry(Task<Void, Never>)
 
+        var observation: ObservationSubscription<Request.Value>? {
+            if case let .observation(observation) = self { return observation }
+            return nil
+        }
+
         func cancel() {
             switch self {
+            case let .observation(observation): observation.cancel()
             case let .database(cancellable): cancellable.cancel()
             case let .task(task), let .retry(task): task.cancel()
             }
@@ -60,6 +69,9 @@ public final class Query<Request: Queryable>: Sendable where Request.Context: Se
 
     private struct State {
         var request: Request
+        /// The latest value received, or kept from a stopped observation.
+        /// While a shared observation runs, ``Query/value`` reads the
+        /// observation's latest value instead.
         var value: Request.Value
         var hasValue = false
         var error: (any Error)?
@@ -78,6 +90,9 @@ public final class Query<Request: Queryable>: Sendable where Request.Context: Se
 
     private let state: Mutex<State>
     private let context: Request.Context
+    /// Serialises the switches of a shared observation between pull and
+    /// push, so that the last switch follows the last change of consumers.
+    private let pushing = Mutex(())
 
     /// Whether the request can't be changed through the query: see
     /// ``init(constant:context:policy:)``.
@@ -160,8 +175,15 @@ public final class Query<Request: Queryable>: Sendable where Request.Context: Se
     // MARK: - Values
 
     /// The latest value.
+    ///
+    /// Queries on a shared observation (the built-in observation
+    /// queryables) read the observation's latest value here, rather than
+    /// being called for each change while nobody streams their
+    /// ``updates``: a thousand queries on one request cost one fetch and
+    /// no callback per change.
     public var value: Request.Value {
-        state.withLock { $0.value }
+        let (value, observation) = state.withLock { ($0.value, $0.subscription?.observation) }
+        return observation?.latest() ?? value
     }
 
     /// The latest error, or nil. It is reset to nil by the next value, and
@@ -225,41 +247,73 @@ public final class Query<Request: Queryable>: Sendable where Request.Context: Se
         let (stream, continuation) = AsyncThrowingStream.makeStream(
             of: Request.Value.self,
             bufferingPolicy: .bufferingNewest(1))
-        let (id, startsObservation) = state.withLock { state in
+        let (id, startsObservation, startsPushing) = state.withLock { state in
             let id = state.nextSubscriberID
             state.nextSubscriberID += 1
             let startsObservation = policy.observesOnDemand && state.subscribers.isEmpty
                 && state.subscription == nil && !state.isPaused && state.finalError == nil
+            // The first consumer of a shared observation turns pushing on,
+            // which yields the observation's latest value.
+            let startsPushing = state.subscription?.observation != nil && state.subscribers.isEmpty
             // A consumer that starts the observation gets its fresh value,
             // not the stale one.
-            if state.hasValue && !startsObservation {
+            if state.hasValue && !startsObservation && !startsPushing {
                 continuation.yield(state.value)
             }
             if let finalError = state.finalError {
                 // `onTermination` is not set yet: finishing under the lock
                 // calls nothing back.
                 continuation.finish(throwing: finalError)
-                return (id, false)
+                return (id, false, false)
             }
             state.subscribers[id] = continuation
-            return (id, startsObservation)
+            return (id, startsObservation, startsPushing)
         }
         continuation.onTermination = { [weak self] _ in
             self?.removeSubscriber(id)
         }
-        if startsObservation { restart(resettingError: false) }
+        if startsObservation {
+            restart(resettingError: false)
+        } else if startsPushing {
+            syncPushing()
+        }
         return stream
     }
 
     private func removeSubscriber(_ id: Int) {
-        let stopped: Subscription? = state.withLock { state in
-            guard state.subscribers.removeValue(forKey: id) != nil else { return nil }
-            guard policy.observesOnDemand, state.subscribers.isEmpty else { return nil }
+        let (stopped, generation, stopsPushing): (Subscription?, Int, Bool) = state.withLock { state in
+            guard state.subscribers.removeValue(forKey: id) != nil else { return (nil, 0, false) }
+            guard state.subscribers.isEmpty else { return (nil, 0, false) }
+            guard policy.observesOnDemand else { return (nil, 0, true) }
             state.generation += 1
             defer { state.subscription = nil }
-            return state.subscription
+            return (state.subscription, state.generation, false)
         }
-        stopped?.cancel()
+        if stopsPushing { syncPushing() }
+        stop(stopped, generation: generation)
+    }
+
+    /// Pushes the values of a shared observation to the query while
+    /// ``updates`` has consumers, and lets ``value`` pull them otherwise.
+    private func syncPushing() {
+        pushing.withLock { _ in
+            let (observation, hasConsumers) = state.withLock { ($0.subscription?.observation, !$0.subscribers.isEmpty) }
+            observation?.setPushing(hasConsumers)
+        }
+    }
+
+    /// Cancels a subscription taken out of the state, keeping its latest
+    /// value for ``value`` unless the query started another one since.
+    private func stop(_ subscription: Subscription?, generation: Int) {
+        guard let subscription else { return }
+        if let latest = subscription.observation?.latest() {
+            state.withLock { state in
+                guard state.generation == generation, state.subscription == nil else { return }
+                state.value = latest
+                state.hasValue = true
+            }
+        }
+        subscription.cancel()
     }
 
     // MARK: - Pausing
@@ -272,14 +326,14 @@ public final class Query<Request: Queryable>: Sendable where Request.Context: Se
     /// Stops observing the database, and releases its observation. The
     /// value stays as it is until ``resume()``.
     public func pause() {
-        let subscription: Subscription? = state.withLock { state in
-            guard !state.isPaused else { return nil }
+        let (subscription, generation): (Subscription?, Int) = state.withLock { state in
+            guard !state.isPaused else { return (nil, 0) }
             state.isPaused = true
             state.generation += 1
             defer { state.subscription = nil }
-            return state.subscription
+            return (state.subscription, state.generation)
         }
-        subscription?.cancel()
+        stop(subscription, generation: generation)
     }
 
     /// Resumes observing the database after ``pause()``: the value is
@@ -303,18 +357,18 @@ public final class Query<Request: Queryable>: Sendable where Request.Context: Se
     }
 
     private func restart(resettingError: Bool) {
-        let (generation, request, previous) = state.withLock { state in
+        let (generation, request, previous, pushes) = state.withLock { state in
             state.generation += 1
             if resettingError {
                 state.error = nil
                 state.failures = 0
             }
             defer { state.subscription = nil }
-            return (state.generation, state.request, state.subscription)
+            return (state.generation, state.request, state.subscription, !state.subscribers.isEmpty)
         }
-        previous?.cancel()
+        stop(previous, generation: generation)
 
-        let subscription = subscribe(request, generation: generation)
+        let subscription = subscribe(request, generation: generation, pushing: pushes)
 
         let isStale = state.withLock { state in
             guard state.generation == generation, !state.isPaused, state.finalError == nil else { return true }
@@ -324,11 +378,24 @@ public final class Query<Request: Queryable>: Sendable where Request.Context: Se
             state.subscription = subscription
             return false
         }
-        if isStale { subscription.cancel() }
+        if isStale {
+            subscription.cancel()
+        } else if subscription.observation != nil {
+            // Consumers may have come or gone during the start.
+            syncPushing()
+        }
     }
 
-    private func subscribe(_ request: Request, generation: Int) -> Subscription {
+    private func subscribe(_ request: Request, generation: Int, pushing: Bool) -> Subscription {
         let values = request.values(in: context)
+        if let values = values as? QueryableValues<Request.Value>, let observe = values.observe {
+            // The initial value is in the shared observation before this
+            // returns (unless the request is `async`).
+            return .observation(observe(
+                { [weak self] error in self?.receive(error, generation: generation) },
+                { [weak self] value in self?.receive(value, generation: generation) },
+                pushing))
+        }
         if let values = values as? QueryableValues<Request.Value> {
             // The built-in queryables deliver through callbacks, without a
             // task hop: the initial value is set before `init` returns.
@@ -367,8 +434,14 @@ public final class Query<Request: Queryable>: Sendable where Request.Context: Se
         if error is CancellationError { return }
         let retry = policy.retry
         let isFinal = (error as? ManagedDatabaseError).map { if case .closed = $0 { true } else { false } } ?? false
+        // The value that was current when the error happened stays.
+        let latest = state.withLock { $0.generation == generation ? $0.subscription?.observation : nil }?.latest()
         let (ended, delay, finished): (Subscription?, Duration?, [Subscriber]) = state.withLock { state in
             guard state.generation == generation else { return (nil, nil, []) }
+            if let latest {
+                state.value = latest
+                state.hasValue = true
+            }
             state.error = error
             // The observation is over: GRDB ends observations on error.
             let ended = state.subscription

@@ -39,6 +39,17 @@ public struct QueryableValues<Element: Sendable>: AsyncSequence, Sendable {
         _ onChange: @escaping @Sendable (Element) -> Void
     ) -> AnyDatabaseCancellable
 
+    /// For observations: subscribes to the shared observation, receiving
+    /// each value when `pushing` is true, reading the latest one on demand
+    /// otherwise (see ``SharedObservation``). Nil for a single fetch.
+    let observe: Observe?
+
+    typealias Observe = @Sendable (
+        _ onError: @escaping @Sendable (any Error) -> Void,
+        _ onChange: @escaping @Sendable (Element) -> Void,
+        _ pushing: Bool
+    ) -> ObservationSubscription<Element>
+
     /// Whether the sequence ends after its first value (a fetch).
     let isSingleValue: Bool
 
@@ -95,7 +106,9 @@ final class CancellableHolder: Sendable {
 extension QueryableValues {
     /// Values of `observation`, shared among equal requests through the
     /// context's ``SharedObservations``, and turned into elements by a
-    /// transform made for each subscription (so that it can keep state).
+    /// transform made for each subscription (so that it can keep state:
+    /// it is called with the latest value again at each pull, and must
+    /// give the same element for a repeated value).
     static func observing<Request: Queryable, Reducer: ValueReducer>(
         _ observation: ValueObservation<Reducer>,
         of request: Request,
@@ -105,27 +118,36 @@ extension QueryableValues {
     ) -> QueryableValues where Reducer.Value: Sendable {
         let readerResult = Result { try context.reader }
         let shared = context.sharedObservations
-        return QueryableValues(start: { onError, onChange in
+        let observe: Observe = { onError, onChange, pushing in
             let onError = reporting(onError, options: options, requestType: Request.self)
-            let reader: any DatabaseReader
-            switch readerResult {
-            case let .success(value): reader = value
-            case let .failure(error):
-                onError(error)
-                return AnyDatabaseCancellable { }
-            }
+            guard let reader = reader(readerResult, onError) else { return .ended }
             let scheduler = InlineValueObservationScheduler(immediate: !options.contains(.async))
             let transform = makeTransform()
-            let onFetched: @Sendable (Reducer.Value) -> Void = { onChange(transform($0)) }
-            guard let shared else {
-                return observation.start(in: reader, scheduling: scheduler, onError: onError, onChange: onFetched)
+            let push: @Sendable (Reducer.Value) -> Void = { onChange(transform($0)) }
+            let start: SharedObservation<Reducer.Value>.Start = { onError, onChange in
+                observation.start(in: reader, scheduling: scheduler, onError: onError, onChange: onChange)
             }
-            return shared.start(
-                request,
-                makeObservation: { observation.shared(in: reader, scheduling: scheduler) },
-                onError: onError,
-                onChange: onFetched)
-        }, isSingleValue: false)
+            let subscription: SharedObservation<Reducer.Value>.Subscription?
+            if let shared {
+                subscription = shared.subscribe(request, start: start, onError: onError, onChange: pushing ? push : nil)
+            } else {
+                // Nothing to share with: an observation of its own, read
+                // or pushed the same way.
+                let own = SharedObservation<Reducer.Value>()
+                subscription = own.register(onError: onError, onChange: pushing ? push : nil)
+                own.beginStart()
+                own.start(start)
+            }
+            guard let subscription else { return .ended }
+            return ObservationSubscription(
+                latest: { subscription.latest(transform) },
+                setPushing: { subscription.push($0 ? push : nil) },
+                cancel: { subscription.cancel() })
+        }
+        return QueryableValues(start: { onError, onChange in
+            let subscription = observe(onError, onChange, true)
+            return AnyDatabaseCancellable { subscription.cancel() }
+        }, observe: observe, isSingleValue: false)
     }
 
     /// One value fetched by `fetch`, then the end of the sequence.
@@ -137,13 +159,7 @@ extension QueryableValues {
     ) -> QueryableValues {
         QueryableValues(start: { onError, onChange in
             let onError = reporting(onError, options: options, requestType: requestType)
-            let reader: any DatabaseReader
-            switch readerResult {
-            case let .success(value): reader = value
-            case let .failure(error):
-                onError(error)
-                return AnyDatabaseCancellable { }
-            }
+            guard let reader = reader(readerResult, onError) else { return AnyDatabaseCancellable { } }
             if options.contains(.async) {
                 reader.asyncRead { result in
                     do {
@@ -162,7 +178,21 @@ extension QueryableValues {
             // A single fetch is not cancellable: cancellation only drops
             // its value, which the finished sequence ignores.
             return AnyDatabaseCancellable { }
-        }, isSingleValue: true)
+        }, observe: nil, isSingleValue: true)
+    }
+
+    /// The reader of a context, or nil after reporting why there is none.
+    private static func reader(
+        _ readerResult: Result<any DatabaseReader, any Error>,
+        _ onError: @Sendable (any Error) -> Void
+    ) -> (any DatabaseReader)? {
+        switch readerResult {
+        case let .success(reader):
+            return reader
+        case let .failure(error):
+            onError(error)
+            return nil
+        }
     }
 
     private static func reporting(
@@ -174,5 +204,23 @@ extension QueryableValues {
         return { error in
             fatalError("\(requestType) failed, and has the assertNoFailure option: \(error)")
         }
+    }
+}
+
+/// One subscriber's handle on a shared observation, in the elements of its
+/// queryable: ``Query`` reads ``latest`` while nobody streams its updates,
+/// and turns pushing on while someone does.
+struct ObservationSubscription<Element: Sendable>: Sendable {
+    /// The latest element, or nil before the first value.
+    let latest: @Sendable () -> Element?
+    /// Starts (calling back at once with the latest element) or stops
+    /// calling back with each element.
+    let setPushing: @Sendable (Bool) -> Void
+    /// Leaves the observation.
+    let cancel: @Sendable () -> Void
+
+    /// A subscription that ended before it started (its error was reported).
+    static var ended: ObservationSubscription {
+        ObservationSubscription(latest: { nil }, setPushing: { _ in }, cancel: { })
     }
 }

@@ -6,10 +6,14 @@ import Synchronization
 /// The built-in queryables (``ValueObservationQueryable``,
 /// ``PresenceObservationQueryable``) observe through the
 /// `sharedObservations` of their context: subscribers of equal requests
-/// (same type, `==`) join one GRDB `SharedValueObservation`, so that N
+/// (same type, `==`) join one GRDB `ValueObservation`, so that N
 /// subscribers cost one fetch per change, not N. An observation starts
 /// with its first subscriber and stops with its last one; a later
-/// subscriber starts a fresh one.
+/// subscriber starts a fresh one. Only subscribers that stream values
+/// (``Query/updates`` consumers, `for try await` loops) are called for
+/// each change; a ``Query`` that nobody streams reads the latest value
+/// when its ``Query/value`` is read, so that a thousand such queries cost
+/// no more per change than one.
 ///
 /// Every ``DatabaseContext`` made by `readWrite { }` or `readOnly { }` has
 /// its own; a ``ManagedDatabase`` has one that all its contexts (and the
@@ -26,14 +30,12 @@ import Synchronization
 public final class SharedObservations: Sendable {
     private struct Entry {
         var request: any Sendable
+        /// A `SharedObservation<Value>`.
         var observation: any Sendable
-        var subscribers: Int
     }
 
     private struct State {
         var entries: [ObjectIdentifier: [Int: Entry]] = [:]
-        /// How to end each subscription when the database closes.
-        var endings: [Int: @Sendable (any Error) -> Void] = [:]
         var closingError: (any Error)?
         var nextID = 0
     }
@@ -47,77 +49,88 @@ public final class SharedObservations: Sendable {
         state.withLock { $0.entries.values.reduce(0) { $0 + $1.count } }
     }
 
-    /// Subscribes to the shared observation of `request`, made by
-    /// `makeObservation` when none runs.
-    func start<Request: Equatable & Sendable, Value: Sendable>(
+    /// Subscribes to the shared observation of `request`, started by
+    /// `start` when none runs. With `onChange`, the subscriber receives
+    /// each value; without, it reads the latest one on demand (see
+    /// ``SharedObservation``). Unless the observation is asynchronous, the
+    /// latest value is there when this returns.
+    func subscribe<Request: Equatable & Sendable, Value: Sendable>(
         _ request: Request,
-        makeObservation: () -> SharedValueObservation<Value>,
+        start: SharedObservation<Value>.Start,
         onError: @escaping @Sendable (any Error) -> Void,
-        onChange: @escaping @Sendable (Value) -> Void
-    ) -> AnyDatabaseCancellable {
+        onChange: (@Sendable (Value) -> Void)?
+    ) -> SharedObservation<Value>.Subscription? {
         let type = ObjectIdentifier(Request.self)
-        let joined: (entryID: Int, subscriberID: Int, observation: SharedValueObservation<Value>)? = state.withLock { state in
-            if state.closingError != nil { return nil }
-            let subscriberID = state.nextID
-            state.nextID += 1
-            state.endings[subscriberID] = onError
+        let joined: Joining<Value> = state.withLock { state in
+            if let error = state.closingError { return .closed(error) }
             var entries = state.entries[type, default: [:]]
             defer { state.entries[type] = entries }
-            for (id, entry) in entries {
+            for entry in entries.values {
+                // An observation that ended meanwhile refuses: start another.
                 if let other = entry.request as? Request, other == request,
-                   let observation = entry.observation as? SharedValueObservation<Value> {
-                    entries[id]?.subscribers += 1
-                    return (id, subscriberID, observation)
+                   let observation = entry.observation as? SharedObservation<Value>,
+                   let subscription = observation.register(onError: onError, onChange: nil) {
+                    return .joined(subscription)
                 }
             }
             let entryID = state.nextID
             state.nextID += 1
-            let observation = makeObservation()
-            entries[entryID] = Entry(request: request, observation: observation, subscribers: 1)
-            return (entryID, subscriberID, observation)
+            let observation = SharedObservation<Value>(onEnd: { [weak self] in
+                self?.forget(type: type, entryID: entryID)
+            })
+            // A new observation has not ended: it registers.
+            guard let subscription = observation.register(onError: onError, onChange: onChange) else {
+                return .closed(CancellationError())
+            }
+            observation.beginStart()
+            entries[entryID] = Entry(request: request, observation: observation)
+            return .started(subscription)
         }
-        guard let joined else {
-            onError(state.withLock { $0.closingError } ?? CancellationError())
-            return AnyDatabaseCancellable { }
-        }
-        let cancellable = joined.observation.start(
-            onError: { [weak self] error in
-                // Upstream errors end the subscription: it won't be ended
-                // again at close.
-                _ = self?.state.withLock { $0.endings.removeValue(forKey: joined.subscriberID) }
-                onError(error)
-            },
-            onChange: onChange)
-        return AnyDatabaseCancellable { [weak self] in
-            self?.leave(type: type, entryID: joined.entryID, subscriberID: joined.subscriberID)
-            cancellable.cancel()
+        switch joined {
+        case let .closed(error):
+            onError(error)
+            return nil
+        case let .started(subscription):
+            subscription.observation.start(start)
+            return subscription
+        case let .joined(subscription):
+            subscription.observation.waitForStart()
+            if let onChange { subscription.push(onChange) }
+            return subscription
         }
     }
 
-    private func leave(type: ObjectIdentifier, entryID: Int, subscriberID: Int) {
+    private func forget(type: ObjectIdentifier, entryID: Int) {
         state.withLock { state in
-            state.endings[subscriberID] = nil
-            guard var entry = state.entries[type]?[entryID] else { return }
-            entry.subscribers -= 1
-            if entry.subscribers == 0 {
-                // GRDB stops the observation when its last client cancels,
-                // which the caller does right after.
-                state.entries[type]?[entryID] = nil
-                if state.entries[type]?.isEmpty == true { state.entries[type] = nil }
-            } else {
-                state.entries[type]?[entryID] = entry
-            }
+            state.entries[type]?[entryID] = nil
+            if state.entries[type]?.isEmpty == true { state.entries[type] = nil }
         }
     }
 
     /// Ends every subscription with `error`, and refuses new ones.
     func close(with error: any Error) {
-        let endings = state.withLock { state in
+        let observations: [any Sendable] = state.withLock { state in
             state.closingError = error
-            state.entries = [:]
-            defer { state.endings = [:] }
-            return Array(state.endings.values)
+            defer { state.entries = [:] }
+            return state.entries.values.flatMap { $0.values.map(\.observation) }
         }
-        for end in endings { end(error) }
+        for observation in observations {
+            (observation as? any EndableObservation)?.end(with: error)
+        }
     }
 }
+
+/// How ``SharedObservations/subscribe(_:start:onError:onChange:)`` found
+/// the observation of a request.
+private enum Joining<Value: Sendable> {
+    case closed(any Error)
+    case started(SharedObservation<Value>.Subscription)
+    case joined(SharedObservation<Value>.Subscription)
+}
+
+/// A ``SharedObservation`` of any value type, for ``SharedObservations/close(with:)``.
+protocol EndableObservation: Sendable {
+    func end(with error: any Error)
+}
+
+extension SharedObservation: EndableObservation { }

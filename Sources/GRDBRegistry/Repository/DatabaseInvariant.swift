@@ -65,18 +65,20 @@ public struct InvariantViolation: Error, CustomStringConvertible, Sendable, Equa
 }
 
 extension [DatabaseInvariant] {
-    /// Throws the violation of the first invariant that does not hold.
-    func check(_ db: Database, database: String) throws {
+    /// The violation of the first invariant that does not hold, or nil.
+    /// Reporting is the caller's job (see `CommitPolicy.checkInvariants`),
+    /// so that events go to the database's own observer.
+    func firstViolation(_ db: Database, database: String) throws -> InvariantViolation? {
         for invariant in self {
             let offenses = try invariant.check(db)
             if !offenses.isEmpty {
-                DatabaseEvents.shared.report(.invariantViolated(database: database, invariant: invariant.name))
-                throw InvariantViolation(
+                return InvariantViolation(
                     invariant: invariant.name,
                     database: database,
                     offendingRows: [String](offenses.prefix(InvariantViolation.reportedRowLimit)),
                     hasMoreOffendingRows: offenses.count > InvariantViolation.reportedRowLimit)
             }
         }
+        return nil
     }
 }

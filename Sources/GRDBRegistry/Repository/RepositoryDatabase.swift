@@ -122,25 +122,25 @@ public final class RepositoryDatabase: TopLevelDatabaseReader, Sendable {
 
     private init(managed: ManagedDatabase, migrator: DatabaseMigrator?, policy: MigrationPolicy, invariants: [DatabaseInvariant]) throws {
         let writer = managed.writer
-        let name = managed.name
+        let commitPolicy = managed.policy
         do {
             // One read for the common case (a migrated database): the
             // pending migrations, and the invariants when there are none.
             let pending = try writer.read { db in
                 let applied = try migrator?.appliedIdentifiers(db) ?? []
                 let pending = migrator?.migrations.filter { !applied.contains($0) } ?? []
-                if pending.isEmpty { try invariants.check(db, database: name) }
+                if pending.isEmpty { try commitPolicy.checkInvariants(db) }
                 return pending
             }
             if let migrator, !pending.isEmpty {
                 switch policy {
                 case .refusePending:
-                    throw DatabaseRepositoryError.pendingMigrations(database: name, migrations: pending)
+                    throw DatabaseRepositoryError.pendingMigrations(database: managed.name, migrations: pending)
                 case .apply:
                     // Migrations change the schema, which invariants
                     // may depend on: they are checked right after.
                     try migrator.migrate(writer)
-                    try writer.read { db in try invariants.check(db, database: name) }
+                    try writer.read { db in try commitPolicy.checkInvariants(db) }
                 }
             }
             managed.enforceChecks()

@@ -85,7 +85,14 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
     private let configuration: @Sendable (TenantID, _ path: String) throws -> Configuration
     /// The file layout under `root`, shared with the daemon and registryctl.
     public let layout: TenantLayout?
+    /// The connection set tenants open their files through.
+    public let connections: DatabaseConnections
+    private let onEvent: (@Sendable (TenantEvent) -> Void)?
     private let state = Mutex(State())
+    /// Serialises the open-count reports: each reads the count while it
+    /// holds this lock, so the last report is never older than the last
+    /// change, and reports never wait on the directory's lock.
+    private let openCountReports = Mutex(())
     /// Opens and closes tenants off the callers' cooperative threads.
     private let queue = DispatchQueue(label: "GRDBRegistry.TenantDirectory", attributes: .concurrent)
     /// Closes in flight, which shutdown waits for.
@@ -96,11 +103,19 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
     /// - parameter configuration: The GRDB configuration of a tenant's
     ///   database: where an encryption key goes, for example. Called each
     ///   time a tenant opens.
+    /// - parameter connections: The connection set tenants open their files
+    ///   through: the one of the daemon that owns the directory.
+    /// - parameter onEvent: Called with the events of every tenant's
+    ///   managed database, and each time the number of open tenants
+    ///   changes, on the thread where it happens: it must be quick and
+    ///   must not block.
     public init(
         root: URL,
         maxOpen: Int = 256,
         policy: RepositoryDatabase.MigrationPolicy = .apply,
-        configuration: @escaping @Sendable (TenantID, _ path: String) throws -> Configuration = { _, _ in Configuration() }
+        connections: DatabaseConnections = .shared,
+        configuration: @escaping @Sendable (TenantID, _ path: String) throws -> Configuration = { _, _ in Configuration() },
+        onEvent: (@Sendable (TenantEvent) -> Void)? = nil
     ) throws {
         precondition(maxOpen > 0, "maxOpen must be positive")
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
@@ -108,7 +123,9 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
         self.layout = TenantLayout(root: root)
         self.maxOpen = maxOpen
         self.policy = policy
+        self.connections = connections
         self.configuration = configuration
+        self.onEvent = onEvent
     }
 
     private init() {
@@ -116,6 +133,8 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
         layout = nil
         maxOpen = 1
         policy = .apply
+        connections = DatabaseConnections()
+        onEvent = nil
         configuration = { _, _ in throw TenantError.notConfigured }
     }
 
@@ -157,9 +176,9 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
         if FileManager.default.fileExists(atPath: path) { throw TenantError.alreadyExists(id) }
         let temporary = layout.provisioningPath(for: id)
         defer { Self.removeFiles(of: temporary) }
-        let repository = try Repository.openTenant(
-            at: temporary, id: id, policy: .apply,
-            configuration: configuration ?? self.configuration(id, path))
+        let repository = try Repository.openTenant(opening(
+            id, path: temporary, policy: .apply,
+            configuration: configuration ?? self.configuration(id, path)))
         try repository.managedDatabase.close()
         // link(2) fails if the destination exists: two concurrent
         // provisions of one id can't both succeed.
@@ -477,7 +496,17 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
     /// Opens a tenant: I/O, outside the lock.
     private func open(_ id: TenantID, path: String) throws -> Repository {
         guard FileManager.default.fileExists(atPath: path) else { throw TenantError.unknownTenant(id) }
-        return try Repository.openTenant(at: path, id: id, policy: policy, configuration: configuration(id, path))
+        return try Repository.openTenant(opening(id, path: path, policy: policy, configuration: configuration(id, path)))
+    }
+
+    private func opening(_ id: TenantID, path: String, policy: RepositoryDatabase.MigrationPolicy, configuration: Configuration) -> TenantOpening {
+        var forward: (@Sendable (ManagedDatabase.Event) -> Void)?
+        if let onEvent = self.onEvent {
+            forward = { event in onEvent(.database(id, event)) }
+        }
+        return TenantOpening(
+            id: id, path: path, policy: policy, configuration: configuration, connections: connections,
+            onEvent: forward)
     }
 
     /// Records the end of an opening, with its first lease; wakes the
@@ -584,10 +613,12 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
         reportOpenCount()
     }
 
-    /// Reports the open count, when someone listens.
+    /// Reports the open count, after each change.
     private func reportOpenCount() {
-        guard DatabaseEvents.shared.isObserved else { return }
-        DatabaseEvents.shared.report(.openTenantsChanged(directory: root?.path ?? "", count: openCount))
+        guard let onEvent else { return }
+        openCountReports.withLock { _ in
+            onEvent(.openCountChanged(openCount))
+        }
     }
 }
 

@@ -4,21 +4,25 @@ import GRDB
 ///
 /// ```swift
 /// extension PlayerRepository: TenantRepository {
-///     static func openTenant(at path: String, id: TenantID, policy: RepositoryDatabase.MigrationPolicy, configuration: Configuration) throws -> Self {
-///         try PlayerRepository(path: path, name: "tenants/\(id)", policy: policy, configuration: configuration)
+///     static func openTenant(_ opening: TenantOpening) throws -> Self {
+///         try PlayerRepository(
+///             path: opening.path, name: opening.name, policy: opening.policy,
+///             configuration: opening.configuration, connections: opening.connections,
+///             onEvent: opening.onEvent)
 ///     }
 ///     var managedDatabase: ManagedDatabase { database.managed }
 /// }
 /// ```
 public protocol TenantRepository: TopLevelDatabaseReader, Sendable {
-    /// Opens the repository of the database at `path`, creating and
-    /// migrating it when needed (according to `policy`), with the GRDB
-    /// `configuration` the directory chose for this tenant (an encryption
-    /// key, for example).
+    /// Opens the repository of the database at `opening.path`, creating and
+    /// migrating it when needed (according to `opening.policy`), with the
+    /// GRDB configuration the directory chose for this tenant (an
+    /// encryption key, for example), through the directory's connection
+    /// set, reporting to the directory's observer.
     ///
     /// The directory calls it off its lock, never on a cooperative thread
     /// of Swift concurrency from its async APIs.
-    static func openTenant(at path: String, id: TenantID, policy: RepositoryDatabase.MigrationPolicy, configuration: Configuration) throws -> Self
+    static func openTenant(_ opening: TenantOpening) throws -> Self
 
     /// The managed database of the repository: the directory drains,
     /// checkpoints and closes it.
@@ -28,4 +32,66 @@ public protocol TenantRepository: TopLevelDatabaseReader, Sendable {
 extension TenantRepository {
     /// Shares observations with every context of the tenant.
     public var sharedObservations: SharedObservations? { managedDatabase.sharedObservations }
+}
+
+/// What a ``TenantDirectory`` hands to ``TenantRepository/openTenant(_:)``:
+/// everything a tenant's ``ManagedDatabase`` (or ``RepositoryDatabase``)
+/// must be opened with, so that tenants follow the directory's owner (a
+/// daemon's connection set and observer) rather than process-wide defaults.
+///
+/// ```swift
+/// let database = try RepositoryDatabase(
+///     path: opening.path, name: opening.name, migrator: migrator, policy: opening.policy,
+///     invariants: invariants, configuration: opening.configuration,
+///     connections: opening.connections, onEvent: opening.onEvent)
+/// ```
+public struct TenantOpening: Sendable {
+    /// The tenant.
+    public var id: TenantID
+    /// The tenant's database file.
+    public var path: String
+    /// What to do with pending migrations.
+    public var policy: RepositoryDatabase.MigrationPolicy
+    /// The GRDB configuration of the tenant's connection.
+    public var configuration: Configuration
+    /// The connection set to open the file through.
+    public var connections: DatabaseConnections
+    /// Where the tenant's managed database reports its events (invariant
+    /// violations, refusals): the directory's observer, or nil.
+    public var onEvent: (@Sendable (ManagedDatabase.Event) -> Void)?
+
+    /// The name of the tenant's database in errors, logs and metrics:
+    /// `tenants/<id>`.
+    public var name: String { "tenants/\(id)" }
+
+    public init(
+        id: TenantID,
+        path: String,
+        policy: RepositoryDatabase.MigrationPolicy = .apply,
+        configuration: Configuration = Configuration(),
+        connections: DatabaseConnections = .shared,
+        onEvent: (@Sendable (ManagedDatabase.Event) -> Void)? = nil
+    ) {
+        self.id = id
+        self.path = path
+        self.policy = policy
+        self.configuration = configuration
+        self.connections = connections
+        self.onEvent = onEvent
+    }
+}
+
+/// What happens to the tenants of a ``TenantDirectory``, for logs and
+/// metrics: the directory reports to the `onEvent` it was created with.
+///
+/// ```swift
+/// let tenants = try TenantDirectory<PlayerRepository>(root: root, onEvent: { event in
+///     if case let .openCountChanged(count) = event { print("\(count) tenants open") }
+/// })
+/// ```
+public enum TenantEvent: Sendable, Equatable {
+    /// An event of a tenant's managed database.
+    case database(TenantID, ManagedDatabase.Event)
+    /// The number of open tenants changed (open, eviction, removal, close).
+    case openCountChanged(Int)
 }

@@ -31,8 +31,8 @@ public struct DatabaseServiceObserver: Sendable {
         case migrationRun(database: String, result: String, applied: Int)
         /// The number of open configured databases changed.
         case openDatabasesChanged(Int)
-        /// The number of open tenants changed (reported when the service
-        /// looks: at each ``DatabaseService/health()`` and at shutdown).
+        /// The number of open tenants changed: reported by the tenant
+        /// directory after each open, eviction, removal and close.
         case openTenantsChanged(Int)
         /// A tenant could not be opened (its key, or its migrations).
         case tenantOpenFailed(TenantID, error: String)
@@ -76,5 +76,37 @@ public struct DatabaseServiceObserver: Sendable {
     public static func metrics() -> DatabaseServiceObserver {
         let metrics = ServiceMetrics()
         return DatabaseServiceObserver { metrics.record($0) }
+    }
+}
+
+extension DatabaseServiceObserver.Event {
+    /// The service event of an event of the managed database `name`:
+    /// invariant violations (refused writes, and out-of-band writes that
+    /// break an invariant) are ``invariantViolated(database:invariant:)``,
+    /// the rest ``database(_:_:)``.
+    init(database name: String, _ event: ManagedDatabase.Event) {
+        switch event {
+        case let .invariantViolated(invariant), let .outOfBandWriteBrokeInvariant(invariant):
+            self = .invariantViolated(database: name, invariant: invariant)
+        default:
+            self = .database(name, event)
+        }
+    }
+
+    /// The service event of a tenant directory's event, or nil for the
+    /// tenants' commits and rollbacks: counting those per tenant would make
+    /// one metric series per tenant.
+    init?(tenants event: TenantEvent) {
+        switch event {
+        case let .openCountChanged(count):
+            self = .openTenantsChanged(count)
+        case let .database(id, event):
+            switch event {
+            case .invariantViolated, .outOfBandWriteBrokeInvariant:
+                self.init(database: "tenants/\(id)", event)
+            case .committed, .rolledBack, .commitRefused, .checkpointFailed:
+                return nil
+            }
+        }
     }
 }

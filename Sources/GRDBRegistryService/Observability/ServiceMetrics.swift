@@ -43,6 +43,10 @@ final class ServiceMetrics: Sendable {
             case .commitRefused(.notAcceptingWrites): counters.rejected.increment()
             case .commitRefused(.uncheckedWrite): counters.unchecked.increment()
             case .checkpointFailed: counters.checkpointFailures.increment()
+            case let .invariantViolated(invariant), let .outOfBandWriteBrokeInvariant(invariant):
+                // The service reports these as `.invariantViolated`; an
+                // observer fed directly counts them the same way.
+                Counter(label: "grdbregistry_invariant_violations_total", dimensions: [("database", name), ("invariant", invariant)]).increment()
             }
         case let .migrationRun(database, result, applied):
             Counter(label: "grdbregistry_migration_runs_total", dimensions: [("database", database), ("result", result)]).increment()

@@ -24,9 +24,7 @@ extension DatabaseService {
         }
         var tenantHealth: ServiceHealth.Tenants?
         if let tenants {
-            let openCount = tenants.openCount()
-            observer(.openTenantsChanged(openCount))
-            tenantHealth = ServiceHealth.Tenants(openCount: openCount, failures: failures, lastError: lastError)
+            tenantHealth = ServiceHealth.Tenants(openCount: tenants.openCount(), failures: failures, lastError: lastError)
         }
         return ServiceHealth(phase: phase, databases: databases, tenants: tenantHealth)
     }

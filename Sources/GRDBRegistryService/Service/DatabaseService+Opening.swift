@@ -79,7 +79,7 @@ extension DatabaseService {
                 connections: connections,
                 checks: [.writeGate],
                 checkpointOnClose: .truncate,
-                onEvent: { observer(.database(name, $0)) })
+                onEvent: { observer(.init(database: name, $0)) })
         } catch DatabaseRepositoryError.alreadyOpen {
             throw DatabaseServiceError.alreadyOpen(database: database.name, path: database.path)
         }

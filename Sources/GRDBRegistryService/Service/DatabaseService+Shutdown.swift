@@ -34,7 +34,6 @@ extension DatabaseService {
             if state.phase != .failed { state.phase = .stopped }
         }
         observer(.openDatabasesChanged(0))
-        if let tenants { observer(.openTenantsChanged(tenants.openCount())) }
         logger.info("database service stopped")
     }
 

@@ -10,8 +10,11 @@ extension DatabaseService {
     /// created on first call. Every tenant is a repository over a
     /// `ManagedDatabase` (write gate, drain, checkpoint, close), opened
     /// by the repository's `openTenant` with the same connection settings
-    /// as the configured databases: busy timeout, statement metrics. At shutdown, the service drains, checkpoints and closes
-    /// every open tenant, leased or not.
+    /// as the configured databases (busy timeout, statement metrics),
+    /// through the service's connection set, reporting invariant
+    /// violations and the open count to the service's observer. At
+    /// shutdown, the service drains, checkpoints and closes every open
+    /// tenant, leased or not.
     ///
     /// ```swift
     /// let teams = try service.tenants(of: PlayerRepository.self)
@@ -59,12 +62,14 @@ extension DatabaseService {
             let mode = configuration.migrationMode
             let logger = self.logger
             let metrics = StatementMetrics(database: "tenants")
+            let observer = self.observer
             let directory = try TenantDirectory<Repository>(
                 root: URL(fileURLWithPath: tenants.root),
                 maxOpen: tenants.maxOpen,
                 // The runner applies or verifies first; the repository's own
                 // migrator only runs in apply mode (on provisioning, too).
                 policy: mode == .apply ? .apply : .refusePending,
+                connections: connections,
                 configuration: { [weak self] id, path in
                     do {
                         let key = try encryption.key(forTenant: id.rawValue, atPath: path)
@@ -83,6 +88,9 @@ extension DatabaseService {
                         self?.recordTenantFailure(id, error)
                         throw error
                     }
+                },
+                onEvent: { event in
+                    if let event = DatabaseServiceObserver.Event(tenants: event) { observer(event) }
                 })
             state.tenants = Tenants(
                 directory: directory,

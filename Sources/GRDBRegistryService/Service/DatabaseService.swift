@@ -140,17 +140,6 @@ public final class DatabaseService: Service, Sendable {
     // MARK: - Service
 
     public func run() async throws {
-        // Repositories report invariant violations on the library's event
-        // channel (the core module has no observer to inject into a
-        // repository yet): forward the ones of this service's databases
-        // and tenants while it runs.
-        let names = Set(configuration.databases.map(\.name))
-        let forwarding = DatabaseEvents.shared.subscribe { [observer] event in
-            guard case let .invariantViolated(database, invariant) = event,
-                  names.contains(database) || database.hasPrefix("tenants/") else { return }
-            observer(.invariantViolated(database: database, invariant: invariant))
-        }
-        defer { forwarding.cancel() }
         do {
             try start()
         } catch {
