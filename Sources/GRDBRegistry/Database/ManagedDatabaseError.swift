@@ -33,6 +33,11 @@ public enum DatabaseRepositoryError: Error, CustomStringConvertible, Sendable, E
     /// checks.
     case alreadyOpen(database: String)
 
+    /// The file is a database with tables, but none of the repository's
+    /// migrations: another application's database, or another schema. The
+    /// repository refuses it rather than migrating (writing to) it.
+    case foreignDatabase(database: String, tables: [String])
+
     public var description: String {
         switch self {
         case let .uncheckedWrite(database):
@@ -41,6 +46,8 @@ public enum DatabaseRepositoryError: Error, CustomStringConvertible, Sendable, E
             return "\(database) has pending migrations (\(migrations.joined(separator: ", "))): migrate it first (`registryctl migrate`), or open it with migrations applied."
         case let .alreadyOpen(database):
             return "\(database) is already open in this process: a repository must be the only owner of its database, so that every write is checked."
+        case let .foreignDatabase(database, tables):
+            return "\(database) is not a database of this repository: it has tables (\(tables.prefix(5).joined(separator: ", "))) but none of its migrations. It was left untouched: put the right file back, or move this one away to start empty."
         }
     }
 }

@@ -10,6 +10,9 @@ import Synchronization
 struct FaultScenario: Sendable, CustomStringConvertible {
     var name: String
     var encrypted: Bool
+    /// Whether its errors must name the database (the library's own
+    /// operations do; raw GRDB and CipherDatabase.rekey don't, yet).
+    var namesTheDatabase = false
     /// Creates the database in `directory` with its acknowledged baseline
     /// (the fault VFS disarmed), and opens what the operation needs.
     var prepare: @Sendable (_ directory: String) async throws -> PreparedOperation
@@ -34,6 +37,9 @@ struct PreparedOperation {
     var path: String
     /// The key the file has after the operation (nil: plain).
     var key: () -> CipherKey?
+    /// The name errors may give the database instead of its file name
+    /// (a tenant's "tenants/<id>").
+    var databaseName: String? = nil
 }
 
 enum CheckOutcome: Equatable {
@@ -193,7 +199,7 @@ extension FaultScenario {
     /// A permitted write of the PlayerRepository example (WAL, invariants
     /// checked in the transaction).
     static func repositoryWrite(encrypted: Bool) -> FaultScenario {
-        FaultScenario(name: "PlayerRepository.add", encrypted: encrypted) { directory in
+        FaultScenario(name: "PlayerRepository.add", encrypted: encrypted, namesTheDatabase: true) { directory in
             let path = directory + "/players.sqlite"
             let players = try PlayerRepositoryHandle(path: path, configuration: try encryptedConfiguration(encrypted))
             try await players.repository.add(name: "Arthur", score: 10, team: "red")
@@ -224,7 +230,7 @@ extension FaultScenario {
         // files are tested with it: the page HMAC refuses the zeros. (A
         // NULL checksum row read that way is refused with
         // MigrationError.storageFailed: MigrationStorageFailureTests.)
-        FaultScenario(name: "DatabaseMigrationRunner.migrate, \(mode.rawValue)", encrypted: encrypted, prepare: { directory in
+        FaultScenario(name: "DatabaseMigrationRunner.migrate, \(mode.rawValue)", encrypted: encrypted, namesTheDatabase: true, prepare: { directory in
             let path = directory + "/db.sqlite"
             let first = try MigrationSet(name: "items", sqlFiles: Array(migrationFiles.prefix(1)))
             let all = try MigrationSet(name: "items", sqlFiles: migrationFiles)
