@@ -10,8 +10,9 @@ import Synchronization
 struct FaultScenario: Sendable, CustomStringConvertible {
     var name: String
     var encrypted: Bool
-    /// Whether its errors must name the database (the library's own
-    /// operations do; raw GRDB and CipherDatabase.rekey don't, yet).
+    /// Whether its errors must name the database (repository writes,
+    /// provisions and removals do; raw GRDB doesn't; the migration runner's
+    /// `statementFailed` and CipherDatabase.rekey don't yet: reported).
     var namesTheDatabase = false
     /// Creates the database in `directory` with its acknowledged baseline
     /// (the fault VFS disarmed), and opens what the operation needs.
@@ -216,7 +217,9 @@ extension FaultScenario {
                     return compare(names, before: before, after: after, succeeded: succeeded)
                 },
                 path: path,
-                key: { encrypted ? faultKey : nil })
+                key: { encrypted ? faultKey : nil },
+                // PlayerRepository(path:)'s default name.
+                databaseName: "players")
         }
     }
 
@@ -230,7 +233,7 @@ extension FaultScenario {
         // files are tested with it: the page HMAC refuses the zeros. (A
         // NULL checksum row read that way is refused with
         // MigrationError.storageFailed: MigrationStorageFailureTests.)
-        FaultScenario(name: "DatabaseMigrationRunner.migrate, \(mode.rawValue)", encrypted: encrypted, namesTheDatabase: true, prepare: { directory in
+        FaultScenario(name: "DatabaseMigrationRunner.migrate, \(mode.rawValue)", encrypted: encrypted, prepare: { directory in
             let path = directory + "/db.sqlite"
             let first = try MigrationSet(name: "items", sqlFiles: Array(migrationFiles.prefix(1)))
             let all = try MigrationSet(name: "items", sqlFiles: migrationFiles)
