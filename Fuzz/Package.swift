@@ -15,6 +15,9 @@ let package = Package(
     dependencies: [
         .package(name: "GRDBRegistry", path: ".."),
         .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
+        // The sample server's request bodies (its TenantRequests library;
+        // Hummingbird is resolved, not built).
+        .package(name: "MultiTenantServer", path: "../Samples/MultiTenantServer"),
     ],
     targets: [
         // migration file names and contents, migration-set.json
@@ -49,6 +52,14 @@ let package = Package(
             name: "FuzzConfiguration",
             dependencies: [
                 .product(name: "GRDBMigrations", package: "GRDBRegistry"),
+            ]
+        ),
+        // JSON request bodies of the sample server (TenantRequests)
+        .executableTarget(
+            name: "FuzzHTTPBody",
+            dependencies: [
+                .product(name: "TenantRequests", package: "MultiTenantServer"),
+                .product(name: "GRDBRegistry", package: "GRDBRegistry"),
             ]
         ),
     ],

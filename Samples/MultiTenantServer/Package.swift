@@ -11,6 +11,12 @@ import PackageDescription
 let package = Package(
     name: "MultiTenantServer",
     platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "MultiTenantServer", targets: ["MultiTenantServer"]),
+        // The request bodies and their validation, without Hummingbird: the
+        // fuzz package (Fuzz/Sources/FuzzHTTPBody) depends on this product.
+        .library(name: "TenantRequests", targets: ["TenantRequests"]),
+    ],
     dependencies: [
         .package(name: "GRDBRegistry", path: "../.."),
         .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
@@ -24,9 +30,14 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
     ],
     targets: [
+        .target(
+            name: "TenantRequests",
+            dependencies: [.product(name: "GRDBRegistry", package: "GRDBRegistry")]
+        ),
         .executableTarget(
             name: "MultiTenantServer",
             dependencies: [
+                "TenantRequests",
                 .product(name: "GRDBRegistry", package: "GRDBRegistry"),
                 .product(name: "GRDBRegistryService", package: "GRDBRegistry"),
                 .product(name: "GRDBRegistryExamples", package: "GRDBRegistry"),

@@ -22,6 +22,8 @@ import Testing
             FaultScenario.repositoryWrite(encrypted: encrypted),
             FaultScenario.migration(.wal, encrypted: encrypted),
             FaultScenario.migration(.rollback, encrypted: encrypted),
+            FaultScenario.provision(encrypted: encrypted),
+            FaultScenario.remove(encrypted: encrypted),
         ]
     } + [FaultScenario.rekey()]
 
@@ -115,7 +117,7 @@ import Testing
                 let label = "\(scenario), \(kind) at call \(index)"
                 statistics.record(kind, injected: injected)
                 if case .failure(let error) = result {
-                    statistics.recordError(error, kind: kind, path: operation.path, label: label)
+                    statistics.recordError(error, kind: kind, path: operation.path, name: operation.databaseName, label: label)
                 }
                 // An encrypted file as the fault left it: a page that
                 // CipherDatabase.verify rejects now, but that the WAL holds
@@ -148,6 +150,9 @@ import Testing
         #expect(statistics.inconsistent.isEmpty, "inconsistent states: \(statistics.inconsistent)")
         #expect(statistics.unreadable.isEmpty, "databases that don't open after the fault: \(statistics.unreadable)")
         #expect(statistics.untypedErrors.isEmpty, "untyped errors: \(statistics.untypedErrors)")
+        if scenario.namesTheDatabase {
+            #expect(statistics.unnamed.isEmpty, "errors that do not name the database: \(statistics.unnamed)")
+        }
         #expect(statistics.mislabeled.isEmpty, "full disks reported as another error: \(statistics.mislabeled.prefix(5))")
         #expect(statistics.failedButDurable.isEmpty, "failed operations whose transaction is in the database: \(statistics.failedButDurable)")
         #expect(statistics.injected.values.reduce(0, +) > 0)

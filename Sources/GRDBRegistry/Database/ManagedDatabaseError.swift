@@ -37,6 +37,10 @@ public enum DatabaseRepositoryError: Error, CustomStringConvertible, Sendable, E
     /// a change that breaks an invariant: the repository refuses to write
     /// on top of it until the data is repaired.
     case outOfBandWriteBrokeInvariant(InvariantViolation)
+    /// The file is a database with tables, but none of the repository's
+    /// migrations: another application's database, or another schema. The
+    /// repository refuses it rather than migrating (writing to) it.
+    case foreignDatabase(database: String, tables: [String])
 
     public var description: String {
         switch self {
@@ -49,6 +53,8 @@ public enum DatabaseRepositoryError: Error, CustomStringConvertible, Sendable, E
         case let .outOfBandWriteBrokeInvariant(violation):
             let more = violation.hasMoreOffendingRows ? " (and more)" : ""
             return "\(violation.database) was changed outside its repository (another process or connection), and now breaks invariant \(violation.invariant): \(violation.offendingRows.joined(separator: "; "))\(more). Writes are refused until the data is repaired (or restored from a backup)."
+        case let .foreignDatabase(database, tables):
+            return "\(database) is not a database of this repository: it has tables (\(tables.prefix(5).joined(separator: ", "))) but none of its migrations. It was left untouched: put the right file back, or move this one away to start empty."
         }
     }
 }

@@ -47,7 +47,9 @@ import GRDB
 ///   commits are refused with ``ManagedDatabaseError/notAcceptingWrites(database:)``.
 /// - ``reader`` and ``context`` are read-only (``ReadOnlyDatabaseReader``).
 /// - Opening checks the invariants, so a file edited by another tool into
-///   a broken state is detected, not trusted.
+///   a broken state is detected, not trusted. A file with tables but none of
+///   the migrations (another schema) is refused with
+///   ``DatabaseRepositoryError/foreignDatabase(database:tables:)``, not migrated.
 public final class RepositoryDatabase: TopLevelDatabaseReader, Sendable {
     /// What opening does with migrations that are not applied yet.
     public enum MigrationPolicy: Sendable, Equatable {
@@ -70,8 +72,9 @@ public final class RepositoryDatabase: TopLevelDatabaseReader, Sendable {
     ///
     /// - parameter checkpointOnClose: The WAL checkpoint of ``close()``, or
     ///   nil for none (see ``ManagedDatabase``).
-    /// - throws: A `DatabaseError`, ``DatabaseRepositoryError``, or the
-    ///   ``InvariantViolation`` of an existing file that breaks an invariant.
+    /// - throws: ``RepositoryOperationError`` (an SQLite error, naming the
+    ///   database: a damaged file, a full disk), ``DatabaseRepositoryError``,
+    ///   or the ``InvariantViolation`` of an existing file that breaks an invariant.
     public convenience init(
         path: String,
         name: String? = nil,
@@ -83,10 +86,12 @@ public final class RepositoryDatabase: TopLevelDatabaseReader, Sendable {
         checkpointOnClose: Database.CheckpointMode? = .truncate,
         onEvent: (@Sendable (ManagedDatabase.Event) -> Void)? = nil
     ) throws {
-        let managed = try ManagedDatabase(
-            path: path, name: name ?? path, connection: .pool, configuration: configuration,
-            connections: connections, checks: [.writeGate, .invariants(invariants)], enforcing: false,
-            checkpointOnClose: checkpointOnClose, onEvent: onEvent)
+        let managed = try RepositoryOperationError.naming(name ?? path, .open) {
+            try ManagedDatabase(
+                path: path, name: name ?? path, connection: .pool, configuration: configuration,
+                connections: connections, checks: [.writeGate, .invariants(invariants)], enforcing: false,
+                checkpointOnClose: checkpointOnClose, onEvent: onEvent)
+        }
         try self.init(managed: managed, migrator: migrator, policy: policy, invariants: invariants)
     }
 
@@ -122,25 +127,38 @@ public final class RepositoryDatabase: TopLevelDatabaseReader, Sendable {
 
     private init(managed: ManagedDatabase, migrator: DatabaseMigrator?, policy: MigrationPolicy, invariants: [DatabaseInvariant]) throws {
         let writer = managed.writer
+        let name = managed.name
         let commitPolicy = managed.policy
         do {
-            // One read for the common case (a migrated database): the
-            // pending migrations, and the invariants when there are none.
-            let pending = try writer.read { db in
-                let applied = try migrator?.appliedIdentifiers(db) ?? []
-                let pending = migrator?.migrations.filter { !applied.contains($0) } ?? []
-                if pending.isEmpty { try commitPolicy.checkInvariants(db) }
-                return pending
-            }
-            if let migrator, !pending.isEmpty {
-                switch policy {
-                case .refusePending:
-                    throw DatabaseRepositoryError.pendingMigrations(database: managed.name, migrations: pending)
-                case .apply:
-                    // Migrations change the schema, which invariants
-                    // may depend on: they are checked right after.
-                    try migrator.migrate(writer)
-                    try writer.read { db in try commitPolicy.checkInvariants(db) }
+            try RepositoryOperationError.naming(name, .open) {
+                // One read for the common case (a migrated database): the
+                // pending migrations, and the invariants when there are none.
+                let pending = try writer.read { db in
+                    let applied = try migrator?.appliedIdentifiers(db) ?? []
+                    if migrator != nil, applied.isEmpty {
+                        // Migrating a file of another schema would write to
+                        // it: a foreign file is refused, never adopted.
+                        let tables = try String.fetchAll(db, sql: """
+                            SELECT name FROM sqlite_master
+                            WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' AND name NOT LIKE '\\_litestream\\_%' ESCAPE '\\' AND name <> 'grdb_migrations'
+                            ORDER BY name
+                            """)
+                        if !tables.isEmpty { throw DatabaseRepositoryError.foreignDatabase(database: name, tables: tables) }
+                    }
+                    let pending = migrator?.migrations.filter { !applied.contains($0) } ?? []
+                    if pending.isEmpty { try commitPolicy.checkInvariants(db) }
+                    return pending
+                }
+                if let migrator, !pending.isEmpty {
+                    switch policy {
+                    case .refusePending:
+                        throw DatabaseRepositoryError.pendingMigrations(database: name, migrations: pending)
+                    case .apply:
+                        // Migrations change the schema, which invariants
+                        // may depend on: they are checked right after.
+                        try migrator.migrate(writer)
+                        try writer.read { db in try commitPolicy.checkInvariants(db) }
+                    }
                 }
             }
             managed.enforceChecks()
@@ -180,9 +198,11 @@ public final class RepositoryDatabase: TopLevelDatabaseReader, Sendable {
     /// ```
     ///
     /// - throws: ``InvariantViolation`` (the transaction is rolled back),
-    ///   or the error of `updates` or of the database.
+    ///   ``RepositoryOperationError`` for an SQLite error (a full disk, an
+    ///   I/O error, a constraint: it names the database and keeps GRDB's
+    ///   `DatabaseError` and its result code), or the other errors of `updates`.
     public func write<T: Sendable>(_ updates: @escaping @Sendable (Database) throws -> T) async throws -> T {
-        try await managed.write(updates)
+        try await RepositoryOperationError.naming(name, .write) { try await managed.write(updates) }
     }
 
     /// The synchronous version of ``write(_:)``, which blocks the calling
@@ -192,7 +212,7 @@ public final class RepositoryDatabase: TopLevelDatabaseReader, Sendable {
     /// try database.write { db in try db.execute(sql: "INSERT INTO score (value) VALUES (1)") }
     /// ```
     public func write<T>(_ updates: (Database) throws -> T) throws -> T {
-        try managed.write(updates)
+        try RepositoryOperationError.naming(name, .write) { try managed.write(updates) }
     }
 
     /// Ends observations, checkpoints the WAL (see `checkpointOnClose`)

@@ -169,7 +169,8 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
     ///   the default is the directory's (see ``init(root:maxOpen:policy:configuration:)``).
     ///   An encrypted tenant is provisioned with its key here.
     /// - throws: ``TenantError/alreadyExists(_:)``, or the error of the
-    ///   migrations.
+    ///   migrations, or ``RepositoryOperationError`` when the new database
+    ///   can't be checkpointed into its file (a full disk).
     public func provision(_ id: TenantID, configuration: Configuration? = nil) throws {
         let path = try path(of: id)
         guard let layout else { throw TenantError.notConfigured }
@@ -179,7 +180,23 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
         let repository = try Repository.openTenant(opening(
             id, path: temporary, policy: .apply,
             configuration: configuration ?? self.configuration(id, path)))
+        // The migrations must reach the main file: the link below carries
+        // it, not its WAL. `close()` only reports a failed checkpoint (a
+        // full disk), so checkpoint first, and fail if it fails.
+        do {
+            try RepositoryOperationError.naming(repository.managedDatabase.name, .write) {
+                try repository.managedDatabase.checkpoint(.truncate)
+            }
+        } catch {
+            try? repository.managedDatabase.close()
+            throw error
+        }
         try repository.managedDatabase.close()
+        if let walSize = try? FileManager.default.attributesOfItem(atPath: temporary + "-wal")[.size] as? Int, walSize > 0 {
+            throw RepositoryOperationError(
+                database: repository.managedDatabase.name, operation: .write,
+                underlying: DatabaseError(resultCode: .SQLITE_IOERR, message: "the new database kept \(walSize) bytes of WAL after its checkpoint"))
+        }
         // link(2) fails if the destination exists: two concurrent
         // provisions of one id can't both succeed.
         guard link(temporary, path) == 0 else {

@@ -10,6 +10,10 @@ import Synchronization
 struct FaultScenario: Sendable, CustomStringConvertible {
     var name: String
     var encrypted: Bool
+    /// Whether its errors must name the database (repository writes,
+    /// provisions and removals do; raw GRDB doesn't; the migration runner's
+    /// `statementFailed` and CipherDatabase.rekey don't yet: reported).
+    var namesTheDatabase = false
     /// Creates the database in `directory` with its acknowledged baseline
     /// (the fault VFS disarmed), and opens what the operation needs.
     var prepare: @Sendable (_ directory: String) async throws -> PreparedOperation
@@ -34,6 +38,9 @@ struct PreparedOperation {
     var path: String
     /// The key the file has after the operation (nil: plain).
     var key: () -> CipherKey?
+    /// The name errors may give the database instead of its file name
+    /// (a tenant's "tenants/<id>").
+    var databaseName: String? = nil
 }
 
 enum CheckOutcome: Equatable {
@@ -193,7 +200,7 @@ extension FaultScenario {
     /// A permitted write of the PlayerRepository example (WAL, invariants
     /// checked in the transaction).
     static func repositoryWrite(encrypted: Bool) -> FaultScenario {
-        FaultScenario(name: "PlayerRepository.add", encrypted: encrypted) { directory in
+        FaultScenario(name: "PlayerRepository.add", encrypted: encrypted, namesTheDatabase: true) { directory in
             let path = directory + "/players.sqlite"
             let players = try PlayerRepositoryHandle(path: path, configuration: try encryptedConfiguration(encrypted))
             try await players.repository.add(name: "Arthur", score: 10, team: "red")
@@ -210,7 +217,9 @@ extension FaultScenario {
                     return compare(names, before: before, after: after, succeeded: succeeded)
                 },
                 path: path,
-                key: { encrypted ? faultKey : nil })
+                key: { encrypted ? faultKey : nil },
+                // PlayerRepository(path:)'s default name.
+                databaseName: "players")
         }
     }
 

@@ -37,13 +37,15 @@ struct FaultStatistics {
         injected[kind.name, default: 0] += count
     }
 
-    mutating func recordError(_ error: any Error, kind: FaultKind, path: String, label: String) {
-        let (type, named) = Self.describe(error, path: path)
+    mutating func recordError(_ error: any Error, kind: FaultKind, path: String, name: String? = nil, label: String) {
+        var (type, named) = Self.describe(error, path: path)
+        if let name, String(describing: error).contains(name) { named = true }
         errors[kind.name, default: [:]][type, default: 0] += 1
         if examples[type] == nil { examples[type] = String(String(describing: error).prefix(300)) }
         if kind.code == ResultCode.SQLITE_FULL.rawValue {
             let isFull = switch error {
             case let error as DatabaseError: error.resultCode == .SQLITE_FULL
+            case let error as RepositoryOperationError: error.resultCode == .SQLITE_FULL
             case let MigrationError.storageFailed(_, resultCode, _): resultCode & 0xff == ResultCode.SQLITE_FULL.rawValue
             default: String(describing: error).contains("disk is full")
             }
@@ -63,6 +65,8 @@ struct FaultStatistics {
         switch error {
         case let error as DatabaseError:
             return ("DatabaseError \(codeName(error.extendedResultCode.rawValue))", named)
+        case let error as RepositoryOperationError:
+            return ("RepositoryOperationError.\(error.operation) \(codeName(error.extendedResultCode.rawValue))", named)
         case let error as MigrationError:
             return ("MigrationError.\(Mirror(reflecting: error).children.first?.label ?? "\(error)")", named)
         case is CipherError:

@@ -2,6 +2,10 @@ import Foundation
 import GRDB
 import GRDBRegistryExamples
 import Hummingbird
+// The request bodies (NewTenant, NewPlayer, PlayerUpdate) live in the
+// TenantRequests library, which the fuzzer shares; exported so that every
+// file of the server sees them without its own import.
+@_exported import TenantRequests
 
 /// A team, listed in the catalog database.
 struct Tenant: Codable, Sendable, Equatable, FetchableRecord, PersistableRecord {
@@ -39,26 +43,6 @@ struct IssuedToken: ResponseEncodable, Sendable {
 struct SessionResponse: ResponseEncodable, Sendable {
     var tenant: String
     var name: String
-}
-
-/// The body of `POST /tenants`.
-struct NewTenant: Decodable, Sendable {
-    var id: String
-    var name: String?
-    var encrypted: Bool?
-}
-
-/// The body of `POST /tenants/{id}/players`.
-struct NewPlayer: Decodable, Sendable {
-    var name: String
-    var score: Int?
-    var team: String?
-}
-
-/// The body of `PUT /tenants/{id}/players/{playerID}`.
-struct PlayerUpdate: Decodable, Sendable {
-    var name: String?
-    var score: Int?
 }
 
 struct ReadinessResponse: ResponseEncodable {

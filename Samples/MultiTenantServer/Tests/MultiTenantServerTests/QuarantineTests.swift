@@ -1,0 +1,90 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import NIOHTTP1
+import Synchronization
+import Testing
+
+/// One damaged tenant among 100, under load: it answers 503 with a JSON
+/// error naming it, the 99 others answer every request, the failure counts
+/// in the metrics, and the damaged file is not written to.
+@Suite(.serialized) struct QuarantineTests {
+    @Test func aTenantCorruptedMidRunFailsAloneWithA503() async throws {
+        let data = temporaryTestDirectory()
+        defer { try? FileManager.default.removeItem(at: data) }
+        try await withTestServer(dataDirectory: data) { server, api in
+            var tokens: [String: String] = [:]
+            for index in 0..<100 {
+                let id = String(format: "team-%03d", index)
+                tokens[id] = try await api.createTenant(#"{"id":"\#(id)"}"#)
+            }
+            let victim = "team-042"
+            let healthy = tokens.keys.filter { $0 != victim }.sorted()
+            // The victim holds no write yet: its database is closed, and
+            // opens on its next request, after the damage.
+            let victimPath = data.appendingPathComponent("tenants/\(victim).sqlite").path
+            #expect(FileManager.default.fileExists(atPath: victimPath))
+
+            let failures = Mutex<[String]>([])
+            let requests = Atomic<Int>(0)
+            let deadline = ContinuousClock.now + .seconds(6)
+            let damaged = Atomic<Bool>(false)
+            let size = try FileManager.default.attributesOfItem(atPath: victimPath)[.size] as? Int ?? 0
+            var generator = SystemRandomNumberGenerator()
+            let garbage = Data((0..<max(size, 4096)).map { _ in UInt8.random(in: 0...255, using: &generator) })
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for worker in 0..<12 {
+                    group.addTask {
+                        var step = worker
+                        while ContinuousClock.now < deadline {
+                            step += 1
+                            let id = healthy[(step * 7 + worker) % healthy.count]
+                            let token = tokens[id] ?? ""
+                            do {
+                                let reply = step % 3 == 0
+                                    ? try await api.send(.POST, "/tenants/\(id)/players", json: #"{"name":"p\#(step)","score":\#(step)}"#, token: token)
+                                    : try await api.send(.GET, "/tenants/\(id)/players", token: token)
+                                if !(200..<300).contains(reply.status) {
+                                    failures.withLock { $0.append("\(id): \(reply.status) \(reply.body)") }
+                                }
+                            } catch {
+                                failures.withLock { $0.append("\(id): \(error)") }
+                            }
+                            requests.add(1, ordering: .relaxed)
+                        }
+                    }
+                }
+                // Mid-run: random bytes over the victim's file.
+                try await Task.sleep(for: .seconds(2))
+                try garbage.write(to: URL(fileURLWithPath: victimPath))
+                damaged.store(true, ordering: .sequentiallyConsistent)
+                try await group.waitForAll()
+            }
+            #expect(damaged.load(ordering: .sequentiallyConsistent))
+
+            // The victim: a clear 503, every time, naming it.
+            for _ in 0..<3 {
+                let reply = try await api.send(.GET, "/tenants/\(victim)/players", token: tokens[victim])
+                #expect(reply.status == 503, "\(reply.status) \(reply.body)")
+                #expect(reply.body.contains("\"error\"") && reply.body.contains(victim), "\(reply.body)")
+                let write = try await api.send(.POST, "/tenants/\(victim)/players", json: #"{"name":"x"}"#, token: tokens[victim])
+                #expect(write.status == 503, "\(write.status) \(write.body)")
+            }
+            let metrics = try await api.send(.GET, "/metrics")
+            #expect(metrics.body.contains("grdbregistry_tenant_open_failures_total"), "\(metrics.body.prefix(2000))")
+            #expect(!metrics.body.contains("grdbregistry_tenant_open_failures_total 0\n"))
+            // The server stays ready: one broken tenant doesn't take the others out.
+            #expect(try await api.send(.GET, "/health/ready").status == 200)
+            #expect(server.outputText.contains(victim), "the failure is logged with the tenant")
+
+            let lost = failures.withLock { $0 }
+            #expect(lost.isEmpty, "\(lost.count) failed requests on healthy tenants, of \(requests.load(ordering: .relaxed)): \(lost.prefix(5))")
+            #expect(requests.load(ordering: .relaxed) > 100)
+            // Nothing wrote to the damaged file.
+            #expect(try Data(contentsOf: URL(fileURLWithPath: victimPath)) == garbage)
+            for suffix in ["-wal", "-shm", "-journal"] {
+                #expect(!FileManager.default.fileExists(atPath: victimPath + suffix), "\(suffix) created next to the damaged file")
+            }
+        }
+    }
+}
