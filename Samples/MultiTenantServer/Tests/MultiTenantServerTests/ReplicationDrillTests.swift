@@ -28,7 +28,7 @@ private let litestream = repositoryRoot.appendingPathComponent(".build-venv/bin/
 
     /// What the writers share: Mutex can't be captured by value.
     private final class Load: Sendable {
-        let load = Load()
+        let acknowledged = Mutex<[Acknowledged]>([])
         let stop = Mutex(false)
     }
 
