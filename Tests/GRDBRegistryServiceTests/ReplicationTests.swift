@@ -123,9 +123,12 @@ private func files(under url: URL) -> [URL] {
                 try tenants.provision(gone)
                 await replicator.registerNow()
                 #expect(replicator.status.registered.contains(try tenants.path(of: gone)))
+                let gonePath = try tenants.path(of: gone)
                 try tenants.remove(gone)
                 await replicator.registerNow()
                 #expect(replicator.status.registered == [path])
+                #expect(!FileManager.default.fileExists(atPath: URL(fileURLWithPath: gonePath).deletingLastPathComponent().appendingPathComponent(".gone.sqlite-litestream").path))
+                #expect(FileManager.default.fileExists(atPath: URL(fileURLWithPath: path).deletingLastPathComponent().appendingPathComponent(".acme.sqlite-litestream").path))
                 #expect(try replicator.control.list().map(\.path) == [path])
 
                 trigger.triggerGracefulShutdown()

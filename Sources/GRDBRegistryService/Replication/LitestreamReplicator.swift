@@ -72,6 +72,9 @@ public final class LitestreamReplicator: Service, Sendable {
     private struct State {
         var status = Status()
         var process: Process?
+        /// A replicator left running by a daemon that was killed, adopted
+        /// at start: stopped at shutdown as if started here.
+        var adoptedPID: Int32?
         var readinessWaiters: [CheckedContinuation<Void, any Error>] = []
         var failure: ReplicationError?
         var lastBackup: ContinuousClock.Instant?
@@ -201,8 +204,9 @@ public final class LitestreamReplicator: Service, Sendable {
         if replication.startsReplicator {
             // A replicator left by a daemon that was killed (Litestream
             // outlives its parent) still owns the socket: use it.
-            if (try? control.info()) != nil {
-                logger.warning("a litestream replicator already answers on the socket: using it", metadata: ["socket": "\(control.socketPath)"])
+            if let orphan = try? control.info() {
+                logger.warning("a litestream replicator already answers on the socket: adopting it", metadata: ["socket": "\(control.socketPath)", "pid": "\(orphan.pid)"])
+                state.withLock { $0.adoptedPID = orphan.pid }
             } else {
                 try launch()
             }
@@ -295,6 +299,13 @@ public final class LitestreamReplicator: Service, Sendable {
     /// Stops the process it started: SIGTERM, Litestream's last sync
     /// (its `shutdown-sync-timeout` is 30 s), then SIGKILL if still alive.
     private func stop() async {
+        if let adopted = state.withLock({ $0.adoptedPID }) {
+            kill(adopted, SIGTERM)
+            let deadline = ContinuousClock.now + .seconds(35)
+            while (try? control.info()) != nil && ContinuousClock.now < deadline {
+                try? await Task.sleep(for: .milliseconds(20))
+            }
+        }
         guard let process = state.withLock({ $0.process }) else { return }
         if process.isRunning {
             process.terminate()
@@ -394,6 +405,10 @@ public final class LitestreamReplicator: Service, Sendable {
         for path in registered.subtracting(present) {
             do {
                 try await Self.offPool { try control.unregister(path: path) }
+                // Litestream's position state of the file (`.<file>-litestream`
+                // beside it): a tenant created again with this id starts anew.
+                let url = URL(fileURLWithPath: path)
+                try? FileManager.default.removeItem(at: url.deletingLastPathComponent().appendingPathComponent(".\(url.lastPathComponent)-litestream"))
                 logger.info("replication stopped: database removed", metadata: ["path": "\(path)"])
             } catch {
                 record(error: "unregister \(path): \(error)")
