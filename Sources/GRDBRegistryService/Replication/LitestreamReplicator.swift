@@ -132,7 +132,7 @@ public final class LitestreamReplicator: Service, Sendable {
     public func run() async throws {
         do {
             try await start()
-        } catch let error as ReplicationError {
+        } catch {
             logger.error("replication failed to start", metadata: ["error": "\(error)"])
             finishStart(with: error)
             await stop()
@@ -404,7 +404,7 @@ public final class LitestreamReplicator: Service, Sendable {
         }
         for path in registered.subtracting(present) {
             do {
-                try await Self.offPool { try control.unregister(path: path) }
+                _ = try await Self.offPool { try control.unregister(path: path) }
                 // Litestream's position state of the file (`.<file>-litestream`
                 // beside it): a tenant created again with this id starts anew.
                 let url = URL(fileURLWithPath: path)
