@@ -45,6 +45,10 @@ private func files(under url: URL) -> [URL] {
             """#.utf8), baseDirectory: base, environment: [:])
         #expect(s3.replication?.replicaURL(forTenant: "acme") == "s3://bucket/prefix/tenants/acme")
         #expect(s3.replication?.litestream == "litestream")
+        let overridden = try RegistryConfiguration.parse(Data(#"""
+            {"tenants": {"root": "tenants"}, "replication": {"replica": "replica"}}
+            """#.utf8), baseDirectory: base, environment: ["GRDBREGISTRY_REPLICA": "s3://other/prefix"])
+        #expect(overridden.replication?.replica == "s3://other/prefix")
 
         // Every problem at once; encrypted tenants need somewhere to go.
         let error = #expect(throws: RegistryConfigurationError.self) {
