@@ -154,11 +154,12 @@ private struct FileModel: Decodable {
     var migrationMode: String?
     var shutdownTimeoutSeconds: Double?
     var busyTimeoutSeconds: Double?
+    var replication: ReplicationModel?
 
     init(from decoder: any Decoder) throws {
         let log = decoder.log
         let container = try decoder.container(keyedBy: AnyKey.self)
-        container.checkKeys(["databases", "tenants", "migrationMode", "shutdownTimeoutSeconds", "busyTimeoutSeconds"], log)
+        container.checkKeys(["databases", "tenants", "migrationMode", "shutdownTimeoutSeconds", "busyTimeoutSeconds", "replication"], log)
         if container.contains(AnyKey("databases")) {
             do {
                 let databases = try container.nestedContainer(keyedBy: AnyKey.self, forKey: AnyKey("databases"))
@@ -174,6 +175,7 @@ private struct FileModel: Decodable {
         migrationMode = container.field("migrationMode", log, expected: "apply, verify or skip")
         shutdownTimeoutSeconds = container.field("shutdownTimeoutSeconds", log, expected: "a number of seconds")
         busyTimeoutSeconds = container.field("busyTimeoutSeconds", log, expected: "a number of seconds")
+        replication = container.field("replication", log, expected: "an object with at least a \"replica\" URL")
     }
 }
 
@@ -380,7 +382,9 @@ private struct Builder {
         if model.databases.isEmpty && model.tenants == nil {
             log.add("", "no database: add a \"databases\" object or a \"tenants\" directory")
         }
-        return RegistryConfiguration(databases: databases, tenants: tenants, migrationMode: migrationMode, shutdownTimeout: shutdownTimeout)
+        var configuration = RegistryConfiguration(databases: databases, tenants: tenants, migrationMode: migrationMode, shutdownTimeout: shutdownTimeout)
+        configuration.replication = model.replication.flatMap { replication($0, configuration) }
+        return configuration
     }
 
     private func busyTimeout(override: String?, _ seconds: Double?, at: String, default: Duration) -> Duration {
@@ -418,5 +422,85 @@ private struct Builder {
     /// `players-eu` → `PLAYERS_EU`: a name a shell can export.
     static func environmentName(_ name: String) -> String {
         String(name.uppercased().map { $0 == "-" ? "_" : $0 })
+    }
+}
+
+// MARK: - Replication
+
+private struct ReplicationModel: Decodable {
+    var replica: String?
+    var litestream: String?
+    var socket: String?
+    var startReplicator: Bool?
+    var encryptedBackupDirectory: String?
+    var encryptedBackupIntervalSeconds: Double?
+
+    init(from decoder: any Decoder) throws {
+        let log = decoder.log
+        let container = try decoder.container(keyedBy: AnyKey.self)
+        container.checkKeys(["replica", "litestream", "socket", "startReplicator", "encryptedBackupDirectory", "encryptedBackupIntervalSeconds"], log)
+        replica = container.field("replica", log, expected: "a replica URL (file:///dir, s3://bucket/prefix) or a directory", required: true)
+        litestream = container.field("litestream", log, expected: "the path of the litestream executable")
+        socket = container.field("socket", log, expected: "the path of Litestream's control socket")
+        startReplicator = container.field("startReplicator", log, expected: "true or false")
+        encryptedBackupDirectory = container.field("encryptedBackupDirectory", log, expected: "the directory of encrypted backups")
+        encryptedBackupIntervalSeconds = container.field("encryptedBackupIntervalSeconds", log, expected: "a number of seconds")
+    }
+}
+
+extension Builder {
+    /// The replication section, checked against the rest: a replica
+    /// Litestream can write, and somewhere for the encrypted databases
+    /// Litestream can't read.
+    fileprivate func replication(_ model: ReplicationModel, _ configuration: RegistryConfiguration) -> RegistryConfiguration.Replication? {
+        guard var replica = model.replica else { return nil }
+        if let override = environment["GRDBREGISTRY_REPLICA"], !override.isEmpty { replica = override }
+        if let scheme = replica.range(of: "://").map({ String(replica[..<$0.lowerBound]) }) {
+            if !RegistryConfiguration.Replication.schemes.contains(scheme) {
+                log.add("replication.replica", "unknown scheme \(scheme): use one of \(RegistryConfiguration.Replication.schemes.joined(separator: ", "))")
+            }
+            if scheme == "file", !replica.hasPrefix("file:///") {
+                log.add("replication.replica", "a file replica needs an absolute path (file:///dir), or write a plain directory path")
+            }
+        } else {
+            // A plain path: a local directory, relative to the file.
+            replica = "file://" + resolve(replica)
+        }
+        let litestream = model.litestream.map { $0.contains("/") ? resolve($0) : $0 } ?? "litestream"
+        let startsReplicator = model.startReplicator ?? true
+        var socket = model.socket.map(resolve)
+        if socket == nil {
+            if startsReplicator {
+                socket = baseDirectory.appendingPathComponent("litestream.sock").standardizedFileURL.path
+            } else {
+                log.add("replication.socket", "missing (the control socket of the running replicator, with \"startReplicator\": false)")
+            }
+        }
+        if let path = socket, path.utf8.count > RegistryConfiguration.Replication.maximumSocketPathLength {
+            log.add("replication.socket", "\(path) is longer than \(RegistryConfiguration.Replication.maximumSocketPathLength) bytes, too long for a Unix socket: give a shorter path")
+        }
+        var interval = Duration.seconds(3600)
+        if let seconds = model.encryptedBackupIntervalSeconds {
+            if seconds > 0 {
+                interval = .milliseconds(Int64(seconds * 1000))
+            } else {
+                log.add("replication.encryptedBackupIntervalSeconds", "must be a positive number of seconds")
+            }
+        }
+        let backups = model.encryptedBackupDirectory.map(resolve)
+        // Fail closed: an encrypted database is never handed to Litestream
+        // (its SQLite can't read SQLCipher pages, and must never write into
+        // them), so without a backup directory it would have no copy at all.
+        if backups == nil {
+            if configuration.tenants?.masterKey != nil {
+                log.add("replication.encryptedBackupDirectory", "missing: tenants are encrypted (tenants.masterKey), Litestream can't replicate them, and they need scheduled encrypted backups")
+            }
+            for database in configuration.databases where database.key != nil {
+                log.add("replication.encryptedBackupDirectory", "missing: database \(database.name) is encrypted, Litestream can't replicate it, and it needs scheduled encrypted backups")
+            }
+        }
+        return RegistryConfiguration.Replication(
+            replica: replica, litestream: litestream, socket: socket, startsReplicator: startsReplicator,
+            encryptedBackupDirectory: backups, encryptedBackupInterval: interval)
     }
 }

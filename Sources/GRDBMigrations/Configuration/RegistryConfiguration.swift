@@ -143,6 +143,9 @@ public struct RegistryConfiguration: Sendable, Equatable {
     public var migrationMode: MigrationMode
     /// How long a graceful shutdown of the daemon waits for in-flight writes.
     public var shutdownTimeout: Duration
+    /// Replication with Litestream and scheduled encrypted backups; nil
+    /// (the default) for none.
+    public var replication: Replication?
 
     public init(
         databases: [Database],

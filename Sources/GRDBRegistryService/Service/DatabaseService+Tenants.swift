@@ -63,6 +63,7 @@ extension DatabaseService {
             let logger = self.logger
             let metrics = StatementMetrics(database: "tenants")
             let observer = self.observer
+            let replicated = configuration.replication != nil
             let directory = try TenantDirectory<Repository>(
                 root: URL(fileURLWithPath: tenants.root),
                 maxOpen: tenants.maxOpen,
@@ -75,6 +76,8 @@ extension DatabaseService {
                         let key = try encryption.key(forTenant: id.rawValue, atPath: path)
                         var configuration = Self.tenantConnectionConfiguration(busyTimeout: tenants.busyTimeout, metrics: metrics)
                         if let key { try configuration.encrypt(with: key) }
+                        // Litestream runs the checkpoints of what it replicates (LitestreamReplicator).
+                        if replicated && key == nil { configuration.prepareDatabase { try $0.execute(sql: "PRAGMA wal_autocheckpoint = 0") } }
                         // A missing file is a tenant being provisioned: the
                         // repository creates and migrates it.
                         if var runner, FileManager.default.fileExists(atPath: path) {

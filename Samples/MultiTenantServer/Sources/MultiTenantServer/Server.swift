@@ -130,7 +130,7 @@ struct MultiTenantServer {
         // ServiceGroup refuses a signal in both lists, so the escalation
         // is a second, different signal.
         var groupConfiguration = ServiceGroupConfiguration(
-            services: [databases, app],
+            services: [databases] + Replication.services(configuration: configuration, logger: logger) + [app],
             gracefulShutdownSignals: [.sigterm],
             cancellationSignals: [.sigint],
             logger: logger)

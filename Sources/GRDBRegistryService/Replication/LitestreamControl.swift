@@ -1,0 +1,193 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A client of the control socket of a running `litestream replicate`
+/// (Litestream 0.5.17): the HTTP API its own `litestream register`,
+/// `unregister`, `sync` and `list` commands use, on a Unix socket.
+///
+/// Requests are HTTP/1.0, so that Litestream's Go server answers with a
+/// plain body and closes the connection (no chunked encoding to decode).
+/// Calls block: run them off the cooperative thread pool.
+///
+/// ```swift
+/// let control = LitestreamControl(socketPath: "/srv/litestream.sock")
+/// try control.register(path: "/srv/tenants/acme.sqlite", replicaURL: "file:///srv/replica/tenants/acme")
+/// let synced = try control.sync(path: "/srv/tenants/acme.sqlite", wait: true)
+/// ```
+public struct LitestreamControl: Sendable {
+    /// The control socket (`socket.path` of Litestream's configuration).
+    public var socketPath: String
+    /// How long a call waits for Litestream.
+    public var timeout: Duration
+
+    public init(socketPath: String, timeout: Duration = .seconds(30)) {
+        self.socketPath = socketPath
+        self.timeout = timeout
+    }
+
+    /// The state of a database in the replicator.
+    public struct DatabaseStatus: Sendable, Decodable, Equatable {
+        public var path: String
+        /// `replicating`, `open` or `stopped`.
+        public var status: String
+    }
+
+    /// The result of a forced sync.
+    public struct SyncResult: Sendable, Decodable, Equatable {
+        /// `synced` (reached the replica), `synced_local` or `no_change`.
+        public var status: String
+        /// The last transaction of the database Litestream has seen.
+        public var txid: UInt64
+        /// The last transaction in the replica.
+        public var replicatedTXID: UInt64
+
+        enum CodingKeys: String, CodingKey {
+            case status, txid
+            case replicatedTXID = "replicated_txid"
+        }
+    }
+
+    /// The replicator's process.
+    public struct Info: Sendable, Decodable, Equatable {
+        public var version: String
+        public var pid: Int32
+        public var databaseCount: Int
+
+        enum CodingKeys: String, CodingKey {
+            case version, pid
+            case databaseCount = "database_count"
+        }
+    }
+
+    /// Starts replicating the database at `path` to `replicaURL`. Litestream
+    /// opens it with its own SQLite and creates `_litestream_seq` and
+    /// `_litestream_lock` in it. Registering twice does nothing.
+    ///
+    /// - returns: `registered` or `already_registered`.
+    @discardableResult
+    public func register(path: String, replicaURL: String) throws -> String {
+        struct Response: Decodable { var status: String }
+        let body = try JSONSerialization.data(withJSONObject: ["path": path, "replica_url": replicaURL])
+        return try decode(Response.self, request("POST", "/register", body: body)).status
+    }
+
+    /// Stops replicating the database at `path`, after a last sync of what
+    /// Litestream has seen of it.
+    ///
+    /// - returns: `unregistered` or `already_unregistered`.
+    @discardableResult
+    public func unregister(path: String) throws -> String {
+        struct Response: Decodable { var status: String }
+        let body = try JSONSerialization.data(withJSONObject: ["path": path, "timeout": Int(timeout.timeInterval)] as [String: Any])
+        return try decode(Response.self, request("POST", "/unregister", body: body)).status
+    }
+
+    /// Makes Litestream read the WAL of `path` now and, with `wait`, upload
+    /// it before answering.
+    public func sync(path: String, wait: Bool) throws -> SyncResult {
+        let body = try JSONSerialization.data(withJSONObject: ["path": path, "wait": wait, "timeout": Int(timeout.timeInterval)] as [String: Any])
+        return try decode(SyncResult.self, request("POST", "/sync", body: body))
+    }
+
+    /// The databases of the replicator.
+    public func list() throws -> [DatabaseStatus] {
+        struct Response: Decodable { var databases: [DatabaseStatus] }
+        return try decode(Response.self, request("GET", "/list", body: nil)).databases
+    }
+
+    /// The replicator's version, process id and database count.
+    public func info() throws -> Info {
+        try decode(Info.self, request("GET", "/info", body: nil))
+    }
+
+    // MARK: - HTTP/1.0 on a Unix socket
+
+    private func decode<T: Decodable>(_ type: T.Type, _ body: Data) throws -> T {
+        do {
+            return try JSONDecoder().decode(type, from: body)
+        } catch {
+            throw ReplicationError.litestreamRefused(reason: "unexpected answer from \(socketPath): \(String(decoding: body.prefix(200), as: UTF8.self))")
+        }
+    }
+
+    private func request(_ method: String, _ path: String, body: Data?) throws -> Data {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw ReplicationError.controlSocket(path: socketPath, reason: String(cString: strerror(errno))) }
+        defer { close(fd) }
+
+        var seconds = timeval(tv_sec: Int(timeout.components.seconds), tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &seconds, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &seconds, socklen_t(MemoryLayout<timeval>.size))
+
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let pathBytes = Array(socketPath.utf8)
+        guard pathBytes.count < MemoryLayout.size(ofValue: address.sun_path) else {
+            throw ReplicationError.controlSocket(path: socketPath, reason: "path too long for a Unix socket")
+        }
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: pathBytes)
+            raw[pathBytes.count] = 0
+        }
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        guard connected == 0 else {
+            throw ReplicationError.controlSocket(path: socketPath, reason: String(cString: strerror(errno)))
+        }
+
+        var head = "\(method) \(path) HTTP/1.0\r\nHost: localhost\r\n"
+        if let body { head += "Content-Type: application/json\r\nContent-Length: \(body.count)\r\n" }
+        head += "\r\n"
+        try writeAll(fd, Data(head.utf8) + (body ?? Data()))
+
+        var response = Data()
+        var buffer = [UInt8](repeating: 0, count: 16_384)
+        while true {
+            let count = read(fd, &buffer, buffer.count)
+            if count == 0 { break }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw ReplicationError.controlSocket(path: socketPath, reason: "reading the answer: \(String(cString: strerror(errno)))")
+            }
+            response.append(contentsOf: buffer[0..<count])
+        }
+        guard let separator = response.range(of: Data("\r\n\r\n".utf8)),
+              let statusLine = String(data: response[..<separator.lowerBound], encoding: .utf8)?.split(separator: "\r\n").first,
+              let code = statusLine.split(separator: " ").dropFirst().first.flatMap({ Int($0) })
+        else {
+            throw ReplicationError.controlSocket(path: socketPath, reason: "not an HTTP answer")
+        }
+        let answer = Data(response[separator.upperBound...])
+        guard code == 200 else {
+            struct Failure: Decodable { var error: String }
+            let reason = (try? JSONDecoder().decode(Failure.self, from: answer).error) ?? String(decoding: answer, as: UTF8.self)
+            throw ReplicationError.litestreamRefused(reason: "\(method) \(path): \(code) \(reason)")
+        }
+        return answer
+    }
+
+    private func writeAll(_ fd: Int32, _ data: Data) throws {
+        try data.withUnsafeBytes { raw in
+            guard let base = raw.baseAddress else { return }
+            var offset = 0
+            while offset < raw.count {
+                let written = write(fd, base + offset, raw.count - offset)
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    throw ReplicationError.controlSocket(path: socketPath, reason: "sending the request: \(String(cString: strerror(errno)))")
+                }
+                offset += written
+            }
+        }
+    }
+}

@@ -1,0 +1,487 @@
+import Foundation
+import GRDB
+import GRDBCipher
+import GRDBMigrations
+import GRDBRegistry
+import Logging
+import ServiceLifecycle
+import Synchronization
+
+/// A `Service` that replicates the plain databases of a configuration with
+/// Litestream, and backs up its encrypted ones on a schedule.
+///
+/// Run it in the `ServiceGroup` right after the ``DatabaseService``, before
+/// the HTTP server: a group stops services in reverse order, so requests
+/// stop first, then Litestream makes its last sync and exits, then the
+/// databases close.
+///
+/// ```swift
+/// let databases = DatabaseService(configuration: configuration, logger: logger)
+/// let replicator = LitestreamReplicator(configuration: configuration, logger: logger)
+/// let group = ServiceGroup(configuration: .init(
+///     services: [databases, replicator, httpServer],
+///     gracefulShutdownSignals: [.sigterm],
+///     logger: logger))
+/// try await group.run()
+/// ```
+///
+/// - **The replicator.** With `replication.startReplicator` (the default)
+///   it starts `litestream replicate` with a configuration of its own (a
+///   control socket, no database), and stops it with SIGTERM at shutdown
+///   (Litestream syncs what it has seen, then exits). Otherwise it talks to
+///   the replicator already listening on `replication.socket`.
+/// - **Registration.** Every `scanInterval`, each plain tenant file
+///   (`TenantLayout`) and each plain named database is registered with
+///   Litestream (`POST /register`, as `litestream register` does), to
+///   `<replica>/tenants/<id>` or `<replica>/databases/<name>`; a removed
+///   file is unregistered. A tenant provisioned since the last scan is
+///   registered at the next one: Litestream's first sync copies the whole
+///   database, so no write made before is missed. ``registerNow()`` does a
+///   scan at once.
+/// - **Encrypted databases are never registered**: the tenant-key policy
+///   gives them a key, or their first bytes are not a plain SQLite header,
+///   or a plain read-only connection can't read their schema. Litestream's
+///   SQLite can't read SQLCipher pages and must never write into them.
+///   They get a copy every `encryptedBackupIntervalSeconds` in
+///   `encryptedBackupDirectory` instead (``EncryptedBackup``), ciphertext
+///   under the same key.
+/// - **Checkpoints.** Litestream keeps a read transaction open on each
+///   database and runs its own checkpoints (PASSIVE past 1,000 WAL pages or
+///   each minute, TRUNCATE past 121,359 pages). Its guidance is that the
+///   application leaves checkpoints to it; a `wal_checkpoint(TRUNCATE)` by
+///   the application waits for Litestream's reader for the whole busy
+///   timeout and then fails. ``DatabaseService`` therefore turns off
+///   automatic checkpoints of replicated tenants (`wal_autocheckpoint = 0`),
+///   and the shutdown order above lets the closing `TRUNCATE` checkpoint
+///   run after Litestream has let go.
+public final class LitestreamReplicator: Service, Sendable {
+    /// What happened since the replicator started.
+    public struct Status: Sendable, Equatable {
+        /// The plain databases Litestream replicates, by path.
+        public var registered: Set<String> = []
+        /// Encrypted databases backed up at least once, by path.
+        public var backedUp: Set<String> = []
+        /// Files that were not registered because they are not plain.
+        public var refused: Set<String> = []
+        /// The last error, if any.
+        public var lastError: String?
+        /// Whether the control socket answered.
+        public var isReady = false
+    }
+
+    private struct State {
+        var status = Status()
+        var process: Process?
+        /// A replicator left running by a daemon that was killed, adopted
+        /// at start: stopped at shutdown as if started here.
+        var adoptedPID: Int32?
+        var readinessWaiters: [CheckedContinuation<Void, any Error>] = []
+        var failure: ReplicationError?
+        var lastBackup: ContinuousClock.Instant?
+    }
+
+    /// The configuration the replicator serves; its `replication` section
+    /// must be set.
+    public let configuration: RegistryConfiguration
+    /// The replication section of ``configuration``.
+    public let replication: RegistryConfiguration.Replication
+    /// The control socket client.
+    public let control: LitestreamControl
+    private let environment: [String: String]
+    private let logger: Logger
+    private let encryptedBackup: EncryptedBackup
+    private let scanInterval: Duration
+    private let state = Mutex(State())
+
+    /// Creates the replicator of `configuration`. Nothing starts before
+    /// ``run()``.
+    ///
+    /// ```swift
+    /// let replicator = LitestreamReplicator(configuration: configuration, logger: logger)
+    /// ```
+    ///
+    /// - precondition: `configuration.replication` is set.
+    public init(
+        configuration: RegistryConfiguration,
+        environment: [String: String] = ProcessInfo.processInfo.environment,
+        logger: Logger,
+        encryptedBackup: EncryptedBackup = .vacuumInto,
+        scanInterval: Duration = .seconds(1)
+    ) {
+        guard let replication = configuration.replication else {
+            preconditionFailure("LitestreamReplicator needs a configuration with a replication section")
+        }
+        self.configuration = configuration
+        self.replication = replication
+        // Without an explicit socket, `RegistryConfiguration` puts one
+        // beside the configuration file.
+        self.control = LitestreamControl(socketPath: replication.socket ?? "litestream.sock")
+        self.environment = environment
+        self.logger = logger
+        self.encryptedBackup = encryptedBackup
+        self.scanInterval = scanInterval
+    }
+
+    /// What the replicator did so far.
+    public var status: Status {
+        state.withLock { $0.status }
+    }
+
+    // MARK: - Service
+
+    public func run() async throws {
+        do {
+            try await start()
+        } catch {
+            logger.error("replication failed to start", metadata: ["error": "\(error)"])
+            finishStart(with: error)
+            await stop()
+            throw error
+        }
+        finishStart(with: nil)
+        logger.info("replication running", metadata: ["replica": "\(replication.replica)", "socket": "\(control.socketPath)"])
+
+        // The loop ends at graceful shutdown (or cancellation): its sleep
+        // is cancelled then.
+        try? await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                await self.tick()
+                try await Task.sleep(for: self.scanInterval)
+            }
+        }
+        await stop()
+    }
+
+    /// Returns once Litestream answers on its control socket and the first
+    /// scan registered the databases present.
+    ///
+    /// ```swift
+    /// try await replicator.waitUntilReady()
+    /// ```
+    ///
+    /// - throws: The ``ReplicationError`` that made the start fail.
+    public func waitUntilReady() async throws {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            state.withLock { state in
+                if state.status.isReady {
+                    continuation.resume()
+                } else if let failure = state.failure {
+                    continuation.resume(throwing: failure)
+                } else {
+                    state.readinessWaiters.append(continuation)
+                }
+            }
+        }
+    }
+
+    /// Registers the plain databases present now, and unregisters removed
+    /// ones, without waiting for the next scan; then backs up encrypted
+    /// databases whose backup is due.
+    ///
+    /// ```swift
+    /// try teams.provision(TenantID("acme"))
+    /// await replicator.registerNow()
+    /// ```
+    public func registerNow() async {
+        await tick()
+    }
+
+    /// Makes Litestream upload what it has not replicated yet of the
+    /// database at `path`, and waits for the replica to have it.
+    ///
+    /// ```swift
+    /// let result = try await replicator.sync(path: try teams.path(of: TenantID("acme")))
+    /// ```
+    @discardableResult
+    public func sync(path: String) async throws -> LitestreamControl.SyncResult {
+        let control = self.control
+        return try await Self.offPool { try control.sync(path: path, wait: true) }
+    }
+
+    // MARK: - Start and stop
+
+    private func start() async throws(ReplicationError) {
+        if replication.startsReplicator {
+            // A replicator left by a daemon that was killed (Litestream
+            // outlives its parent) still owns the socket: use it.
+            if let orphan = try? control.info() {
+                logger.warning("a litestream replicator already answers on the socket: adopting it", metadata: ["socket": "\(control.socketPath)", "pid": "\(orphan.pid)"])
+                state.withLock { $0.adoptedPID = orphan.pid }
+            } else {
+                try launch()
+            }
+        }
+        let deadline = ContinuousClock.now + .seconds(15)
+        while true {
+            do {
+                let info = try control.info()
+                logger.info("litestream replicator ready", metadata: ["version": "\(info.version)", "pid": "\(info.pid)"])
+                break
+            } catch {
+                if let exited = exitStatus() { throw ReplicationError.replicatorExited(status: exited) }
+                if ContinuousClock.now > deadline {
+                    throw error as? ReplicationError ?? .controlSocket(path: control.socketPath, reason: "\(error)")
+                }
+                try? await Task.sleep(for: .milliseconds(50))
+            }
+        }
+        await tick()
+    }
+
+    /// The configuration of the replicator process: a control socket,
+    /// quiet logs. Databases come through the socket.
+    private var litestreamConfiguration: String {
+        """
+        socket:
+          enabled: true
+          path: \(Self.yamlString(control.socketPath))
+          permissions: 0600
+        logging:
+          level: warn
+          stderr: true
+
+        """
+    }
+
+    private static func yamlString(_ string: String) -> String {
+        let escaped = string.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
+        return "\"\(escaped)\""
+    }
+
+    private func launch() throws(ReplicationError) {
+        let configPath = control.socketPath + ".yml"
+        do {
+            try Data(litestreamConfiguration.utf8).write(to: URL(fileURLWithPath: configPath), options: .atomic)
+        } catch {
+            throw .controlSocket(path: control.socketPath, reason: "can't write Litestream's configuration \(configPath): \(error)")
+        }
+        let process = Process()
+        if replication.litestream.contains("/") {
+            process.executableURL = URL(fileURLWithPath: replication.litestream)
+            process.arguments = ["replicate", "-config", configPath]
+        } else {
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments = [replication.litestream, "replicate", "-config", configPath]
+        }
+        process.environment = environment
+        do {
+            try process.run()
+        } catch {
+            throw .litestreamNotFound(path: replication.litestream, reason: "\(error)")
+        }
+        state.withLock { $0.process = process }
+        logger.info("litestream replicator started", metadata: ["pid": "\(process.processIdentifier)"])
+    }
+
+    private func exitStatus() -> Int32? {
+        state.withLock { state in
+            guard let process = state.process, !process.isRunning else { return nil }
+            return process.terminationStatus
+        }
+    }
+
+    private func finishStart(with failure: ReplicationError?) {
+        let waiters = state.withLock { state in
+            if let failure {
+                state.failure = failure
+                state.status.lastError = "\(failure)"
+            } else {
+                state.status.isReady = true
+            }
+            defer { state.readinessWaiters = [] }
+            return state.readinessWaiters
+        }
+        for waiter in waiters {
+            if let failure { waiter.resume(throwing: failure) } else { waiter.resume() }
+        }
+    }
+
+    /// Stops the process it started: SIGTERM, Litestream's last sync
+    /// (its `shutdown-sync-timeout` is 30 s), then SIGKILL if still alive.
+    private func stop() async {
+        if let adopted = state.withLock({ $0.adoptedPID }) {
+            kill(adopted, SIGTERM)
+            let deadline = ContinuousClock.now + .seconds(35)
+            while (try? control.info()) != nil && ContinuousClock.now < deadline {
+                try? await Task.sleep(for: .milliseconds(20))
+            }
+        }
+        guard let process = state.withLock({ $0.process }) else { return }
+        if process.isRunning {
+            process.terminate()
+            let deadline = ContinuousClock.now + .seconds(35)
+            while process.isRunning && ContinuousClock.now < deadline {
+                try? await Task.sleep(for: .milliseconds(20))
+            }
+            if process.isRunning {
+                logger.warning("litestream did not stop after SIGTERM: killing it")
+                kill(process.processIdentifier, SIGKILL)
+            }
+        }
+        logger.info("litestream replicator stopped")
+    }
+
+    // MARK: - Scan
+
+    private struct Candidate: Sendable {
+        var name: String
+        var path: String
+        var replicaURL: String
+        /// The key the configuration gives it, or nil when it is plain.
+        var key: @Sendable () throws -> Configuration?
+    }
+
+    /// Every database of the configuration that exists now.
+    private func candidates() -> [Candidate] {
+        var candidates: [Candidate] = []
+        let environment = self.environment
+        for database in configuration.databases where FileManager.default.fileExists(atPath: database.path) {
+            let source = database.key
+            candidates.append(Candidate(
+                name: database.name, path: database.path, replicaURL: replication.replicaURL(forDatabase: database.name),
+                key: {
+                    guard let source else { return nil }
+                    var configuration = Configuration()
+                    try configuration.encrypt(with: CipherKey(source.read(environment: environment)))
+                    return configuration
+                }))
+        }
+        if let tenants = configuration.tenants {
+            let encryption: TenantEncryption
+            do {
+                encryption = try configuration.tenantEncryption(environment: environment)
+            } catch {
+                record(error: "tenants.masterKey: \(error)")
+                return candidates
+            }
+            let layout = tenants.layout
+            for id in (try? layout.tenants()) ?? [] {
+                let path = layout.path(of: id)
+                candidates.append(Candidate(
+                    name: "tenants/\(id)", path: path, replicaURL: replication.replicaURL(forTenant: id.rawValue),
+                    key: {
+                        guard let key = try encryption.key(forTenant: id.rawValue, atPath: path) else { return nil }
+                        var configuration = Configuration()
+                        try configuration.encrypt(with: key)
+                        return configuration
+                    }))
+            }
+        }
+        return candidates
+    }
+
+    private func tick() async {
+        if let status = exitStatus() {
+            record(error: "\(ReplicationError.replicatorExited(status: status))")
+            state.withLock { state in
+                state.process = nil
+                state.status.registered = []
+            }
+            do {
+                try launch()
+            } catch {
+                record(error: "\(error)")
+                return
+            }
+            try? await Task.sleep(for: .milliseconds(200))
+        }
+        let candidates = candidates()
+        let (registered, refused) = state.withLock { ($0.status.registered, $0.status.refused) }
+        let present = Set(candidates.map(\.path))
+        let control = self.control
+        for candidate in candidates where !registered.contains(candidate.path) && !refused.contains(candidate.path) {
+            do {
+                guard try Self.isPlain(candidate) else {
+                    state.withLock { _ = $0.status.refused.insert(candidate.path) }
+                    continue
+                }
+                let result = try await Self.offPool { try control.register(path: candidate.path, replicaURL: candidate.replicaURL) }
+                state.withLock { _ = $0.status.registered.insert(candidate.path) }
+                logger.info("replicating", metadata: ["database": "\(candidate.name)", "replica": "\(candidate.replicaURL)", "status": "\(result)"])
+            } catch {
+                record(error: "\(candidate.name): \(error)")
+            }
+        }
+        for path in registered.subtracting(present) {
+            do {
+                _ = try await Self.offPool { try control.unregister(path: path) }
+                // Litestream's position state of the file (`.<file>-litestream`
+                // beside it): a tenant created again with this id starts anew.
+                let url = URL(fileURLWithPath: path)
+                try? FileManager.default.removeItem(at: url.deletingLastPathComponent().appendingPathComponent(".\(url.lastPathComponent)-litestream"))
+                logger.info("replication stopped: database removed", metadata: ["path": "\(path)"])
+            } catch {
+                record(error: "unregister \(path): \(error)")
+            }
+            state.withLock { _ = $0.status.registered.remove(path) }
+        }
+        // Only databases the configuration gives a key are backed up here.
+        await backUpEncryptedDatabases(candidates)
+    }
+
+    /// Whether the database may be handed to Litestream: no key in the
+    /// configuration, a plain SQLite header, and a schema a plain read-only
+    /// connection can read. Any doubt answers no.
+    private static func isPlain(_ candidate: Candidate) throws -> Bool {
+        guard try candidate.key() == nil else { return false }
+        guard CipherDatabase.isEncrypted(atPath: candidate.path) == false else { return false }
+        var configuration = Configuration()
+        configuration.readonly = true
+        do {
+            let queue = try DatabaseQueue(path: candidate.path, configuration: configuration)
+            defer { try? queue.close() }
+            _ = try queue.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM sqlite_master") }
+            return true
+        } catch {
+            return false
+        }
+    }
+
+    // MARK: - Encrypted backups
+
+    private func backUpEncryptedDatabases(_ candidates: [Candidate]) async {
+        guard let directory = replication.encryptedBackupDirectory else { return }
+        let due = state.withLock { state -> Bool in
+            if let last = state.lastBackup, ContinuousClock.now - last < replication.encryptedBackupInterval { return false }
+            state.lastBackup = .now
+            return true
+        }
+        guard due else { return }
+        for candidate in candidates {
+            let configuration: Configuration
+            do {
+                guard let keyed = try candidate.key() else { continue }
+                configuration = keyed
+            } catch {
+                record(error: "\(candidate.name): \(error)")
+                continue
+            }
+            let destination = URL(fileURLWithPath: directory).appendingPathComponent(candidate.name + ".sqlite").path
+            let backup = encryptedBackup
+            do {
+                try FileManager.default.createDirectory(
+                    atPath: URL(fileURLWithPath: destination).deletingLastPathComponent().path,
+                    withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+                try await Self.offPool { try backup.copy(candidate.name, candidate.path, configuration, destination) }
+                state.withLock { _ = $0.status.backedUp.insert(candidate.path) }
+                logger.info("encrypted backup written", metadata: ["database": "\(candidate.name)", "backup": "\(destination)"])
+            } catch {
+                record(error: "\(error)")
+            }
+        }
+    }
+
+    private func record(error: String) {
+        state.withLock { $0.status.lastError = error }
+        logger.error("replication problem", metadata: ["error": "\(error)"])
+    }
+
+    /// Runs blocking I/O (sockets, SQLite) off the cooperative pool.
+    private static func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async {
+                continuation.resume(with: Result { try body() })
+            }
+        }
+    }
+}

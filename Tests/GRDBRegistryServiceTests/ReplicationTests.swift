@@ -1,0 +1,232 @@
+import Foundation
+import GRDB
+import GRDBCipher
+import GRDBMigrations
+import GRDBRegistry
+import GRDBRegistryExamples
+@testable import GRDBRegistryService
+import ServiceLifecycle
+import ServiceLifecycleTestKit
+import Testing
+
+/// The repository root, to find `.build-venv/bin/litestream` (installed by
+/// `scripts/bootstrap`) and `Migrations/players`.
+private let repositoryRoot = URL(fileURLWithPath: #filePath)
+    .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+private let litestream = repositoryRoot.appendingPathComponent(".build-venv/bin/litestream").path
+
+/// Every regular file under `url`.
+private func files(under url: URL) -> [URL] {
+    guard let enumerator = FileManager.default.enumerator(at: url, includingPropertiesForKeys: [.isRegularFileKey]) else { return [] }
+    return enumerator.compactMap { $0 as? URL }.filter { (try? $0.resourceValues(forKeys: [.isRegularFileKey]).isRegularFile) == true }
+}
+
+@Suite struct ReplicationTests {
+    @Test func theReplicationSectionIsOptionalAndChecked() throws {
+        let base = URL(fileURLWithPath: "/srv/app")
+        let off = try RegistryConfiguration.parse(Data(#"{"tenants": {"root": "tenants"}}"#.utf8), baseDirectory: base, environment: [:])
+        #expect(off.replication == nil)
+
+        let on = try RegistryConfiguration.parse(Data(#"""
+            {"tenants": {"root": "tenants"},
+             "replication": {"replica": "replica", "litestream": ".build-venv/bin/litestream"}}
+            """#.utf8), baseDirectory: base, environment: [:])
+        let replication = try #require(on.replication)
+        #expect(replication.replica == "file:///srv/app/replica")
+        #expect(replication.litestream == "/srv/app/.build-venv/bin/litestream")
+        #expect(replication.socket == "/srv/app/litestream.sock")
+        #expect(replication.startsReplicator)
+        #expect(replication.encryptedBackupInterval == .seconds(3600))
+        #expect(replication.replicaURL(forTenant: "acme") == "file:///srv/app/replica/tenants/acme")
+        #expect(replication.replicaURL(forDatabase: "catalog") == "file:///srv/app/replica/databases/catalog")
+
+        let s3 = try RegistryConfiguration.parse(Data(#"""
+            {"tenants": {"root": "tenants"}, "replication": {"replica": "s3://bucket/prefix/"}}
+            """#.utf8), baseDirectory: base, environment: [:])
+        #expect(s3.replication?.replicaURL(forTenant: "acme") == "s3://bucket/prefix/tenants/acme")
+        #expect(s3.replication?.litestream == "litestream")
+        let overridden = try RegistryConfiguration.parse(Data(#"""
+            {"tenants": {"root": "tenants"}, "replication": {"replica": "replica"}}
+            """#.utf8), baseDirectory: base, environment: ["GRDBREGISTRY_REPLICA": "s3://other/prefix"])
+        #expect(overridden.replication?.replica == "s3://other/prefix")
+
+        // Every problem at once; encrypted tenants need somewhere to go.
+        let error = #expect(throws: RegistryConfigurationError.self) {
+            try RegistryConfiguration.parse(Data(#"""
+                {"tenants": {"root": "tenants", "masterKey": {"env": "K"}},
+                 "replication": {"replica": "ftp://host/x", "startReplicator": false, "syncInterval": 1,
+                                 "encryptedBackupIntervalSeconds": 0}}
+                """#.utf8), baseDirectory: base, environment: [:])
+        }
+        let problems = try #require(error?.problems)
+        #expect(problems.contains { $0.hasPrefix("replication.syncInterval: unknown key") })
+        #expect(problems.contains { $0.hasPrefix("replication.replica: unknown scheme ftp") })
+        #expect(problems.contains { $0.hasPrefix("replication.socket: missing") })
+        #expect(problems.contains { $0.hasPrefix("replication.encryptedBackupIntervalSeconds: must be a positive") })
+        #expect(problems.contains { $0.hasPrefix("replication.encryptedBackupDirectory: missing: tenants are encrypted") })
+
+        let long = String(repeating: "s", count: 120)
+        let socketError = #expect(throws: RegistryConfigurationError.self) {
+            try RegistryConfiguration.parse(Data(#"{"tenants": {"root": "t"}, "replication": {"replica": "r", "socket": "\#(long)"}}"#.utf8), baseDirectory: base, environment: [:])
+        }
+        #expect(socketError?.problems.contains { $0.contains("too long for a Unix socket") } == true)
+    }
+
+    /// A plain tenant replicated by the real Litestream comes back whole
+    /// from the replica; the live file and the restored one carry
+    /// Litestream's tables, and migrations, invariants and the migration
+    /// runner's status take no offence at them.
+    @Test func aPlainTenantIsReplicatedAndRestoredAndToleratesLitestreamTables() async throws {
+        let directory = try TemporaryDirectory()
+        let configuration = try RegistryConfiguration.parse(Data(#"""
+            {"tenants": {"root": "tenants", "migrations": "\#(repositoryRoot.path)/Migrations/players"},
+             "replication": {"replica": "replica", "litestream": "\#(litestream)"}}
+            """#.utf8), baseDirectory: directory.url, environment: [:])
+        let logs = LogRecorder()
+        let service = DatabaseService(configuration: configuration, environment: [:], logger: logs.logger(), observer: .none)
+        let replicator = LitestreamReplicator(configuration: configuration, environment: [:], logger: logs.logger(), scanInterval: .milliseconds(200))
+        let tenants = try service.tenants(of: PlayerRepository.self)
+        let acme = try TenantID("acme")
+        let path = try tenants.path(of: acme)
+
+        try await testGracefulShutdown { trigger in
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await service.run() }
+                group.addTask { try await replicator.run() }
+                try await service.waitUntilReady()
+                try await replicator.waitUntilReady()
+
+                try tenants.provision(acme)
+                for index in 1...40 {
+                    _ = try await tenants.withRepository(acme) { try await $0.add(name: "player-\(index)", score: index) }
+                }
+                await replicator.registerNow()
+                #expect(replicator.status.registered == [path])
+                // Automatic checkpoints are Litestream's: off on our connections.
+                let autocheckpoint = try await tenants.withRepository(acme) { repository in
+                    try await repository.managedDatabase.writer.read { try Int.fetchOne($0, sql: "PRAGMA wal_autocheckpoint") }
+                }
+                #expect(autocheckpoint == 0)
+                for index in 41...50 {
+                    _ = try await tenants.withRepository(acme) { try await $0.add(name: "player-\(index)", score: index) }
+                }
+                let synced = try await replicator.sync(path: path)
+                #expect(synced.replicatedTXID == synced.txid)
+
+                // The live file now has Litestream's tables: the migration
+                // runner's status (what `registryctl status` prints) accepts it.
+                let names = try await DatabaseQueue(path: path, configuration: { var c = Configuration(); c.readonly = true; return c }())
+                    .read { try String.fetchAll($0, sql: "SELECT name FROM sqlite_master WHERE name LIKE '_litestream%' ORDER BY name") }
+                #expect(names == ["_litestream_lock", "_litestream_seq"])
+                let runner = DatabaseMigrationRunner(set: try MigrationSet(directory: repositoryRoot.appendingPathComponent("Migrations/players")))
+                let status = try runner.status(ofDatabaseAt: path)
+                #expect(status.pending.isEmpty && status.modified.isEmpty, "\(status)")
+
+                // Removing a tenant stops its replication.
+                let gone = try TenantID("gone")
+                try tenants.provision(gone)
+                await replicator.registerNow()
+                #expect(replicator.status.registered.contains(try tenants.path(of: gone)))
+                let gonePath = try tenants.path(of: gone)
+                try tenants.remove(gone)
+                await replicator.registerNow()
+                #expect(replicator.status.registered == [path])
+                #expect(!FileManager.default.fileExists(atPath: URL(fileURLWithPath: gonePath).deletingLastPathComponent().appendingPathComponent(".gone.sqlite-litestream").path))
+                #expect(FileManager.default.fileExists(atPath: URL(fileURLWithPath: path).deletingLastPathComponent().appendingPathComponent(".acme.sqlite-litestream").path))
+                #expect(try replicator.control.list().map(\.path) == [path])
+
+                trigger.triggerGracefulShutdown()
+                try await group.waitForAll()
+            }
+        }
+
+        // The machine is lost: restore from the replica into an empty
+        // tenants root.
+        try FileManager.default.removeItem(atPath: configuration.tenants!.root)
+        let restore = LitestreamRestore(configuration: configuration, environment: [:])
+        #expect(try restore.replicatedTenants().contains(acme))
+        try restore.restore(tenant: acme)
+        #expect(throws: ReplicationError.destinationExists(path: path)) { try restore.restore(tenant: acme) }
+        let restored = path
+        let queue = try DatabaseQueue(path: restored)
+        #expect(try await queue.read { try String.fetchOne($0, sql: "PRAGMA integrity_check") } == "ok")
+        #expect(try await queue.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM player") } == 50)
+        try queue.close()
+        // The restored file, Litestream's tables included, opens as a tenant
+        // with pending migrations refused and its invariants checked.
+        let runner = DatabaseMigrationRunner(set: try MigrationSet(directory: repositoryRoot.appendingPathComponent("Migrations/players")))
+        #expect(try runner.status(ofDatabaseAt: restored).pending.isEmpty)
+        let reopened = try PlayerRepository(path: restored, name: "restored", policy: .refusePending)
+        #expect(try await reopened.reader.read { try Player.fetchCount($0) } == 50)
+        try reopened.close()
+    }
+
+    /// An encrypted tenant is never handed to Litestream: it gets an
+    /// encrypted backup, and no byte of its data reaches a replica or a
+    /// backup in the clear.
+    @Test func encryptedTenantsAreBackedUpEncryptedAndNeverReplicated() async throws {
+        let directory = try TemporaryDirectory()
+        let master = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+        let environment = ["REPLICATION_MASTER_KEY": master]
+        let configuration = try RegistryConfiguration.parse(Data(#"""
+            {"tenants": {"root": "tenants", "masterKey": {"env": "REPLICATION_MASTER_KEY"}, "allowPlaintextTenants": true},
+             "replication": {"replica": "replica", "litestream": "\#(litestream)",
+                             "encryptedBackupDirectory": "backups", "encryptedBackupIntervalSeconds": 0.2}}
+            """#.utf8), baseDirectory: directory.url, environment: environment)
+        let logs = LogRecorder()
+        let service = DatabaseService(configuration: configuration, environment: environment, logger: logs.logger(), observer: .none)
+        let replicator = LitestreamReplicator(configuration: configuration, environment: environment, logger: logs.logger(), scanInterval: .milliseconds(100))
+        let tenants = try service.tenants(of: PlayerRepository.self)
+        let vault = try TenantID("vault"), open = try TenantID("open")
+        let marker = "PLAINTEXT-MARKER-7c1e"
+
+        try await testGracefulShutdown { trigger in
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await service.run() }
+                group.addTask { try await replicator.run() }
+                try await service.waitUntilReady()
+                try await replicator.waitUntilReady()
+                try tenants.provision(vault, configuration: service.tenantConfiguration(for: vault, encrypted: true))
+                try tenants.provision(open, configuration: service.tenantConfiguration(for: open, encrypted: false))
+                for index in 1...30 {
+                    _ = try await tenants.withRepository(vault) { try await $0.add(name: "\(marker)-\(index)", score: index) }
+                }
+                _ = try await tenants.withRepository(open) { try await $0.add(name: "visible", score: 1) }
+                // Wait for a backup taken after the writes.
+                try await Task.sleep(for: .milliseconds(300))
+                await replicator.registerNow()
+                try await Task.sleep(for: .milliseconds(300))
+                await replicator.registerNow()
+                let status = replicator.status
+                #expect(status.registered == [try tenants.path(of: open)])
+                #expect(status.refused == [try tenants.path(of: vault)])
+                #expect(status.backedUp == [try tenants.path(of: vault)])
+                try await replicator.sync(path: try tenants.path(of: open))
+                trigger.triggerGracefulShutdown()
+                try await group.waitForAll()
+            }
+        }
+
+        // The plain tenant is in the replica, the encrypted one is not.
+        let replica = directory.url.appendingPathComponent("replica")
+        #expect(FileManager.default.fileExists(atPath: replica.appendingPathComponent("tenants/open").path))
+        #expect(!FileManager.default.fileExists(atPath: replica.appendingPathComponent("tenants/vault").path))
+        // No replica or backup file holds the marker, or a plain SQLite
+        // header for the encrypted tenant.
+        let backups = directory.url.appendingPathComponent("backups")
+        let scanned = files(under: replica) + files(under: backups)
+        #expect(files(under: backups).count == 1)
+        for file in scanned {
+            let bytes = try Data(contentsOf: file)
+            #expect(bytes.range(of: Data(marker.utf8)) == nil, "\(file.path) holds plaintext of the encrypted tenant")
+        }
+        let backup = backups.appendingPathComponent("tenants/vault.sqlite").path
+        #expect(CipherDatabase.isEncrypted(atPath: backup) == true)
+        // The backup opens with the tenant's own key, and has every row.
+        var keyed = Configuration()
+        try keyed.encrypt(with: try #require(try configuration.tenantEncryption(environment: environment).key(forTenant: "vault", atPath: backup)))
+        let copy = try DatabaseQueue(path: backup, configuration: keyed)
+        #expect(try await copy.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM player WHERE name LIKE 'PLAINTEXT-MARKER-%'") } == 30)
+        try copy.close()
+    }
+}
