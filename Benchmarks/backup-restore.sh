@@ -46,6 +46,7 @@ echo "tenants=$tenants encrypted=yes size=${size}KB cores=$(nproc) tmp=$(df -P "
 TIMEFORMAT='%R'
 measure() {   # measure LABEL COMMAND...: prints the wall time in seconds
     local seconds
+    shift
     seconds=$( { time "$@" > "$work/out.txt" 2> "$work/err.txt"; } 2>&1 ) || { cat "$work/out.txt" "$work/err.txt" >&2; exit 1; }
     echo "$seconds"
 }
