@@ -85,7 +85,9 @@ public struct RegistryConfiguration: Sendable, Equatable {
         ///
         /// ```swift
         /// var grdbConfiguration = GRDB.Configuration()
-        /// try database.cipher.apply(CipherKey(database.key!.read()), to: &grdbConfiguration)
+        /// if let source = database.key {
+        ///     try database.cipher.apply(CipherKey(source.read()), to: &grdbConfiguration)
+        /// }
         /// ```
         public func apply(_ key: CipherKey, to configuration: inout GRDB.Configuration) throws {
             try configuration.encrypt(with: key, compatibility: compatibility, pageSize: pageSize)
