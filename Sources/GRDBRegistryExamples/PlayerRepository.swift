@@ -66,15 +66,17 @@ CREATE INDEX player_on_score ON player(score);
 """),
     ]
 
-    /// The migrator of a players database.
-    public static var migrator: DatabaseMigrator {
+    /// The migrator of a players database. Built once: a tenant directory
+    /// opens thousands of players databases, and checksumming the same
+    /// embedded files at each open would be wasted work.
+    public static let migrator: DatabaseMigrator = {
         do {
             return try MigrationSet(name: "players", sqlFiles: migrationFiles, allowsGaps: false).makeMigrator()
         } catch {
             // The embedded files are numbered 1...n, checked by tests.
             fatalError("invalid embedded players migrations: \(error)")
         }
-    }
+    }()
 
     /// Opens the players database at `path`, creating and migrating it if
     /// needed (or refusing pending migrations, with `.refusePending`).

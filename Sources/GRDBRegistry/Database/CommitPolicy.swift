@@ -89,7 +89,7 @@ final class CommitPolicy: TransactionObserver, Sendable {
     /// writes through itself never pays the check.
     func checkOutOfBandWrites(_ db: Database) throws {
         guard requiresCheckedWrites, !invariants.isEmpty else { return }
-        let version = try Int.fetchOne(db, sql: "PRAGMA data_version")
+        let version = try Int.fetchOne(db.cachedStatement(sql: "PRAGMA data_version"))
         guard let version, version != state.withLock({ $0.checkedDataVersion }) else { return }
         if let violation = try invariants.firstViolation(db, database: database) {
             onEvent?(.outOfBandWriteBrokeInvariant(violation.invariant))

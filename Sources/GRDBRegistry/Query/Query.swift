@@ -31,7 +31,11 @@ import Synchronization
 ///
 /// **Sharing.** Queries of equal requests on one database share one
 /// observation (see ``SharedObservations``): a thousand subscribers to one
-/// leaderboard cost one fetch per change.
+/// leaderboard cost one fetch per change. The observation keeps its latest
+/// value: a query that nobody streams reads it when ``value`` is read,
+/// and is called for no change; a query with ``updates`` consumers
+/// receives each change (the latest one, for a consumer that falls
+/// behind).
 ///
 /// **Errors** reach ``updates`` consumers: the sequence ends by throwing
 /// the error, and ``error`` keeps it. With a retry policy
