@@ -11,7 +11,8 @@
 #   3. restore time for N tenants (`litestream restore`, one after the
 #      other, each checked by Litestream's integrity check),
 #   4. replica size per 10,000 writes of one tenant.
-# Release build. Prints a Markdown block for Benchmarks/RESULTS.md.
+# Release build (BUILD_CONFIG=debug for a quick run on the debug build).
+# Prints a Markdown block for Benchmarks/RESULTS.md.
 #
 # Usage: Benchmarks/replication.sh [tenants=100] [seconds=10] [connections=32] [restore_tenants=1000] [writes=10000]
 set -euo pipefail
@@ -25,8 +26,9 @@ litestream="$PWD/.build-venv/bin/litestream"
 command -v wrk >/dev/null || { echo "wrk is missing: run scripts/bootstrap" >&2; exit 1; }
 [ "$("$litestream" version 2>/dev/null)" = "0.5.17" ] || { echo "Litestream 0.5.17 is missing: run scripts/bootstrap" >&2; exit 1; }
 
-swift build -c release --package-path Samples/MultiTenantServer --product MultiTenantServer >&2
-sample_bin="$(swift build -c release --package-path Samples/MultiTenantServer --show-bin-path)"
+build_config=${BUILD_CONFIG:-release}
+swift build -c "$build_config" --package-path Samples/MultiTenantServer --product MultiTenantServer >&2
+sample_bin="$(swift build -c "$build_config" --package-path Samples/MultiTenantServer --show-bin-path)"
 
 work=$(mktemp -d /tmp/replication-bench.XXXXXX)
 pids=()
@@ -172,7 +174,7 @@ restore_each=$(awk -v a="$restore_start" -v b="$restore_end" -v n="$restore_tena
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 cat <<TABLE
-$(date -u +%Y-%m-%d) $(date -u +%H:%M) UTC, $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) after the run; wrk -t2 -c$connections -d${seconds}s writes over $tenants tenants; Litestream $("$litestream" version), file:// replica.
+$(date -u +%Y-%m-%d) $(date -u +%H:%M) UTC, $build_config build, $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) after the run; wrk -t2 -c$connections -d${seconds}s writes over $tenants tenants; Litestream $("$litestream" version), file:// replica.
 
 | figure | result |
 |---|---|
