@@ -58,9 +58,11 @@ final class CatalogView: Sendable {
     let catalog: Catalog
     private let query: Query<CatalogIndexRequest>
 
-    init(databases: DatabaseService) throws {
-        catalog = Catalog(writer: try databases.writer(named: "catalog"))
-        query = Query(CatalogIndexRequest(), context: try databases.context(named: "catalog"))
+    /// - parameter context: The catalog's read-write context, from the
+    ///   server's registry.
+    init(context: DatabaseContext) throws {
+        catalog = Catalog(writer: try context.writer)
+        query = Query(CatalogIndexRequest(), context: context)
     }
 
     var index: CatalogIndex { query.value }
