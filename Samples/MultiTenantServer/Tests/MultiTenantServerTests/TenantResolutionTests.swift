@@ -25,7 +25,7 @@ import Testing
         #expect(throws: TenantScopeError.outsideTenantScope) { try DatabaseRegistry.current.team(acme) }
         var registry = DatabaseRegistry()
         registry[CurrentTeamKey.self] = team
-        try await withRegistry(registry) {
+        try await withRegistry(registry) { () async throws -> Void in
             #expect(try DatabaseRegistry.current.team(acme) === team)
             #expect(throws: TenantScopeError.scopeMismatch(requested: globex, current: acme)) { try DatabaseRegistry.current.team(globex) }
             #expect(throws: TenantScopeError.outsideTenantScope) { try DatabaseRegistry.current.team(nil) }
