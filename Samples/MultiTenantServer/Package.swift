@@ -65,6 +65,9 @@ let package = Package(
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 // Reads tenant files directly, to check what is stored.
                 .product(name: "GRDB", package: "GRDB.swift"),
+                // Unit tests of the server's tenant scope (@testable import).
+                .product(name: "GRDBRegistry", package: "GRDBRegistry"),
+                .product(name: "GRDBRegistryExamples", package: "GRDBRegistry"),
             ]
         ),
     ],

@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import GRDBRegistry
 import GRDBRegistryService
+import Synchronization
 
 /// The catalog database: which teams exist, and the hash of each team's
 /// token. It is the one source of truth for "this tenant exists": a tenant
@@ -58,19 +59,49 @@ final class CatalogView: Sendable {
     let catalog: Catalog
     private let query: Query<CatalogIndexRequest>
 
-    init(databases: DatabaseService) throws {
-        catalog = Catalog(writer: try databases.writer(named: "catalog"))
-        query = Query(CatalogIndexRequest(), context: try databases.context(named: "catalog"))
+    /// - parameter context: The catalog's read-write context, from the
+    ///   server's registry.
+    init(context: DatabaseContext) throws {
+        catalog = Catalog(writer: try context.writer)
+        query = Query(CatalogIndexRequest(), context: context)
     }
 
     var index: CatalogIndex { query.value }
 
+    /// A token that signed a tenant in, remembered in memory only (the
+    /// catalog keeps hashes): the next request with it costs a
+    /// constant-time compare, not a SHA-256. Valid while the tenant's
+    /// hash in the catalog is still `hash`: a rotation voids it.
+    private struct SignIn {
+        var token: [UInt8]
+        var tenantID: String
+        var hash: String
+    }
+
+    /// Remembered sign-ins, by the first 16 hex digits of their token (a
+    /// lookup key, not a secret check: the whole token is compared).
+    private let signIns = Mutex<[UInt64: SignIn]>([:])
+
     /// The tenant signed in by `token`, if any.
     func tenant(forToken token: String) -> Tenant? {
-        guard Tokens.isWellFormed(token) else { return nil }
+        guard let key = Tokens.lookupKey(token) else { return nil }
         let index = query.value
-        guard let id = index.idsByTokenHash[Tokens.hash(token)] else { return nil }
-        return index.tenants[id]
+        if let signIn = signIns.withLock({ $0[key] }),
+           Tokens.bytesEqual(signIn.token, token.utf8),
+           let tenant = index.tenants[signIn.tenantID], tenant.tokenHash == signIn.hash {
+            return tenant
+        }
+        let hash = Tokens.hash(token)
+        guard let id = index.idsByTokenHash[hash], let tenant = index.tenants[id] else { return nil }
+        signIns.withLock { signIns in
+            // Rotated-out tokens stay until their key is reused; sweep
+            // them when they could outnumber the live ones.
+            if signIns.count > 2 * index.tenants.count + 64 {
+                signIns = signIns.filter { index.tenants[$0.value.tenantID]?.tokenHash == $0.value.hash }
+            }
+            signIns[key] = SignIn(token: Array(token.utf8), tenantID: id, hash: hash)
+        }
+        return tenant
     }
 
     func tenant(_ id: String) -> Tenant? {

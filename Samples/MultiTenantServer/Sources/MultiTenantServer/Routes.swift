@@ -26,7 +26,7 @@ struct Routes: Sendable {
                 states[database.name] = "\(database.isOpen ? "open" : "closed"), \(database.isMigrated ? "migrated" : "pending"), \(database.isWritable ? "writable" : "read-only")"
             }
             let healthy = health.isHealthy && state.readyOrNil != nil
-            let response = ReadinessResponse(phase: health.phase.rawValue, healthy: healthy, databases: states, openTenants: state.readyOrNil?.teams.openCount ?? 0)
+            let response = ReadinessResponse(phase: health.phase.rawValue, healthy: healthy, databases: states, openTenants: state.readyOrNil?.directory.openCount ?? 0)
             return EditedResponse(status: healthy ? .ok : .serviceUnavailable, response: response)
         }
         // Prometheus text format: the library's metrics (per database, open
@@ -68,45 +68,48 @@ struct Routes: Sendable {
             return try await rotateToken(of: requested)
         }
 
-        // Tenant routes: the middleware signs the tenant in, once.
+        // Tenant routes: the middleware resolves the team once, and runs
+        // the handler in its scope.
         let tenant = router.group("tenants/:tenant").add(middleware: TenantMiddleware(state: state))
         tenant.get("players") { _, context -> [Player] in
-            try await context.players().reader.read { db in try Player.order(Column("id")).fetchAll(db) }
+            try await context.team().players.reader.read { db in try Player.order(Column("id")).fetchAll(db) }
         }
         tenant.post("players") { request, context -> EditedResponse<Player> in
-            let team = try context.requireTenant()
+            let team = try context.team()
             let body = try await request.decode(as: NewPlayer.self, context: context)
-            let player = try await mapErrors { try await team.lease.repository.add(name: body.name, score: body.score ?? 0, team: body.team) }
-            try state.requireReady().leaderboards.acknowledgeWrite(of: team.id)
+            let player = try await mapErrors { try await team.players.add(name: body.name, score: body.score ?? 0, team: body.team) }
+            team.acknowledgeWrite()
             return EditedResponse(status: .created, response: player)
         }
         tenant.put("players/:player") { request, context -> Player in
-            let team = try context.requireTenant()
+            let team = try context.team()
             let id = try context.parameters.require("player", as: Int64.self)
             let body = try await request.decode(as: PlayerUpdate.self, context: context)
             // One checked transaction: a 422 changes nothing.
-            let player = try await mapErrors { try await team.lease.repository.update(id, name: body.name, score: body.score) }
+            let player = try await mapErrors { try await team.players.update(id, name: body.name, score: body.score) }
             guard let player else {
                 throw HTTPError(.notFound, message: "No player \(id) in this team.")
             }
-            try state.requireReady().leaderboards.acknowledgeWrite(of: team.id)
+            team.acknowledgeWrite()
             return player
         }
         tenant.delete("players/:player") { _, context -> HTTPResponse.Status in
-            let team = try context.requireTenant()
+            let team = try context.team()
             let id = try context.parameters.require("player", as: Int64.self)
-            let deleted = try await mapErrors { try await team.lease.repository.delete(id) }
+            let deleted = try await mapErrors { try await team.players.delete(id) }
             guard deleted else {
                 throw HTTPError(.notFound, message: "No player \(id) in this team.")
             }
-            try state.requireReady().leaderboards.acknowledgeWrite(of: team.id)
+            team.acknowledgeWrite()
             return .noContent
         }
-        tenant.get("leaderboard") { _, context -> [Player] in
-            try await state.requireReady().leaderboards.leaderboard(of: context.requireTenant().lease)
+        // From memory (see ActiveTeam): no SQLite read while the
+        // leaderboard in memory has every acknowledged write.
+        tenant.get("leaderboard") { _, context -> Response in
+            try await context.team().leaderboard().response()
         }
         tenant.get("leaderboard/stream") { _, context -> Response in
-            try state.requireReady().leaderboards.stream(of: context.requireTenant().lease)
+            try context.team().stream()
         }
     }
 
@@ -122,19 +125,19 @@ struct Routes: Sendable {
             // A database without a catalog row is what a failed creation
             // leaves behind. Nobody ever got its token, so it holds no
             // acknowledged data: start it again from scratch.
-            if try ready.teams.exists(id) {
+            if try ready.directory.exists(id) {
                 state.logger.warning("re-creating the orphan database of a tenant without a catalog row", metadata: ["database": "tenants/\(id)"])
-                try ready.teams.remove(id)
+                try ready.directory.remove(id)
             }
             let encrypted = body.encrypted ?? false
-            try ready.teams.provision(id, configuration: ready.databases.tenantConfiguration(for: id, encrypted: encrypted))
+            try ready.directory.provision(id, configuration: state.databases.tenantConfiguration(for: id, encrypted: encrypted))
             let token = Tokens.generate()
             let hash = Tokens.hash(token)
             let tenant = Tenant(id: id.rawValue, name: body.name ?? id.rawValue, encrypted: encrypted, createdAt: Date(), tokenHash: hash)
             do {
                 try await ready.catalog.catalog.insert(tenant)
             } catch {
-                try? ready.teams.remove(id)
+                try? ready.directory.remove(id)
                 throw error
             }
             try await ready.catalog.waitUntil { $0.tenants[id.rawValue]?.tokenHash == hash }

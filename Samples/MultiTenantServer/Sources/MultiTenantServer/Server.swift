@@ -107,8 +107,7 @@ struct MultiTenantServer {
                 // Announce the server once its databases are ready: until
                 // then, requests get 503.
                 do {
-                    try await databases.waitUntilReady()
-                    try state.becomeReady()
+                    try await state.becomeReady()
                 } catch {
                     logger.error("the databases did not start", metadata: ["error": "\(error)"])
                     return

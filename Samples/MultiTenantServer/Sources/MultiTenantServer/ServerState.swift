@@ -6,18 +6,18 @@ import Hummingbird
 import Logging
 import Synchronization
 
-/// The directory of team databases: one `PlayerRepository` per team.
-typealias TeamDirectory = TenantDirectory<PlayerRepository>
-
 /// What the routes share. The databases open after the HTTP server
 /// starts: until they are ready, routes that need them answer 503.
 final class ServerState: Sendable {
     /// What exists once the databases are open and migrated.
     struct Ready: Sendable {
-        let databases: DatabaseService
+        /// The server's databases, filled by the `DatabaseService`: every
+        /// request runs in this registry (see ``TenantMiddleware``).
+        let registry: DatabaseRegistry
         let catalog: CatalogView
-        let teams: TeamDirectory
-        let leaderboards: Leaderboards
+        let teams: ActiveTeams
+
+        var directory: TeamDirectory { registry.teams }
     }
 
     let databases: DatabaseService
@@ -34,16 +34,16 @@ final class ServerState: Sendable {
         self.logger = logger
     }
 
-    /// Called once the databases are ready.
-    func becomeReady() throws {
-        let teams = try databases.tenants(of: PlayerRepository.self)
+    /// Waits until the databases are ready, and fills the registry.
+    func becomeReady() async throws {
+        let registry = try await DatabaseRegistry.server(from: databases)
         let state = Ready(
-            databases: databases,
-            catalog: try CatalogView(databases: databases),
-            teams: teams,
-            // Live leaderboards hold their team open: keep half the
-            // directory's cap for them, the rest for other requests.
-            leaderboards: Leaderboards(capacity: teams.maxOpen / 2))
+            registry: registry,
+            catalog: try CatalogView(context: registry.catalog),
+            // Active teams hold their database open: keep half the
+            // directory's cap for them, the rest for streams of dropped
+            // teams and for operations.
+            teams: ActiveTeams(directory: registry.teams, capacity: registry.teams.maxOpen / 2))
         ready.withLock { $0 = state }
     }
 

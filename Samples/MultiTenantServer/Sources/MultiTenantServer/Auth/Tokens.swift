@@ -29,11 +29,28 @@ enum Tokens {
 
     /// Compares two digests in time independent of where they differ.
     static func digestsEqual(_ lhs: String, _ rhs: String) -> Bool {
-        let lhs = Array(lhs.utf8), rhs = Array(rhs.utf8)
+        bytesEqual(Array(lhs.utf8), rhs.utf8)
+    }
+
+    /// Compares bytes in time independent of where they differ (it depends
+    /// only on the lengths).
+    static func bytesEqual(_ lhs: [UInt8], _ rhs: String.UTF8View) -> Bool {
         guard lhs.count == rhs.count else { return false }
         var difference: UInt8 = 0
-        for index in lhs.indices { difference |= lhs[index] ^ rhs[index] }
+        for (left, right) in zip(lhs, rhs) { difference |= left ^ right }
         return difference == 0
+    }
+
+    /// The first 16 hex digits of a well-formed token, as a number: a key
+    /// to find a remembered token, never a proof of it. Nil for a token
+    /// that is not well formed.
+    static func lookupKey(_ token: String) -> UInt64? {
+        guard isWellFormed(token) else { return nil }
+        var key: UInt64 = 0
+        for byte in token.utf8.dropFirst(prefix.utf8.count).prefix(16) {
+            key = key << 4 | UInt64(byte <= 57 ? byte - 48 : byte - 87)
+        }
+        return key
     }
 
     static func hex(_ bytes: [UInt8]) -> String {

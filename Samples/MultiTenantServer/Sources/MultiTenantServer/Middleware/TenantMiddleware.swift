@@ -2,13 +2,15 @@ import GRDBRegistry
 import GRDBRegistryExamples
 import Hummingbird
 
-/// Resolves the tenant of a request under `/tenants/{tenant}` once: checks
-/// that the token belongs to that tenant, takes a lease on its database,
-/// and runs the rest of the request in its scope (``TenantScope``). Handlers
-/// never route tenants by hand: they ask the context.
+/// Resolves the team of a request under `/tenants/{tenant}` once: checks
+/// that the token signed that team in, that the catalog lists it (the one
+/// source of truth for "this team exists"), takes its active team (a lease
+/// on its database), and runs the rest of the request in its scope: the
+/// server's registry, with the team as ``CurrentTeamKey``. Handlers never
+/// route teams by hand: they ask the context (``ServerRequestContext/team()``).
 ///
-/// A token of another tenant gets the same 404 as a tenant that does not
-/// exist: a token is no oracle of which tenants exist.
+/// A token of another team gets the same 404 as a team that does not
+/// exist: a token is no oracle of which teams exist.
 struct TenantMiddleware: RouterMiddleware {
     typealias Context = ServerRequestContext
     let state: ServerState
@@ -22,14 +24,18 @@ struct TenantMiddleware: RouterMiddleware {
         else {
             throw HTTPError(.notFound, message: "Unknown tenant \(requested).")
         }
-        let lease: TenantLease<PlayerRepository>
+        let team: ActiveTeam
         do {
-            lease = try await ready.teams.lease(id)
+            team = try await ready.teams.team(id)
         } catch TenantError.unknownTenant {
-            throw HTTPError(.notFound, message: "Unknown tenant \(requested).")
+            // Listed in the catalog, but its database is gone: data loss,
+            // the server's to explain (500, logged), not a 404.
+            throw HTTPError(.internalServerError, message: "The database of tenant \(requested) is missing.")
         }
         var context = context
-        context.tenant = ResolvedTenant(id: id, lease: lease)
-        return try await TenantScope.$current.withValue(id) { try await next(request, context) }
+        context.tenant = id
+        var registry = ready.registry
+        registry[CurrentTeamKey.self] = team
+        return try await withRegistry(registry) { try await next(request, context) }
     }
 }

@@ -1,0 +1,249 @@
+import Foundation
+import GRDB
+import GRDBRegistry
+import GRDBRegistryExamples
+import Hummingbird
+import ServiceLifecycle
+import Synchronization
+
+/// The teams in use: for each, a lease on its database and what requests
+/// share in memory (its leaderboard, its live query). A request resolves
+/// its team here with one lock (``TenantMiddleware``).
+///
+/// The most recently used teams stay active (their databases open) up to
+/// a capacity; the least recently used one is dropped beyond it. A request
+/// still running on a dropped team keeps it, and its lease, until it ends.
+final class ActiveTeams: Sendable {
+    private struct State {
+        /// The acknowledged writes of each team ever used. Never forgotten:
+        /// a write in flight may count on a team that was dropped and made
+        /// active again meanwhile, and the new one must see that count.
+        var writes: [TenantID: WriteCount] = [:]
+        var active: [TenantID: (team: ActiveTeam, lastUse: UInt64)] = [:]
+        var clock: UInt64 = 0
+    }
+
+    private let directory: TeamDirectory
+    private let state = Mutex(State())
+    let capacity: Int
+
+    init(directory: TeamDirectory, capacity: Int) {
+        self.directory = directory
+        self.capacity = max(1, capacity)
+    }
+
+    /// The active team `id`, made active (its database leased, opened if
+    /// needed) when it is not.
+    ///
+    /// - throws: `TenantError.unknownTenant` when the team has no
+    ///   database, or the error of opening it.
+    func team(_ id: TenantID) async throws -> ActiveTeam {
+        let (found, writes) = state.withLock { state -> (ActiveTeam?, WriteCount) in
+            state.clock &+= 1
+            if let entry = state.active[id] {
+                state.active[id]?.lastUse = state.clock
+                return (entry.team, entry.team.writes)
+            }
+            if let writes = state.writes[id] { return (nil, writes) }
+            let writes = WriteCount()
+            state.writes[id] = writes
+            return (nil, writes)
+        }
+        if let found { return found }
+        // Leased outside the lock: opening a team reads its file.
+        let created = ActiveTeam(lease: try await directory.lease(id), writes: writes)
+        return state.withLock { state in
+            if let entry = state.active[id] { return entry.team }
+            state.active[id] = (created, state.clock)
+            if state.active.count > capacity, let oldest = state.active.min(by: { $0.value.lastUse < $1.value.lastUse })?.key {
+                state.active[oldest] = nil
+            }
+            return created
+        }
+    }
+
+    /// The number of active teams.
+    var count: Int { state.withLock { $0.active.count } }
+}
+
+/// The acknowledged writes of a team: counted after their commit, before
+/// their answer.
+final class WriteCount: Sendable {
+    let value = Atomic<Int>(0)
+}
+
+/// A team in use: its lease (its database stays open), and what its
+/// requests share.
+///
+/// **Read your writes, from memory.** A client that got 201 for a write
+/// and then reads the leaderboard sees its write. Each team counts its
+/// acknowledged writes (after the commit, before the answer), and each
+/// leaderboard kept in memory is tagged with the count loaded *before*
+/// the SQLite read that made it: it contains at least those writes. A read
+/// that must see N acknowledged writes is served from memory when a
+/// leaderboard's tag is at least N, and otherwise reads SQLite once, which
+/// serves the next reads. Writes never wait for a leaderboard: the cost of
+/// a change falls on the first read after it.
+///
+/// **Live.** The streams of a team share one live query, which observes
+/// only while a stream listens (`observesOnDemand`). Its values are tagged
+/// the same way (GRDB fetches them on the writer right after each commit,
+/// and the count is loaded before the fetch), and serve reads too.
+final class ActiveTeam: Sendable {
+    let id: TenantID
+    /// Keeps the team's database open while the team is active.
+    let lease: TenantLease<PlayerRepository>
+    let writes: WriteCount
+    /// The latest leaderboard read from SQLite or from the live query.
+    private let latest = Mutex<Leaderboard?>(nil)
+    private let live = Mutex<Query<LiveLeaderboardRequest>?>(nil)
+
+    init(lease: TenantLease<PlayerRepository>, writes: WriteCount) {
+        self.id = lease.id
+        self.lease = lease
+        self.writes = writes
+    }
+
+    /// The team's players: reads, and the permitted writes.
+    var players: PlayerRepository { lease.repository }
+
+    /// Counts an acknowledged write: call it after the commit, before
+    /// answering.
+    func acknowledgeWrite() {
+        writes.value.add(1, ordering: .releasing)
+    }
+
+    /// The leaderboard, with every write acknowledged so far.
+    func leaderboard() async throws -> Leaderboard {
+        let required = writes.value.load(ordering: .acquiring)
+        if let latest = latest.withLock({ $0 }), latest.acknowledgedWrites >= required { return latest }
+        if let live = live.withLock({ $0 }) {
+            let value = live.value
+            if value.acknowledgedWrites >= required {
+                remember(value)
+                return value
+            }
+        }
+        // `required` was loaded before this read: the read contains those
+        // writes, whatever commits meanwhile.
+        let players = try await players.reader.read { db in try LeaderboardRequest().fetch(db) }
+        let read = Leaderboard(players: players, acknowledgedWrites: required)
+        remember(read)
+        return read
+    }
+
+    private func remember(_ leaderboard: Leaderboard) {
+        latest.withLock { latest in
+            if (latest?.acknowledgedWrites ?? -1) < leaderboard.acknowledgedWrites { latest = leaderboard }
+        }
+    }
+
+    /// `GET /tenants/{id}/leaderboard/stream`: one `leaderboard` event per
+    /// change. All streams of a team share one query: a write costs one
+    /// fetch and one JSON encoding, whatever the number of streams.
+    func stream() -> Response {
+        let query = live.withLock { live in
+            if let live { return live }
+            let query = Query(
+                constant: LiveLeaderboardRequest(writes: writes), context: lease.context,
+                policy: QueryPolicy(observesOnDemand: true))
+            live = query
+            return query
+        }
+        var headers = HTTPFields()
+        headers[.contentType] = "text/event-stream"
+        headers[.cacheControl] = "no-cache"
+        return Response(status: .ok, headers: headers, body: ResponseBody { writer in
+            // The stream ends when the client leaves (the write throws),
+            // when the server shuts down gracefully, or when the team's
+            // database closes or fails (the query's updates end, with the
+            // error, which ends the response). It holds the query, whose
+            // context holds the lease.
+            for try await value in query.updates.cancelOnGracefulShutdown() {
+                try await writer.write(value.encoded.event)
+            }
+            try await writer.finish(nil)
+        })
+    }
+}
+
+/// A leaderboard, with the number of acknowledged writes it contains at
+/// least, and its JSON, encoded once for every reader and stream.
+struct Leaderboard: Sendable {
+    var players: [Player]
+    var acknowledgedWrites: Int
+    let encoded: EncodedPlayers
+
+    init(players: [Player], acknowledgedWrites: Int) {
+        self.players = players
+        self.acknowledgedWrites = acknowledgedWrites
+        self.encoded = EncodedPlayers(players)
+    }
+
+    /// The answer to `GET …/leaderboard`.
+    func response() throws -> Response {
+        var headers = HTTPFields()
+        headers[.contentType] = "application/json; charset=utf-8"
+        return Response(status: .ok, headers: headers, body: .init(byteBuffer: try encoded.json))
+    }
+}
+
+/// The JSON of a list of players, encoded on first use, then shared.
+final class EncodedPlayers: Sendable {
+    private struct Encoded {
+        var json: ByteBuffer
+        var event: ByteBuffer
+    }
+
+    private let players: [Player]
+    private let encoded = Mutex<Encoded?>(nil)
+
+    init(_ players: [Player]) {
+        self.players = players
+    }
+
+    /// The players, as `GET …/leaderboard` answers them.
+    var json: ByteBuffer {
+        get throws { try encodedOnce().json }
+    }
+
+    /// The players, as a server-sent `leaderboard` event.
+    var event: ByteBuffer {
+        get throws { try encodedOnce().event }
+    }
+
+    private func encodedOnce() throws -> Encoded {
+        if let encoded = encoded.withLock({ $0 }) { return encoded }
+        // Encoded outside the lock; two first readers may both encode,
+        // and one result wins: the same bytes.
+        let data = try JSONEncoder().encode(players)
+        var event = ByteBuffer(string: "event: leaderboard\ndata: ")
+        event.writeBytes(data)
+        event.writeString("\n\n")
+        let fresh = Encoded(json: ByteBuffer(bytes: data), event: event)
+        return encoded.withLock { encoded in
+            if let encoded { return encoded }
+            encoded = fresh
+            return fresh
+        }
+    }
+}
+
+/// The live leaderboard of a team, tagged with its acknowledged writes.
+struct LiveLeaderboardRequest: ValueObservationQueryable {
+    static var defaultValue: Leaderboard { Leaderboard(players: [], acknowledgedWrites: -1) }
+    let writes: WriteCount
+
+    static func == (lhs: LiveLeaderboardRequest, rhs: LiveLeaderboardRequest) -> Bool { lhs.writes === rhs.writes }
+
+    func fetch(_ db: Database) throws -> Leaderboard {
+        // The region is not constant (default options): GRDB fetches each
+        // change on the writer, right after its commit, where no other
+        // commit can happen. The count loaded there, before the SELECT,
+        // is a lower bound of what the SELECT sees. The initial fetch runs
+        // on a reader, whose snapshot may predate writes counted by now:
+        // it is tagged -1, streamed, and never serves a read.
+        let acknowledged = db.configuration.readonly ? -1 : writes.value.load(ordering: .acquiring)
+        return Leaderboard(players: try LeaderboardRequest().fetch(db), acknowledgedWrites: acknowledged)
+    }
+}
