@@ -53,6 +53,7 @@ let package = Package(
                 "GRDBRegistry",
                 "GRDBMigrations",
                 "GRDBCipher",
+                "GRDBBackup",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
@@ -134,10 +135,9 @@ let package = Package(
         ),
         .testTarget(
             name: "GRDBBackupTests",
-            // registryctl: the end-to-end tests run the real binary; the
-            // fault VFS makes backups and restores fail at chosen calls.
+            // registryctl: the end-to-end tests run the real binary.
             dependencies: [
-                "GRDBBackup", "GRDBCipher", "GRDBMigrations", "GRDBRegistry", "registryctl", "CFaultInjectionVFS",
+                "GRDBBackup", "GRDBCipher", "GRDBMigrations", "GRDBRegistry", "registryctl",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

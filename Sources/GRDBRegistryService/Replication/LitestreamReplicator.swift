@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import GRDBBackup
 import GRDBCipher
 import GRDBMigrations
 import GRDBRegistry
@@ -43,8 +44,9 @@ import Synchronization
 ///   or a plain read-only connection can't read their schema. Litestream's
 ///   SQLite can't read SQLCipher pages and must never write into them.
 ///   They get a copy every `encryptedBackupIntervalSeconds` in
-///   `encryptedBackupDirectory` instead (``EncryptedBackup``), ciphertext
-///   under the same key.
+///   `encryptedBackupDirectory` instead, ciphertext under the same key,
+///   made and checked by `GRDBBackup`'s `DatabaseBackup` (the engine of
+///   `registryctl backup`), then renamed over the previous one.
 /// - **Checkpoints.** Litestream keeps a read transaction open on each
 ///   database and runs its own checkpoints (PASSIVE past 1,000 WAL pages or
 ///   each minute, TRUNCATE past 121,359 pages). Its guidance is that the
@@ -89,7 +91,6 @@ public final class LitestreamReplicator: Service, Sendable {
     public let control: LitestreamControl
     private let environment: [String: String]
     private let logger: Logger
-    private let encryptedBackup: EncryptedBackup
     private let scanInterval: Duration
     private let state = Mutex(State())
 
@@ -105,7 +106,6 @@ public final class LitestreamReplicator: Service, Sendable {
         configuration: RegistryConfiguration,
         environment: [String: String] = ProcessInfo.processInfo.environment,
         logger: Logger,
-        encryptedBackup: EncryptedBackup = .vacuumInto,
         scanInterval: Duration = .seconds(1)
     ) {
         guard let replication = configuration.replication else {
@@ -118,7 +118,6 @@ public final class LitestreamReplicator: Service, Sendable {
         self.control = LitestreamControl(socketPath: replication.socket ?? "litestream.sock")
         self.environment = environment
         self.logger = logger
-        self.encryptedBackup = encryptedBackup
         self.scanInterval = scanInterval
     }
 
@@ -327,8 +326,9 @@ public final class LitestreamReplicator: Service, Sendable {
         var name: String
         var path: String
         var replicaURL: String
-        /// The key the configuration gives it, or nil when it is plain.
-        var key: @Sendable () throws -> Configuration?
+        /// The key and cipher settings the configuration gives it, or nil
+        /// when it is plain.
+        var key: @Sendable () throws -> BackupEncryption?
     }
 
     /// Every database of the configuration that exists now.
@@ -341,9 +341,9 @@ public final class LitestreamReplicator: Service, Sendable {
                 name: database.name, path: database.path, replicaURL: replication.replicaURL(forDatabase: database.name),
                 key: {
                     guard let source else { return nil }
-                    var configuration = Configuration()
-                    try configuration.encrypt(with: CipherKey(source.read(environment: environment)))
-                    return configuration
+                    return try BackupEncryption(
+                        key: CipherKey(source.read(environment: environment)),
+                        compatibility: database.cipher.compatibility, pageSize: database.cipher.pageSize)
                 }))
         }
         if let tenants = configuration.tenants {
@@ -361,9 +361,7 @@ public final class LitestreamReplicator: Service, Sendable {
                     name: "tenants/\(id)", path: path, replicaURL: replication.replicaURL(forTenant: id.rawValue),
                     key: {
                         guard let key = try encryption.key(forTenant: id.rawValue, atPath: path) else { return nil }
-                        var configuration = Configuration()
-                        try configuration.encrypt(with: key)
-                        return configuration
+                        return BackupEncryption(key: key)
                     }))
             }
         }
@@ -448,26 +446,46 @@ public final class LitestreamReplicator: Service, Sendable {
         }
         guard due else { return }
         for candidate in candidates {
-            let configuration: Configuration
+            let encryption: BackupEncryption
             do {
                 guard let keyed = try candidate.key() else { continue }
-                configuration = keyed
+                encryption = keyed
             } catch {
                 record(error: "\(candidate.name): \(error)")
                 continue
             }
             let destination = URL(fileURLWithPath: directory).appendingPathComponent(candidate.name + ".sqlite").path
-            let backup = encryptedBackup
             do {
                 try FileManager.default.createDirectory(
                     atPath: URL(fileURLWithPath: destination).deletingLastPathComponent().path,
                     withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-                try await Self.offPool { try backup.copy(candidate.name, candidate.path, configuration, destination) }
+                try await Self.offPool { try Self.backUp(candidate, encryption: encryption, to: destination) }
                 state.withLock { _ = $0.status.backedUp.insert(candidate.path) }
                 logger.info("encrypted backup written", metadata: ["database": "\(candidate.name)", "backup": "\(destination)"])
             } catch {
                 record(error: "\(error)")
             }
+        }
+    }
+
+    /// A checked copy under a fresh name (`DatabaseBackup` never
+    /// overwrites), then `rename(2)` over the previous backup: a failure
+    /// leaves the previous backup in place.
+    private static func backUp(_ candidate: Candidate, encryption: BackupEncryption, to destination: String) throws {
+        let next = destination + ".next"
+        try? FileManager.default.removeItem(atPath: next)
+        var configuration = Configuration()
+        configuration.readonly = true
+        try configuration.encrypt(
+            with: encryption.key, compatibility: encryption.compatibility, pageSize: encryption.pageSize)
+        // A read-only connection of its own: the daemon's writers go on.
+        let source = try DatabaseQueue(path: candidate.path, configuration: configuration)
+        defer { try? source.close() }
+        _ = try DatabaseBackup.backUp(source, to: URL(fileURLWithPath: next), encryption: encryption, name: candidate.name)
+        guard rename(next, destination) == 0 else {
+            let reason = String(cString: strerror(errno))
+            try? FileManager.default.removeItem(atPath: next)
+            throw ReplicationError.backupFailed(database: candidate.name, reason: "rename to \(destination): \(reason)")
         }
     }
 
