@@ -188,6 +188,15 @@ struct Leaderboard: Sendable {
     }
 }
 
+/// Equal when the players are: a stream gets no event for a value that
+/// only changes the tag (GRDB's `removeDuplicates()`), such as the first
+/// fetch on the writer after the initial one on a reader.
+extension Leaderboard: Equatable {
+    static func == (lhs: Leaderboard, rhs: Leaderboard) -> Bool {
+        lhs.players == rhs.players
+    }
+}
+
 /// The JSON of a list of players, encoded on first use, then shared.
 final class EncodedPlayers: Sendable {
     private struct Encoded {
