@@ -281,7 +281,7 @@ CREATE INDEX player_on_score ON player(score);
         try PlayerRepository(
             path: opening.path, name: opening.name, policy: opening.policy,
             configuration: opening.configuration, connections: opening.connections,
-            onEvent: opening.onEvent)
+            checkpointOnClose: opening.checkpointOnClose, onEvent: opening.onEvent)
     }
 
     /// The managed database: the tenant directory drains, checkpoints

@@ -88,6 +88,8 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
     /// The connection set tenants open their files through.
     public let connections: DatabaseConnections
     private let onEvent: (@Sendable (TenantEvent) -> Void)?
+    /// The checkpoint each tenant runs when it closes.
+    private let checkpointOnClose: Database.CheckpointMode?
     private let state = Mutex(State())
     /// Serialises the open-count reports: each reads the count while it
     /// holds this lock, so the last report is never older than the last
@@ -109,13 +111,17 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
     ///   managed database, and each time the number of open tenants
     ///   changes, on the thread where it happens: it must be quick and
     ///   must not block.
+    /// - parameter checkpointOnClose: The WAL checkpoint a tenant runs when
+    ///   it is evicted or closed: nil when another process owns the
+    ///   checkpoints (Litestream, for the tenants it replicates).
     public init(
         root: URL,
         maxOpen: Int = 256,
         policy: RepositoryDatabase.MigrationPolicy = .apply,
         connections: DatabaseConnections = .shared,
         configuration: @escaping @Sendable (TenantID, _ path: String) throws -> Configuration = { _, _ in Configuration() },
-        onEvent: (@Sendable (TenantEvent) -> Void)? = nil
+        onEvent: (@Sendable (TenantEvent) -> Void)? = nil,
+        checkpointOnClose: Database.CheckpointMode? = .truncate
     ) throws {
         precondition(maxOpen > 0, "maxOpen must be positive")
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
@@ -126,6 +132,7 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
         self.connections = connections
         self.configuration = configuration
         self.onEvent = onEvent
+        self.checkpointOnClose = checkpointOnClose
     }
 
     private init() {
@@ -135,6 +142,7 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
         policy = .apply
         connections = DatabaseConnections()
         onEvent = nil
+        checkpointOnClose = nil
         configuration = { _, _ in throw TenantError.notConfigured }
     }
 
@@ -523,7 +531,7 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
         }
         return TenantOpening(
             id: id, path: path, policy: policy, configuration: configuration, connections: connections,
-            onEvent: forward)
+            onEvent: forward, checkpointOnClose: checkpointOnClose)
     }
 
     /// Records the end of an opening, with its first lease; wakes the

@@ -59,6 +59,10 @@ public struct TenantOpening: Sendable {
     /// Where the tenant's managed database reports its events (invariant
     /// violations, refusals): the directory's observer, or nil.
     public var onEvent: (@Sendable (ManagedDatabase.Event) -> Void)?
+    /// The WAL checkpoint the tenant's database runs when it closes (see
+    /// ``ManagedDatabase/checkpointOnClose``): nil when another process
+    /// owns the checkpoints, as Litestream does for what it replicates.
+    public var checkpointOnClose: Database.CheckpointMode?
 
     /// The name of the tenant's database in errors, logs and metrics:
     /// `tenants/<id>`.
@@ -70,7 +74,8 @@ public struct TenantOpening: Sendable {
         policy: RepositoryDatabase.MigrationPolicy = .apply,
         configuration: Configuration = Configuration(),
         connections: DatabaseConnections = .shared,
-        onEvent: (@Sendable (ManagedDatabase.Event) -> Void)? = nil
+        onEvent: (@Sendable (ManagedDatabase.Event) -> Void)? = nil,
+        checkpointOnClose: Database.CheckpointMode? = .truncate
     ) {
         self.id = id
         self.path = path
@@ -78,6 +83,7 @@ public struct TenantOpening: Sendable {
         self.configuration = configuration
         self.connections = connections
         self.onEvent = onEvent
+        self.checkpointOnClose = checkpointOnClose
     }
 }
 

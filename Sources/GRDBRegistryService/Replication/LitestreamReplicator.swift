@@ -53,9 +53,10 @@ import Synchronization
 ///   application leaves checkpoints to it; a `wal_checkpoint(TRUNCATE)` by
 ///   the application waits for Litestream's reader for the whole busy
 ///   timeout and then fails. ``DatabaseService`` therefore turns off
-///   automatic checkpoints of replicated tenants (`wal_autocheckpoint = 0`),
-///   and the shutdown order above lets the closing `TRUNCATE` checkpoint
-///   run after Litestream has let go.
+///   automatic checkpoints of replicated tenants (`wal_autocheckpoint = 0`)
+///   and the checkpoint tenants run when they are evicted or closed
+///   (`TenantDirectory(checkpointOnClose: nil)`): the WAL stays for
+///   Litestream, which checkpoints it once copied.
 public final class LitestreamReplicator: Service, Sendable {
     /// What happened since the replicator started.
     public struct Status: Sendable, Equatable {

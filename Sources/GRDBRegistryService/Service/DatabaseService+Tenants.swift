@@ -94,7 +94,11 @@ extension DatabaseService {
                 },
                 onEvent: { event in
                     if let event = DatabaseServiceObserver.Event(tenants: event) { observer(event) }
-                })
+                },
+                // Litestream owns the checkpoints of what it replicates: a
+                // closing TRUNCATE would wait for its reader for the whole
+                // busy timeout, then fail. The WAL stays for Litestream.
+                checkpointOnClose: replicated ? nil : .truncate)
             state.tenants = Tenants(
                 directory: directory,
                 openCount: { directory.openCount },
