@@ -60,12 +60,13 @@ struct BackupCommand: ParsableCommand {
         for line in skipped { ProgressReporter.write("registryctl: \(line)\n") }
         let backup = try setup { try BackupSet(creatingAt: URL(fileURLWithPath: to), tool: "registryctl", logger: registryctlLogger()) }
         let reporter = ProgressReporter(enabled: !noProgress && !json && items.count > 1, verb: "backed up")
-        let outcomes = runInParallel(items, jobs: jobs) { item in
-            try backup.add(item.kind, named: item.name, databaseAt: item.path, encryption: item.encryption)
-        } progress: { completed, total, item, result in
+        let total = items.count
+        let outcomes = processInParallel(items, jobs: jobs, completed: { completed, item, result in
             var failure: String?
             if case .failure(let error) = result { failure = "\(error)" }
             reporter.report(completed: completed, total: total, name: "\(item.kind.rawValue) \(item.name)", failure: failure, detail: "")
+        }) { item in
+            try backup.add(item.kind, named: item.name, databaseAt: item.path, encryption: item.encryption)
         }
         var failures: [JSONFailure] = []
         for (item, result) in zip(items, outcomes) {
@@ -188,40 +189,4 @@ func registryctlLogger() -> Logger {
     var logger = Logger(label: "registryctl") { label in StreamLogHandler.standardError(label: label) }
     logger.logLevel = .warning
     return logger
-}
-
-/// Runs `body` on each item with `jobs` worker threads (SQLite calls
-/// block: threads, not tasks), and returns the results in item order.
-func runInParallel<Item: Sendable, Value: Sendable>(
-    _ items: [Item], jobs: Int,
-    _ body: @escaping @Sendable (Item) throws -> Value,
-    progress: @escaping @Sendable (_ completed: Int, _ total: Int, _ item: Item, _ result: Result<Value, any Error>) -> Void
-) -> [Result<Value, any Error>] {
-    let total = items.count
-    let state = Mutex(ParallelState<Value>(results: Array(repeating: nil, count: total)))
-    DispatchQueue.concurrentPerform(iterations: min(jobs, max(total, 1))) { _ in
-        while true {
-            let index: Int? = state.withLock { state in
-                guard state.next < total else { return nil }
-                defer { state.next += 1 }
-                return state.next
-            }
-            guard let index else { return }
-            let result = Result { try body(items[index]) }
-            let completed = state.withLock { state in
-                state.results[index] = result
-                state.completed += 1
-                return state.completed
-            }
-            progress(completed, total, items[index], result)
-        }
-    }
-    return state.withLock { $0.results.compactMap { $0 } }
-}
-
-/// The work queue and results of ``runInParallel(_:jobs:_:progress:)``.
-private struct ParallelState<Value: Sendable> {
-    var next = 0
-    var completed = 0
-    var results: [Result<Value, any Error>?]
 }

@@ -67,12 +67,13 @@ struct RestoreCommand: ParsableCommand {
     func run() throws {
         let items = try setup { try self.items() }
         let reporter = ProgressReporter(enabled: !noProgress && !json && items.count > 1, verb: "restored")
-        let outcomes = runInParallel(items, jobs: jobs) { item in
-            try item.run()
-        } progress: { completed, total, item, result in
+        let total = items.count
+        let outcomes = processInParallel(items, jobs: jobs, completed: { completed, item, result in
             var failure: String?
             if case .failure(let error) = result { failure = "\(error)" }
             reporter.report(completed: completed, total: total, name: item.entry.id, failure: failure, detail: "")
+        }) { item in
+            try item.run()
         }
         var restored: [JSONRestoreDocument.Restored] = []
         var failures: [JSONFailure] = []

@@ -151,18 +151,7 @@ struct TargetOptions: ParsableArguments {
 
     private func tenantTargets(layout: TenantLayout, set: MigrationSet, encryption: TenantEncryption, busyTimeout: Duration) throws -> [MigrationTarget] {
         if let tenant {
-            let id: TenantID
-            do {
-                id = try TenantID(tenant)
-            } catch {
-                throw ValidationError("Invalid tenant id \(String(reflecting: tenant)): \(error)")
-            }
-            let path = layout.path(of: id)
-            // A typo must not provision a new tenant: tenants are created by
-            // the application, registryctl only migrates them.
-            guard FileManager.default.fileExists(atPath: path) else {
-                throw ValidationError("No tenant \(String(reflecting: tenant)): \(path) does not exist.")
-            }
+            let (id, path) = try layout.existingTenant(named: tenant)
             return [MigrationTarget(name: id.rawValue, path: path, set: set, encryption: .tenant(encryption), busyTimeout: busyTimeout)]
         }
         var isDirectory: ObjCBool = false
@@ -183,5 +172,24 @@ struct TargetOptions: ParsableArguments {
 
     func makeBatch(targets: [MigrationTarget]) -> MigrationBatch {
         MigrationBatch(targets: targets, jobs: jobs)
+    }
+}
+
+extension TenantLayout {
+    /// The tenant a `--tenant` option names, whose file must exist: a typo
+    /// must not provision a new tenant (tenants are created by the
+    /// application; registryctl only works on them).
+    func existingTenant(named tenant: String) throws -> (id: TenantID, path: String) {
+        let id: TenantID
+        do {
+            id = try TenantID(tenant)
+        } catch {
+            throw ValidationError("Invalid tenant id \(String(reflecting: tenant)): \(error)")
+        }
+        let path = self.path(of: id)
+        guard FileManager.default.fileExists(atPath: path) else {
+            throw ValidationError("No tenant \(String(reflecting: tenant)): \(path) does not exist.")
+        }
+        return (id, path)
     }
 }
