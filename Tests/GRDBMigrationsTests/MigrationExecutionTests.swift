@@ -47,6 +47,42 @@ import Testing
         #expect(status.pending == ["0003_more.sql"])
     }
 
+    @Test func aDatabaseOfAnotherSchemaIsRefusedAndLeftByteForByteUntouched() throws {
+        let directory = try TemporaryDirectory()
+        let setURL = try directory.makeSet("s", Self.baseFiles)
+        var runner = DatabaseMigrationRunner(set: try MigrationSet(directory: setURL))
+        runner.refusesForeignDatabases = true
+        let path = directory.path("foreign.sqlite")
+        let foreign = try DatabaseQueue(path: path)
+        try foreign.write { try $0.execute(sql: "CREATE TABLE invoice (id INTEGER PRIMARY KEY, total INTEGER); INSERT INTO invoice VALUES (1, 42)") }
+        try foreign.close()
+        let before = try fileBytes(path)
+
+        for dryRun in [true, false] {
+            let error = #expect(throws: MigrationError.self) { try runner.migrate(databaseAt: path, dryRun: dryRun) }
+            #expect(error == .foreignDatabase(path: path, tables: ["invoice"]))
+            #expect("\(error.map { "\($0)" } ?? "")".contains("left untouched"))
+        }
+        #expect(try fileBytes(path) == before)
+        #expect(!FileManager.default.fileExists(atPath: path + "-wal"))
+        #expect(!FileManager.default.fileExists(atPath: path + "-journal"))
+
+        // Litestream's bookkeeping tables are not a schema: a replicated
+        // empty database still migrates.
+        let replicated = directory.path("replicated.sqlite")
+        let queue = try DatabaseQueue(path: replicated)
+        try queue.write { try $0.execute(sql: "CREATE TABLE _litestream_seq (id INTEGER PRIMARY KEY, seq INTEGER); CREATE TABLE _litestream_lock (id INTEGER)") }
+        try queue.close()
+        let report = try runner.migrate(databaseAt: replicated)
+        #expect(report.applied == ["0001_create_team.sql", "0002_insert_red.sql"])
+
+        // By default an existing database is adopted: its first migrations
+        // are written against its tables.
+        runner.refusesForeignDatabases = false
+        let adopted = try runner.migrate(databaseAt: path)
+        #expect(adopted.applied == ["0001_create_team.sql", "0002_insert_red.sql"])
+    }
+
     @Test func syntaxErrorNamesTheLineOfTheStatementThatDoesNotCompile() throws {
         let directory = try TemporaryDirectory()
         let setURL = try directory.makeSet("s", Self.baseFiles.merging([

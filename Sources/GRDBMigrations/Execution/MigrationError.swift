@@ -32,6 +32,10 @@ public enum MigrationError: Error, Equatable, Sendable {
     /// applied: a full disk, an I/O error, a lock held too long, a damaged
     /// file. The migration in progress was rolled back.
     case storageFailed(path: String, resultCode: Int32, reason: String)
+    /// The database has tables but none of the set's migrations: another
+    /// application's file, or a database of another schema. Migrating it
+    /// would write into it, so it is refused and left untouched.
+    case foreignDatabase(path: String, tables: [String])
 }
 
 extension MigrationError: CustomStringConvertible {
@@ -57,6 +61,10 @@ extension MigrationError: CustomStringConvertible {
             return "database \(path): \(reason) (SQLite result code \(resultCode)). "
                 + "The migration in progress was rolled back; fix the storage (free space, check the disk, "
                 + "stop the process that holds the lock) and run migrate again."
+        case let .foreignDatabase(path, tables):
+            return "database \(path) has tables (\(tables.prefix(5).joined(separator: ", "))) but none of this set's migrations: "
+                + "it is another application's file or another schema, and was left untouched. "
+                + "Put the right file back, or move this one away to start empty."
         }
     }
 }

@@ -35,6 +35,13 @@ public struct DatabaseMigrationRunner: Sendable {
     /// How long to wait for another connection's lock (a daemon's write,
     /// another runner) before failing with `SQLITE_BUSY`.
     public var busyTimeout: Duration = .seconds(60)
+    /// When true, a database that has tables but none of the set's
+    /// migrations is refused (``MigrationError/foreignDatabase(path:tables:)``)
+    /// instead of migrated: what tenants need, since only their application
+    /// creates them, so such a file is damage or a swapped file. False (the
+    /// default) lets the runner adopt an existing database, whose tables the
+    /// first migrations are written against.
+    public var refusesForeignDatabases = false
     /// Customizes the configuration of each connection (encryption key, tracing).
     public var prepareConfiguration: (@Sendable (inout Configuration) throws -> Void)?
 
@@ -127,6 +134,10 @@ public struct DatabaseMigrationRunner: Sendable {
         if dryRun {
             let status = try status(ofDatabaseAt: path)
             try checkModified(status)
+            if refusesForeignDatabases, status.exists, status.applied.isEmpty, status.unknown.isEmpty {
+                let dbQueue = try open(path, readonly: true)
+                try guarded(path) { try dbQueue.read { try Self.refuseForeign($0, path: path) } }
+            }
             return MigrationReport(
                 path: path, applied: status.pending,
                 acceptedModified: acceptsModifiedMigrations ? status.modified : [], dryRun: true)
@@ -144,7 +155,11 @@ public struct DatabaseMigrationRunner: Sendable {
     public func migrate(_ writer: some DatabaseWriter, path: String? = nil) throws -> MigrationReport {
         let path = path ?? writer.path
         return try guarded(path) {
-            let before = try writer.read { try status($0, path: path) }
+            let before = try writer.read { db in
+                let status = try status(db, path: path)
+                if refusesForeignDatabases, status.applied.isEmpty, status.unknown.isEmpty { try Self.refuseForeign(db, path: path) }
+                return status
+            }
             try checkModified(before)
             var accepted: [String] = []
             if !before.modified.isEmpty {
@@ -175,6 +190,21 @@ public struct DatabaseMigrationRunner: Sendable {
             let applied = committed.identifiers.withLock { $0 }
             return MigrationReport(path: path, applied: applied, acceptedModified: accepted, dryRun: false)
         }
+    }
+
+    /// A database with none of the set's migrations applied must be empty
+    /// of tables (but SQLite's, the checksum store and Litestream's, which
+    /// replication adds to any database it copies): migrating a file of
+    /// another schema would write into it.
+    private static func refuseForeign(_ db: Database, path: String) throws {
+        let tables = try String.fetchAll(db, sql: """
+            SELECT name FROM sqlite_master
+            WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'
+              AND name NOT LIKE '\\_litestream\\_%' ESCAPE '\\'
+              AND name NOT IN ('grdb_migrations', ?)
+            ORDER BY name
+            """, arguments: [ChecksumStore.tableName])
+        if !tables.isEmpty { throw MigrationError.foreignDatabase(path: path, tables: tables) }
     }
 
     private func checkModified(_ status: MigrationStatus) throws {

@@ -61,6 +61,9 @@ package struct MigrationBatch: Sendable {
     /// Returns the runner for a target, with its key and busy timeout.
     package func runner(for target: MigrationTarget) throws -> DatabaseMigrationRunner {
         var runner = DatabaseMigrationRunner(set: target.set)
+        // Tenants are created by their application only: a tenant file of
+        // another schema is refused, never adopted.
+        if case .tenant = target.encryption { runner.refusesForeignDatabases = true }
         runner.acceptsModifiedMigrations = acceptsModifiedMigrations
         runner.busyTimeout = target.busyTimeout
         if let key = try target.key() {

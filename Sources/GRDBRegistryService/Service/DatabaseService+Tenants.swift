@@ -54,6 +54,9 @@ extension DatabaseService {
                 do {
                     tenantRunner = DatabaseMigrationRunner(set: try migrationSet("tenants", URL(fileURLWithPath: folder)))
                     tenantRunner?.busyTimeout = tenants.busyTimeout
+                    // Only the daemon creates tenants: a file of another
+                    // schema is damage, never adopted (written into).
+                    tenantRunner?.refusesForeignDatabases = true
                 } catch {
                     throw DatabaseServiceError.invalidConfiguration(problems: ["tenants.migrations: \(error)"])
                 }
