@@ -42,6 +42,7 @@ let package = Package(
                 .product(name: "GRDBRegistryService", package: "GRDBRegistry"),
                 .product(name: "GRDBRegistryExamples", package: "GRDBRegistry"),
                 .product(name: "GRDBMigrations", package: "GRDBRegistry"),
+                .product(name: "GRDBCipher", package: "GRDBRegistry"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdAuth", package: "hummingbird-auth"),

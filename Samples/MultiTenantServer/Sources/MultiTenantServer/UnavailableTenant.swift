@@ -1,3 +1,4 @@
+import GRDBCipher
 import GRDBMigrations
 import GRDBRegistry
 import Hummingbird
@@ -36,5 +37,17 @@ extension MigrationError: @retroactive HTTPResponseError {
 
     public func response(from request: Request, context: some RequestContext) throws -> Response {
         try HTTPError(status, message: "The tenant database is unavailable: \(self)").response(from: request, context: context)
+    }
+}
+
+extension CipherError: @retroactive HTTPResponseError {
+    /// An encrypted tenant whose file doesn't open (damaged pages, a key
+    /// that doesn't fit, a foreign header) is unavailable like a damaged
+    /// plain one; its path stays in the server's log, not in the response.
+    public var status: HTTPResponse.Status { .serviceUnavailable }
+
+    public func response(from request: Request, context: some RequestContext) throws -> Response {
+        try HTTPError(status, message: "The tenant database is unavailable: its encrypted file does not open (damaged, or another key). The server log names it.")
+            .response(from: request, context: context)
     }
 }

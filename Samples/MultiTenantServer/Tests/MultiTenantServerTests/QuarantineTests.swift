@@ -85,6 +85,35 @@ import Testing
             }
         }
     }
+
+    @Test func anEncryptedTenantWhoseFileNoLongerOpensAnswers503AndIsNotWritten() async throws {
+        let data = temporaryTestDirectory()
+        defer { try? FileManager.default.removeItem(at: data) }
+        try await withTestServer(dataDirectory: data) { server, api in
+            let vault = try await api.createTenant(#"{"id":"vault","encrypted":true}"#)
+            let open = try await api.createTenant(#"{"id":"open"}"#)
+            // Provisioning closed the vault: its next request opens the
+            // file, after the damage to its salt (the key derived from it no
+            // longer authenticates page 1).
+            let path = data.appendingPathComponent("tenants/vault.sqlite").path
+            var bytes = try Data(contentsOf: URL(fileURLWithPath: path))
+            for index in 0..<16 { bytes[index] ^= 0x5A }
+            try bytes.write(to: URL(fileURLWithPath: path))
+
+            for _ in 0..<2 {
+                let read = try await api.send(.GET, "/tenants/vault/players", token: vault)
+                #expect(read.status == 503, "\(read.status) \(read.body)")
+                #expect(read.body.contains("\"error\""), "\(read.body)")
+                #expect(!read.body.contains(data.path), "the response must not show server paths: \(read.body)")
+                let write = try await api.send(.POST, "/tenants/vault/players", json: #"{"name":"x"}"#, token: vault)
+                #expect(write.status == 503, "\(write.status) \(write.body)")
+            }
+            #expect(try await api.send(.POST, "/tenants/open/players", json: #"{"name":"y","score":1}"#, token: open).status == 201)
+            #expect(try await api.send(.GET, "/health/ready").status == 200)
+            #expect(server.outputText.contains("vault"), "the failure is logged with the tenant")
+            #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == bytes)
+        }
+    }
 }
 
 /// What the clients saw, shared by their tasks.
