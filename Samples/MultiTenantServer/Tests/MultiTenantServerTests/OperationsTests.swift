@@ -57,15 +57,16 @@ import Testing
             #expect(try await api.send(.POST, "/tenants/acme/players", json: #"{"name":"Arthur","score":1}"#, token: token).status == 201)
             #expect(try await api.send(.POST, "/tenants/acme/players", json: #"{"name":"Arthur","score":1}"#, token: token).status == 422)
 
-            // A tenant whose file is damaged while closed: opening it fails.
+            // A tenant whose file is damaged while closed: opening it fails,
+            // and the tenant is unavailable (503, see UnavailableTenant.swift).
             let broken = try await api.createTenant(#"{"id":"broken"}"#)
             try Data(repeating: 0x42, count: 8192).write(to: data.appendingPathComponent("tenants/broken.sqlite"))
             let failure = try await api.send(.GET, "/tenants/broken/players", token: broken)
-            #expect(failure.status == 500)
+            #expect(failure.status == 503)
             try await Task.sleep(for: .milliseconds(200))
             let log = server.outputText
             #expect(log.contains("database=tenants/broken"), "\(log)")
-            #expect(log.contains("status=500"))
+            #expect(log.contains("status=503"))
             // The error says what failed, and on which file.
             #expect(log.contains("error=") && log.contains("broken.sqlite"), "\(log)")
 
