@@ -24,6 +24,7 @@ import Testing
             FaultScenario.migration(.rollback, encrypted: encrypted),
             FaultScenario.provision(encrypted: encrypted),
             FaultScenario.remove(encrypted: encrypted),
+            FaultScenario.backup(encrypted: encrypted),
         ]
     } + [FaultScenario.rekey()]
 

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import GRDBBackup
 import GRDBCipher
 import GRDBMigrations
 import GRDBRegistry
@@ -75,6 +76,8 @@ struct FaultStatistics {
             return ("InvariantViolation \(error.invariant)", named)
         case is DatabaseRepositoryError:
             return ("DatabaseRepositoryError", named)
+        case let error as BackupError:
+            return ("BackupError.\(Mirror(reflecting: error).children.first?.label ?? "\(error)")", named)
         default:
             return ("untyped \(type(of: error))", named)
         }
