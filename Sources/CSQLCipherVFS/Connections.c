@@ -71,11 +71,6 @@ int grdbcipher_file_is_plaintext(const char *path) {
     return count == 16 && memcmp(header, SQLITE_MAGIC, 16) == 0;
 }
 
-int grdbcipher_hmac_sha256(const void *key, int nKey, const void *message, int nMessage, unsigned char *out) {
-    unsigned int length = 0;
-    return HMAC(EVP_sha256(), key, nKey, message, (size_t)nMessage, out, &length) ? SQLITE_OK : SQLITE_ERROR;
-}
-
 int grdbcipher_verify_pages(sqlite3 *db, const unsigned int *superseded, int supersededCount) {
     CipherFile *file = main_file(db);
     if (!file || !file->codec) return -1;

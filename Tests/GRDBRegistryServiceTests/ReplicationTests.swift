@@ -26,6 +26,10 @@ private func files(under url: URL) -> [URL] {
         let base = URL(fileURLWithPath: "/srv/app")
         let off = try RegistryConfiguration.parse(Data(#"{"tenants": {"root": "tenants"}}"#.utf8), baseDirectory: base, environment: [:])
         #expect(off.replication == nil)
+        // Without the section there is nothing to replicate: a typed error, not a trap.
+        #expect(throws: ReplicationError.notConfigured) {
+            try LitestreamReplicator(configuration: off, environment: [:], logger: LogRecorder().logger())
+        }
 
         let on = try RegistryConfiguration.parse(Data(#"""
             {"tenants": {"root": "tenants"},
@@ -84,7 +88,7 @@ private func files(under url: URL) -> [URL] {
             """#.utf8), baseDirectory: directory.url, environment: [:])
         let logs = LogRecorder()
         let service = DatabaseService(configuration: configuration, environment: [:], logger: logs.logger(), observer: .none)
-        let replicator = LitestreamReplicator(configuration: configuration, environment: [:], logger: logs.logger(), scanInterval: .milliseconds(200))
+        let replicator = try LitestreamReplicator(configuration: configuration, environment: [:], logger: logs.logger(), scanInterval: .milliseconds(200))
         let tenants = try service.tenants(of: PlayerRepository.self)
         let acme = try TenantID("acme")
         let path = try tenants.path(of: acme)
@@ -175,7 +179,7 @@ private func files(under url: URL) -> [URL] {
             """#.utf8), baseDirectory: directory.url, environment: environment)
         let logs = LogRecorder()
         let service = DatabaseService(configuration: configuration, environment: environment, logger: logs.logger(), observer: .none)
-        let replicator = LitestreamReplicator(configuration: configuration, environment: environment, logger: logs.logger(), scanInterval: .milliseconds(100))
+        let replicator = try LitestreamReplicator(configuration: configuration, environment: environment, logger: logs.logger(), scanInterval: .milliseconds(100))
         let tenants = try service.tenants(of: PlayerRepository.self)
         let vault = try TenantID("vault"), open = try TenantID("open")
         let marker = "PLAINTEXT-MARKER-7c1e"

@@ -88,8 +88,4 @@ int grdbcipher_file_is_plaintext(const char *path);
 /// copy of them until the next checkpoint.
 int grdbcipher_verify_pages(sqlite3 *db, const unsigned int *superseded, int supersededCount);
 
-/// HMAC-SHA256 of `message` with `key`, into `out` (32 bytes): derives
-/// per-tenant keys from a master key.
-int grdbcipher_hmac_sha256(const void *key, int nKey, const void *message, int nMessage, unsigned char *out);
-
 #endif

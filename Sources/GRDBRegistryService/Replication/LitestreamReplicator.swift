@@ -18,7 +18,7 @@ import Synchronization
 ///
 /// ```swift
 /// let databases = DatabaseService(configuration: configuration, logger: logger)
-/// let replicator = LitestreamReplicator(configuration: configuration, logger: logger)
+/// let replicator = try LitestreamReplicator(configuration: configuration, logger: logger)
 /// let group = ServiceGroup(configuration: .init(
 ///     services: [databases, replicator, httpServer],
 ///     gracefulShutdownSignals: [.sigterm],
@@ -99,19 +99,18 @@ public final class LitestreamReplicator: Service, Sendable {
     /// ``run()``.
     ///
     /// ```swift
-    /// let replicator = LitestreamReplicator(configuration: configuration, logger: logger)
+    /// let replicator = try LitestreamReplicator(configuration: configuration, logger: logger)
     /// ```
     ///
-    /// - precondition: `configuration.replication` is set.
+    /// - throws: ``ReplicationError/notConfigured`` when
+    ///   `configuration.replication` is not set.
     public init(
         configuration: RegistryConfiguration,
         environment: [String: String] = ProcessInfo.processInfo.environment,
         logger: Logger,
         scanInterval: Duration = .seconds(1)
-    ) {
-        guard let replication = configuration.replication else {
-            preconditionFailure("LitestreamReplicator needs a configuration with a replication section")
-        }
+    ) throws {
+        guard let replication = configuration.replication else { throw ReplicationError.notConfigured }
         self.configuration = configuration
         self.replication = replication
         // Without an explicit socket, `RegistryConfiguration` puts one

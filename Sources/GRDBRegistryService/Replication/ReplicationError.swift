@@ -24,6 +24,9 @@ public enum ReplicationError: Error, CustomStringConvertible, Sendable, Equatabl
     case destinationExists(path: String)
     /// A scheduled encrypted backup failed its checks.
     case backupFailed(database: String, reason: String)
+    /// The configuration has no `replication` section: there is nothing to
+    /// replicate.
+    case notConfigured
 
     public var description: String {
         switch self {
@@ -43,6 +46,8 @@ public enum ReplicationError: Error, CustomStringConvertible, Sendable, Equatabl
             "\(path) exists: restore into a new data directory, or remove the file first"
         case let .backupFailed(database, reason):
             "encrypted backup of \(database) failed: \(reason)"
+        case .notConfigured:
+            "the configuration has no \"replication\" section: add one (see the Configuration article), or don't run a LitestreamReplicator"
         }
     }
 }

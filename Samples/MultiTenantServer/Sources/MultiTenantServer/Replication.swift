@@ -10,8 +10,8 @@ import ServiceLifecycle
 /// that at shutdown the HTTP server stops first, then Litestream makes its
 /// last sync and exits, then the databases close.
 enum Replication {
-    static func services(configuration: RegistryConfiguration, logger: Logger) -> [any Service] {
+    static func services(configuration: RegistryConfiguration, logger: Logger) throws -> [any Service] {
         guard configuration.replication != nil else { return [] }
-        return [LitestreamReplicator(configuration: configuration, logger: logger)]
+        return [try LitestreamReplicator(configuration: configuration, logger: logger)]
     }
 }

@@ -129,7 +129,7 @@ struct MultiTenantServer {
         // ServiceGroup refuses a signal in both lists, so the escalation
         // is a second, different signal.
         var groupConfiguration = ServiceGroupConfiguration(
-            services: [databases] + Replication.services(configuration: configuration, logger: logger) + [app],
+            services: [databases] + (try Replication.services(configuration: configuration, logger: logger)) + [app],
             gracefulShutdownSignals: [.sigterm],
             cancellationSignals: [.sigint],
             logger: logger)
