@@ -44,9 +44,11 @@ struct SQLScript {
             }
             do {
                 try statement.execute()
-            } catch let error as DatabaseError where MigrationError.isStorageFailure(error) {
-                // Not the file's fault: the runner reports it against the
-                // database, so nobody edits a correct migration.
+            } catch let error as DatabaseError where MigrationError.isStorageFailure(error) || error.resultCode == .SQLITE_CANTOPEN {
+                // Not the file's fault (a journal or temporary file that
+                // can't be opened mid-statement is the environment's): the
+                // runner reports it against the database, so nobody edits a
+                // correct migration.
                 throw error
             } catch {
                 throw MigrationError.statementFailed(

@@ -10,9 +10,9 @@ import Synchronization
 struct FaultScenario: Sendable, CustomStringConvertible {
     var name: String
     var encrypted: Bool
-    /// Whether its errors must name the database (repository writes,
-    /// provisions and removals do; raw GRDB doesn't; the migration runner's
-    /// `statementFailed` and CipherDatabase.rekey don't yet: reported).
+    /// Whether its errors must name the database: every scenario of ours
+    /// (repository writes, migrations, provisions, removals, rekeys,
+    /// backups); raw GRDB's don't.
     var namesTheDatabase = false
     /// Creates the database in `directory` with its acknowledged baseline
     /// (the fault VFS disarmed), and opens what the operation needs.
@@ -233,7 +233,7 @@ extension FaultScenario {
         // files are tested with it: the page HMAC refuses the zeros. (A
         // NULL checksum row read that way is refused with
         // MigrationError.storageFailed: MigrationStorageFailureTests.)
-        FaultScenario(name: "DatabaseMigrationRunner.migrate, \(mode.rawValue)", encrypted: encrypted, prepare: { directory in
+        FaultScenario(name: "DatabaseMigrationRunner.migrate, \(mode.rawValue)", encrypted: encrypted, namesTheDatabase: true, prepare: { directory in
             let path = directory + "/db.sqlite"
             let first = try MigrationSet(name: "items", sqlFiles: Array(migrationFiles.prefix(1)))
             let all = try MigrationSet(name: "items", sqlFiles: migrationFiles)
@@ -298,7 +298,7 @@ extension FaultScenario {
     /// `CipherDatabase.rekey(atPath:)`: every page rewritten under a new
     /// key into a new file, which replaces the old one with rename(2).
     static func rekey() -> FaultScenario {
-        FaultScenario(name: "CipherDatabase.rekey(atPath:)", encrypted: true) { directory in
+        FaultScenario(name: "CipherDatabase.rekey(atPath:)", encrypted: true, namesTheDatabase: true) { directory in
             let path = directory + "/db.sqlite"
             let newKey = CipherKey.passphrase("fault tolerance, rekeyed")
             do {
