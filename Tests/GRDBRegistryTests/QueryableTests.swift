@@ -183,6 +183,23 @@ struct TableCountRequest: ValueObservationQueryable {
         #expect(try await iterator.next() == .existing(barbara))
     }
 
+    @Test func aQueryWithoutStreamsRemembersThePresenceBeforeADeletion() async throws {
+        // Nobody streams this query: it reads the shared value on demand,
+        // yet its presence must see the insert to remember it once gone.
+        let directory = try TemporaryDirectory()
+        let queue = try makePlayerQueue(in: directory)
+        let query = Query(constant: PlayerPresenceRequest(id: 1), context: DatabaseContext.readWrite { queue })
+        #expect(query.value == .missing)
+        let arthur = Player(id: 1, name: "Arthur", score: 120)
+        try await queue.write { db in try arthur.insert(db) }
+        try await queue.write { db in _ = try Player.deleteOne(db, key: 1) }
+        let deadline = ContinuousClock.now + .seconds(10)
+        while query.value == .missing, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(query.value == .gone(arthur))
+    }
+
     @Test func scanPresenceFollowsTheReferenceTransitionTable() async throws {
         let (stream, continuation) = AsyncStream.makeStream(of: Int?.self)
         for value in [nil, 1, nil, nil, 3] as [Int?] {

@@ -54,7 +54,7 @@ extension PresenceObservationQueryable where Context: TopLevelDatabaseReader {
     /// Returns the presence of the value, observed in the database of `context`.
     public func values(in context: Context) -> QueryableValues<Presence<WrappedValue>> {
         QueryableValues.observing(
-            observation, of: self, in: context, options: Self.queryableOptions,
+            observation, of: self, in: context, options: Self.queryableOptions, pushesEveryValue: true,
             makeTransform: {
                 let presence = PresenceScanner<WrappedValue>()
                 return { presence.next($0) }
@@ -67,7 +67,7 @@ extension PresenceObservationQueryable where Context: TopLevelDatabaseReader, Wr
     /// `context`, notified only when the value changes.
     public func values(in context: Context) -> QueryableValues<Presence<WrappedValue>> {
         QueryableValues.observing(
-            observation.removeDuplicates(), of: self, in: context, options: Self.queryableOptions,
+            observation.removeDuplicates(), of: self, in: context, options: Self.queryableOptions, pushesEveryValue: true,
             makeTransform: {
                 let presence = PresenceScanner<WrappedValue>()
                 return { presence.next($0) }

@@ -109,16 +109,23 @@ extension QueryableValues {
     /// transform made for each subscription (so that it can keep state:
     /// it is called with the latest value again at each pull, and must
     /// give the same element for a repeated value).
+    ///
+    /// - parameter pushesEveryValue: Whether the transform must see every
+    ///   value, even while nobody streams: a presence remembers the last
+    ///   value before a deletion, which reading only the latest one would
+    ///   miss.
     static func observing<Request: Queryable, Reducer: ValueReducer>(
         _ observation: ValueObservation<Reducer>,
         of request: Request,
         in context: some TopLevelDatabaseReader,
         options: QueryableOptions,
+        pushesEveryValue: Bool = false,
         makeTransform: @escaping @Sendable () -> @Sendable (Reducer.Value) -> Element
     ) -> QueryableValues where Reducer.Value: Sendable {
         let readerResult = Result { try context.reader }
         let shared = context.sharedObservations
         let observe: Observe = { onError, onChange, pushing in
+            let pushing = pushing || pushesEveryValue
             let onError = reporting(onError, options: options, requestType: Request.self)
             guard let reader = reader(readerResult, onError) else { return .ended }
             let scheduler = InlineValueObservationScheduler(immediate: !options.contains(.async))
@@ -141,7 +148,7 @@ extension QueryableValues {
             guard let subscription else { return .ended }
             return ObservationSubscription(
                 latest: { subscription.latest(transform) },
-                setPushing: { subscription.push($0 ? push : nil) },
+                setPushing: { subscription.push($0 || pushesEveryValue ? push : nil) },
                 cancel: { subscription.cancel() })
         }
         return QueryableValues(start: { onError, onChange in
