@@ -148,7 +148,15 @@ extension QueryableValues {
             guard let subscription else { return .ended }
             return ObservationSubscription(
                 latest: { subscription.latest(transform) },
-                setPushing: { subscription.push($0 || pushesEveryValue ? push : nil) },
+                setPushing: { wantsPushes in
+                    if pushesEveryValue {
+                        // Already pushed: a new consumer still gets the
+                        // current value, as a new pusher would.
+                        if wantsPushes { subscription.deliverLatest(push) }
+                    } else {
+                        subscription.push(wantsPushes ? push : nil)
+                    }
+                },
                 cancel: { subscription.cancel() })
         }
         return QueryableValues(start: { onError, onChange in

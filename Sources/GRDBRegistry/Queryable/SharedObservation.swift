@@ -73,6 +73,16 @@ final class SharedObservation<Value: Sendable>: Sendable {
             }
         }
 
+        /// Calls back at once with the latest value, if any, under the lock
+        /// that orders pushes: for a subscriber that is always pushed,
+        /// when a new consumer needs the current value.
+        func deliverLatest(_ onChange: @Sendable (Value) -> Void) {
+            observation.state.withLock { state in
+                guard !state.isEnded, let latest = state.latest else { return }
+                onChange(latest)
+            }
+        }
+
         /// Leaves the observation; the last subscriber stops it.
         func cancel() {
             observation.unsubscribe(id)
