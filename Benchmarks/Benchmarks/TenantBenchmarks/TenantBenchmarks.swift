@@ -103,9 +103,44 @@ func rawSerialRoundRobin(_ fixture: TenantFixture) throws {
     }
 }
 
+/// The machine's ceiling for the same work: raw GRDB on `threads` threads
+/// with no shared state at all. Each thread touches its share of the
+/// tenants (every `threads`-th) and keeps at most `256 / threads` pools
+/// open, checkpointing and closing its oldest beyond that.
+func rawParallelRoundRobin(_ fixture: TenantFixture, threads: Int) throws {
+    let failure = Mutex<(any Error)?>(nil)
+    DispatchQueue.concurrentPerform(iterations: threads) { thread in
+        do {
+            var open: [DatabasePool] = []
+            var oldest = 0
+            var index = thread
+            while index < fixture.count {
+                let pool = try DatabasePool(path: fixture.root.appendingPathComponent("t\(index).sqlite").path)
+                blackHole(try pool.read { db in try Player.fetchCount(db) })
+                open.append(pool)
+                if open.count - oldest > 256 / threads {
+                    try open[oldest].writeWithoutTransaction { db in _ = try db.checkpoint(.truncate) }
+                    try open[oldest].close()
+                    oldest += 1
+                }
+                index += threads
+            }
+            for pool in open[oldest...] {
+                try pool.writeWithoutTransaction { db in _ = try db.checkpoint(.truncate) }
+                try pool.close()
+            }
+        } catch {
+            failure.withLock { $0 = error }
+        }
+    }
+    if let error = failure.withLock({ $0 }) { throw error }
+}
+
 let roundRobinRate = BenchmarkMetric.custom("tenants/s, directory, 4 clients", polarity: .prefersLarger, useScalingFactor: false)
 let rawRoundRobinRate = BenchmarkMetric.custom("tenants/s, raw GRDB serial", polarity: .prefersLarger, useScalingFactor: false)
 let roundRobinRatio = BenchmarkMetric.custom("directory / raw (x100)", polarity: .prefersLarger, useScalingFactor: false)
+let rawParallelRoundRobinRate = BenchmarkMetric.custom("tenants/s, raw GRDB 4 threads", polarity: .prefersLarger, useScalingFactor: false)
+let roundRobinCeilingRatio = BenchmarkMetric.custom("directory / raw 4 threads (x100)", polarity: .prefersLarger, useScalingFactor: false)
 
 extension Duration {
     var seconds: Double {
@@ -205,11 +240,12 @@ let benchmarks: @Sendable () -> Void = {
     // migration or invariant check: a lower bound of the serial cost).
     // Both in the same iteration, under the same load, so that the ratio
     // means something on a shared machine. Four clients keep both cores
-    // busy. Reports tenants/s of each, and the ratio (×100).
+    // busy. Then the machine's ceiling: raw GRDB on four threads sharing
+    // nothing. Reports tenants/s of each, and the ratios (×100).
     Benchmark(
         "Tenant: 10,000 round-robin, cap 256, 4 clients vs raw GRDB serial",
         configuration: .init(
-            metrics: [roundRobinRate, rawRoundRobinRate, roundRobinRatio],
+            metrics: [roundRobinRate, rawRoundRobinRate, roundRobinRatio, rawParallelRoundRobinRate, roundRobinCeilingRatio],
             maxDuration: .seconds(600), maxIterations: 1)
     ) { benchmark in
         let fixture = try tenantFixture.get()
@@ -217,11 +253,15 @@ let benchmarks: @Sendable () -> Void = {
             let clock = ContinuousClock()
             let directory = try await clock.measure { try await roundRobin(fixture, clients: 4) }
             let raw = try clock.measure { try rawSerialRoundRobin(fixture) }
+            let rawParallel = try clock.measure { try rawParallelRoundRobin(fixture, threads: 4) }
             let directoryRate = Double(fixture.count) / directory.seconds
             let rawRate = Double(fixture.count) / raw.seconds
+            let rawParallelRate = Double(fixture.count) / rawParallel.seconds
             benchmark.measurement(roundRobinRate, Int(directoryRate))
             benchmark.measurement(rawRoundRobinRate, Int(rawRate))
             benchmark.measurement(roundRobinRatio, Int(directoryRate / rawRate * 100))
+            benchmark.measurement(rawParallelRoundRobinRate, Int(rawParallelRate))
+            benchmark.measurement(roundRobinCeilingRatio, Int(directoryRate / rawParallelRate * 100))
         }
     }
 
