@@ -1,7 +1,6 @@
 import Foundation
 import GRDB
 import GRDBCipher
-import Synchronization
 
 /// Runs status or migrate on many databases with a bounded number of worker
 /// threads, each holding at most one open database. A failing database does
@@ -19,9 +18,9 @@ import Synchronization
 /// let failures = outcomes.filter { !$0.succeeded }
 /// ```
 ///
-/// Workers are threads, not Swift tasks: SQLite calls block, and blocking the
-/// cooperative pool (one thread per core) would cap parallelism at the core
-/// count whatever `jobs` says.
+/// Workers are threads (`processOnWorkerThreads`), not Swift tasks: SQLite
+/// calls block, and blocking the cooperative pool (one thread per core)
+/// would cap parallelism at the core count whatever `jobs` says.
 package struct MigrationBatch: Sendable {
     /// The databases, processed in this order (completion order varies with `jobs`).
     package var targets: [MigrationTarget]
@@ -80,57 +79,18 @@ package struct MigrationBatch: Sendable {
         _ body: @escaping @Sendable (DatabaseMigrationRunner, MigrationTarget) throws -> Value
     ) -> [TargetOutcome<Value>] {
         let targets = self.targets
-        let total = targets.count
-        let state = BatchState<Value>(count: total)
         let batch = self
-        let group = DispatchGroup()
-        for _ in 0..<min(jobs, max(total, 1)) {
-            group.enter()
-            let thread = Thread {
-                while true {
-                    let index: Int? = state.mutex.withLock { state in
-                        guard state.nextIndex < total else { return nil }
-                        defer { state.nextIndex += 1 }
-                        return state.nextIndex
-                    }
-                    guard let index else { break }
-                    let target = targets[index]
-                    let result: Result<Value, TargetFailure>
-                    do {
-                        result = .success(try body(try batch.runner(for: target), target))
-                    } catch {
-                        result = .failure(TargetFailure(
-                            message: String(describing: error),
-                            migrationError: error as? MigrationError))
-                    }
-                    let outcome = TargetOutcome(name: target.name, path: target.path, result: result)
-                    let completed = state.mutex.withLock { state in
-                        state.outcomes[index] = outcome
-                        state.completed += 1
-                        return state.completed
-                    }
-                    progress?(completed, total, outcome)
-                }
-                group.leave()
-            }
-            thread.start()
+        let results = processOnWorkerThreads(targets, jobs: jobs, completed: { completed, index, result in
+            progress?(completed, targets.count, Self.outcome(of: targets[index], result))
+        }) { target in
+            try body(try batch.runner(for: target), target)
         }
-        group.wait()
-        return state.mutex.withLock { $0.outcomes.compactMap { $0 } }
-    }
-}
-
-/// The work queue and results shared by the worker threads of a batch.
-private final class BatchState<Value: Sendable>: Sendable {
-    struct Content {
-        var nextIndex = 0
-        var completed = 0
-        var outcomes: [TargetOutcome<Value>?]
+        return zip(targets, results).map { Self.outcome(of: $0, $1) }
     }
 
-    let mutex: Mutex<Content>
-
-    init(count: Int) {
-        mutex = Mutex(Content(outcomes: Array(repeating: nil, count: count)))
+    private static func outcome<Value>(of target: MigrationTarget, _ result: Result<Value, any Error>) -> TargetOutcome<Value> {
+        TargetOutcome(name: target.name, path: target.path, result: result.mapError { error in
+            TargetFailure(message: String(describing: error), migrationError: error as? MigrationError)
+        })
     }
 }
