@@ -33,7 +33,7 @@ let package = Package(
         ),
         .testTarget(
             name: "GRDBRegistryTests",
-            dependencies: ["GRDBRegistry"]
+            dependencies: ["TestSupport", "GRDBRegistry"]
         ),
 
         // MARK: Worked examples: PlayerRepository, used by docs, samples and tests
@@ -43,7 +43,7 @@ let package = Package(
         ),
         .testTarget(
             name: "GRDBRegistryExamplesTests",
-            dependencies: ["GRDBRegistryExamples", "GRDBMigrations"]
+            dependencies: ["TestSupport", "GRDBRegistryExamples", "GRDBMigrations"]
         ),
 
         // MARK: Daemon embedding: service lifecycle, configuration, logs, metrics
@@ -63,6 +63,7 @@ let package = Package(
         .testTarget(
             name: "GRDBRegistryServiceTests",
             dependencies: [
+                "TestSupport",
                 "GRDBRegistryService",
                 "GRDBMigrations",
                 "GRDBRegistryExamples",
@@ -92,7 +93,7 @@ let package = Package(
         ),
         .testTarget(
             name: "GRDBCipherTests",
-            dependencies: ["GRDBCipher"]
+            dependencies: ["TestSupport", "GRDBCipher"]
         ),
 
         // MARK: Migrations: SQL migration sets, the configuration file that the
@@ -119,6 +120,7 @@ let package = Package(
             // The service and the example repository make the databases
             // that registryctl then reads, as a daemon would.
             dependencies: [
+                "TestSupport",
                 "GRDBMigrations", "registryctl", "GRDBCipher", "GRDBRegistry", "GRDBRegistryService", "GRDBRegistryExamples",
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -137,9 +139,17 @@ let package = Package(
             name: "GRDBBackupTests",
             // registryctl: the end-to-end tests run the real binary.
             dependencies: [
+                "TestSupport",
                 "GRDBBackup", "GRDBCipher", "GRDBMigrations", "GRDBRegistry", "registryctl",
                 .product(name: "Logging", package: "swift-log"),
             ]
+        ),
+
+        // MARK: Test support shared by every test target: temporary
+        // directories, child processes (registryctl, oracles), polling
+        .target(
+            name: "TestSupport",
+            path: "Tests/TestSupport"
         ),
 
         // MARK: Fault tolerance: a fault-injecting VFS (test support) and its matrix
@@ -151,7 +161,7 @@ let package = Package(
             name: "FaultToleranceTests",
             // registryctl: the full-disk tests run it as a child process
             // under a file size limit and on a full filesystem.
-            dependencies: ["CFaultInjectionVFS", "GRDBBackup", "GRDBCipher", "GRDBMigrations", "GRDBRegistryExamples", "registryctl"]
+            dependencies: ["TestSupport", "CFaultInjectionVFS", "GRDBBackup", "GRDBCipher", "GRDBMigrations", "GRDBRegistryExamples", "registryctl"]
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -4,8 +4,7 @@ import Testing
 /// C reproductions of the security review, built with AddressSanitizer
 /// against the VFS sources (Tests/CipherRepros), and run as child processes.
 @Suite struct AddressSanitizerTests {
-    static let root = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    static let root = repositoryRoot
 
     @Test func plaintextHeaderSizesThatNoLongerFitAreRefusedWithoutMemoryErrors() throws {
         let directory = try TemporaryDirectory()
@@ -24,15 +23,7 @@ import Testing
     }
 
     private func run(_ executable: String, _ arguments: [String]) throws -> (status: Int32, output: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+        let result = try runChildProcess(executable, arguments, mergingOutput: true)
+        return (result.status, result.stdout)
     }
 }

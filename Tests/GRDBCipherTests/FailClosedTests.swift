@@ -30,16 +30,8 @@ import Testing
             WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < \(rows))
             INSERT INTO t SELECT i, '\(marker)-' || i || '-' || hex(randomblob(20)) FROM c;
             """
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
-        process.arguments = [path]
-        let input = Pipe()
-        process.standardInput = input
-        try process.run()
-        input.fileHandleForWriting.write(Data(script.utf8))
-        try input.fileHandleForWriting.close()
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0)
+        let sqlite3 = try runChildProcess("/usr/bin/sqlite3", [path], input: script)
+        #expect(sqlite3.status == 0, "\(sqlite3.output)")
     }
 
     private func rowCount(_ writer: some DatabaseReader) throws -> Int? {
@@ -73,7 +65,7 @@ import Testing
         let plain = directory.path("plain.sqlite"), encrypted = directory.path("v4.sqlite")
         try sqlite3Database(plain, pageSize: 1024)
         try CipherDatabase.encryptedCopy(ofPlaintextAt: plain, to: encrypted, with: key, kdfIterations: fastIterations)
-        let result = try python("""
+        let result = try sqlcipher4Python("""
             import sqlcipher3
             c = sqlcipher3.connect('\(encrypted)')
             c.execute("PRAGMA key = 'fail closed'")

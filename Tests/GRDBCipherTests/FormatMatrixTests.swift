@@ -95,7 +95,7 @@ import Testing
             let body = statements.map { statement in
                 "for r in c.execute(\"\(statement)\").fetchall(): print('|'.join(str(v) for v in r))"
             }.joined(separator: "\n")
-            let result = try python("""
+            let result = try sqlcipher4Python("""
                 import sqlcipher3
                 c = sqlcipher3.connect('\(path)', isolation_level=None)
                 c.execute("PRAGMA key = 'matrix'")

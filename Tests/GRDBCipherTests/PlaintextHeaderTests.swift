@@ -120,7 +120,7 @@ import Testing
             for index in 0..<500 { try db.execute(sql: "INSERT INTO t(value) VALUES (?)", arguments: ["row \(index)"]) }
         }
         try queue.close()
-        let result = try python("""
+        let result = try sqlcipher4Python("""
             \(connect(path, passphrase: "ours"))
             print(c.execute('SELECT COUNT(*), MAX(value) FROM t').fetchone())
             print(c.execute('PRAGMA cipher_integrity_check').fetchall())
@@ -132,7 +132,7 @@ import Testing
     @Test func weReadSQLCipher4PlaintextHeaderDatabases() throws {
         let directory = try TemporaryDirectory()
         let path = directory.path("theirs.sqlite")
-        let result = try python("""
+        let result = try sqlcipher4Python("""
             \(connect(path, passphrase: "theirs"))
             c.execute('CREATE TABLE t(id INTEGER PRIMARY KEY, value TEXT)')
             c.executemany('INSERT INTO t(value) VALUES (?)', [('THEIR_MARKER %d' % i,) for i in range(400)])
@@ -148,7 +148,7 @@ import Testing
         // And we write to it, for SQLCipher to read back.
         try queue.write { db in try db.execute(sql: "INSERT INTO t(value) VALUES ('from us')") }
         try queue.close()
-        let back = try python("""
+        let back = try sqlcipher4Python("""
             \(connect(path, passphrase: "theirs"))
             print(c.execute('SELECT value FROM t WHERE id = 401').fetchone()[0])
             print(c.execute('PRAGMA cipher_integrity_check').fetchall())

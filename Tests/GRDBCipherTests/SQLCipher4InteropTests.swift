@@ -13,7 +13,7 @@ import Testing
             for index in 0..<1000 { try db.execute(sql: "INSERT INTO t(value) VALUES (?)", arguments: ["row \(index)"]) }
         }
         try pool.close()
-        let result = try python("""
+        let result = try sqlcipher4Python("""
             import sqlcipher3
             c = sqlcipher3.connect('\(path)')
             c.execute("PRAGMA key = 'v4 interop'")
@@ -28,7 +28,7 @@ import Testing
         let directory = try TemporaryDirectory()
         let path = directory.path("theirs.sqlite")
         let rawHex = String(repeating: "ab", count: 32)
-        let result = try python("""
+        let result = try sqlcipher4Python("""
             import sqlcipher3
             for path, key in [('\(path)', "'from sqlcipher 4'"), ('\(path)-raw', "\\"x'\(rawHex)'\\"")]:
                 c = sqlcipher3.connect(path)

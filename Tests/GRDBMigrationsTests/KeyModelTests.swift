@@ -47,16 +47,9 @@ import Testing
         info = b"GRDBRegistry tenant database key v1" + b"\\x00" + b"acme"
         print(hmac.new(prk, info + b"\\x01", hashlib.sha256).hexdigest())
         """
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", "-c", script, master.hexString, salt.hexString]
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        try process.run()
-        let expected = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            .trimmingCharacters(in: .whitespacesAndNewlines)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0)
+        let python = try runChildProcess("/usr/bin/env", ["python3", "-c", script, master.hexString, salt.hexString])
+        #expect(python.status == 0, "\(python.stderr)")
+        let expected = python.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         let masterKey = try TenantMasterKey(DatabaseSecret(master.hexString))
         let key = try CipherKey.tenantKey(master: masterKey, tenant: "acme", salt: salt)
         let expectedBytes = try #require(Data(hex: expected))

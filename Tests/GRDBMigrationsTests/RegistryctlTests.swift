@@ -390,20 +390,11 @@ import Testing
             try Data().write(to: URL(fileURLWithPath: tenants.appendingPathComponent("t\(index).sqlite").path))
         }
         // `script` (util-linux, Debian bsdutils) runs the command on a pseudo-terminal.
-        func quoted(_ text: String) -> String { "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'" }
-        let command = try [Registryctl.executableURL().path, "status", "--tenants-root", tenants.path,
-                           "--migrations", Self.playersSet, "--jobs", "2"].map(quoted).joined(separator: " ")
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["script", "-q", "-e", "-c", command, "/dev/null"]
-        let output = directory.path("tty.out")
-        try Data().write(to: URL(fileURLWithPath: output))
-        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: output))
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        process.waitUntilExit()
-        let terminal = String(decoding: try fileBytes(output), as: UTF8.self)
-        #expect(process.terminationStatus == 0, "\(terminal)")
+        let command = try [registryctlPath(), "status", "--tenants-root", tenants.path,
+                           "--migrations", Self.playersSet, "--jobs", "2"].map(shellQuoted).joined(separator: " ")
+        let script = try runChildProcess("/usr/bin/env", ["script", "-q", "-e", "-c", command, "/dev/null"])
+        let terminal = script.stdout
+        #expect(script.status == 0, "\(terminal)\(script.stderr)")
         #expect(terminal.contains("\r[##############################] 30/30 checked"), "\(terminal)")
         #expect(!terminal.contains("] ok t1"))
 
@@ -639,8 +630,7 @@ extension RegistryctlTests {
         let running = try Registryctl.start(["rekey", "--config", data.config, "--tenants", "--new-key-file", data.newMasterKeyFile])
         let deadline = ContinuousClock.now + .seconds(60)
         while running.process.isRunning, ContinuousClock.now < deadline {
-            let progress = String(decoding: (try? Data(contentsOf: running.stderrURL)) ?? Data(), as: UTF8.self)
-            if progress.contains("[3/24]") { break }
+            if running.stderrSoFar.contains("[3/24]") { break }
             usleep(1000)
         }
         kill(running.process.processIdentifier, SIGKILL)

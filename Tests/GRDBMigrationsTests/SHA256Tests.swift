@@ -22,15 +22,9 @@ import Testing
             expected[path] = SHA256.hexDigest(of: bytes)
         }
         // sha256sum (coreutils) is the oracle.
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["sha256sum"] + expected.keys.sorted()
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        try process.run()
-        let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0)
+        let sha256sum = try runChildProcess("/usr/bin/env", ["sha256sum"] + expected.keys.sorted())
+        #expect(sha256sum.status == 0, "\(sha256sum.stderr)")
+        let output = sha256sum.stdout
         let lines = output.split(separator: "\n")
         #expect(lines.count == expected.count)
         for line in lines {

@@ -58,12 +58,8 @@ import Testing
     /// Runs the `sqlite3` shell on `path`: another process, which the
     /// repository's commit hook can't see.
     private func sqlite3(_ path: String, _ sql: String) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
-        process.arguments = ["-bail", "-cmd", ".timeout 5000", path, sql]
-        try process.run()
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0, "sqlite3 failed on \(sql)")
+        let sqlite3 = try runChildProcess("/usr/bin/sqlite3", ["-bail", "-cmd", ".timeout 5000", path, sql])
+        #expect(sqlite3.status == 0, "sqlite3 failed on \(sql): \(sqlite3.output)")
     }
 
     @Test func anOutOfBandWriteThatBreaksAnInvariantIsReportedAndRefusedNotBuiltUpon() async throws {
@@ -259,9 +255,7 @@ import Testing
 @Suite struct PlayerMigrationsTests {
     /// The repository embeds `Migrations/players`: they must not drift.
     @Test func embeddedMigrationsAreTheFilesOfTheMigrationsFolder() throws {
-        let folder = URL(fileURLWithPath: #filePath)
-            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("Migrations/players")
+        let folder = repositoryRoot.appendingPathComponent("Migrations/players")
         let set = try MigrationSet(directory: folder)
         #expect(set.identifiers == PlayerRepository.migrationFiles.map(\.identifier))
         for file in PlayerRepository.migrationFiles {
@@ -274,9 +268,7 @@ import Testing
         let directory = try TemporaryDirectory()
         let path = directory.path("players.sqlite")
         try PlayerRepository(path: path).close()
-        let folder = URL(fileURLWithPath: #filePath)
-            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("Migrations/players")
+        let folder = repositoryRoot.appendingPathComponent("Migrations/players")
         let status = try DatabaseMigrationRunner(set: MigrationSet(directory: folder)).status(ofDatabaseAt: path)
         #expect(status.pending == [])
         #expect(status.modified == [])

@@ -89,9 +89,7 @@ import Testing
     @Test func serviceAppliesTheSQLMigrationSetsOfTheRepository() async throws {
         _ = testMetrics
         let directory = try TemporaryDirectory()
-        let catalogSet = URL(fileURLWithPath: #filePath)
-            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("Migrations/catalog")
+        let catalogSet = repositoryRoot.appendingPathComponent("Migrations/catalog")
         let configuration = RegistryConfiguration(
             databases: [.init(name: "sql_catalog", path: directory.path("catalog.sqlite"), migrations: catalogSet.path)])
         let service = DatabaseService(configuration: configuration, environment: [:], logger: LogRecorder().logger())

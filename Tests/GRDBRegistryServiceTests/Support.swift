@@ -7,6 +7,11 @@ import Metrics
 import MetricsTestKit
 import Synchronization
 
+/// Every test target shares one support module (temporary directories,
+/// child processes, oracles, polling); re-exported here so that each test
+/// file sees it without importing it.
+@_exported import TestSupport
+
 /// The metrics system of the test process: bootstrapped once, shared by
 /// every test (each test uses its own database names, so figures don't mix).
 let testMetrics: TestMetrics = {
@@ -14,25 +19,6 @@ let testMetrics: TestMetrics = {
     MetricsSystem.bootstrap(metrics)
     return metrics
 }()
-
-/// A directory under the system temporary directory, removed on deinit.
-final class TemporaryDirectory: Sendable {
-    let url: URL
-
-    init() throws {
-        url = FileManager.default.temporaryDirectory
-            .appendingPathComponent("GRDBRegistryServiceTests-\(UUID().uuidString)", isDirectory: true)
-        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
-    }
-
-    func path(_ name: String) -> String {
-        url.appendingPathComponent(name).path
-    }
-
-    deinit {
-        try? FileManager.default.removeItem(at: url)
-    }
-}
 
 /// Records every log message with its metadata, to check what logs say
 /// (and never say).
@@ -90,34 +76,3 @@ func tableSet(count: Int) -> MigrationSet {
     }
 }
 
-struct TimeoutError: Error {}
-
-/// Polls `condition` until it holds, or throws after `seconds`.
-func eventually(within seconds: Double = 60, _ condition: @Sendable () -> Bool) async throws {
-    let deadline = ContinuousClock.now + .seconds(seconds)
-    while !condition() {
-        guard ContinuousClock.now < deadline else { throw TimeoutError() }
-        try await Task.sleep(for: .milliseconds(5))
-    }
-}
-
-/// A flag shared between tasks.
-final class Flag: Sendable {
-    private let value = Mutex(false)
-
-    var isSet: Bool { value.withLock { $0 } }
-
-    func set() { value.withLock { $0 = true } }
-}
-
-/// A value shared between tasks and escaping closures (a local `Mutex`
-/// can't be captured by an escaping closure: it is not copyable).
-final class Locked<Value: Sendable>: Sendable {
-    private let value: Mutex<Value>
-
-    init(_ value: Value) { self.value = Mutex(value) }
-
-    func withLock<R: Sendable>(_ body: (inout Value) -> R) -> R {
-        value.withLock { body(&$0) }
-    }
-}

@@ -3,24 +3,10 @@ import GRDB
 import GRDBRegistry
 import Testing
 
-/// A directory under the system temporary directory, removed on deinit.
-final class TemporaryDirectory: Sendable {
-    let url: URL
-
-    init() throws {
-        url = FileManager.default.temporaryDirectory
-            .appendingPathComponent("GRDBRegistryTests-\(UUID().uuidString)", isDirectory: true)
-        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
-    }
-
-    func path(_ name: String) -> String {
-        url.appendingPathComponent(name).path
-    }
-
-    deinit {
-        try? FileManager.default.removeItem(at: url)
-    }
-}
+/// Every test target shares one support module (temporary directories,
+/// child processes, oracles, polling); re-exported here so that each test
+/// file sees it without importing it.
+@_exported import TestSupport
 
 struct Player: Codable, Equatable, Sendable, FetchableRecord, PersistableRecord {
     var id: Int64
@@ -54,10 +40,6 @@ func insertPlayer(_ writer: some DatabaseWriter, id: Int64, score: Int = 0) thro
     try writer.write { db in
         try Player(id: id, name: "Player \(id)", score: score).insert(db)
     }
-}
-
-struct TimeoutError: Error, CustomStringConvertible {
-    var description: String
 }
 
 /// Returns the first element of `sequence` that satisfies `predicate`,

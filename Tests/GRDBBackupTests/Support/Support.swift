@@ -5,29 +5,16 @@ import GRDBMigrations
 import GRDBRegistry
 import Logging
 
+/// Every test target shares one support module (temporary directories,
+/// child processes, oracles, polling); re-exported here so that each test
+/// file sees it without importing it.
+@_exported import TestSupport
+
 /// The library logs nowhere in tests: the assertions say what matters.
 let testLogger = Logger(label: "GRDBBackupTests") { _ in SwiftLogNoOpLogHandler() }
 
 /// Few PBKDF2 iterations for passphrase keys: tests exercise the format, not the KDF's cost.
 let fastIterations = 64
-
-/// A directory under the system temporary directory, removed on deinit;
-/// its path is canonical (SQLite names files by their resolved path).
-final class TemporaryDirectory: Sendable {
-    let path: String
-
-    init() throws {
-        let url = FileManager.default.temporaryDirectory
-            .appendingPathComponent("GRDBBackupTests-\(UUID().uuidString)", isDirectory: true)
-        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
-        path = url.resolvingSymlinksInPath().path
-    }
-
-    func path(_ name: String) -> String { path + "/" + name }
-    func url(_ name: String) -> URL { URL(fileURLWithPath: path(name)) }
-
-    deinit { try? FileManager.default.removeItem(atPath: path) }
-}
 
 /// Every regular file under `directory`, recursively, hidden ones included.
 func allFiles(under directory: String) -> [String] {
@@ -106,67 +93,4 @@ func playerNames(ofTenant id: String, layout: TenantLayout, encryption: TenantEn
 /// The raw key of a tenant as SQLCipher's `PRAGMA key` takes it.
 func sqlcipherKeyValue(ofTenant id: String, atPath path: String, encryption: TenantEncryption) throws -> String? {
     try encryption.key(forTenant: id, atPath: path)?.sqlcipherValue
-}
-
-// MARK: - Child processes and oracles
-
-/// Runs a shell script as a child process, output in a file. Returns the
-/// exit status and the output.
-func runShell(_ script: String, environment: [String: String] = [:]) throws -> (status: Int32, output: String) {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/bin/sh")
-    process.arguments = ["-c", script]
-    var processEnvironment = ProcessInfo.processInfo.environment
-    processEnvironment.merge(environment) { _, new in new }
-    process.environment = processEnvironment
-    let outputURL = FileManager.default.temporaryDirectory.appendingPathComponent("backup-child-\(UUID().uuidString).out")
-    try Data().write(to: outputURL)
-    defer { try? FileManager.default.removeItem(at: outputURL) }
-    let output = try FileHandle(forWritingTo: outputURL)
-    process.standardOutput = output
-    process.standardError = output
-    process.standardInput = FileHandle.nullDevice
-    try process.run()
-    process.waitUntilExit()
-    try output.close()
-    return (process.terminationStatus, String(decoding: try Data(contentsOf: outputURL), as: UTF8.self))
-}
-
-/// The registryctl executable built with the tests, next to the test binary.
-func registryctlPath() throws -> String {
-    struct NotFound: Error, CustomStringConvertible {
-        var searched: [String]
-        var description: String { "registryctl not found in \(searched): build it with `swift build`, or set REGISTRYCTL" }
-    }
-    if let override = ProcessInfo.processInfo.environment["REGISTRYCTL"] { return override }
-    var folders: [URL] = []
-    if let executable = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
-        folders.append(URL(fileURLWithPath: executable).deletingLastPathComponent())
-    }
-    for bundle in Bundle.allBundles where bundle.bundlePath.hasSuffix(".xctest") {
-        folders.append(bundle.bundleURL.deletingLastPathComponent())
-    }
-    for folder in folders {
-        let path = folder.appendingPathComponent("registryctl").path
-        if FileManager.default.isExecutableFile(atPath: path) { return path }
-    }
-    throw NotFound(searched: folders.map(\.path))
-}
-
-func shellQuoted(_ string: String) -> String {
-    "'" + string.replacingOccurrences(of: "'", with: "'\\''") + "'"
-}
-
-/// SQLCipher 4.x (the `sqlcipher3` wheel that scripts/bootstrap installs
-/// in .build-venv): the oracle of the v4 format. Missing, the test fails.
-func sqlcipher4Python(_ script: String) throws -> (status: Int32, output: String) {
-    let python = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        .appendingPathComponent(".build-venv/bin/python").path
-    struct MissingOracle: Error, CustomStringConvertible {
-        var path: String
-        var description: String { "SQLCipher 4 oracle missing at \(path): run scripts/bootstrap" }
-    }
-    guard FileManager.default.isExecutableFile(atPath: python) else { throw MissingOracle(path: python) }
-    return try runShell("exec \(shellQuoted(python)) -c \(shellQuoted(script))")
 }
