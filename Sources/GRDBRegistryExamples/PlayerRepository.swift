@@ -9,12 +9,13 @@ import GRDBRegistry
 /// ```swift
 /// let players = try PlayerRepository(path: "data/players.sqlite")
 /// let arthur = try await players.add(name: "Arthur", score: 100)
-/// try await players.updateScore(of: arthur.id!, to: 120)
+/// guard let id = arthur.id else { return }   // set by the insert
+/// try await players.updateScore(of: id, to: 120)
 ///
 /// // Several permitted writes, one checked transaction:
 /// try await players.write { writes in
-///     try writes.rename(arthur.id!, to: "King Arthur")
-///     try writes.updateScore(of: arthur.id!, to: 150)
+///     try writes.rename(id, to: "King Arthur")
+///     try writes.updateScore(of: id, to: 150)
 /// }
 ///
 /// let best = Query(LeaderboardRequest(), context: players.context)
@@ -28,6 +29,8 @@ import GRDBRegistry
 /// - `uniqueNamePerTeam`: no two players of a team share a name.
 ///
 /// Reads go through ``reader`` and ``context``, which are read-only.
+/// Each tenant of a `TenantDirectory` of players is one
+/// `PlayerRepository` (see ``openTenant(_:)``).
 public struct PlayerRepository: TopLevelDatabaseReader, TenantRepository, Sendable {
     private let database: RepositoryDatabase
 
@@ -236,7 +239,9 @@ CREATE INDEX player_on_score ON player(score);
     /// ```swift
     /// let players = try PlayerRepository.empty()
     /// let arthur = try await players.add(name: "Arthur", score: 10)
-    /// try await players.update(arthur.id!, name: "Arthur II", score: 20)
+    /// if let id = arthur.id {
+    ///     try await players.update(id, name: "Arthur II", score: 20)
+    /// }
     /// ```
     ///
     /// - throws: ``InvariantViolation`` (`nonNegativeScore`, `uniqueNamePerTeam`).

@@ -24,7 +24,7 @@ import Synchronization
 ///   through this database (its ``context``, or a context built on it)
 ///   share one GRDB observation: N subscribers cost one fetch per change.
 ///   Closing ends them with ``ManagedDatabaseError/closed(database:)``.
-/// - **Checkpoint on close** is a setting (`checkpointOnClose`):
+/// - **Checkpoint on close** is a setting (``checkpointOnClose``):
 ///   `.truncate` by default, which leaves no `-wal` behind; `nil` for a
 ///   WAL that an external tool (Litestream, for example) checkpoints.
 ///
@@ -70,7 +70,7 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
     /// A name for errors, logs and metrics.
     public let name: String
     /// The writer. Every commit through it passes the commit checks; a
-    /// read-only view is ``context``'s `readOnly()`.
+    /// read-only view is ``context``'s ``DatabaseContext/readOnly()``.
     public let writer: any DatabaseWriter
     /// The WAL checkpoint ``close()`` runs before closing, or nil for none.
     public let checkpointOnClose: Database.CheckpointMode?
@@ -342,7 +342,7 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
 
     /// Refuses later writes, ends the shared observations with
     /// ``ManagedDatabaseError/closed(database:)``, checkpoints (see
-    /// `checkpointOnClose`), and closes the connection. Writes in progress
+    /// ``checkpointOnClose``), and closes the connection. Writes in progress
     /// finish first (or are refused at commit, when the gate is a check):
     /// call ``drain(timeout:)`` before to let queued writes commit.
     /// Further accesses throw. Closing twice does nothing.

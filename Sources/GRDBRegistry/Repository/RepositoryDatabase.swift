@@ -5,28 +5,35 @@ import GRDB
 /// read-only access only.
 ///
 /// A repository keeps its `RepositoryDatabase` private and exposes only
-/// the writes it permits:
+/// the writes it permits (see <doc:RestrictedWriteRepositories>):
 ///
 /// ```swift
 /// struct ScoreRepository: TopLevelDatabaseReader, Sendable {
 ///     private let database: RepositoryDatabase
 ///
+///     static let invariants: [DatabaseInvariant] = [
+///         .sql("nonNegativeScore", "SELECT * FROM score WHERE value < 0"),
+///     ]
+///
+///     static let migrator: DatabaseMigrator = {
+///         var migrator = DatabaseMigrator()
+///         migrator.registerMigration("createScore") { db in
+///             try db.execute(sql: "CREATE TABLE score (id INTEGER PRIMARY KEY, value INTEGER NOT NULL)")
+///         }
+///         return migrator
+///     }()
+///
 ///     init(path: String) throws {
-///         database = try RepositoryDatabase(
-///             path: path,
-///             migrator: ScoreRepository.migrator,
-///             invariants: [.sql("nonNegativeScore", "SELECT * FROM score WHERE value < 0")])
+///         database = try RepositoryDatabase(path: path, migrator: Self.migrator, invariants: Self.invariants)
 ///     }
 ///
-///     /// An in-memory repository, for tests and previews.
+///     /// An in-memory repository, for tests.
 ///     init() throws {
-///         database = try RepositoryDatabase(
-///             writer: DatabaseQueue(),
-///             migrator: ScoreRepository.migrator,
-///             invariants: [.sql("nonNegativeScore", "SELECT * FROM score WHERE value < 0")])
+///         database = try RepositoryDatabase(writer: DatabaseQueue(), migrator: Self.migrator, invariants: Self.invariants)
 ///     }
 ///
 ///     var reader: any DatabaseReader { get throws { try database.reader } }
+///     var sharedObservations: SharedObservations? { database.sharedObservations }
 ///
 ///     func add(_ value: Int) async throws {
 ///         try await database.write { db in
@@ -102,9 +109,9 @@ public final class RepositoryDatabase: TopLevelDatabaseReader, Sendable {
     /// ```swift
     /// let database = try RepositoryDatabase(
     ///     writer: DatabaseQueue(),
-    ///     name: "players",
-    ///     migrator: PlayerRepository.migrator,
-    ///     invariants: PlayerRepository.invariants)
+    ///     name: "scores",
+    ///     migrator: ScoreRepository.migrator,
+    ///     invariants: ScoreRepository.invariants)
     /// ```
     ///
     /// The commit checks are installed on the writer when this returns:
@@ -215,7 +222,7 @@ public final class RepositoryDatabase: TopLevelDatabaseReader, Sendable {
         try RepositoryOperationError.naming(name, .write) { try managed.write(updates) }
     }
 
-    /// Ends observations, checkpoints the WAL (see `checkpointOnClose`)
+    /// Ends observations, checkpoints the WAL (see ``ManagedDatabase/checkpointOnClose``)
     /// and closes the connection. Further accesses throw. Blocking I/O.
     public func close() throws {
         try managed.close()

@@ -18,7 +18,7 @@ import Synchronization
 /// - **Files.** Tenant `id` lives in `<root>/<id>.sqlite` (and its `-wal`
 ///   and `-shm` files), as ``TenantLayout`` says. ``TenantID`` only admits
 ///   file-name-safe characters, so no id reaches a file outside the root.
-/// - **Explicit open, once.** ``lease(_:)`` opens a tenant on first use,
+/// - **Open on first use, once.** ``lease(_:)`` opens a tenant on first use,
 ///   with its migrations applied (or refused, with
 ///   ``RepositoryDatabase/MigrationPolicy/refusePending``) and its
 ///   invariants checked. Concurrent first uses of a tenant open it once:
@@ -32,7 +32,8 @@ import Synchronization
 ///   path (on a background queue, never in a `deinit`). A tenant in use is
 ///   never evicted: every use holds a ``TenantLease`` (``lease(_:)``,
 ///   ``withRepository(_:_:)``, and the readers of the contexts returned by
-///   the key-path subscript, which a live `Query` keeps). When every open
+///   the key-path subscript (``subscript(_:)``), which a live ``Query``
+///   keeps). When every open
 ///   tenant is in use, the cap is exceeded until leases are released.
 /// - **Shutdown.** ``close(drainTimeout:)`` drains, checkpoints and closes
 ///   every tenant, leased or not.
@@ -174,7 +175,8 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
     /// failure leaves no file behind. Blocking I/O.
     ///
     /// - parameter configuration: The configuration of the new database;
-    ///   the default is the directory's (see ``init(root:maxOpen:policy:configuration:)``).
+    ///   the default is the directory's (see
+    ///   ``init(root:maxOpen:policy:connections:configuration:onEvent:checkpointOnClose:)``).
     ///   An encrypted tenant is provisioned with its key here.
     /// - throws: ``TenantError/alreadyExists(_:)``, or the error of the
     ///   migrations, or ``RepositoryOperationError`` when the new database

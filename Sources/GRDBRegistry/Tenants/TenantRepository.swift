@@ -8,7 +8,7 @@ import GRDB
 ///         try PlayerRepository(
 ///             path: opening.path, name: opening.name, policy: opening.policy,
 ///             configuration: opening.configuration, connections: opening.connections,
-///             onEvent: opening.onEvent)
+///             checkpointOnClose: opening.checkpointOnClose, onEvent: opening.onEvent)
 ///     }
 ///     var managedDatabase: ManagedDatabase { database.managed }
 /// }
@@ -43,7 +43,8 @@ extension TenantRepository {
 /// let database = try RepositoryDatabase(
 ///     path: opening.path, name: opening.name, migrator: migrator, policy: opening.policy,
 ///     invariants: invariants, configuration: opening.configuration,
-///     connections: opening.connections, onEvent: opening.onEvent)
+///     connections: opening.connections, checkpointOnClose: opening.checkpointOnClose,
+///     onEvent: opening.onEvent)
 /// ```
 public struct TenantOpening: Sendable {
     /// The tenant.
