@@ -12,21 +12,11 @@ try FileManager.default.createDirectory(atPath: directory, withIntermediateDirec
 // snippet.show
 
 // 1. One key, and one registry property, per database.
-struct CatalogKey: DatabaseKey {
-    static var defaultValue: DatabaseContext { .notConnected }
-}
-struct AuditKey: DatabaseKey {
-    static var defaultValue: DatabaseContext { .notConnected }
-}
+struct CatalogKey: DatabaseKey { static var defaultValue: DatabaseContext { .notConnected } }
+struct AuditKey: DatabaseKey { static var defaultValue: DatabaseContext { .notConnected } }
 extension DatabaseRegistry {
-    var catalog: DatabaseContext {
-        get { self[CatalogKey.self] }
-        set { self[CatalogKey.self] = newValue }
-    }
-    var audit: DatabaseContext {
-        get { self[AuditKey.self] }
-        set { self[AuditKey.self] = newValue }
-    }
+    var catalog: DatabaseContext { get { self[CatalogKey.self] } set { self[CatalogKey.self] = newValue } }
+    var audit: DatabaseContext { get { self[AuditKey.self] } set { self[AuditKey.self] = newValue } }
 }
 
 // 2. A value the daemon keeps up to date.

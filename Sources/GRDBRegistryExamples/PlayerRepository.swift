@@ -282,6 +282,9 @@ CREATE INDEX player_on_score ON player(score);
 
     // MARK: TenantRepository
 
+    /// Opens the players database of a tenant, as its directory says:
+    /// path, migration policy, configuration, connections, checkpoint, and
+    /// the observer of its events.
     public static func openTenant(_ opening: TenantOpening) throws -> PlayerRepository {
         try PlayerRepository(
             path: opening.path, name: opening.name, policy: opening.policy,
@@ -300,16 +303,22 @@ CREATE INDEX player_on_score ON player(score);
 }
 
 /// The best players, by score.
+///
+/// ```swift
+/// let leaderboard = Query(LeaderboardRequest(limit: 3), context: players.context)
+/// ```
 public struct LeaderboardRequest: ValueObservationQueryable {
     public static var defaultValue: [Player] { [] }
 
     /// The number of players.
     public var limit: Int
 
+    /// The `limit` best players.
     public init(limit: Int = 10) {
         self.limit = limit
     }
 
+    /// Fetches the best players, by score, then by name.
     public func fetch(_ db: Database) throws -> [Player] {
         try Player.order(Column("score").desc, Column("name")).limit(limit).fetchAll(db)
     }

@@ -43,6 +43,8 @@ public final class SharedObservations: Sendable {
 
     private let state = Mutex(State())
 
+    /// Creates an empty set of observations, for a database of your own
+    /// (see ``TopLevelDatabaseReader/sharedObservations``).
     public init() { }
 
     /// The number of observations running (for tests and metrics).

@@ -69,6 +69,9 @@ public struct TenantOpening: Sendable {
     /// `tenants/<id>`.
     public var name: String { "tenants/\(id)" }
 
+    /// The opening of tenant `id`'s database at `path`: the directory
+    /// builds it; build one yourself to open a tenant's repository outside
+    /// a directory (a tool, a test).
     public init(
         id: TenantID,
         path: String,
