@@ -30,8 +30,8 @@ struct ItemCountRequest: ValueObservationQueryable {
 // 3. Open each file once, create its schema, register it.
 let catalog = try ManagedDatabase(path: "\(directory)/catalog.sqlite", name: "catalog")
 let audit = try ManagedDatabase(path: "\(directory)/audit.sqlite", name: "audit")
-try await catalog.write { db in try db.execute(sql: "CREATE TABLE item (id INTEGER PRIMARY KEY, name TEXT NOT NULL)") }
-try await audit.write { db in try db.execute(sql: "CREATE TABLE event (id INTEGER PRIMARY KEY, message TEXT NOT NULL)") }
+try catalog.write { db in try db.execute(sql: "CREATE TABLE item (id INTEGER PRIMARY KEY, name TEXT NOT NULL)") }
+try audit.write { db in try db.execute(sql: "CREATE TABLE event (id INTEGER PRIMARY KEY, message TEXT NOT NULL)") }
 
 var registry = DatabaseRegistry()
 registry.catalog = catalog.context
@@ -46,8 +46,10 @@ try await withRegistry(registry) {
     try await DatabaseRegistry.current.audit.writer.write { db in
         try db.execute(sql: "INSERT INTO event (message) VALUES ('added lamp')")
     }
-    let count = try await itemCount.updates.first { $0 > 0 }   // the observation sees the commit
-    print("items: \(count ?? 0)")
+    for try await count in itemCount.updates where count > 0 {   // the observation sees the commit
+        print("items: \(count)")
+        break
+    }
 }
 
 // 5. Shut down: queued writes commit, later ones are refused; then checkpoint and close.

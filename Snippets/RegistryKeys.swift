@@ -30,7 +30,7 @@ registry.players = .readWrite {
 // snippet.end
 
 // snippet.hide
-try await registry.players.writer.write { db in
+try registry.players.writer.write { db in
     try db.execute(sql: "CREATE TABLE player (id INTEGER PRIMARY KEY, name TEXT NOT NULL, score INTEGER NOT NULL)")
     try db.execute(sql: "INSERT INTO player (name, score) VALUES ('Arthur', 100), ('Barbara', 1000)")
 }
@@ -75,7 +75,7 @@ do {
 }
 do {
     // Even SQL that sneaks in through `unsafeRead` fails, at the SQLite level.
-    try await readOnly.reader.unsafeRead { db in try db.execute(sql: "DELETE FROM player") }
+    try readOnly.reader.unsafeRead { db in try db.execute(sql: "DELETE FROM player") }
 } catch let error as DatabaseError where error.resultCode == .SQLITE_READONLY {
     print("SQLite refused the write")
 }
@@ -84,7 +84,7 @@ do {
 // snippet.names
 print(registry.registeredNames)                              // ["players"]
 let reader = try registry.reader(named: "players")
-let best = try await reader.read { db in
+let best = try reader.read { db in
     try String.fetchOne(db, sql: "SELECT name FROM player ORDER BY score DESC")
 }
 print("best: \(best ?? "nobody")")

@@ -13,7 +13,7 @@ struct Player: Codable, Sendable, Equatable, Identifiable, FetchableRecord, Pers
 
 // snippet.hide
 let dbQueue = try DatabaseQueue()
-try await dbQueue.write { db in
+try dbQueue.write { db in
     try db.create(table: "player") { t in
         t.primaryKey("id", .integer)
         t.column("name", .text).notNull()
@@ -84,7 +84,7 @@ leaderboard.request.ordering = .byName               // restarts the observation
 print(leaderboard.value.map(\.name))                 // ["Arthur", "Barbara"]
 
 let arthur = Query(constant: PlayerPresenceRequest(id: 1), context: context)
-try await dbQueue.write { db in _ = try Player.deleteOne(db, id: 1) }
+try dbQueue.write { db in _ = try Player.deleteOne(db, id: 1) }
 for try await presence in arthur.updates {
     if case let .gone(player) = presence {
         print("\(player.name) was deleted with \(player.score) points")

@@ -76,7 +76,7 @@ do {
     print(violation.offendingRows)                 // ["[round:1 points:-10]"]
 }
 // Nothing of the refused transaction remains: round 2 still has 5 points.
-let total = try await scores.reader.read { db in
+let total = try scores.reader.read { db in
     try Int.fetchOne(db, sql: "SELECT SUM(points) FROM score")
 }
 print("total: \(total ?? 0)")                      // 15
@@ -85,7 +85,7 @@ print("total: \(total ?? 0)")                      // 15
 // snippet.readonly
 do {
     // The reader is read-only: a write through it fails at the SQLite level.
-    try await scores.reader.unsafeRead { db in try db.execute(sql: "DELETE FROM score") }
+    try scores.reader.unsafeRead { db in try db.execute(sql: "DELETE FROM score") }
 } catch let error as DatabaseError where error.resultCode == .SQLITE_READONLY {
     print("the reader refused a write")
 }
@@ -103,8 +103,10 @@ struct TotalRequest: ValueObservationQueryable {
 
 let totalQuery = Query(TotalRequest(), context: scores)
 try await scores.record(round: 3, points: 7)
-_ = try await totalQuery.updates.first { $0 == 22 }
-print("live total: \(totalQuery.value)")           // 22
+for try await total in totalQuery.updates where total == 22 {
+    print("live total: \(total)")                  // 22
+    break
+}
 // snippet.end
 
 try scores.close()

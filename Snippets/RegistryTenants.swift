@@ -25,7 +25,7 @@ try await acme.repository.add(name: "Arthur", score: 100, team: "red")
 
 // Or for the time of a closure:
 try await tenants.withRepository(TenantID("globex")) { players in
-    try await players.add(name: "Barbara", score: 1000, team: "blue")
+    _ = try await players.add(name: "Barbara", score: 1000, team: "blue")
 }
 // snippet.end
 
@@ -51,7 +51,7 @@ print(leaderboard.value.map(\.name))                 // ["Arthur"]
 
 // Tools address a tenant by name.
 let reader = try registry.reader(named: "tenants/globex")
-let count = try await reader.read { db in try Player.fetchCount(db) }
+let count = try reader.read { db in try Player.fetchCount(db) }
 print("globex: \(count) player(s)")
 // snippet.end
 
