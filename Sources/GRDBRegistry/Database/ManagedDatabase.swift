@@ -37,7 +37,7 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
         public enum Refusal: Sendable, Equatable {
             /// The database drains or is closed (``CommitCheck/writeGate``).
             case notAcceptingWrites
-            /// The commit did not go through ``ManagedDatabase/write(_:)``
+            /// The commit did not go through ``ManagedDatabase/write(_:)-6ft3j``
             /// (``CommitCheck/invariants(_:)``).
             case uncheckedWrite
         }
@@ -90,8 +90,13 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
     /// let database = ManagedDatabase(name: "scratch", writer: try DatabaseQueue())
     /// ```
     ///
+    /// - parameter name: A name for errors, logs and metrics.
+    /// - parameter writer: The connection, which the managed database now
+    ///   owns: don't write through another reference to it.
     /// - parameter checks: The rules of every commit. The default refuses
     ///   writes once the database drains.
+    /// - parameter checkpointOnClose: The WAL checkpoint of ``close()``, or
+    ///   nil for none.
     /// - parameter onEvent: Called for each commit, rollback and refusal,
     ///   on the writer's thread: it must be quick and must not block.
     public convenience init(
@@ -279,7 +284,7 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
         }
     }
 
-    /// The synchronous version of ``write(_:)``: it blocks the calling
+    /// The synchronous version of ``write(_:)-6ft3j``: it blocks the calling
     /// thread until the writer is available and the transaction ends, so
     /// don't call it from a cooperative thread of Swift concurrency (an
     /// async function). For set-up code, tests and previews.

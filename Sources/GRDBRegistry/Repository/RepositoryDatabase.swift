@@ -44,11 +44,11 @@ import GRDB
 /// ```
 ///
 /// Guarantees:
-/// - Every write through ``write(_:)`` checks the invariants inside its
+/// - Every write through ``write(_:)-86uhg`` checks the invariants inside its
 ///   transaction, after the updates: a violation throws an
 ///   ``InvariantViolation`` and rolls back the whole transaction. Several
 ///   operations in one `write` commit together or not at all.
-/// - A commit on the writer that did not go through ``write(_:)`` is
+/// - A commit on the writer that did not go through ``write(_:)-86uhg`` is
 ///   rolled back with ``DatabaseRepositoryError/uncheckedWrite(database:)``.
 /// - Once the database drains (``ManagedDatabase/drain(timeout:)``),
 ///   commits are refused with ``ManagedDatabaseError/notAcceptingWrites(database:)``.
@@ -77,8 +77,24 @@ public final class RepositoryDatabase: TopLevelDatabaseReader, Sendable {
     /// Opens (creating if needed) the database at `path`, migrates it
     /// according to `policy`, and checks its invariants.
     ///
+    /// - parameter path: The database file.
+    /// - parameter name: A name for errors, logs and metrics; the default
+    ///   is `path`.
+    /// - parameter migrator: The migrations of the database, or nil for
+    ///   none.
+    /// - parameter policy: What to do with migrations that are not applied
+    ///   yet: apply them (the default), or refuse to open.
+    /// - parameter invariants: The rules checked in every write, and once
+    ///   at open.
+    /// - parameter configuration: The GRDB configuration of the connection
+    ///   (an encryption key, for example).
+    /// - parameter connections: The connection set to open the file
+    ///   through: the file must not be open in it yet.
     /// - parameter checkpointOnClose: The WAL checkpoint of ``close()``, or
     ///   nil for none (see ``ManagedDatabase``).
+    /// - parameter onEvent: Called for each commit, rollback, refusal and
+    ///   broken invariant, on the writer's thread: it must be quick and
+    ///   must not block.
     /// - throws: ``RepositoryOperationError`` (an SQLite error, naming the
     ///   database: a damaged file, a full disk), ``DatabaseRepositoryError``,
     ///   or the ``InvariantViolation`` of an existing file that breaks an invariant.
@@ -212,7 +228,7 @@ public final class RepositoryDatabase: TopLevelDatabaseReader, Sendable {
         try await RepositoryOperationError.naming(name, .write) { try await managed.write(updates) }
     }
 
-    /// The synchronous version of ``write(_:)``, which blocks the calling
+    /// The synchronous version of ``write(_:)-86uhg``, which blocks the calling
     /// thread: for set-up code, tests and previews, not for async functions.
     ///
     /// ```swift

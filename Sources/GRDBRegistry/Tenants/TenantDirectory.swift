@@ -103,6 +103,12 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
 
     /// Creates a directory of tenants under `root` (created if needed).
     ///
+    /// - parameter root: The directory of the tenant databases, laid out as
+    ///   ``TenantLayout`` says.
+    /// - parameter maxOpen: The number of open tenants beyond which idle
+    ///   ones are closed, least recently used first.
+    /// - parameter policy: What opening a tenant does with its pending
+    ///   migrations.
     /// - parameter configuration: The GRDB configuration of a tenant's
     ///   database: where an encryption key goes, for example. Called each
     ///   time a tenant opens.
@@ -174,6 +180,7 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
     /// database is built under a temporary name, closed, then renamed. A
     /// failure leaves no file behind. Blocking I/O.
     ///
+    /// - parameter id: The new tenant.
     /// - parameter configuration: The configuration of the new database;
     ///   the default is the directory's (see
     ///   ``init(root:maxOpen:policy:connections:configuration:onEvent:checkpointOnClose:)``).
@@ -218,6 +225,7 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
     /// Deletes the database of a tenant (and its `-wal` and `-shm` files),
     /// after closing it if it is open. Blocking I/O.
     ///
+    /// - parameter id: The tenant to remove.
     /// - parameter force: Close and delete even when the tenant is in use:
     ///   its users get errors from then on, and its queries end with
     ///   ``ManagedDatabaseError/closed(database:)``.
