@@ -84,9 +84,20 @@ CREATE INDEX player_on_score ON player(score);
     /// Opens the players database at `path`, creating and migrating it if
     /// needed (or refusing pending migrations, with `.refusePending`).
     ///
+    /// - parameter path: The database file.
+    /// - parameter name: A name for errors, logs and metrics; the default
+    ///   is `"players"`.
+    /// - parameter policy: What to do with pending migrations.
+    /// - parameter migrator: The migrations; the default is ``migrator``,
+    ///   the embedded files of `Migrations/players`.
+    /// - parameter configuration: The GRDB configuration of the connection
+    ///   (an encryption key, for example).
+    /// - parameter connections: The connection set to open the file through.
     /// - parameter checkpointOnClose: The WAL checkpoint of ``close()``, or
     ///   nil to leave the WAL to an external tool.
-    /// - throws: ``InvariantViolation`` when the file breaks an invariant.
+    /// - parameter onEvent: Called for each commit, rollback, refusal and
+    ///   broken invariant, on the writer's thread: quick, never blocking.
+    /// - throws: `InvariantViolation` when the file breaks an invariant.
     public init(
         path: String,
         name: String? = nil,
@@ -158,7 +169,7 @@ CREATE INDEX player_on_score ON player(score);
 
     /// A read-only reader.
     ///
-    /// - throws: ``ManagedDatabaseError/closed(database:)`` after ``close()``.
+    /// - throws: `ManagedDatabaseError.closed` after ``close()``.
     public var reader: any DatabaseReader {
         get throws { try database.reader }
     }
@@ -226,7 +237,7 @@ CREATE INDEX player_on_score ON player(score);
     /// }
     /// ```
     ///
-    /// - throws: ``InvariantViolation`` (`nonNegativeScore`, `uniqueNamePerTeam`),
+    /// - throws: `InvariantViolation` (`nonNegativeScore`, `uniqueNamePerTeam`),
     ///   or the error of a step.
     public func write<T: Sendable>(_ steps: @escaping @Sendable (Writes) throws -> T) async throws -> T {
         try await database.write { db in try steps(Writes(db: db)) }
@@ -244,7 +255,7 @@ CREATE INDEX player_on_score ON player(score);
     /// }
     /// ```
     ///
-    /// - throws: ``InvariantViolation`` (`nonNegativeScore`, `uniqueNamePerTeam`).
+    /// - throws: `InvariantViolation` (`nonNegativeScore`, `uniqueNamePerTeam`).
     @discardableResult
     public func update(_ id: Int64, name: String? = nil, score: Int? = nil) async throws -> Player? {
         try await write { try $0.update(id, name: name, score: score) }
@@ -252,7 +263,7 @@ CREATE INDEX player_on_score ON player(score);
 
     /// Adds a player.
     ///
-    /// - throws: ``InvariantViolation`` (`nonNegativeScore`, `uniqueNamePerTeam`).
+    /// - throws: `InvariantViolation` (`nonNegativeScore`, `uniqueNamePerTeam`).
     @discardableResult
     public func add(name: String, score: Int = 0, team: String? = nil) async throws -> Player {
         try await write { try $0.add(name: name, score: score, team: team) }
@@ -260,7 +271,7 @@ CREATE INDEX player_on_score ON player(score);
 
     /// Sets the score of a player; returns nil if there is no such player.
     ///
-    /// - throws: ``InvariantViolation`` (`nonNegativeScore`).
+    /// - throws: `InvariantViolation` (`nonNegativeScore`).
     @discardableResult
     public func updateScore(of id: Int64, to score: Int) async throws -> Player? {
         try await write { try $0.updateScore(of: id, to: score) }
@@ -268,7 +279,7 @@ CREATE INDEX player_on_score ON player(score);
 
     /// Renames a player; returns nil if there is no such player.
     ///
-    /// - throws: ``InvariantViolation`` (`uniqueNamePerTeam`).
+    /// - throws: `InvariantViolation` (`uniqueNamePerTeam`).
     @discardableResult
     public func rename(_ id: Int64, to name: String) async throws -> Player? {
         try await write { try $0.rename(id, to: name) }
