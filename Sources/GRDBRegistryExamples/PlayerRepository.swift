@@ -143,7 +143,7 @@ CREATE INDEX player_on_score ON player(score);
     ///
     /// ```swift
     /// let players = try PlayerRepository.populated()
-    /// let best = try players.reader.read { db in try LeaderboardRequest(limit: 1).fetch(db) }
+    /// let best = try await players.reader.read { db in try LeaderboardRequest(limit: 1).fetch(db) }
     /// ```
     public static func populated() throws -> PlayerRepository {
         let repository = try PlayerRepository(writer: DatabaseQueue())

@@ -63,7 +63,7 @@ public struct DatabaseContext: TopLevelDatabaseReader, Sendable {
     /// ```swift
     /// let context = DatabaseContext.readOnly { dbPool }
     /// _ = try context.writer                              // throws DatabaseContextError.readOnly
-    /// try context.reader.unsafeRead { db in
+    /// try await context.reader.unsafeRead { db in
     ///     try db.execute(sql: "DELETE FROM player")      // throws SQLITE_READONLY
     /// }
     /// ```

@@ -112,7 +112,7 @@ extension DatabaseRegistry {
     ///
     /// ```swift
     /// let reader = try registry.reader(named: "tenants/acme")
-    /// let count = try reader.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM player") }
+    /// let count = try await reader.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM player") }
     /// ```
     ///
     /// - throws: ``DatabaseRegistryError``, or the error of the context

@@ -348,7 +348,7 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
     ///
     /// ```swift
     /// try await tenants.withRepository(TenantID("acme")) { players in
-    ///     try await players.add(name: "Arthur", score: 10)
+    ///     _ = try await players.add(name: "Arthur", score: 10)
     /// }
     /// ```
     public func withRepository<T>(_ id: TenantID, _ body: (Repository) async throws -> T) async throws -> T {
