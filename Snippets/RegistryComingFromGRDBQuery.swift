@@ -30,15 +30,17 @@ struct PlayersRequest: ValueObservationQueryable {
 
     func fetch(_ db: Database) throws -> [Player] {
         switch ordering {
-        case .byScore: try Player.order(Column("score").desc, Column("name")).fetchAll(db)
-        case .byName: try Player.order(Column("name")).fetchAll(db)
+        case .byScore:
+            try Player.order(Column("score").desc, Column("name")).fetchAll(db)
+        case .byName:
+            try Player.order(Column("name")).fetchAll(db)
         }
     }
 }
 // snippet.end
 
 // snippet.service
-// struct PlayerList: View  ->  a service that lives as long as the daemon needs it.
+// struct PlayerList: View  ->  a service, alive as long as the daemon needs it.
 final class PlayerListService: Sendable {
     // @Query(PlayersRequest(ordering: .byScore)) var players: [Player]
     let players: Query<PlayersRequest>
@@ -47,12 +49,14 @@ final class PlayerListService: Sendable {
 
     init(repository: PlayerRepository, registry: DatabaseRegistry = .current) {
         self.repository = repository
-        self.players = Query(PlayersRequest(ordering: .byScore), in: \.players, registry: registry)
+        self.players = Query(
+            PlayersRequest(ordering: .byScore), in: \.players, registry: registry)
     }
 
     // ToggleOrderingButton(ordering: $players.ordering)
     func toggleOrdering() {
-        players.request.ordering = players.request.ordering == .byScore ? .byName : .byScore
+        let ordering = players.request.ordering
+        players.request.ordering = ordering == .byScore ? .byName : .byScore
     }
 
     // Button("Delete") { try playerRepository.delete(...) }
@@ -74,15 +78,17 @@ final class PlayerListService: Sendable {
 // .databaseContext(.readOnly { repository.reader })  ->  a registry entry
 let repository = try PlayerRepository.populated()
 var registry = DatabaseRegistry()
-registry.players = repository.context                  // read-only, shares observations
+registry.players = repository.context   // read-only, shares observations
 
 let service = PlayerListService(repository: repository, registry: registry)
-print(service.players.value.map(\.name))              // ["Barbara", "Craig", "Arthur", "David"]
+print(service.players.value.map(\.name))
+// ["Barbara", "Craig", "Arthur", "David"]
 service.toggleOrdering()
-print(service.players.value.map(\.name))              // ["Arthur", "Barbara", "Craig", "David"]
+print(service.players.value.map(\.name))
+// ["Arthur", "Barbara", "Craig", "David"]
 
 if let id = service.players.value.first?.id {
     try await service.delete(id)                      // Arthur
 }
-try await service.render { $0.count == 4 }            // prints until Arthur is gone
+try await service.render { $0.count == 4 }   // prints until Arthur is gone
 // snippet.end

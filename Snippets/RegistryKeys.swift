@@ -39,8 +39,9 @@ try registry.players.writer.write { db in
 // snippet.connections
 // Every spelling of a path gives the same connection: GRDB's rule of one
 // connection per file and per process holds.
-let pool = try DatabaseConnections.shared.pool(atPath: "\(directory)/players.sqlite")
-let same = try DatabaseConnections.shared.pool(atPath: "\(directory)/./players.sqlite")
+let connections = DatabaseConnections.shared
+let pool = try connections.pool(atPath: "\(directory)/players.sqlite")
+let same = try connections.pool(atPath: "\(directory)/./players.sqlite")
 assert(pool === same)
 // snippet.end
 
@@ -58,7 +59,7 @@ try await withRegistry(registry) {
     // One entry overridden for a scope (a test, a request), the others untouched.
     let empty = try DatabaseQueue()
     try await empty.write { db in
-        try db.execute(sql: "CREATE TABLE player (id INTEGER PRIMARY KEY, name TEXT NOT NULL, score INTEGER NOT NULL)")
+        try db.execute(sql: "CREATE TABLE player (id INTEGER PRIMARY KEY)")
     }
     try await withRegistry({ $0.players = .readOnly { empty } }) {
         print("players in the override: \(try await playerCount())")   // 0
@@ -75,7 +76,9 @@ do {
 }
 do {
     // Even SQL that sneaks in through `unsafeRead` fails, at the SQLite level.
-    try readOnly.reader.unsafeRead { db in try db.execute(sql: "DELETE FROM player") }
+    try readOnly.reader.unsafeRead { db in
+        try db.execute(sql: "DELETE FROM player")
+    }
 } catch let error as DatabaseError where error.resultCode == .SQLITE_READONLY {
     print("SQLite refused the write")
 }
@@ -103,7 +106,8 @@ struct Archives: NamedDatabaseContainer {
 
     func value(named name: String) throws -> any Sendable {
         guard let context = seasons[name] else {
-            throw DatabaseRegistryError.unknownName(name, knownNames: seasons.keys.sorted())
+            throw DatabaseRegistryError.unknownName(
+                name, knownNames: seasons.keys.sorted())
         }
         return context
     }
@@ -113,7 +117,8 @@ struct ArchivesKey: DatabaseKey {
     static var defaultValue: Archives { Archives(seasons: [:]) }
 }
 
-registry[ArchivesKey.self] = Archives(seasons: ["2025": registry.players.readOnly()])
+let season2025 = registry.players.readOnly()
+registry[ArchivesKey.self] = Archives(seasons: ["2025": season2025])
 let season = try registry.reader(named: "archives/2025")
 // snippet.end
 

@@ -5,7 +5,8 @@ import Foundation
 import GRDB
 import GRDBRegistry
 
-struct Player: Codable, Sendable, Equatable, Identifiable, FetchableRecord, PersistableRecord {
+struct Player: Codable, Sendable, Equatable, Identifiable,
+              FetchableRecord, PersistableRecord {
     var id: Int64
     var name: String
     var score: Int
@@ -56,7 +57,8 @@ struct PlayerPresenceRequest: PresenceObservationQueryable {
 /// The number of players when asked, never updated.
 struct PlayerCountRequest: FetchQueryable {
     static var defaultValue: Int { 0 }
-    static var queryableOptions: QueryableOptions { .async }   // fetched off the subscribing thread
+    // Fetched off the subscribing thread:
+    static var queryableOptions: QueryableOptions { .async }
 
     func fetch(_ db: Database) throws -> Int {
         try Player.fetchCount(db)
@@ -72,16 +74,16 @@ for try await count in PlayerCountRequest().values(in: context) {
 }
 
 for try await players in PlayersRequest(ordering: .byScore).values(in: context) {
-    print(players.map(\.name))                       // the current value, then one per change
-    break                                            // leaving the loop stops the observation
+    print(players.map(\.name))   // the current value, then one per change
+    break                        // leaving the loop stops the observation
 }
 // snippet.end
 
 // snippet.query
 let leaderboard = Query(PlayersRequest(ordering: .byScore), context: context)
-print(leaderboard.value.map(\.name))                 // ["Barbara", "Arthur"], fetched by init
-leaderboard.request.ordering = .byName               // restarts the observation
-print(leaderboard.value.map(\.name))                 // ["Arthur", "Barbara"]
+print(leaderboard.value.map(\.name))   // ["Barbara", "Arthur"], fetched by init
+leaderboard.request.ordering = .byName  // restarts the observation
+print(leaderboard.value.map(\.name))   // ["Arthur", "Barbara"]
 
 let arthur = Query(constant: PlayerPresenceRequest(id: 1), context: context)
 try dbQueue.write { db in _ = try Player.deleteOne(db, id: 1) }
@@ -98,9 +100,11 @@ for try await presence in arthur.updates {
 // iterates `updates`, and retries after an error instead of giving up.
 let standings = Query(
     PlayersRequest(ordering: .byScore), context: context,
-    policy: QueryPolicy(retry: .exponential(initialDelay: .milliseconds(100), maxDelay: .seconds(10)),
-                        observesOnDemand: true))
-print(standings.isObserving)                         // false: nobody listens yet
+    policy: QueryPolicy(
+        retry: .exponential(initialDelay: .milliseconds(100),
+                            maxDelay: .seconds(10)),
+        observesOnDemand: true))
+print(standings.isObserving)   // false: nobody listens yet
 // snippet.end
 
 // snippet.custom

@@ -12,17 +12,25 @@ struct ScoreRepository: TopLevelDatabaseReader, Sendable {
     private let database: RepositoryDatabase   // the writer never leaves
 
     static let invariants: [DatabaseInvariant] = [
-        .sql("nonNegativeScore", "SELECT round, points FROM score WHERE points < 0"),
+        .sql("nonNegativeScore",
+             "SELECT round, points FROM score WHERE points < 0"),
         .swift("roundsScoredOnce") { db in
-            try Int.fetchAll(db, sql: "SELECT round FROM score GROUP BY round HAVING COUNT(*) > 1")
-                .map { "round \($0) is scored twice" }
+            let rounds = try Int.fetchAll(db, sql: """
+                SELECT round FROM score GROUP BY round HAVING COUNT(*) > 1
+                """)
+            return rounds.map { "round \($0) is scored twice" }
         },
     ]
 
     static let migrator: DatabaseMigrator = {
         var migrator = DatabaseMigrator()
         migrator.registerMigration("createScore") { db in
-            try db.execute(sql: "CREATE TABLE score (id INTEGER PRIMARY KEY, round INTEGER NOT NULL, points INTEGER NOT NULL)")
+            try db.execute(sql: """
+                CREATE TABLE score (
+                    id INTEGER PRIMARY KEY,
+                    round INTEGER NOT NULL,
+                    points INTEGER NOT NULL)
+                """)
         }
         return migrator
     }()
@@ -30,13 +38,15 @@ struct ScoreRepository: TopLevelDatabaseReader, Sendable {
     /// Opens (creating and migrating) the database at `path`.
     init(path: String) throws {
         database = try RepositoryDatabase(
-            path: path, name: "scores", migrator: Self.migrator, invariants: Self.invariants)
+            path: path, name: "scores",
+            migrator: Self.migrator, invariants: Self.invariants)
     }
 
     /// An in-memory repository, for tests.
     init() throws {
         database = try RepositoryDatabase(
-            writer: DatabaseQueue(), name: "scores", migrator: Self.migrator, invariants: Self.invariants)
+            writer: DatabaseQueue(), name: "scores",
+            migrator: Self.migrator, invariants: Self.invariants)
     }
 
     // Reads: read-only, for queryables and `Query`.
@@ -47,15 +57,21 @@ struct ScoreRepository: TopLevelDatabaseReader, Sendable {
     // The permitted writes.
     func record(round: Int, points: Int) async throws {
         try await database.write { db in
-            try db.execute(sql: "INSERT INTO score (round, points) VALUES (?, ?)", arguments: [round, points])
+            try db.execute(
+                sql: "INSERT INTO score (round, points) VALUES (?, ?)",
+                arguments: [round, points])
         }
     }
 
     /// Moves points from one round to another: both or neither.
     func move(_ points: Int, from source: Int, to destination: Int) async throws {
         try await database.write { db in
-            try db.execute(sql: "UPDATE score SET points = points - ? WHERE round = ?", arguments: [points, source])
-            try db.execute(sql: "UPDATE score SET points = points + ? WHERE round = ?", arguments: [points, destination])
+            try db.execute(
+                sql: "UPDATE score SET points = points - ? WHERE round = ?",
+                arguments: [points, source])
+            try db.execute(
+                sql: "UPDATE score SET points = points + ? WHERE round = ?",
+                arguments: [points, destination])
         }
     }
 
@@ -85,7 +101,9 @@ print("total: \(total ?? 0)")                      // 15
 // snippet.readonly
 do {
     // The reader is read-only: a write through it fails at the SQLite level.
-    try scores.reader.unsafeRead { db in try db.execute(sql: "DELETE FROM score") }
+    try scores.reader.unsafeRead { db in
+        try db.execute(sql: "DELETE FROM score")
+    }
 } catch let error as DatabaseError where error.resultCode == .SQLITE_READONLY {
     print("the reader refused a write")
 }
@@ -93,11 +111,11 @@ do {
 
 // snippet.query
 struct TotalRequest: ValueObservationQueryable {
-    typealias Context = ScoreRepository            // reads from the repository itself
+    typealias Context = ScoreRepository   // reads from the repository itself
     static var defaultValue: Int { 0 }
 
     func fetch(_ db: Database) throws -> Int {
-        try Int.fetchOne(db, sql: "SELECT COALESCE(SUM(points), 0) FROM score") ?? 0
+        try Int.fetchOne(db, sql: "SELECT SUM(points) FROM score") ?? 0
     }
 }
 

@@ -13,7 +13,7 @@ let root = FileManager.default.temporaryDirectory
 
 // snippet.directory
 let tenants = try TenantDirectory<PlayerRepository>(root: root, maxOpen: 256)
-try tenants.provision(TenantID("acme"))             // created and migrated, atomically
+try tenants.provision(TenantID("acme"))   // created and migrated, atomically
 try tenants.provision(TenantID("globex"))
 print(try tenants.tenants())                         // [acme, globex]
 // snippet.end
@@ -46,7 +46,8 @@ registry.tenants = tenants
 
 // A live query on one tenant: its context holds a lease, so the tenant
 // stays open as long as the query lives.
-let leaderboard = Query(LeaderboardRequest(limit: 3), in: \.tenants["acme"], registry: registry)
+let leaderboard = Query(
+    LeaderboardRequest(limit: 3), in: \.tenants["acme"], registry: registry)
 print(leaderboard.value.map(\.name))                 // ["Arthur"]
 
 // Tools address a tenant by name.
@@ -65,7 +66,7 @@ print("\(failures.count) tenant(s) failed")
 
 // snippet.remove
 do {
-    try tenants.remove(TenantID("acme"))             // the lease and the query still use it
+    try tenants.remove(TenantID("acme"))   // the lease and the query use it
 } catch TenantError.inUse(let id, let leases) {
     print("\(id) is in use by \(leases) lease(s)")
 }
