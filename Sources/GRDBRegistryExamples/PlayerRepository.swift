@@ -9,12 +9,13 @@ import GRDBRegistry
 /// ```swift
 /// let players = try PlayerRepository(path: "data/players.sqlite")
 /// let arthur = try await players.add(name: "Arthur", score: 100)
-/// try await players.updateScore(of: arthur.id!, to: 120)
+/// guard let id = arthur.id else { return }   // set by the insert
+/// try await players.updateScore(of: id, to: 120)
 ///
 /// // Several permitted writes, one checked transaction:
 /// try await players.write { writes in
-///     try writes.rename(arthur.id!, to: "King Arthur")
-///     try writes.updateScore(of: arthur.id!, to: 150)
+///     try writes.rename(id, to: "King Arthur")
+///     try writes.updateScore(of: id, to: 150)
 /// }
 ///
 /// let best = Query(LeaderboardRequest(), context: players.context)
@@ -28,6 +29,8 @@ import GRDBRegistry
 /// - `uniqueNamePerTeam`: no two players of a team share a name.
 ///
 /// Reads go through ``reader`` and ``context``, which are read-only.
+/// Each tenant of a `TenantDirectory` of players is one
+/// `PlayerRepository` (see ``openTenant(_:)``).
 public struct PlayerRepository: TopLevelDatabaseReader, TenantRepository, Sendable {
     private let database: RepositoryDatabase
 
@@ -81,9 +84,20 @@ CREATE INDEX player_on_score ON player(score);
     /// Opens the players database at `path`, creating and migrating it if
     /// needed (or refusing pending migrations, with `.refusePending`).
     ///
+    /// - parameter path: The database file.
+    /// - parameter name: A name for errors, logs and metrics; the default
+    ///   is `"players"`.
+    /// - parameter policy: What to do with pending migrations.
+    /// - parameter migrator: The migrations; the default is ``migrator``,
+    ///   the embedded files of `Migrations/players`.
+    /// - parameter configuration: The GRDB configuration of the connection
+    ///   (an encryption key, for example).
+    /// - parameter connections: The connection set to open the file through.
     /// - parameter checkpointOnClose: The WAL checkpoint of ``close()``, or
     ///   nil to leave the WAL to an external tool.
-    /// - throws: ``InvariantViolation`` when the file breaks an invariant.
+    /// - parameter onEvent: Called for each commit, rollback, refusal and
+    ///   broken invariant, on the writer's thread: quick, never blocking.
+    /// - throws: `InvariantViolation` when the file breaks an invariant.
     public init(
         path: String,
         name: String? = nil,
@@ -129,7 +143,7 @@ CREATE INDEX player_on_score ON player(score);
     ///
     /// ```swift
     /// let players = try PlayerRepository.populated()
-    /// let best = try players.reader.read { db in try LeaderboardRequest(limit: 1).fetch(db) }
+    /// let best = try await players.reader.read { db in try LeaderboardRequest(limit: 1).fetch(db) }
     /// ```
     public static func populated() throws -> PlayerRepository {
         let repository = try PlayerRepository(writer: DatabaseQueue())
@@ -155,7 +169,7 @@ CREATE INDEX player_on_score ON player(score);
 
     /// A read-only reader.
     ///
-    /// - throws: ``ManagedDatabaseError/closed(database:)`` after ``close()``.
+    /// - throws: `ManagedDatabaseError.closed` after ``close()``.
     public var reader: any DatabaseReader {
         get throws { try database.reader }
     }
@@ -223,7 +237,7 @@ CREATE INDEX player_on_score ON player(score);
     /// }
     /// ```
     ///
-    /// - throws: ``InvariantViolation`` (`nonNegativeScore`, `uniqueNamePerTeam`),
+    /// - throws: `InvariantViolation` (`nonNegativeScore`, `uniqueNamePerTeam`),
     ///   or the error of a step.
     public func write<T: Sendable>(_ steps: @escaping @Sendable (Writes) throws -> T) async throws -> T {
         try await database.write { db in try steps(Writes(db: db)) }
@@ -236,10 +250,12 @@ CREATE INDEX player_on_score ON player(score);
     /// ```swift
     /// let players = try PlayerRepository.empty()
     /// let arthur = try await players.add(name: "Arthur", score: 10)
-    /// try await players.update(arthur.id!, name: "Arthur II", score: 20)
+    /// if let id = arthur.id {
+    ///     try await players.update(id, name: "Arthur II", score: 20)
+    /// }
     /// ```
     ///
-    /// - throws: ``InvariantViolation`` (`nonNegativeScore`, `uniqueNamePerTeam`).
+    /// - throws: `InvariantViolation` (`nonNegativeScore`, `uniqueNamePerTeam`).
     @discardableResult
     public func update(_ id: Int64, name: String? = nil, score: Int? = nil) async throws -> Player? {
         try await write { try $0.update(id, name: name, score: score) }
@@ -247,7 +263,7 @@ CREATE INDEX player_on_score ON player(score);
 
     /// Adds a player.
     ///
-    /// - throws: ``InvariantViolation`` (`nonNegativeScore`, `uniqueNamePerTeam`).
+    /// - throws: `InvariantViolation` (`nonNegativeScore`, `uniqueNamePerTeam`).
     @discardableResult
     public func add(name: String, score: Int = 0, team: String? = nil) async throws -> Player {
         try await write { try $0.add(name: name, score: score, team: team) }
@@ -255,7 +271,7 @@ CREATE INDEX player_on_score ON player(score);
 
     /// Sets the score of a player; returns nil if there is no such player.
     ///
-    /// - throws: ``InvariantViolation`` (`nonNegativeScore`).
+    /// - throws: `InvariantViolation` (`nonNegativeScore`).
     @discardableResult
     public func updateScore(of id: Int64, to score: Int) async throws -> Player? {
         try await write { try $0.updateScore(of: id, to: score) }
@@ -263,7 +279,7 @@ CREATE INDEX player_on_score ON player(score);
 
     /// Renames a player; returns nil if there is no such player.
     ///
-    /// - throws: ``InvariantViolation`` (`uniqueNamePerTeam`).
+    /// - throws: `InvariantViolation` (`uniqueNamePerTeam`).
     @discardableResult
     public func rename(_ id: Int64, to name: String) async throws -> Player? {
         try await write { try $0.rename(id, to: name) }
@@ -277,6 +293,9 @@ CREATE INDEX player_on_score ON player(score);
 
     // MARK: TenantRepository
 
+    /// Opens the players database of a tenant, as its directory says:
+    /// path, migration policy, configuration, connections, checkpoint, and
+    /// the observer of its events.
     public static func openTenant(_ opening: TenantOpening) throws -> PlayerRepository {
         try PlayerRepository(
             path: opening.path, name: opening.name, policy: opening.policy,
@@ -295,16 +314,22 @@ CREATE INDEX player_on_score ON player(score);
 }
 
 /// The best players, by score.
+///
+/// ```swift
+/// let leaderboard = Query(LeaderboardRequest(limit: 3), context: players.context)
+/// ```
 public struct LeaderboardRequest: ValueObservationQueryable {
     public static var defaultValue: [Player] { [] }
 
     /// The number of players.
     public var limit: Int
 
+    /// The `limit` best players.
     public init(limit: Int = 10) {
         self.limit = limit
     }
 
+    /// Fetches the best players, by score, then by name.
     public func fetch(_ db: Database) throws -> [Player] {
         try Player.order(Column("score").desc, Column("name")).limit(limit).fetchAll(db)
     }

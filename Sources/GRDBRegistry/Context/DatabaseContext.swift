@@ -19,7 +19,7 @@ import GRDB
 /// Queries on a context share their observations (see
 /// ``SharedObservations``): copies of a context, and its ``readOnly()``
 /// view, share them too, so keep one context per database rather than
-/// calling `readWrite { }` again for each query.
+/// calling ``readWrite(_:)`` again for each query.
 ///
 /// A read-only context really is read-only: its ``reader`` is a
 /// ``ReadOnlyDatabaseReader``, which can't be cast back to a
@@ -62,8 +62,8 @@ public struct DatabaseContext: TopLevelDatabaseReader, Sendable {
     ///
     /// ```swift
     /// let context = DatabaseContext.readOnly { dbPool }
-    /// try context.writer                                  // throws DatabaseContextError.readOnly
-    /// try context.reader.unsafeRead { db in
+    /// _ = try context.writer                              // throws DatabaseContextError.readOnly
+    /// try await context.reader.unsafeRead { db in
     ///     try db.execute(sql: "DELETE FROM player")      // throws SQLITE_READONLY
     /// }
     /// ```

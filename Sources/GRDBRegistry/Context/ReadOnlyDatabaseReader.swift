@@ -16,8 +16,8 @@ import GRDB
 ///
 /// ```swift
 /// let reader = ReadOnlyDatabaseReader(dbQueue)
-/// try reader.read { db in try Player.fetchAll(db) }               // OK
-/// try reader.unsafeRead { db in try db.execute(sql: "DELETE FROM player") } // throws
+/// let players = try await reader.read { db in try Player.fetchAll(db) }        // OK
+/// try await reader.unsafeRead { db in try db.execute(sql: "DELETE FROM player") } // throws
 /// ```
 public final class ReadOnlyDatabaseReader: DatabaseReader {
     private let base: any DatabaseReader

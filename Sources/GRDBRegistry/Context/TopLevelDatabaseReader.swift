@@ -2,14 +2,24 @@ import GRDB
 
 /// A type that provides read access to a database.
 ///
-/// Queryables read from any context that conforms to this protocol: a
-/// GRDB connection, a ``DatabaseContext``, or a repository of your app
-/// that owns its writer and only exposes a reader:
+/// The built-in queryables (``ValueObservationQueryable``,
+/// ``PresenceObservationQueryable``, ``FetchQueryable``) read from any
+/// context that conforms to this protocol: a GRDB connection, a
+/// ``DatabaseContext``, or a repository of your app that owns its writer
+/// and only exposes a reader:
 ///
 /// ```swift
-/// final class PlayerRepository: TopLevelDatabaseReader {
+/// struct ScoreBoard: TopLevelDatabaseReader {
 ///     private let writer: any DatabaseWriter
 ///     var reader: any DatabaseReader { ReadOnlyDatabaseReader(writer) }
+/// }
+///
+/// struct TopScoreRequest: ValueObservationQueryable {
+///     typealias Context = ScoreBoard
+///     static var defaultValue: Int { 0 }
+///     func fetch(_ db: Database) throws -> Int {
+///         try Int.fetchOne(db, sql: "SELECT MAX(points) FROM score") ?? 0
+///     }
 /// }
 /// ```
 public protocol TopLevelDatabaseReader {

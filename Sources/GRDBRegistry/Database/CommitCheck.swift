@@ -30,7 +30,7 @@ public struct CommitCheck: Sendable {
     public static let writeGate = CommitCheck(kind: .writeGate)
 
     /// Refuses every commit that did not go through
-    /// ``ManagedDatabase/write(_:)``, which checks `invariants` inside the
+    /// ``ManagedDatabase/write(_:)-6ft3j``, which checks `invariants` inside the
     /// transaction, after the updates. A refused commit throws
     /// ``DatabaseRepositoryError/uncheckedWrite(database:)``; a broken
     /// invariant throws ``InvariantViolation``.

@@ -24,7 +24,7 @@ import Synchronization
 ///   through this database (its ``context``, or a context built on it)
 ///   share one GRDB observation: N subscribers cost one fetch per change.
 ///   Closing ends them with ``ManagedDatabaseError/closed(database:)``.
-/// - **Checkpoint on close** is a setting (`checkpointOnClose`):
+/// - **Checkpoint on close** is a setting (``checkpointOnClose``):
 ///   `.truncate` by default, which leaves no `-wal` behind; `nil` for a
 ///   WAL that an external tool (Litestream, for example) checkpoints.
 ///
@@ -37,7 +37,7 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
         public enum Refusal: Sendable, Equatable {
             /// The database drains or is closed (``CommitCheck/writeGate``).
             case notAcceptingWrites
-            /// The commit did not go through ``ManagedDatabase/write(_:)``
+            /// The commit did not go through ``ManagedDatabase/write(_:)-6ft3j``
             /// (``CommitCheck/invariants(_:)``).
             case uncheckedWrite
         }
@@ -70,7 +70,7 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
     /// A name for errors, logs and metrics.
     public let name: String
     /// The writer. Every commit through it passes the commit checks; a
-    /// read-only view is ``context``'s `readOnly()`.
+    /// read-only view is ``context``'s ``DatabaseContext/readOnly()``.
     public let writer: any DatabaseWriter
     /// The WAL checkpoint ``close()`` runs before closing, or nil for none.
     public let checkpointOnClose: Database.CheckpointMode?
@@ -90,8 +90,13 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
     /// let database = ManagedDatabase(name: "scratch", writer: try DatabaseQueue())
     /// ```
     ///
+    /// - parameter name: A name for errors, logs and metrics.
+    /// - parameter writer: The connection, which the managed database now
+    ///   owns: don't write through another reference to it.
     /// - parameter checks: The rules of every commit. The default refuses
     ///   writes once the database drains.
+    /// - parameter checkpointOnClose: The WAL checkpoint of ``close()``, or
+    ///   nil for none.
     /// - parameter onEvent: Called for each commit, rollback and refusal,
     ///   on the writer's thread: it must be quick and must not block.
     public convenience init(
@@ -279,7 +284,7 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
         }
     }
 
-    /// The synchronous version of ``write(_:)``: it blocks the calling
+    /// The synchronous version of ``write(_:)-6ft3j``: it blocks the calling
     /// thread until the writer is available and the transaction ends, so
     /// don't call it from a cooperative thread of Swift concurrency (an
     /// async function). For set-up code, tests and previews.
@@ -342,7 +347,7 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
 
     /// Refuses later writes, ends the shared observations with
     /// ``ManagedDatabaseError/closed(database:)``, checkpoints (see
-    /// `checkpointOnClose`), and closes the connection. Writes in progress
+    /// ``checkpointOnClose``), and closes the connection. Writes in progress
     /// finish first (or are refused at commit, when the gate is a check):
     /// call ``drain(timeout:)`` before to let queued writes commit.
     /// Further accesses throw. Closing twice does nothing.

@@ -140,8 +140,13 @@ public final class Query<Request: Queryable>: Sendable where Request.Context: Se
     /// let leaderboard = Query(LeaderboardRequest(), in: \.players, registry: registry)
     /// ```
     ///
+    /// - parameter request: The initial request.
+    /// - parameter keyPath: The context of the request in `registry`,
+    ///   resolved once, now.
     /// - parameter registry: The registry to resolve the context from. The
     ///   default is the task's current registry (see ``DatabaseRegistry/current``).
+    /// - parameter policy: How the query reacts to errors, and when it
+    ///   observes.
     public convenience init(
         _ request: Request,
         in keyPath: KeyPath<DatabaseRegistry, Request.Context>,

@@ -22,6 +22,7 @@ public struct QueryPolicy: Sendable {
     /// is deallocated or paused.
     public var observesOnDemand: Bool
 
+    /// Creates a policy; the defaults are those of ``default``.
     public init(retry: QueryRetry? = nil, observesOnDemand: Bool = false) {
         self.retry = retry
         self.observesOnDemand = observesOnDemand

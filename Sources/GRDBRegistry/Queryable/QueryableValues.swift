@@ -4,7 +4,7 @@ import Synchronization
 /// The async sequence of values of the built-in queryables.
 ///
 /// ``ValueObservationQueryable``, ``PresenceObservationQueryable`` and
-/// ``FetchQueryable`` return a `QueryableValues` from `values(in:)`.
+/// ``FetchQueryable`` return a `QueryableValues` from ``Queryable/values(in:)``.
 /// Subscription starts when iteration starts (`makeAsyncIterator()`): unless
 /// the queryable has the ``QueryableOptions/async`` option, the initial
 /// value is fetched right then, synchronously, on the calling thread (a

@@ -15,10 +15,11 @@ import Synchronization
 /// when its ``Query/value`` is read, so that a thousand such queries cost
 /// no more per change than one.
 ///
-/// Every ``DatabaseContext`` made by `readWrite { }` or `readOnly { }` has
-/// its own; a ``ManagedDatabase`` has one that all its contexts (and the
-/// contexts of a tenant's leases) share. A repository of your own shares
-/// by returning one from its `sharedObservations`:
+/// Every ``DatabaseContext`` made by ``DatabaseContext/readWrite(_:)`` or
+/// ``DatabaseContext/readOnly(_:)`` has its own; a ``ManagedDatabase`` has
+/// one that all its contexts (and the contexts of a tenant's leases)
+/// share. A repository of your own shares by returning one from its
+/// ``TopLevelDatabaseReader/sharedObservations``:
 ///
 /// ```swift
 /// struct ScoreRepository: TopLevelDatabaseReader {
@@ -42,6 +43,8 @@ public final class SharedObservations: Sendable {
 
     private let state = Mutex(State())
 
+    /// Creates an empty set of observations, for a database of your own
+    /// (see ``TopLevelDatabaseReader/sharedObservations``).
     public init() { }
 
     /// The number of observations running (for tests and metrics).

@@ -1,7 +1,7 @@
 /// A key for accessing a database manager in a ``DatabaseRegistry``.
 ///
 /// Declare one key type per database of your app, and expose it as a
-/// computed property of `DatabaseRegistry`, as SwiftUI does with
+/// computed property of ``DatabaseRegistry``, as SwiftUI does with
 /// `EnvironmentKey` and `EnvironmentValues`:
 ///
 /// ```swift

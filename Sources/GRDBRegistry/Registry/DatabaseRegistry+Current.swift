@@ -3,7 +3,7 @@ extension DatabaseRegistry {
     ///
     /// Code deep in a daemon resolves its databases from `current`, without
     /// the registry being passed through every call. Set it for a scope with
-    /// ``withRegistry(_:isolation:operation:)``; outside any scope it is an
+    /// ``withRegistry(_:isolation:operation:)-(DatabaseRegistry,_,_)``; outside any scope it is an
     /// empty registry, where every database is ``DatabaseContext/notConnected``.
     ///
     /// ```swift

@@ -5,12 +5,18 @@ import GRDB
 ///
 /// The named lookups of ``DatabaseRegistry`` forward the part of a name
 /// after the first `/` to the container: `"tenants/acme"` asks the value
-/// registered as `"tenants"` for its database `"acme"`.
+/// registered as `"tenants"` for its database `"acme"`. ``TenantDirectory``
+/// is a container of tenants; a value of yours becomes one this way:
 ///
 /// ```swift
-/// extension TenantDirectory: NamedDatabaseContainer {
+/// struct Archives: NamedDatabaseContainer {
+///     var seasons: [String: DatabaseContext]
+///
 ///     func value(named name: String) throws -> any Sendable {
-///         try repository(for: TenantID(name))
+///         guard let context = seasons[name] else {
+///             throw DatabaseRegistryError.unknownName(name, knownNames: seasons.keys.sorted())
+///         }
+///         return context
 ///     }
 /// }
 /// ```
@@ -35,7 +41,8 @@ public enum DatabaseRegistryError: Error, CustomStringConvertible, Sendable, Equ
     case notAContainer(String)
 
     /// The registered value gives no database access (it is neither a
-    /// `DatabaseReader` nor a ``TopLevelDatabaseReader``).
+    /// `DatabaseReader` nor a ``TopLevelDatabaseReader``): see
+    /// ``DatabaseRegistry/reader(named:)``.
     case notADatabase(String, valueType: String)
 
     public var description: String {
@@ -105,7 +112,7 @@ extension DatabaseRegistry {
     ///
     /// ```swift
     /// let reader = try registry.reader(named: "tenants/acme")
-    /// let count = try reader.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM player") }
+    /// let count = try await reader.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM player") }
     /// ```
     ///
     /// - throws: ``DatabaseRegistryError``, or the error of the context

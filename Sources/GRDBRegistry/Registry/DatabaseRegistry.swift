@@ -20,12 +20,12 @@ import GRDB
 ///
 /// ```swift
 /// var testRegistry = registry
-/// testRegistry.players = .readOnly { snapshot }   // `registry` is unchanged
+/// testRegistry.databaseContext = .readOnly { snapshot }   // `registry` is unchanged
 /// ```
 ///
 /// A lookup costs one dictionary access: there is no lock on the read path.
 /// To make a registry reachable without passing it around, see
-/// ``current`` and ``withRegistry(_:isolation:operation:)``.
+/// ``current`` and ``withRegistry(_:isolation:operation:)-(DatabaseRegistry,_,_)``.
 public struct DatabaseRegistry: Sendable {
     struct Entry: Sendable {
         var name: String
@@ -40,9 +40,12 @@ public struct DatabaseRegistry: Sendable {
 
     /// Accesses the value registered for `key`, or its default value.
     ///
+    /// Declare a computed property per key, so that code reads the
+    /// database with a key path (see ``DatabaseKey``):
+    ///
     /// ```swift
     /// extension DatabaseRegistry {
-    ///     var players: PlayerRepository {
+    ///     var players: DatabaseContext {
     ///         get { self[PlayersKey.self] }
     ///         set { self[PlayersKey.self] = newValue }
     ///     }

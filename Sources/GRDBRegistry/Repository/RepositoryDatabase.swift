@@ -5,28 +5,35 @@ import GRDB
 /// read-only access only.
 ///
 /// A repository keeps its `RepositoryDatabase` private and exposes only
-/// the writes it permits:
+/// the writes it permits (see <doc:RestrictedWriteRepositories>):
 ///
 /// ```swift
 /// struct ScoreRepository: TopLevelDatabaseReader, Sendable {
 ///     private let database: RepositoryDatabase
 ///
+///     static let invariants: [DatabaseInvariant] = [
+///         .sql("nonNegativeScore", "SELECT * FROM score WHERE value < 0"),
+///     ]
+///
+///     static let migrator: DatabaseMigrator = {
+///         var migrator = DatabaseMigrator()
+///         migrator.registerMigration("createScore") { db in
+///             try db.execute(sql: "CREATE TABLE score (id INTEGER PRIMARY KEY, value INTEGER NOT NULL)")
+///         }
+///         return migrator
+///     }()
+///
 ///     init(path: String) throws {
-///         database = try RepositoryDatabase(
-///             path: path,
-///             migrator: ScoreRepository.migrator,
-///             invariants: [.sql("nonNegativeScore", "SELECT * FROM score WHERE value < 0")])
+///         database = try RepositoryDatabase(path: path, migrator: Self.migrator, invariants: Self.invariants)
 ///     }
 ///
-///     /// An in-memory repository, for tests and previews.
+///     /// An in-memory repository, for tests.
 ///     init() throws {
-///         database = try RepositoryDatabase(
-///             writer: DatabaseQueue(),
-///             migrator: ScoreRepository.migrator,
-///             invariants: [.sql("nonNegativeScore", "SELECT * FROM score WHERE value < 0")])
+///         database = try RepositoryDatabase(writer: DatabaseQueue(), migrator: Self.migrator, invariants: Self.invariants)
 ///     }
 ///
 ///     var reader: any DatabaseReader { get throws { try database.reader } }
+///     var sharedObservations: SharedObservations? { database.sharedObservations }
 ///
 ///     func add(_ value: Int) async throws {
 ///         try await database.write { db in
@@ -37,11 +44,11 @@ import GRDB
 /// ```
 ///
 /// Guarantees:
-/// - Every write through ``write(_:)`` checks the invariants inside its
+/// - Every write through ``write(_:)-86uhg`` checks the invariants inside its
 ///   transaction, after the updates: a violation throws an
 ///   ``InvariantViolation`` and rolls back the whole transaction. Several
 ///   operations in one `write` commit together or not at all.
-/// - A commit on the writer that did not go through ``write(_:)`` is
+/// - A commit on the writer that did not go through ``write(_:)-86uhg`` is
 ///   rolled back with ``DatabaseRepositoryError/uncheckedWrite(database:)``.
 /// - Once the database drains (``ManagedDatabase/drain(timeout:)``),
 ///   commits are refused with ``ManagedDatabaseError/notAcceptingWrites(database:)``.
@@ -70,8 +77,24 @@ public final class RepositoryDatabase: TopLevelDatabaseReader, Sendable {
     /// Opens (creating if needed) the database at `path`, migrates it
     /// according to `policy`, and checks its invariants.
     ///
+    /// - parameter path: The database file.
+    /// - parameter name: A name for errors, logs and metrics; the default
+    ///   is `path`.
+    /// - parameter migrator: The migrations of the database, or nil for
+    ///   none.
+    /// - parameter policy: What to do with migrations that are not applied
+    ///   yet: apply them (the default), or refuse to open.
+    /// - parameter invariants: The rules checked in every write, and once
+    ///   at open.
+    /// - parameter configuration: The GRDB configuration of the connection
+    ///   (an encryption key, for example).
+    /// - parameter connections: The connection set to open the file
+    ///   through: the file must not be open in it yet.
     /// - parameter checkpointOnClose: The WAL checkpoint of ``close()``, or
     ///   nil for none (see ``ManagedDatabase``).
+    /// - parameter onEvent: Called for each commit, rollback, refusal and
+    ///   broken invariant, on the writer's thread: it must be quick and
+    ///   must not block.
     /// - throws: ``RepositoryOperationError`` (an SQLite error, naming the
     ///   database: a damaged file, a full disk), ``DatabaseRepositoryError``,
     ///   or the ``InvariantViolation`` of an existing file that breaks an invariant.
@@ -102,9 +125,9 @@ public final class RepositoryDatabase: TopLevelDatabaseReader, Sendable {
     /// ```swift
     /// let database = try RepositoryDatabase(
     ///     writer: DatabaseQueue(),
-    ///     name: "players",
-    ///     migrator: PlayerRepository.migrator,
-    ///     invariants: PlayerRepository.invariants)
+    ///     name: "scores",
+    ///     migrator: ScoreRepository.migrator,
+    ///     invariants: ScoreRepository.invariants)
     /// ```
     ///
     /// The commit checks are installed on the writer when this returns:
@@ -205,7 +228,7 @@ public final class RepositoryDatabase: TopLevelDatabaseReader, Sendable {
         try await RepositoryOperationError.naming(name, .write) { try await managed.write(updates) }
     }
 
-    /// The synchronous version of ``write(_:)``, which blocks the calling
+    /// The synchronous version of ``write(_:)-86uhg``, which blocks the calling
     /// thread: for set-up code, tests and previews, not for async functions.
     ///
     /// ```swift
@@ -215,7 +238,7 @@ public final class RepositoryDatabase: TopLevelDatabaseReader, Sendable {
         try RepositoryOperationError.naming(name, .write) { try managed.write(updates) }
     }
 
-    /// Ends observations, checkpoints the WAL (see `checkpointOnClose`)
+    /// Ends observations, checkpoints the WAL (see ``ManagedDatabase/checkpointOnClose``)
     /// and closes the connection. Further accesses throw. Blocking I/O.
     public func close() throws {
         try managed.close()

@@ -18,16 +18,20 @@ import GRDB
 public struct RepositoryOperationError: Error, CustomStringConvertible, Sendable {
     /// What the repository was doing.
     public enum Operation: String, Sendable {
+        /// Opening the file, migrating it, and checking its invariants.
         case open
+        /// A write transaction.
         case write
     }
 
     /// The database's name (its repository's name, or path).
     public var database: String
+    /// What the repository was doing.
     public var operation: Operation
     /// The error of SQLite, as GRDB reported it.
     public var underlying: DatabaseError
 
+    /// Names `database` in the SQLite error `underlying`.
     public init(database: String, operation: Operation, underlying: DatabaseError) {
         self.database = database
         self.operation = operation

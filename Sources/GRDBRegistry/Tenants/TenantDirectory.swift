@@ -18,7 +18,7 @@ import Synchronization
 /// - **Files.** Tenant `id` lives in `<root>/<id>.sqlite` (and its `-wal`
 ///   and `-shm` files), as ``TenantLayout`` says. ``TenantID`` only admits
 ///   file-name-safe characters, so no id reaches a file outside the root.
-/// - **Explicit open, once.** ``lease(_:)`` opens a tenant on first use,
+/// - **Open on first use, once.** ``lease(_:)`` opens a tenant on first use,
 ///   with its migrations applied (or refused, with
 ///   ``RepositoryDatabase/MigrationPolicy/refusePending``) and its
 ///   invariants checked. Concurrent first uses of a tenant open it once:
@@ -32,7 +32,8 @@ import Synchronization
 ///   path (on a background queue, never in a `deinit`). A tenant in use is
 ///   never evicted: every use holds a ``TenantLease`` (``lease(_:)``,
 ///   ``withRepository(_:_:)``, and the readers of the contexts returned by
-///   the key-path subscript, which a live `Query` keeps). When every open
+///   the key-path subscript (``subscript(_:)``), which a live ``Query``
+///   keeps). When every open
 ///   tenant is in use, the cap is exceeded until leases are released.
 /// - **Shutdown.** ``close(drainTimeout:)`` drains, checkpoints and closes
 ///   every tenant, leased or not.
@@ -102,6 +103,12 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
 
     /// Creates a directory of tenants under `root` (created if needed).
     ///
+    /// - parameter root: The directory of the tenant databases, laid out as
+    ///   ``TenantLayout`` says.
+    /// - parameter maxOpen: The number of open tenants beyond which idle
+    ///   ones are closed, least recently used first.
+    /// - parameter policy: What opening a tenant does with its pending
+    ///   migrations.
     /// - parameter configuration: The GRDB configuration of a tenant's
     ///   database: where an encryption key goes, for example. Called each
     ///   time a tenant opens.
@@ -173,8 +180,10 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
     /// database is built under a temporary name, closed, then renamed. A
     /// failure leaves no file behind. Blocking I/O.
     ///
+    /// - parameter id: The new tenant.
     /// - parameter configuration: The configuration of the new database;
-    ///   the default is the directory's (see ``init(root:maxOpen:policy:configuration:)``).
+    ///   the default is the directory's (see
+    ///   ``init(root:maxOpen:policy:connections:configuration:onEvent:checkpointOnClose:)``).
     ///   An encrypted tenant is provisioned with its key here.
     /// - throws: ``TenantError/alreadyExists(_:)``, or the error of the
     ///   migrations, or ``RepositoryOperationError`` when the new database
@@ -216,6 +225,7 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
     /// Deletes the database of a tenant (and its `-wal` and `-shm` files),
     /// after closing it if it is open. Blocking I/O.
     ///
+    /// - parameter id: The tenant to remove.
     /// - parameter force: Close and delete even when the tenant is in use:
     ///   its users get errors from then on, and its queries end with
     ///   ``ManagedDatabaseError/closed(database:)``.
@@ -338,7 +348,7 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
     ///
     /// ```swift
     /// try await tenants.withRepository(TenantID("acme")) { players in
-    ///     try await players.add(name: "Arthur", score: 10)
+    ///     _ = try await players.add(name: "Arthur", score: 10)
     /// }
     /// ```
     public func withRepository<T>(_ id: TenantID, _ body: (Repository) async throws -> T) async throws -> T {

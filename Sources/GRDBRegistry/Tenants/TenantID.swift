@@ -49,9 +49,14 @@ public struct TenantID: Hashable, Sendable, Comparable, CustomStringConvertible 
 
 /// Why a string is not a valid ``TenantID``.
 public enum TenantIDError: Error, CustomStringConvertible, Sendable, Equatable {
+    /// The string is empty.
     case empty
+    /// The string has more than ``TenantID/maximumLength`` characters.
     case tooLong(length: Int)
+    /// The string contains a character other than lowercase ASCII
+    /// letters, digits, `-` and `_`.
     case invalidCharacter(String, character: String)
+    /// The string starts with `-` or `_`.
     case invalidFirstCharacter(String)
 
     public var description: String {

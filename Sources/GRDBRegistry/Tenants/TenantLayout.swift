@@ -30,6 +30,7 @@ public struct TenantLayout: Sendable, Equatable {
     /// which keeps URL work off the hot path.
     private let rootPrefix: String
 
+    /// The layout of tenant databases under `root`.
     public init(root: URL) {
         self.root = root.standardizedFileURL
         self.rootPrefix = self.root.path + "/"

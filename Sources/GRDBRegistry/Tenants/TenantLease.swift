@@ -2,7 +2,8 @@ import GRDB
 
 /// The right to use an open tenant: the tenant is not closed by eviction
 /// while a lease on it lives. (Removal with `force`, and the directory's
-/// shutdown, close it anyway: then its accesses throw.)
+/// shutdown, close it anyway: then its accesses throw.) Get one from
+/// ``TenantDirectory/lease(_:)`` or ``TenantDirectory/leaseBlocking(_:)``.
 ///
 /// Releasing a lease (deallocating it) is bookkeeping only: when it makes
 /// a tenant idle beyond the directory's cap, the tenant is closed later,
@@ -21,7 +22,7 @@ public final class TenantLease<Repository: TenantRepository>: Sendable {
     }
 
     /// A read-only context on the tenant, whose reader holds this lease:
-    /// a `Query` on it keeps the tenant open for as long as it lives.
+    /// a ``Query`` on it keeps the tenant open for as long as it lives.
     /// Queries of equal requests on one tenant share one observation.
     ///
     /// ```swift

@@ -3,16 +3,32 @@ import GRDB
 /// A repository that a ``TenantDirectory`` opens, one per tenant database.
 ///
 /// ```swift
-/// extension PlayerRepository: TenantRepository {
-///     static func openTenant(_ opening: TenantOpening) throws -> Self {
-///         try PlayerRepository(
-///             path: opening.path, name: opening.name, policy: opening.policy,
-///             configuration: opening.configuration, connections: opening.connections,
-///             onEvent: opening.onEvent)
+/// struct NotesRepository: TenantRepository {
+///     private let database: RepositoryDatabase
+///
+///     static let migrator: DatabaseMigrator = {
+///         var migrator = DatabaseMigrator()
+///         migrator.registerMigration("createNote") { db in
+///             try db.execute(sql: "CREATE TABLE note (id INTEGER PRIMARY KEY, text TEXT NOT NULL)")
+///         }
+///         return migrator
+///     }()
+///
+///     static func openTenant(_ opening: TenantOpening) throws -> NotesRepository {
+///         // Everything the directory decided for this tenant goes through.
+///         try NotesRepository(database: RepositoryDatabase(
+///             path: opening.path, name: opening.name, migrator: migrator, policy: opening.policy,
+///             invariants: [], configuration: opening.configuration, connections: opening.connections,
+///             checkpointOnClose: opening.checkpointOnClose, onEvent: opening.onEvent))
 ///     }
+///
+///     var reader: any DatabaseReader { get throws { try database.reader } }
 ///     var managedDatabase: ManagedDatabase { database.managed }
 /// }
 /// ```
+///
+/// `PlayerRepository`, in the GRDBRegistryExamples module, is a complete
+/// tenant repository.
 public protocol TenantRepository: TopLevelDatabaseReader, Sendable {
     /// Opens the repository of the database at `opening.path`, creating and
     /// migrating it when needed (according to `opening.policy`), with the
@@ -43,7 +59,8 @@ extension TenantRepository {
 /// let database = try RepositoryDatabase(
 ///     path: opening.path, name: opening.name, migrator: migrator, policy: opening.policy,
 ///     invariants: invariants, configuration: opening.configuration,
-///     connections: opening.connections, onEvent: opening.onEvent)
+///     connections: opening.connections, checkpointOnClose: opening.checkpointOnClose,
+///     onEvent: opening.onEvent)
 /// ```
 public struct TenantOpening: Sendable {
     /// The tenant.
@@ -68,6 +85,9 @@ public struct TenantOpening: Sendable {
     /// `tenants/<id>`.
     public var name: String { "tenants/\(id)" }
 
+    /// The opening of tenant `id`'s database at `path`: the directory
+    /// builds it; build one yourself to open a tenant's repository outside
+    /// a directory (a tool, a test).
     public init(
         id: TenantID,
         path: String,
