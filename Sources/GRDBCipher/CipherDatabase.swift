@@ -285,7 +285,13 @@ public enum CipherDatabase {
     /// that failed its HMAC check, for example.
     ///
     /// ```swift
-    /// do { try ... } catch { if let cipherError = CipherDatabase.cipherError(in: db) { ... } }
+    /// do {
+    ///     _ = try Row.fetchAll(db, sql: "SELECT * FROM player")
+    /// } catch {
+    ///     if let cipherError = CipherDatabase.cipherError(in: db) {
+    ///         print(cipherError)    // Page 7 of players.sqlite failed its integrity check (HMAC): …
+    ///     }
+    /// }
     /// ```
     public static func cipherError(in db: Database) -> CipherError? {
         CipherVFS.cipherError(db)

@@ -117,8 +117,10 @@ public final class BackupSet: Sendable {
     /// file's salt, which the copy keeps).
     ///
     /// ```swift
-    /// try backup.addTenant(try TenantID("acme"), in: configuration.tenants!.layout,
-    ///                      encryption: try configuration.tenantEncryption())
+    /// if let tenants = configuration.tenants {
+    ///     try backup.addTenant(try TenantID("acme"), in: tenants.layout,
+    ///                          encryption: try configuration.tenantEncryption())
+    /// }
     /// ```
     @discardableResult
     public func addTenant(_ id: TenantID, in layout: TenantLayout, encryption: TenantEncryption) throws -> BackupEntry {
