@@ -13,6 +13,7 @@ let logger = Logger(label: "backup")
 let configuration = try RegistryConfiguration.load(contentsOf: URL(fileURLWithPath: "registry.json"))
 guard let tenants = configuration.tenants else { fatalError("registry.json has no tenants") }
 
+// snippet.show
 // snippet.backup
 // A new, empty directory. Copies are taken while the daemon writes.
 let backup = try BackupSet(creatingAt: URL(fileURLWithPath: "backups/2026-11-23"), logger: logger)

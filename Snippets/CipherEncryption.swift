@@ -8,6 +8,7 @@ let directory = NSTemporaryDirectory() + "cipher-snippet-\(UUID().uuidString)"
 try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
 let path = directory + "/vault.sqlite"
 
+// snippet.show
 // snippet.open
 // A new encrypted file is created with mode 0600, in the SQLCipher 4 format.
 let pool = try CipherDatabase.pool(atPath: path, key: .passphrase("correct horse battery staple"))

@@ -7,6 +7,7 @@ import GRDBCipher
 let root = NSTemporaryDirectory() + "tenant-keys-snippet-\(UUID().uuidString)"
 try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
 
+// snippet.show
 // snippet.open
 // 32 random bytes, as 64 hex digits: `openssl rand -hex 32 > tenants.key`.
 let master = try TenantMasterKey(KeySource.environment("TENANT_MASTER_KEY").read())

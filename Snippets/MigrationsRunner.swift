@@ -5,6 +5,7 @@ import GRDB
 import GRDBCipher
 import GRDBMigrations
 
+// snippet.show
 // snippet.set
 // Migrations/players holds 0001_create_player.sql … 0003_index_player_score.sql;
 // a Swift migration takes the next number.

@@ -17,7 +17,7 @@ public struct PlayerRepository: TopLevelDatabaseReader, Sendable {
             ])
     }
 
-    public var reader: any DatabaseReader { database.reader }   // read-only
+    public var reader: any DatabaseReader { get throws { try database.reader } }   // read-only; throws once closed
     public var context: DatabaseContext { database.context }    // read-only, for queryables
 
     public func add(name: String, score: Int) async throws -> Player {

@@ -9,6 +9,7 @@ import GRDBRegistryService
 import Logging
 import ServiceLifecycle
 
+// snippet.show
 // snippet.keys
 enum CatalogKey: DatabaseKey {
     static var defaultValue: DatabaseContext { .notConnected }
