@@ -12,7 +12,7 @@ let path = directory + "/vault.sqlite"
 // snippet.open
 // A new encrypted file is created with mode 0600, in the SQLCipher 4 format.
 let pool = try CipherDatabase.pool(atPath: path, key: .passphrase("correct horse battery staple"))
-try await pool.write { db in
+try pool.write { db in
     try db.execute(sql: "CREATE TABLE secret(id INTEGER PRIMARY KEY, value TEXT NOT NULL)")
 }
 try pool.close()

@@ -23,7 +23,7 @@ var registry = DatabaseRegistry()
 let tenants = try TenantDirectory<PlayerRepository>(root: URL(fileURLWithPath: "data/tenants"), maxOpen: 256)
 try tenants.provision(TenantID("acme"))                 // create + migrate, atomically
 try await tenants.withRepository(TenantID("acme")) { players in
-    try await players.add(name: "Arthur", score: 10)
+    _ = try await players.add(name: "Arthur", score: 10)
 }
 registry[TenantsKey.self] = tenants
 let leaderboard = Query(LeaderboardRequest(), in: \.tenants["acme"], registry: registry)
