@@ -5,22 +5,26 @@ import GRDB
 import GRDBCipher
 
 let directory = NSTemporaryDirectory() + "cipher-snippet-\(UUID().uuidString)"
-try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+try FileManager.default.createDirectory(
+    atPath: directory, withIntermediateDirectories: true)
 let path = directory + "/vault.sqlite"
+let passphrase = "correct horse battery staple"
 
 // snippet.show
 // snippet.open
 // A new encrypted file is created with mode 0600, in the SQLCipher 4 format.
-let pool = try CipherDatabase.pool(atPath: path, key: .passphrase("correct horse battery staple"))
+let pool = try CipherDatabase.pool(atPath: path, key: .passphrase(passphrase))
 try pool.write { db in
-    try db.execute(sql: "CREATE TABLE secret(id INTEGER PRIMARY KEY, value TEXT NOT NULL)")
+    try db.execute(sql: """
+        CREATE TABLE secret(id INTEGER PRIMARY KEY, value TEXT NOT NULL)
+        """)
 }
 try pool.close()
 
 // snippet.configuration
 // The same, through a GRDB Configuration: every GRDB feature keeps working.
 var configuration = Configuration()
-try configuration.encrypt(with: .passphrase("correct horse battery staple"))
+try configuration.encrypt(with: .passphrase(passphrase))
 let queue = try DatabaseQueue(path: path, configuration: configuration)
 try queue.close()
 
@@ -29,13 +33,16 @@ try queue.close()
 do {
     _ = try CipherDatabase.queue(atPath: path, key: .passphrase("wrong"))
 } catch let error as CipherError {
-    print(error)    // The key does not open …/vault.sqlite (…). The file was not modified.
+    // The key does not open …/vault.sqlite (…). The file was not modified.
+    print(error)
 }
 
 // snippet.inspect
-// What SQLCipher must be told to open the file, and whether every page is authentic.
-let inspection = try CipherDatabase.inspect(atPath: path, key: .passphrase("correct horse battery staple"))
-print(inspection.format)    // compatibility 4, cipher_page_size 4096, reserve 80, KDF PBKDF2-HMAC-SHA512, …
+// What SQLCipher must be told to open the file, and whether every page
+// is authentic.
+let inspection = try CipherDatabase.inspect(
+    atPath: path, key: .passphrase(passphrase))
+print(inspection.format)    // compatibility 4, cipher_page_size 4096, …
 if let problem = inspection.problem {
     print("damaged: \(problem)")
 }
@@ -45,12 +52,14 @@ if let problem = inspection.problem {
 // a crash leaves the old file, and the old key, valid.
 try CipherDatabase.rekey(
     atPath: path,
-    from: .passphrase("correct horse battery staple"),
+    from: .passphrase(passphrase),
     to: .passphrase("a longer and newer passphrase"))
 
 // snippet.legacy
 // A database that an older application wrote with SQLCipher 3:
 let legacy = try CipherDatabase.queue(
-    atPath: directory + "/legacy.sqlite", key: .passphrase("secret"), compatibility: .v3)
+    atPath: directory + "/legacy.sqlite",
+    key: .passphrase("secret"),
+    compatibility: .v3)
 try legacy.close()
 // snippet.end

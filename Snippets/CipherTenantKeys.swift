@@ -4,13 +4,15 @@ import Foundation
 import GRDB
 import GRDBCipher
 
-let root = NSTemporaryDirectory() + "tenant-keys-snippet-\(UUID().uuidString)"
-try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+let root = NSTemporaryDirectory() + "tenant-keys-\(UUID().uuidString)"
+try FileManager.default.createDirectory(
+    atPath: root, withIntermediateDirectories: true)
 
 // snippet.show
 // snippet.open
 // 32 random bytes, as 64 hex digits: `openssl rand -hex 32 > tenants.key`.
-let master = try TenantMasterKey(KeySource.environment("TENANT_MASTER_KEY").read())
+let master = try TenantMasterKey(
+    KeySource.environment("TENANT_MASTER_KEY").read())
 let encryption = TenantEncryption(masterKey: master)
 
 let path = root + "/acme.sqlite"
@@ -23,7 +25,8 @@ if let key = try encryption.key(forTenant: "acme", atPath: path) {
 // snippet.rotate
 // One step of a master-key rotation, resumable: a tenant that opens with
 // the new key already is left as it is.
-let newMaster = try TenantMasterKey(KeySource.file("/etc/game/tenants-2027.key").read())
+let newMaster = try TenantMasterKey(
+    KeySource.file("/etc/game/tenants-2027.key").read())
 switch try encryption.rekey(tenant: "acme", atPath: path, to: newMaster) {
 case .rekeyed: print("acme: re-keyed")
 case .alreadyRekeyed: print("acme: done by an earlier run")

@@ -16,11 +16,13 @@ enum CatalogKey: DatabaseKey {
 }
 
 enum TeamsKey: DatabaseKey {
-    static var defaultValue: TenantDirectory<PlayerRepository> { .notConfigured }
+    static var defaultValue: TenantDirectory<PlayerRepository> {
+        .notConfigured
+    }
 }
 
 // snippet.app
-/// The daemon's own work: here, one write and one read, then wait for shutdown.
+/// The daemon's own work: one write, one read, then wait for shutdown.
 struct GameServer: Service {
     let databases: DatabaseService
 
@@ -35,7 +37,8 @@ struct GameServer: Service {
             try await teams.withRepository(TenantID("acme")) { players in
                 _ = try await players.add(name: "Arthur", score: 10)
             }
-            let count = try await DatabaseRegistry.current[CatalogKey.self].reader.read { db in
+            let catalog = DatabaseRegistry.current[CatalogKey.self]
+            let count = try await catalog.reader.read { db in
                 try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM sqlite_master")
             }
             print("catalog objects: \(count ?? 0)")
@@ -46,14 +49,16 @@ struct GameServer: Service {
 
 // snippet.main
 let logger = Logger(label: "game")
-let configuration = try RegistryConfiguration.load(contentsOf: URL(fileURLWithPath: "registry.json"))
+let configuration = try RegistryConfiguration.load(
+    contentsOf: URL(fileURLWithPath: "registry.json"))
 let databases = DatabaseService(configuration: configuration, logger: logger)
 
 // Databases first: a group stops its services in reverse order, so the
 // server stops before the databases drain and close.
 var services: [any Service] = [databases]
 if configuration.replication != nil {
-    services.append(try LitestreamReplicator(configuration: configuration, logger: logger))
+    services.append(
+        try LitestreamReplicator(configuration: configuration, logger: logger))
 }
 services.append(GameServer(databases: databases))
 
@@ -71,9 +76,12 @@ let observed = DatabaseService(
     logger: logger,
     observer: DatabaseServiceObserver { event in
         switch event {
-        case let .tenantOpenFailed(id, error): logger.error("tenant \(id) failed to open: \(error)")
-        case let .invariantViolated(database, invariant): logger.warning("\(database): \(invariant) refused a write")
-        default: break
+        case let .tenantOpenFailed(id, error):
+            logger.error("tenant \(id) failed to open: \(error)")
+        case let .invariantViolated(database, invariant):
+            logger.warning("\(database): \(invariant) refused a write")
+        default:
+            break
         }
     })
 
