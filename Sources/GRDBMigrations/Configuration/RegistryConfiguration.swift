@@ -19,8 +19,7 @@ import GRDBRegistry
 /// }
 /// ```
 ///
-/// Every key is documented in the Configuration article of this module
-/// (`Sources/GRDBMigrations/GRDBMigrations.docc/Configuration.md`).
+/// Every key is documented in <doc:Configuration>.
 /// Relative paths resolve against the file's directory. Every problem of a
 /// file is reported at once, in one ``RegistryConfigurationError``.
 ///
