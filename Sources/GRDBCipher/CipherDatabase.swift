@@ -111,6 +111,12 @@ public enum CipherDatabase {
     /// that was killed before its rename (`<path>.rekey-<UUID>`) is
     /// removed once the lock is held.
     ///
+    /// - parameter path: The database file.
+    /// - parameter oldKey: The key that opens the file now.
+    /// - parameter newKey: The key that opens it afterwards.
+    /// - parameter compatibility: The file's SQLCipher format version, kept.
+    /// - parameter kdfIterations: PBKDF2 iterations of passphrases, for both
+    ///   keys (nil: the compatibility's default).
     /// - parameter pageSize: The file's `cipher_page_size` (nil: the
     ///   compatibility's default).
     /// - parameter newPageSize: The page size of the re-encrypted file (nil:
@@ -285,7 +291,13 @@ public enum CipherDatabase {
     /// that failed its HMAC check, for example.
     ///
     /// ```swift
-    /// do { try ... } catch { if let cipherError = CipherDatabase.cipherError(in: db) { ... } }
+    /// do {
+    ///     _ = try Row.fetchAll(db, sql: "SELECT * FROM player")
+    /// } catch {
+    ///     if let cipherError = CipherDatabase.cipherError(in: db) {
+    ///         print(cipherError)    // Page 7 of players.sqlite failed its integrity check (HMAC): …
+    ///     }
+    /// }
     /// ```
     public static func cipherError(in db: Database) -> CipherError? {
         CipherVFS.cipherError(db)

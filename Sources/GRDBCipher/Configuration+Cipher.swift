@@ -18,6 +18,10 @@ extension Configuration {
     /// kept in memory (`temp_store = MEMORY`), and any that SQLite still
     /// writes are encrypted with an ephemeral key.
     ///
+    /// - parameter key: The key of every database opened with this
+    ///   configuration.
+    /// - parameter compatibility: The SQLCipher format version: ``CipherCompatibility/v4``
+    ///   (the default) or ``CipherCompatibility/v3``.
     /// - parameter kdfIterations: PBKDF2 iterations; the default is the
     ///   compatibility's (v4: 256,000; v3: 64,000). Lower values weaken a
     ///   passphrase: use them for tests only.

@@ -1,6 +1,7 @@
 import ArgumentParser
 
-/// `registryctl`: status and migrations of one database or thousands of tenants.
+/// `registryctl`: migrations, checks, keys, backups and restores of one
+/// database or thousands of tenants, with the daemon's configuration file.
 ///
 /// ```
 /// registryctl status  --database data/players.sqlite --migrations Migrations/players --json
@@ -13,6 +14,8 @@ import ArgumentParser
 /// registryctl verify  --config registry.json --json       # every database and tenant: HMACs, integrity, key policy
 /// registryctl rekey   --config registry.json --tenants --new-key-file new-master.key   # rotate the tenant master key
 /// registryctl rekey   --config registry.json --name players --new-key-env NEW_PLAYERS_KEY
+/// registryctl backup  --config registry.json --to backups/2026-11-23
+/// registryctl restore --config registry.json --from backups/2026-11-23 --tenant acme
 /// ```
 ///
 /// Exit status: 0 when every database succeeded, 1 when at least one failed
@@ -22,7 +25,7 @@ import ArgumentParser
 struct RegistryCtl: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "registryctl",
-        abstract: "Inspect and apply per-database migrations of GRDBRegistry databases.",
+        abstract: "Migrate, verify, encrypt, re-key, back up and restore GRDBRegistry databases and tenants.",
         subcommands: [
             StatusCommand.self, MigrateCommand.self,
             EncryptCommand.self, DecryptCommand.self, RekeyCommand.self, VerifyCommand.self,

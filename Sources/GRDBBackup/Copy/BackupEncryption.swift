@@ -8,7 +8,7 @@ import GRDBCipher
 /// let tenant = BackupEncryption(key: try CipherKey.tenantKey(master: master, tenant: "acme", salt: salt))
 /// ```
 ///
-/// The defaults are those of ``CipherDatabase``: SQLCipher 4, its page
+/// The defaults are those of ``/GRDBCipher/CipherDatabase``: SQLCipher 4, its page
 /// size and KDF iterations.
 public struct BackupEncryption: Sendable {
     public var key: CipherKey

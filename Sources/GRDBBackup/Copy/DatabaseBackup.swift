@@ -51,6 +51,10 @@ public enum DatabaseBackup {
     /// let copy = try DatabaseBackup.backUp(dbQueue, to: URL(fileURLWithPath: "/backups/catalog.sqlite"))
     /// ```
     ///
+    /// - parameter reader: A connection to the database: a pool keeps
+    ///   writing during the copy, a queue waits for it.
+    /// - parameter destination: The copy's file, which must not exist; its
+    ///   directory must.
     /// - parameter encryption: The key and settings of an encrypted
     ///   database, to check its copy; nil for a plain one (a copy that
     ///   turns out encrypted is refused, and the other way round).

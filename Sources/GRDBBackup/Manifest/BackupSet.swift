@@ -37,7 +37,9 @@ public final class BackupSet: Sendable {
     /// Starts a backup in `directory`, created if needed (mode 0700); an
     /// existing directory must be empty.
     ///
+    /// - parameter directory: The new backup directory.
     /// - parameter tool: The `tool` recorded in the manifest.
+    /// - parameter logger: Where each copy is logged.
     /// - throws: ``BackupError/directoryNotEmpty(path:)``,
     ///   ``BackupError/fileSystem(path:operation:reason:)``.
     public init(creatingAt directory: URL, tool: String = BackupManifest.defaultTool, logger: Logger) throws {
@@ -62,8 +64,12 @@ public final class BackupSet: Sendable {
     /// let entry = try backup.add(.tenant, named: "acme", from: tenantPool, encryption: BackupEncryption(key: tenantKey))
     /// ```
     ///
+    /// - parameter kind: A named database, or a tenant.
     /// - parameter name: The database name, or the tenant id: a file name
-    ///   of letters, digits, `.`, `-` and `_` (a valid `TenantID` for a tenant).
+    ///   of letters, digits, `.`, `-` and `_` (a valid ``/GRDBRegistry/TenantID`` for a tenant).
+    /// - parameter reader: A connection to the database.
+    /// - parameter encryption: The key and settings of an encrypted
+    ///   database, to check its copy; nil for a plain one.
     @discardableResult
     public func add(_ kind: BackupEntry.Kind, named name: String, from reader: some DatabaseReader, encryption: BackupEncryption? = nil) throws -> BackupEntry {
         let relativePath = try reserve(kind, name)
@@ -117,8 +123,10 @@ public final class BackupSet: Sendable {
     /// file's salt, which the copy keeps).
     ///
     /// ```swift
-    /// try backup.addTenant(try TenantID("acme"), in: configuration.tenants!.layout,
-    ///                      encryption: try configuration.tenantEncryption())
+    /// if let tenants = configuration.tenants {
+    ///     try backup.addTenant(try TenantID("acme"), in: tenants.layout,
+    ///                          encryption: try configuration.tenantEncryption())
+    /// }
     /// ```
     @discardableResult
     public func addTenant(_ id: TenantID, in layout: TenantLayout, encryption: TenantEncryption) throws -> BackupEntry {

@@ -19,7 +19,7 @@ import Logging
 /// 1. The destination must not exist (nor a `-wal` or `-journal` of it),
 ///    unless `force` is given.
 /// 2. The backup file is copied next to the destination under a hidden
-///    temporary name (for a tenant, ``TenantLayout/provisioningPath(for:)``,
+///    temporary name (for a tenant, ``/GRDBRegistry/TenantLayout/provisioningPath(for:)``,
 ///    which no tool takes for a tenant), hashing the bytes written: their
 ///    size and SHA-256 must be the manifest's.
 /// 3. The copy is checked: encrypted as the manifest says, opened with the
@@ -141,9 +141,15 @@ public struct BackupRestore: Sendable {
     /// try restore.restoreDatabase(named: "catalog", to: "data/catalog.sqlite", checks: .init(migrations: catalogSet))
     /// ```
     ///
+    /// - parameter name: The database's name in the manifest.
+    /// - parameter path: Where the restored file goes.
     /// - parameter encryption: The key of the database (the
     ///   configuration's); the cipher settings the manifest recorded fill
     ///   in what it leaves unset.
+    /// - parameter checks: The migrations and invariants the restored
+    ///   database must satisfy.
+    /// - parameter force: Replace an existing database, once locked:
+    ///   refused while a process has it open.
     @discardableResult
     public func restoreDatabase(
         named name: String, to path: String, encryption: BackupEncryption? = nil,

@@ -19,8 +19,7 @@ import GRDBRegistry
 /// }
 /// ```
 ///
-/// Every key is documented in the Configuration article of this module
-/// (`Sources/GRDBMigrations/GRDBMigrations.docc/Configuration.md`).
+/// Every key is documented in <doc:Configuration>.
 /// Relative paths resolve against the file's directory. Every problem of a
 /// file is reported at once, in one ``RegistryConfigurationError``.
 ///
@@ -100,7 +99,7 @@ public struct RegistryConfiguration: Sendable, Equatable {
         case queue
     }
 
-    /// A directory of one database per tenant (see `TenantLayout`).
+    /// A directory of one database per tenant (see ``/GRDBRegistry/TenantLayout``).
     public struct Tenants: Sendable, Equatable {
         /// The absolute path of the directory.
         public var root: String
@@ -109,7 +108,7 @@ public struct RegistryConfiguration: Sendable, Equatable {
         /// The maximum number of idle tenant databases kept open (daemon).
         public var maxOpen: Int
         /// The master key of tenant keys: when set, every tenant is
-        /// encrypted (see `TenantEncryption`).
+        /// encrypted (see ``/GRDBCipher/TenantEncryption``).
         public var masterKey: KeySource?
         /// With a master key, accept plain tenants next to encrypted ones.
         public var allowPlaintextTenants: Bool
@@ -173,8 +172,9 @@ public struct RegistryConfiguration: Sendable, Equatable {
     /// let encryption = try configuration.tenantEncryption()
     /// ```
     ///
-    /// - throws: `KeySourceError`, or `CipherError.invalidKey` when the
-    ///   master key is not 32 bytes in hex or base64.
+    /// - throws: ``/GRDBCipher/KeySourceError``, or
+    ///   ``/GRDBCipher/CipherError/invalidKey(_:)`` when the master key is
+    ///   not 32 bytes in hex or base64.
     public func tenantEncryption(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> TenantEncryption {
         guard let tenants, let source = tenants.masterKey else { return .none }
         return TenantEncryption(

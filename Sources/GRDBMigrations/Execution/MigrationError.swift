@@ -8,7 +8,7 @@ import GRDB
 ///
 /// ```swift
 /// do {
-///     try runner.migrate(databaseAt: path)
+///     _ = try runner.migrate(databaseAt: path)
 /// } catch let error as MigrationError {
 ///     print(error) // e.g. "0003_add_team.sql line 4: no such table: players ..."
 /// }
@@ -22,7 +22,7 @@ public enum MigrationError: Error, Equatable, Sendable {
     /// Another connection applied this migration between the moment this one
     /// listed pending migrations and the moment it got the write lock.
     /// ``DatabaseMigrationRunner`` retries on this error; callers of
-    /// `MigrationSet.makeMigrator()` may retry too.
+    /// ``MigrationSet/makeMigrator()`` may retry too.
     case appliedConcurrently(identifier: String)
     /// Applied SQL files were edited afterwards.
     case modifiedMigrations(path: String, identifiers: [String])

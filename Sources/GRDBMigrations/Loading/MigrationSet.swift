@@ -181,7 +181,9 @@ public struct MigrationSet: Sendable {
     ///
     /// ```swift
     /// var migrator = set.makeMigrator()
-    /// migrator.registerMigration("0100_app_specific") { db in ... }
+    /// migrator.registerMigration("0100_app_specific") { db in
+    ///     try db.execute(sql: "CREATE INDEX player_on_team ON player(team)")
+    /// }
     /// try migrator.migrate(dbQueue)
     /// ```
     public func makeMigrator() -> DatabaseMigrator {

@@ -7,10 +7,12 @@ import GRDB
 /// Both kinds share one numbering, so the order of a set is total:
 ///
 /// ```swift
-/// var set = try MigrationSet(directory: playersURL)   // 0001..0003 from files
-/// try set.registerSwiftMigration(number: 4, description: "backfill_teams") { db in
+/// // 0001…0003 from the folder's files, then a Swift migration:
+/// let backfill = SwiftMigration(number: 4, description: "backfill_teams") { db in
 ///     try db.execute(sql: "UPDATE player SET team = 'red' WHERE team IS NULL")
 /// }
+/// let set = try MigrationSet(directory: playersURL, swiftMigrations: [backfill])
+/// for step in set.migrations { print(step.identifier, step.checksum ?? "swift") }
 /// ```
 public struct MigrationStep: Sendable {
     /// What the migration runs.

@@ -32,7 +32,7 @@ import Synchronization
 ///   (Litestream syncs what it has seen, then exits). Otherwise it talks to
 ///   the replicator already listening on `replication.socket`.
 /// - **Registration.** Every `scanInterval`, each plain tenant file
-///   (`TenantLayout`) and each plain named database is registered with
+///   (``/GRDBRegistry/TenantLayout``) and each plain named database is registered with
 ///   Litestream (`POST /register`, as `litestream register` does), to
 ///   `<replica>/tenants/<id>` or `<replica>/databases/<name>`; a removed
 ///   file is unregistered. A tenant provisioned since the last scan is
@@ -45,7 +45,7 @@ import Synchronization
 ///   SQLite can't read SQLCipher pages and must never write into them.
 ///   They get a copy every `encryptedBackupIntervalSeconds` in
 ///   `encryptedBackupDirectory` instead, ciphertext under the same key,
-///   made and checked by `GRDBBackup`'s `DatabaseBackup` (the engine of
+///   made and checked by ``/GRDBBackup/DatabaseBackup`` (the engine of
 ///   `registryctl backup`), then renamed over the previous one.
 /// - **Checkpoints.** Litestream keeps a read transaction open on each
 ///   database and runs its own checkpoints (PASSIVE past 1,000 WAL pages or

@@ -15,15 +15,16 @@ extension DatabaseService {
     public struct Hooks: Sendable {
         /// Returns the migration set in `folder` (`database` is the
         /// database name, or `tenants`). The default loads the folder's SQL
-        /// files (`MigrationSet(directory:)`), as `registryctl` does.
+        /// files (``/GRDBMigrations/MigrationSet/init(directory:swiftMigrations:allowsGaps:)``),
+        /// as `registryctl` does.
         public var migrationSet: (@Sendable (_ database: String, _ folder: URL) throws -> MigrationSet)?
 
         /// Prepares the configuration of an encrypted named database with
         /// its key. The default opens it in the format of the database's
         /// `cipher` setting (SQLCipher 4 unless it says otherwise), the
-        /// key read as `registryctl` reads it (`CipherKey(_:)`: a passphrase,
+        /// key read as `registryctl` reads it (``/GRDBCipher/CipherKey/init(_:)``: a passphrase,
         /// or a raw `x'<hex>'` key). Tenants always use the tenant-key
-        /// policy (`TenantEncryption`).
+        /// policy (``/GRDBCipher/TenantEncryption``).
         public var encrypt: (@Sendable (_ database: RegistryConfiguration.Database, _ configuration: inout Configuration, _ key: DatabaseSecret) throws -> Void)?
 
         public init(

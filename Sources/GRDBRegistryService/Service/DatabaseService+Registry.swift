@@ -25,7 +25,8 @@ extension DatabaseService {
 
     /// A read-write context on the database named `name`. Queries on it
     /// share observations with every other context of this database, and
-    /// end with `ManagedDatabaseError.closed` when the service shuts down.
+    /// end with ``/GRDBRegistry/ManagedDatabaseError/closed(database:)`` when
+    /// the service shuts down.
     ///
     /// ```swift
     /// let players = Query(PlayerCountRequest(), context: try service.context(named: "players"))

@@ -8,7 +8,7 @@ import Logging
 extension DatabaseService {
     /// The directory of tenant databases of the configuration (`tenants`),
     /// created on first call. Every tenant is a repository over a
-    /// `ManagedDatabase` (write gate, drain, checkpoint, close), opened
+    /// ``/GRDBRegistry/ManagedDatabase`` (write gate, drain, checkpoint, close), opened
     /// by the repository's `openTenant` with the same connection settings
     /// as the configured databases (busy timeout, statement metrics),
     /// through the service's connection set, reporting invariant
@@ -22,11 +22,11 @@ extension DatabaseService {
     /// ```
     ///
     /// Each tenant opens with the key of the tenant-key policy
-    /// (`TenantEncryption`): with `tenants.masterKey`, every tenant is
+    /// (``/GRDBCipher/TenantEncryption``): with `tenants.masterKey`, every tenant is
     /// encrypted, a new one included, and a plain tenant file is refused
     /// unless `tenants.allowPlaintextTenants`. Before a tenant opens, its
     /// migrations (`tenants.migrations`) are applied or verified through
-    /// `DatabaseMigrationRunner`, as for named databases. A tenant that
+    /// ``/GRDBMigrations/DatabaseMigrationRunner``, as for named databases. A tenant that
     /// fails there counts in ``health()`` (`tenants.failures`, `lastError`).
     ///
     /// - throws: ``DatabaseServiceError/unknownDatabase(_:knownNames:)``
@@ -120,7 +120,7 @@ extension DatabaseService {
     /// Without an explicit configuration, `provision` follows the policy:
     /// encrypted when a master key is configured, plain otherwise.
     ///
-    /// - throws: `TenantEncryptionError.noMasterKey` when `encrypted` is
+    /// - throws: ``/GRDBCipher/TenantEncryptionError/noMasterKey(tenant:)`` when `encrypted` is
     ///   true and no master key is configured; `.plaintextTenant` when
     ///   `encrypted` is false, a master key is configured, and
     ///   `tenants.allowPlaintextTenants` is not set.

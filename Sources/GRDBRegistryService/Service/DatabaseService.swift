@@ -25,15 +25,16 @@ import Synchronization
 /// let registry = try await databases.registry([.context(PlayersKey.self, database: "players")])
 /// ```
 ///
-/// The service orchestrates; each database is a ``GRDBRegistry/ManagedDatabase``
+/// The service orchestrates; each database is a ``/GRDBRegistry/ManagedDatabase``
 /// (configured databases) or the managed database of a tenant's repository
 /// (``tenants(of:)``), which owns its writer, its commit policy (the write
 /// gate), drain, checkpoint and close.
 ///
 /// **Start.** `run()` checks the configuration against the machine (every
 /// problem at once), opens each database through the injected
-/// `DatabaseConnections`, applies, verifies or skips its migrations through
-/// `DatabaseMigrationRunner` (see `MigrationMode`: an applied file edited
+/// ``/GRDBRegistry/DatabaseConnections``, applies, verifies or skips its
+/// migrations through ``/GRDBMigrations/DatabaseMigrationRunner`` (see
+/// ``/GRDBMigrations/MigrationMode``: an applied file edited
 /// since blocks the start, naming the file), then reports readiness
 /// (``waitUntilReady()``, ``health()``). Tenants follow the same mode when
 /// they open. Every connection, tenants included, waits up to its
@@ -46,11 +47,11 @@ import Synchronization
 /// **Graceful shutdown** (SIGTERM through `ServiceGroup`): every configured
 /// database and every open tenant, leased or not, drains at once: writes
 /// already queued commit, later commits are rolled back with
-/// `ManagedDatabaseError.notAcceptingWrites`, and writes that outlive the
+/// ``/GRDBRegistry/ManagedDatabaseError/notAcceptingWrites(database:)``, and writes that outlive the
 /// configuration's `shutdownTimeout` are interrupted (`sqlite3_interrupt`),
 /// which rolls them back: SQLite transactions are atomic, nothing
 /// half-written reaches the file. Then each database ends its observations
-/// (queries get `ManagedDatabaseError.closed`), checkpoints its WAL
+/// (queries get ``/GRDBRegistry/ManagedDatabaseError/closed(database:)``), checkpoints its WAL
 /// (`TRUNCATE`: no `-wal` left behind) and closes.
 ///
 /// **Cancellation** (a second signal, or the group's cancellation
@@ -112,6 +113,8 @@ public final class DatabaseService: Service, Sendable {
     ///     observer: .metrics())
     /// ```
     ///
+    /// - parameter configuration: The databases, tenants, keys and
+    ///   timeouts to run.
     /// - parameter environment: Where `env` key sources are read.
     /// - parameter logger: Where the service logs.
     /// - parameter connections: The set of connections the service opens
@@ -121,6 +124,8 @@ public final class DatabaseService: Service, Sendable {
     ///   must share this set.
     /// - parameter observer: Where the service reports commits, refusals,
     ///   migrations and open counts.
+    /// - parameter hooks: How migration sets are loaded and encrypted
+    ///   databases opened (the defaults fit `registryctl`'s files).
     public init(
         configuration: RegistryConfiguration,
         environment: [String: String] = ProcessInfo.processInfo.environment,
