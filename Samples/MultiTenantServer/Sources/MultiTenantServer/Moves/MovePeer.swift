@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import Foundation
 import GRDBBackup
 import GRDBRegistry
+import HTTPTypes
 import Hummingbird
 import NIOCore
 import NIOHTTP1
