@@ -1,3 +1,4 @@
+import AsyncHTTPClient
 import Foundation
 import GRDB
 import GRDBBackup
@@ -44,10 +45,25 @@ extension TenantMoves {
             throw HTTPError(.notFound, message: "Unknown tenant \(tenant).")
         }
         let base = try Self.baseURL(target)
-        return try await serial.run { try await self.run(id, to: base, operatorToken: operatorToken, ready: ready) }
+        return try await serial.run {
+            // A client of its own: a refused connection fails at once (the
+            // shared client retries it until the deadline), and redirects
+            // are not followed.
+            var configuration = HTTPClient.Configuration(redirectConfiguration: .disallow, timeout: .init(connect: .seconds(5)))
+            configuration.connectionPool.retryConnectionEstablishment = false
+            let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+            do {
+                let moved = try await self.run(id, to: base, operatorToken: operatorToken, ready: ready, client: client)
+                try? await client.shutdown()
+                return moved
+            } catch {
+                try? await client.shutdown()
+                throw error
+            }
+        }
     }
 
-    private func run(_ id: TenantID, to target: String, operatorToken: String, ready: ServerState.Ready) async throws -> MoveResponse {
+    private func run(_ id: TenantID, to target: String, operatorToken: String, ready: ServerState.Ready, client: HTTPClient) async throws -> MoveResponse {
         let tenant = id.rawValue
         let moveID: String
         switch phase(of: tenant) {

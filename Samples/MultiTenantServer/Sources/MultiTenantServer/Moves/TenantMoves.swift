@@ -108,7 +108,6 @@ final class TenantMoves: Sendable {
     let state: ServerState
     let data: URL
     let logger: Logger
-    let client: HTTPClient
     /// The largest body ``TenantImport`` accepts (`MTS_MAX_MOVE_BYTES`).
     let maxImportBytes: Int
     /// One move at a time: a move reads and writes the catalog row of its
@@ -116,11 +115,10 @@ final class TenantMoves: Sendable {
     let serial = SerialQueue()
     private let status = Mutex(Status())
 
-    init(state: ServerState, data: URL, environment: [String: String] = ProcessInfo.processInfo.environment, client: HTTPClient = .shared, logger: Logger) {
+    init(state: ServerState, data: URL, environment: [String: String] = ProcessInfo.processInfo.environment, logger: Logger) {
         self.state = state
         self.data = data
         self.logger = logger
-        self.client = client
         self.maxImportBytes = environment["MTS_MAX_MOVE_BYTES"].flatMap(Int.init).flatMap { $0 > 0 ? $0 : nil } ?? Self.defaultMaxImportBytes
     }
 
