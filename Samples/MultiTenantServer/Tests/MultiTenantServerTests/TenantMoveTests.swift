@@ -176,7 +176,9 @@ import Testing
         let root = temporaryTestDirectory()
         defer { try? FileManager.default.removeItem(at: root) }
         try await withTestServer(dataDirectory: root.appendingPathComponent("source"), environment: Self.environment) { source, sourceAPI in
-            try await withTestServer(dataDirectory: root.appendingPathComponent("target"), environment: Self.environment) { target, targetAPI in
+            // A target that takes tenant files of 4 KiB at most: it refuses
+            // the copy after the source froze the tenant.
+            try await withTestServer(dataDirectory: root.appendingPathComponent("target"), environment: Self.environment.merging(["MTS_MAX_MOVE_BYTES": "4096"]) { $1 }) { target, targetAPI in
                 let token = try await sourceAPI.createTenant(#"{"id":"charlie","encrypted":true}"#)
                 func writeOnSource(_ name: String) async throws -> Int {
                     try await sourceAPI.send(.POST, "/tenants/charlie/players", json: #"{"name":"\#(name)","score":1}"#, token: token).status
@@ -189,6 +191,14 @@ import Testing
                 #expect(unreachable.body.contains("writable"), "\(unreachable.body)")
                 #expect(try await writeOnSource("after-unreachable") == 201)
 
+                // A target that refuses the copy once the tenant is frozen:
+                // un-frozen on the source, nothing kept on the target.
+                let refused = try await sourceAPI.send(.POST, "/admin/tenants/charlie/move", json: #"{"target":"\#(target.baseURL)"}"#, token: ServerProcess.operatorToken)
+                #expect(refused.status == 502 && refused.body.contains("413") && refused.body.contains("writable"), "\(refused.body)")
+                #expect(try await writeOnSource("after-refusal") == 201)
+                #expect(try Self.files(in: root.appendingPathComponent("target/tenants"), prefix: "charlie").isEmpty)
+                #expect(try Self.files(in: root.appendingPathComponent("source/moves/outgoing"), prefix: "").isEmpty)
+
                 // A target that has a tenant of that id: refused, both untouched.
                 let targetToken = try await targetAPI.createTenant(#"{"id":"charlie"}"#)
                 let taken = try await sourceAPI.send(.POST, "/admin/tenants/charlie/move", json: #"{"target":"\#(target.baseURL)"}"#, token: ServerProcess.operatorToken)
@@ -198,7 +208,7 @@ import Testing
                 #expect(theirs.status == 200, "\(theirs.body)")
                 #expect(try theirs.json([PlayerJSON].self).isEmpty, "\(theirs.body)")
                 let ours = try await sourceAPI.send(.GET, "/tenants/charlie/players", token: token)
-                #expect(try ours.json([PlayerJSON].self).map(\.name) == ["before", "after-unreachable", "after-conflict"])
+                #expect(try ours.json([PlayerJSON].self).map(\.name) == ["before", "after-unreachable", "after-refusal", "after-conflict"])
 
                 // Not a base URL: refused before anything.
                 let badTarget = try await sourceAPI.send(.POST, "/admin/tenants/charlie/move", json: #"{"target":"ftp://127.0.0.1/x"}"#, token: ServerProcess.operatorToken)
@@ -209,7 +219,7 @@ import Testing
 
                 // The import endpoint refuses a body that fails its check,
                 // names what failed, and keeps nothing.
-                let junk = Data((0..<8192).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+                let junk = Data((0..<2048).map { UInt8(truncatingIfNeeded: $0 &* 31) })
                 let header = Self.transferHeader(moveID: "m-1", tenant: "delta", size: junk.count, sha256: String(repeating: "0", count: 64))
                 let tampered = try await Self.send(client: HTTPClient.shared, .POST, target.baseURL + "/admin/tenants/delta/import?move=m-1", body: junk, headers: ["Tenant-Move": header])
                 #expect(tampered.status == 422 && tampered.body.contains("does not match the manifest"), "\(tampered.status) \(tampered.body)")
