@@ -43,8 +43,12 @@ let package = Package(
                 .product(name: "GRDBRegistryExamples", package: "GRDBRegistry"),
                 .product(name: "GRDBMigrations", package: "GRDBRegistry"),
                 .product(name: "GRDBCipher", package: "GRDBRegistry"),
+                // Tenant moves: the copy (source) and its checked restore (target).
+                .product(name: "GRDBBackup", package: "GRDBRegistry"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Hummingbird", package: "hummingbird"),
+                // Tenant moves: the source pushes the copy to the target.
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "HummingbirdAuth", package: "hummingbird-auth"),
                 // SHA-256 of tokens (swift-crypto, already in the graph through hummingbird-auth).
                 .product(name: "Crypto", package: "swift-crypto"),

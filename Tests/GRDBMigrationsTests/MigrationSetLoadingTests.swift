@@ -10,7 +10,7 @@ import Testing
         #expect(set.identifiers == ["0001_create_player.sql", "0002_add_player_team.sql", "0003_index_player_score.sql"])
         #expect(set.allowsGaps == false)
         let catalog = try MigrationSet(directory: shippedMigrationsURL.appendingPathComponent("catalog"))
-        #expect(catalog.identifiers == ["0001_create_tenant.sql", "0002_add_tenant_token.sql"])
+        #expect(catalog.identifiers == ["0001_create_tenant.sql", "0002_add_tenant_token.sql", "0003_add_tenant_move.sql"])
     }
 
     @Test func shippedSetsCreateTheDocumentedSchema() throws {
@@ -23,7 +23,7 @@ import Testing
             #expect(try db.primaryKey("player").columns == ["id"])
             #expect(try db.indexes(on: "player").contains { $0.columns == ["score"] })
             let tenantColumns = try db.columns(in: "tenant").map { "\($0.name) \($0.type) \($0.isNotNull)" }
-            #expect(tenantColumns == ["id TEXT false", "name TEXT true", "encrypted BOOLEAN true", "createdAt DATETIME false", "tokenHash TEXT false"])
+            #expect(tenantColumns == ["id TEXT false", "name TEXT true", "encrypted BOOLEAN true", "createdAt DATETIME false", "tokenHash TEXT false", "moveID TEXT false", "moveState TEXT false", "moveTarget TEXT false"])
             #expect(try db.primaryKey("tenant").columns == ["id"])
         }
     }

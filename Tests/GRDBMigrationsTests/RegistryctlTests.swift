@@ -330,7 +330,7 @@ import Testing
 
         let status = try StatusDocument(Registryctl.run(["status", "--config", config, "--name", "catalog", "--json"]))
         #expect(status.databases.map(\.name) == ["catalog"])
-        #expect(status.databases.first?.applied == ["0001_create_tenant.sql", "0002_add_tenant_token.sql"])
+        #expect(status.databases.first?.applied == ["0001_create_tenant.sql", "0002_add_tenant_token.sql", "0003_add_tenant_move.sql"])
         #expect(status.databases.first?.path == directory.path("data/catalog.sqlite"))
 
         // Every problem of the file at once, and nothing touched.

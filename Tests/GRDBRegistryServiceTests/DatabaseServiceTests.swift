@@ -104,7 +104,7 @@ import Testing
         }
         // registryctl's runner agrees: applied, with checksums, nothing pending.
         let status = try DatabaseMigrationRunner(set: MigrationSet(directory: catalogSet)).status(ofDatabaseAt: directory.path("catalog.sqlite"))
-        #expect(status.applied == ["0001_create_tenant.sql", "0002_add_tenant_token.sql"])
+        #expect(status.applied == ["0001_create_tenant.sql", "0002_add_tenant_token.sql", "0003_add_tenant_move.sql"])
         #expect(status.pending.isEmpty && status.modified.isEmpty)
     }
 

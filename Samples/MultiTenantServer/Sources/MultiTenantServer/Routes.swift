@@ -11,6 +11,8 @@ struct Routes: Sendable {
     let state: ServerState
     let metrics: PrometheusCollectorRegistry
     let page: WebPage
+    /// Tenants moving to or from another server (Moves/).
+    let moves: TenantMoves
 
     func add(to router: Router<ServerRequestContext>) {
         router.get("/") { _, _ in page.response() }
@@ -43,6 +45,7 @@ struct Routes: Sendable {
             let body = try await request.decode(as: NewTenant.self, context: context)
             return EditedResponse(status: .created, response: try await createTenant(body))
         }
+        MoveRoutes(moves: moves).add(to: router)
         router.get("tenants") { _, context -> [TenantResponse] in
             try context.requireOperator()
             return try state.requireReady().catalog.index.tenants.values.sorted { $0.id < $1.id }.map(TenantResponse.init)
@@ -58,19 +61,22 @@ struct Routes: Sendable {
 
         // Token rotation: by the tenant itself, or by the operator (a lost
         // token). The old token stops working before the answer.
-        router.post("tenants/:tenant/token") { _, context -> IssuedToken in
+        router.post("tenants/:tenant/token") { request, context -> IssuedToken in
             let requested = try context.parameters.require("tenant")
             switch try context.requireSignedIn() {
             case .operator: break
             case let .tenant(tenant) where tenant.id == requested: break
             case .tenant: throw HTTPError(.notFound, message: "Unknown tenant \(requested).")
             }
+            // The token hash moves with the tenant: no rotation mid-move.
+            let admission = try moves.admit(request, tenant: requested, writes: true)
+            defer { admission.end() }
             return try await rotateToken(of: requested)
         }
 
         // Tenant routes: the middleware resolves the team once, and runs
         // the handler in its scope.
-        let tenant = router.group("tenants/:tenant").add(middleware: TenantMiddleware(state: state))
+        let tenant = router.group("tenants/:tenant").add(middleware: TenantMiddleware(state: state, moves: moves))
         tenant.get("players") { _, context -> [Player] in
             try await context.team().players.reader.read { db in try Player.order(Column("id")).fetchAll(db) }
         }

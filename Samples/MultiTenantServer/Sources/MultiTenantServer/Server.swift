@@ -98,7 +98,8 @@ struct MultiTenantServer {
         router.add(middleware: FailureLogMiddleware(logger: logger))
         router.add(middleware: MetricsMiddleware())
         router.add(middleware: BearerAuthenticator(state: state))
-        Routes(state: state, metrics: metrics, page: try WebPage.load()).add(to: router)
+        let moves = TenantMoves(state: state, data: data, environment: environment, logger: logger)
+        Routes(state: state, metrics: metrics, page: try WebPage.load(), moves: moves).add(to: router)
 
         let app = Application(
             router: router,
@@ -108,6 +109,7 @@ struct MultiTenantServer {
                 // then, requests get 503.
                 do {
                     try await state.becomeReady()
+                    try await moves.load()
                 } catch {
                     logger.error("the databases did not start", metadata: ["error": "\(error)"])
                     return

@@ -59,7 +59,7 @@ import Testing
         #expect(status.status == 0, "\(status.output)")
         #expect(status.output.contains("acme: 3 applied, 0 pending"), "\(status.output)")
         #expect(status.output.contains("vault: 3 applied, 0 pending"), "\(status.output)")
-        #expect(status.output.contains("catalog: 2 applied, 0 pending"), "\(status.output)")
+        #expect(status.output.contains("catalog: 3 applied, 0 pending"), "\(status.output)")
 
         let migrate = try Self.run(registryctl, ["migrate", "--config", config, "--jobs", "2"])
         #expect(migrate.status == 0, "\(migrate.output)")

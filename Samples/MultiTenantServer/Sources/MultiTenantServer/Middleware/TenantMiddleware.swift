@@ -14,6 +14,7 @@ import Hummingbird
 struct TenantMiddleware: RouterMiddleware {
     typealias Context = ServerRequestContext
     let state: ServerState
+    let moves: TenantMoves
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let ready = try state.requireReady()
@@ -24,6 +25,9 @@ struct TenantMiddleware: RouterMiddleware {
         else {
             throw HTTPError(.notFound, message: "Unknown tenant \(requested).")
         }
+        // A moved tenant redirects, a moving one refuses writes (Moves/).
+        let admission = try moves.admit(request, tenant: requested)
+        defer { admission.end() }
         let team: ActiveTeam
         do {
             team = try await ready.teams.team(id)

@@ -1,0 +1,213 @@
+import AsyncHTTPClient
+import Foundation
+import GRDB
+import GRDBBackup
+import GRDBRegistry
+import Hummingbird
+
+/// `POST /admin/tenants/{t}/move`: `{"target": "http://127.0.0.1:8081"}`.
+struct MoveRequest: Decodable, Sendable {
+    var target: String
+}
+
+/// The answer to a move that completed.
+struct MoveResponse: ResponseEncodable, Sendable {
+    var tenant: String
+    var target: String
+    var moveID: String
+    /// The size and SHA-256 of the copy the target checked and opened.
+    var size: Int
+    var sha256: String
+    /// How long the tenant's writes were refused (503), in milliseconds.
+    var frozenMilliseconds: Int
+    /// Where the source keeps the copy it sent (a backup directory).
+    var keptAt: String
+}
+
+extension TenantMoves {
+    /// Moves `tenant` to the server at `target` (see ``TenantMoves`` for
+    /// the steps and what each failure leaves).
+    ///
+    /// ```swift
+    /// let moved = try await moves.move("acme", to: "http://10.0.0.2:8080", operatorToken: token)
+    /// ```
+    ///
+    /// - parameter operatorToken: The token of the move request, which the
+    ///   target must accept too.
+    /// - throws: `HTTPError`: 404 (no such tenant here), 400 (a target
+    ///   that is not a base URL), 409 (moved already, a pending move to
+    ///   another target, or the target has a tenant of that id), 502 (the
+    ///   target does not answer, or refused the copy), 503 (writes did not
+    ///   finish in time). The message says what the tenant is now.
+    func move(_ tenant: String, to target: String, operatorToken: String) async throws -> MoveResponse {
+        let ready = try state.requireReady()
+        guard let id = try? TenantID(tenant), ready.catalog.tenant(tenant) != nil else {
+            throw HTTPError(.notFound, message: "Unknown tenant \(tenant).")
+        }
+        let base = try Self.baseURL(target)
+        return try await serial.run {
+            // A client of its own: a refused connection fails at once (the
+            // shared client retries it until the deadline), and redirects
+            // are not followed.
+            var configuration = HTTPClient.Configuration(redirectConfiguration: .disallow, timeout: .init(connect: .seconds(5)))
+            configuration.connectionPool.retryConnectionEstablishment = false
+            let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+            do {
+                let moved = try await self.run(id, to: base, operatorToken: operatorToken, ready: ready, client: client)
+                try? await client.shutdown()
+                return moved
+            } catch {
+                try? await client.shutdown()
+                throw error
+            }
+        }
+    }
+
+    private func run(_ id: TenantID, to target: String, operatorToken: String, ready: ServerState.Ready, client: HTTPClient) async throws -> MoveResponse {
+        let tenant = id.rawValue
+        let moveID: String
+        switch phase(of: tenant) {
+        case let .moved(_, movedTo)?:
+            throw HTTPError(.conflict, message: "Tenant \(tenant) already moved to \(movedTo).")
+        case let .moving(pending, pendingTarget)?:
+            guard pendingTarget == target else {
+                throw HTTPError(.conflict, message: "A move of tenant \(tenant) to \(pendingTarget) did not finish, and the tenant stays frozen: resume it with {\"target\":\"\(pendingTarget)\"}.")
+            }
+            moveID = pending
+        case nil:
+            moveID = UUID().uuidString.lowercased()
+        }
+        let resuming = phase(of: tenant) != nil
+        let now = resuming ? "stays frozen (writes get 503): run this move again to resume it" : "stays here, writable"
+        let peer = MovePeer(client: client, base: target, token: operatorToken, tenant: tenant, moveID: moveID)
+
+        // 1. Nothing changes until the target answers and lacks the tenant.
+        let before: MovePeer.ImportState
+        do {
+            before = try await peer.importState()
+        } catch {
+            throw HTTPError(.badGateway, message: "The target \(target) does not answer (\(error)); nothing changed: tenant \(tenant) \(now).")
+        }
+        if before == .present {
+            throw HTTPError(.conflict, message: "The target \(target) already has a tenant \(tenant); nothing changed: tenant \(tenant) \(now).")
+        }
+
+        // 2. Freeze, recorded in the catalog before anything leaves.
+        let frozenAt = ContinuousClock.now
+        try freeze(tenant, moveID: moveID, target: target)
+        /// Abandons the move: un-freezes the tenant when the target surely
+        /// lacks it (it does not when a resumed move finds it imported
+        /// there: then the tenant stays frozen until the move is resumed).
+        /// Returns what the tenant is now, for the error message.
+        func rollBack(_ outgoing: URL?, targetLacksIt: Bool) async -> String {
+            if let outgoing { try? FileManager.default.removeItem(at: outgoing) }
+            guard targetLacksIt else { return "stays frozen here (writes get 503): run this move again to finish it" }
+            do {
+                try await ready.catalog.catalog.writer.write { db in
+                    try db.execute(sql: "UPDATE tenant SET moveID = NULL, moveState = NULL, moveTarget = NULL WHERE id = ? AND moveID = ?", arguments: [tenant, moveID])
+                }
+            } catch {
+                // The catalog still says frozen, and a restart would freeze
+                // it again: frozen stays frozen.
+                logger.error("move abandoned, but the catalog could not record it: the tenant stays frozen", metadata: ["database": "tenants/\(tenant)", "error": "\(error)"])
+                return "stays frozen here (writes get 503): the catalog could not record the end of the move (\(error))"
+            }
+            unfreeze(tenant, moveID: moveID)
+            logger.info("move abandoned: the tenant takes writes again", metadata: ["database": "tenants/\(tenant)", "move": "\(moveID)"])
+            return "is writable here"
+        }
+        do {
+            try await ready.catalog.catalog.writer.write { db in
+                try db.execute(sql: "UPDATE tenant SET moveID = ?, moveState = ?, moveTarget = ? WHERE id = ?", arguments: [moveID, MoveRecord.moving, target, tenant])
+            }
+        } catch {
+            if !resuming { unfreeze(tenant, moveID: moveID) }
+            throw error
+        }
+
+        // 3. Writes admitted before the freeze finish; then the copy.
+        guard try await waitUntilIdle(tenant, timeout: Self.drainTimeout) else {
+            let now = await rollBack(nil, targetLacksIt: before == .absent)
+            throw HTTPError(.serviceUnavailable, message: "Writes of tenant \(tenant) did not finish within \(Self.drainTimeout); the move stopped: tenant \(tenant) \(now).")
+        }
+        let outgoing = data.appendingPathComponent("moves/outgoing/\(tenant)-\(UUID().uuidString.lowercased())")
+        let copy: (entry: BackupEntry, manifest: BackupManifest, row: Tenant)
+        do {
+            guard let layout = ready.directory.layout, let row = try await ready.catalog.catalog.writer.read({ db in try Tenant.fetchOne(db, key: tenant) }) else {
+                throw HTTPError(.notFound, message: "Tenant \(tenant) disappeared from the catalog.")
+            }
+            let backup = try BackupSet(creatingAt: outgoing, tool: "MultiTenantServer move \(moveID)", logger: logger)
+            let entry = try backup.addTenant(id, in: layout, encryption: try state.databases.configuration.tenantEncryption())
+            copy = (entry, try backup.finish(), row)
+        } catch {
+            let now = await rollBack(outgoing, targetLacksIt: before == .absent)
+            throw HTTPError(.internalServerError, message: "The copy of tenant \(tenant) failed (\(error)); the move stopped: tenant \(tenant) \(now).")
+        }
+
+        // 4. The target checks, opens and acknowledges (or already did).
+        if before == .absent {
+            let reply: MovePeer.Reply
+            do {
+                reply = try await peer.send(copy: outgoing.appendingPathComponent(copy.entry.path), manifest: copy.manifest, row: copy.row)
+            } catch {
+                // The answer is lost: did the target keep it? Ask it to abort.
+                let after = try? await peer.abort()
+                guard let after, after != .imported else {
+                    logger.error("move outcome unknown: the tenant stays frozen", metadata: ["database": "tenants/\(tenant)", "target": "\(target)", "error": "\(error)"])
+                    throw HTTPError(.badGateway, message: "The target \(target) did not answer the transfer (\(error)) nor its abort: the outcome is unknown, so tenant \(tenant) stays frozen here (writes get 503). Run this move again to resume it.")
+                }
+                let now = await rollBack(outgoing, targetLacksIt: true)
+                throw HTTPError(.badGateway, message: "The transfer to \(target) failed (\(error)) and was aborted there: tenant \(tenant) \(now).")
+            }
+            guard (200..<300).contains(reply.status) else {
+                // A refusal: the target keeps nothing it did not acknowledge.
+                let now = await rollBack(outgoing, targetLacksIt: true)
+                throw HTTPError(reply.status == 409 ? .conflict : .badGateway, message: "The target \(target) refused tenant \(tenant) (\(reply.status): \(reply.message)); tenant \(tenant) \(now).")
+            }
+        }
+
+        // 5. Acknowledged: every later request goes to the target.
+        do {
+            try await ready.catalog.catalog.writer.write { db in
+                try db.execute(sql: "UPDATE tenant SET moveState = ? WHERE id = ? AND moveID = ?", arguments: [MoveRecord.moved, tenant, moveID])
+            }
+        } catch {
+            throw HTTPError(.internalServerError, message: "The target \(target) has tenant \(tenant), but the catalog here could not record the move (\(error)): the tenant stays frozen here; run this move again to finish it.")
+        }
+        markMoved(tenant, moveID: moveID, target: target)
+        let frozen = ContinuousClock.now - frozenAt
+        logger.info("tenant moved", metadata: ["database": "tenants/\(tenant)", "target": "\(target)", "move": "\(moveID)", "frozen": "\(frozen)"])
+
+        // Reads admitted before the redirect finish, then the live files go.
+        _ = try? await waitUntilIdle(tenant, reads: true, timeout: .seconds(2))
+        do {
+            try ready.directory.remove(id, force: true)
+        } catch {
+            logger.error("the moved tenant's live files could not be removed", metadata: ["database": "tenants/\(tenant)", "error": "\(error)"])
+        }
+        var keptAt = data.appendingPathComponent("moved/\(tenant)-\(moveID)")
+        do {
+            try FileManager.default.createDirectory(at: keptAt.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try FileManager.default.moveItem(at: outgoing, to: keptAt)
+        } catch {
+            keptAt = outgoing
+        }
+        return MoveResponse(
+            tenant: tenant, target: target, moveID: moveID, size: copy.entry.size, sha256: copy.entry.sha256,
+            frozenMilliseconds: Int(frozen / .milliseconds(1)), keptAt: keptAt.path)
+    }
+
+    /// `http(s)://host[:port]`, without a path: the target's base URL,
+    /// which a redirect's `Location` starts with.
+    static func baseURL(_ raw: String) throws -> String {
+        var base = raw
+        while base.hasSuffix("/") { base.removeLast() }
+        guard let components = URLComponents(string: base), let scheme = components.scheme?.lowercased(), ["http", "https"].contains(scheme),
+              let host = components.host, !host.isEmpty, components.path.isEmpty, components.query == nil, components.fragment == nil,
+              components.user == nil, components.password == nil
+        else {
+            throw HTTPError(.badRequest, message: "The target must be a server's base URL, such as http://10.0.0.2:8080 (no path, query or credentials), not \(raw).")
+        }
+        return base
+    }
+}

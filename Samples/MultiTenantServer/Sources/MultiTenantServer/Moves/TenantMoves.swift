@@ -1,0 +1,279 @@
+import AsyncHTTPClient
+import Foundation
+import GRDB
+import Hummingbird
+import Logging
+import Synchronization
+
+/// Tenants moving between two running servers, on both sides: this server
+/// as the source of a move (``move(_:to:operatorToken:)``), and as its
+/// target (``TenantImport``). Every request under `/tenants/{t}` asks it
+/// first (``admit(_:tenant:writes:)``).
+///
+/// ```swift
+/// let moves = TenantMoves(state: state, data: dataDirectory, logger: logger)
+/// try await moves.load()    // once the databases are ready
+/// let admission = try moves.admit(request, tenant: "acme")
+/// defer { admission.end() }
+/// ```
+///
+/// ## How a move goes, and why no acknowledged write is lost
+///
+/// The operator asks the source: `POST /admin/tenants/{t}/move` with
+/// `{"target": "http://10.0.0.2:8080"}` and the operator token (both
+/// servers share the operator's configuration: the operator token and the
+/// tenant master key). The source then:
+///
+/// 1. Asks the target whether it has the tenant (`GET
+///    /admin/tenants/{t}/import`). If the target doesn't answer, or has a
+///    tenant of that id, the move stops here: nothing changed.
+/// 2. **Freezes** the tenant: a new write gets `503` with `Retry-After: 1`
+///    (a number of seconds); writes already admitted finish (at most
+///    ``drainTimeout``), and the move waits for them. Reads are still
+///    served from the source during the freeze: they see every write
+///    acknowledged so far, and nothing can be written meanwhile. The
+///    freeze is recorded in the catalog (`moveState = 'moving'`), so a
+///    source that restarts mid-move keeps the tenant frozen.
+/// 3. Takes a consistent, verified copy with `GRDBBackup` (`BackupSet`:
+///    `VACUUM INTO`, then HMACs, `integrity_check`, migrations, and a
+///    manifest with size and SHA-256). An encrypted tenant's copy is
+///    ciphertext under its own key: it never exists as plaintext, on the
+///    disk or on the wire.
+/// 4. **Pushes** the copy to the target (`POST /admin/tenants/{t}/import`,
+///    the file as the body, the manifest and the tenant's catalog row,
+///    token hash included, in the `Tenant-Move` header). The target checks
+///    it completely with `BackupRestore` (size and SHA-256, encryption,
+///    key, HMACs, integrity, migrations, invariants), opens it, inserts
+///    its catalog row and only then answers `201`: that answer is the
+///    target's acknowledgement. The client's bearer token works there at
+///    once, since the token hash travelled with the row (never the token).
+/// 5. Marks the tenant moved (`moveState = 'moved'`, `moveTarget`): from
+///    then on, every request for it, read or write, gets `307` with
+///    `Location` = the target's base URL + the same path and query. It
+///    closes the tenant and deletes its live files; the copy it sent stays
+///    in `<data>/moved/<t>-<move id>/` (a backup directory: `registryctl
+///    restore --from` takes it) until the operator removes it.
+///
+/// Push, not pull: the source owns the freeze and the commit point, so one
+/// request and its answer decide the move, and the target needs no way to
+/// reach the source. The source forwards the operator token of the move
+/// request to the target, and keeps it for no longer than the move.
+///
+/// ## Failures
+///
+/// Any failure before the target's acknowledgement un-freezes the tenant
+/// on the source, and leaves the target without it: the import endpoint
+/// removes whatever it wrote unless it answers `2xx`. When the answer is
+/// lost (the connection drops, a timeout after the body was sent), the
+/// source can't know: it asks the target to abort that move (`DELETE
+/// /admin/tenants/{t}/import?move=ID`, which removes the tenant only if
+/// that move created it). If the target does not answer that either, the
+/// tenant **stays frozen** (never writable on two servers) and the move
+/// answers `502`: run the same move again to resume it. The move id makes
+/// that safe: a target that already imported it says so, and the source
+/// only commits.
+///
+/// ## With Litestream replication
+///
+/// Each server's replicator follows the files of its own tenants directory
+/// (``Replication``): the target's registers the imported tenant within a
+/// second, the source's unregisters it once its live file is gone. The
+/// transfer never goes through a replica. Encrypted tenants are not
+/// replicated at all (they get scheduled encrypted backups), so the move
+/// is their only way to another server without plaintext.
+final class TenantMoves: Sendable {
+    /// What a tenant is doing, as far as moves go.
+    enum Phase: Sendable, Equatable {
+        /// Frozen: writes get 503, reads are served.
+        case moving(moveID: String, target: String)
+        /// On another server: every request gets 307 to `target`.
+        case moved(moveID: String, target: String)
+    }
+
+    private struct Status {
+        var loaded = false
+        var phases: [String: Phase] = [:]
+        var writesInFlight: [String: Int] = [:]
+        var readsInFlight: [String: Int] = [:]
+    }
+
+    /// The `Retry-After` of a write refused during a freeze, in seconds.
+    static let retryAfterSeconds = 1
+    /// How long a freeze waits for the writes already admitted.
+    static let drainTimeout = Duration.seconds(10)
+    /// The largest tenant file an import accepts, unless `MTS_MAX_MOVE_BYTES`
+    /// says otherwise.
+    static let defaultMaxImportBytes = 1 << 30
+
+    let state: ServerState
+    let data: URL
+    let logger: Logger
+    /// The largest body ``TenantImport`` accepts (`MTS_MAX_MOVE_BYTES`).
+    let maxImportBytes: Int
+    /// One move at a time: a move reads and writes the catalog row of its
+    /// tenant in several steps.
+    let serial = SerialQueue()
+    private let status = Mutex(Status())
+
+    init(state: ServerState, data: URL, environment: [String: String] = ProcessInfo.processInfo.environment, logger: Logger) {
+        self.state = state
+        self.data = data
+        self.logger = logger
+        self.maxImportBytes = environment["MTS_MAX_MOVE_BYTES"].flatMap(Int.init).flatMap { $0 > 0 ? $0 : nil } ?? Self.defaultMaxImportBytes
+    }
+
+    /// Reads the moves the catalog records: a tenant frozen by a move that
+    /// did not finish stays frozen, a moved one redirects. Until this
+    /// returns, tenant routes answer 503.
+    func load() async throws {
+        let ready = try state.requireReady()
+        let rows = try await ready.catalog.catalog.writer.read { db in try MoveRecord.fetchAll(db, sql: MoveRecord.selectMoves) }
+        status.withLock { status in
+            for row in rows {
+                guard let moveID = row.moveID, let target = row.moveTarget else { continue }
+                switch row.moveState {
+                case MoveRecord.moving: status.phases[row.id] = .moving(moveID: moveID, target: target)
+                case MoveRecord.moved: status.phases[row.id] = .moved(moveID: moveID, target: target)
+                default: break
+                }
+            }
+            status.loaded = true
+        }
+        for row in rows where row.moveState == MoveRecord.moving {
+            logger.warning("a move did not finish: the tenant stays frozen until it is resumed", metadata: [
+                "database": "tenants/\(row.id)", "target": "\(row.moveTarget ?? "-")", "move": "\(row.moveID ?? "-")"])
+        }
+    }
+
+    func phase(of tenant: String) -> Phase? {
+        status.withLock { $0.phases[tenant] }
+    }
+
+    // MARK: Admission
+
+    /// A request admitted on a tenant: call ``end()`` when it is answered.
+    struct Admission: Sendable {
+        fileprivate let moves: TenantMoves
+        fileprivate let tenant: String
+        fileprivate let isWrite: Bool
+
+        func end() {
+            moves.status.withLock { status in
+                if isWrite {
+                    status.writesInFlight[tenant, default: 1] -= 1
+                } else {
+                    status.readsInFlight[tenant, default: 1] -= 1
+                }
+            }
+        }
+    }
+
+    /// Admits a request on `tenant`, or refuses it: 307 to the target for
+    /// a moved tenant, 503 with `Retry-After` for a write to a frozen one.
+    ///
+    /// - parameter writes: Whether the request writes; by default, any
+    ///   method but GET and HEAD.
+    func admit(_ request: Request, tenant: String, writes: Bool? = nil) throws -> Admission {
+        let isWrite = writes ?? !(request.method == .get || request.method == .head)
+        try status.withLock { status in
+            guard status.loaded else {
+                throw HTTPError(.serviceUnavailable, message: "The server is starting.")
+            }
+            switch status.phases[tenant] {
+            case let .moved(_, target)?:
+                throw TenantMovedAway(location: target + request.uri.description)
+            case .moving?:
+                if isWrite { throw TenantFrozen(tenant: tenant) }
+            case nil:
+                break
+            }
+            if isWrite {
+                status.writesInFlight[tenant, default: 0] += 1
+            } else {
+                status.readsInFlight[tenant, default: 0] += 1
+            }
+        }
+        return Admission(moves: self, tenant: tenant, isWrite: isWrite)
+    }
+
+    // MARK: Phases (the source's side of a move)
+
+    /// Freezes `tenant` for `moveID`, or confirms the freeze of that move.
+    func freeze(_ tenant: String, moveID: String, target: String) throws {
+        try status.withLock { status in
+            switch status.phases[tenant] {
+            case nil, .moving(moveID, target)?:
+                status.phases[tenant] = .moving(moveID: moveID, target: target)
+            case let phase?:
+                throw HTTPError(.conflict, message: "Tenant \(tenant) is already \(phase).")
+            }
+        }
+    }
+
+    /// Ends the freeze of `moveID`: the tenant takes writes again.
+    func unfreeze(_ tenant: String, moveID: String) {
+        status.withLock { status in
+            if case .moving(moveID, _)? = status.phases[tenant] { status.phases[tenant] = nil }
+        }
+    }
+
+    func markMoved(_ tenant: String, moveID: String, target: String) {
+        status.withLock { $0.phases[tenant] = .moved(moveID: moveID, target: target) }
+    }
+
+    /// Waits until no admitted write (or, with `reads`, no admitted
+    /// request) of `tenant` is in flight; false after `timeout`.
+    func waitUntilIdle(_ tenant: String, reads: Bool = false, timeout: Duration) async throws -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while status.withLock({ ($0.writesInFlight[tenant] ?? 0) + (reads ? $0.readsInFlight[tenant] ?? 0 : 0) }) > 0 {
+            guard ContinuousClock.now < deadline else { return false }
+            try await Task.sleep(for: .milliseconds(2))
+        }
+        return true
+    }
+}
+
+/// 307 to the tenant's new server: same path and query.
+struct TenantMovedAway: HTTPResponseError {
+    var location: String
+    var status: HTTPResponse.Status { .temporaryRedirect }
+
+    func response(from request: Request, context: some RequestContext) throws -> Response {
+        var headers = HTTPFields()
+        headers[.location] = location
+        headers[.contentType] = "application/json; charset=utf-8"
+        let body = try JSONEncoder().encode(["error": ["message": "This tenant moved to another server: \(location)"]])
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: body)))
+    }
+}
+
+/// 503 with `Retry-After`: the tenant's writes are frozen while it moves.
+struct TenantFrozen: HTTPResponseError {
+    var tenant: String
+    var status: HTTPResponse.Status { .serviceUnavailable }
+
+    func response(from request: Request, context: some RequestContext) throws -> Response {
+        var headers = HTTPFields()
+        headers[.retryAfter] = "\(TenantMoves.retryAfterSeconds)"
+        headers[.contentType] = "application/json; charset=utf-8"
+        let body = try JSONEncoder().encode(["error": ["message": "Tenant \(tenant) is moving to another server: retry this write in \(TenantMoves.retryAfterSeconds) s (reads are served)."]])
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: body)))
+    }
+}
+
+/// The move columns of a catalog row (migration `0003_add_tenant_move.sql`).
+struct MoveRecord: Codable, FetchableRecord, Sendable {
+    static let moving = "moving"
+    static let moved = "moved"
+    static let imported = "imported"
+    static let selectMoves = "SELECT id, moveID, moveState, moveTarget FROM tenant WHERE moveState IS NOT NULL"
+
+    var id: String
+    var moveID: String?
+    var moveState: String?
+    var moveTarget: String?
+
+    static func fetch(_ db: Database, tenant: String) throws -> MoveRecord? {
+        try MoveRecord.fetchOne(db, sql: "SELECT id, moveID, moveState, moveTarget FROM tenant WHERE id = ?", arguments: [tenant])
+    }
+}
