@@ -5,11 +5,13 @@
 #   1. the /health/live ceiling of the sample (HTTP only, no database),
 #   2. leaderboard reads, tenants round-robin, sample then plain,
 #   3. player writes, tenants round-robin, sample then plain,
-#   4. SSE fan-out of one write to S subscribers (LoadGenerator; sample only).
+#   4. SSE fan-out to S subscribers of a few writes, one after the other:
+#      from each write's 201 to its delivery on every stream (LoadGenerator;
+#      sample only).
 # Release builds; both servers run on this machine, with wrk, one phase at
 # a time. Prints a Markdown table for Benchmarks/RESULTS.md.
 #
-# Usage: Benchmarks/server-vs-plain.sh [tenants=100] [players=20] [seconds=10] [connections=32] [subscribers=1000]
+# Usage: Benchmarks/server-vs-plain.sh [tenants=100] [players=20] [seconds=10] [connections=32] [subscribers=1000] [fanout_writes=5]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tenants=${1:-100}
@@ -17,6 +19,7 @@ players=${2:-20}
 seconds=${3:-10}
 connections=${4:-32}
 subscribers=${5:-1000}
+fanout_writes=${6:-5}
 command -v wrk >/dev/null || { echo "wrk is missing: run scripts/bootstrap" >&2; exit 1; }
 
 swift build -c release --package-path Samples/MultiTenantServer --product MultiTenantServer >&2
@@ -51,6 +54,7 @@ sample=$(start sample "$sample_bin/MultiTenantServer" --port 0 --data "$work/sam
 plain=$(start plain "$plain_bin/PlainServer" --port 0 --data "$work/plain-data")
 
 # The same tenants and players on both servers; "id token" lines for wrk.
+# One curl per tenant (its players chained with --next, on one connection).
 seed() {
     local base=$1 file=$2
     : >"$file"
@@ -58,11 +62,15 @@ seed() {
         local token
         token=$(curl -sf -X POST "$base/tenants" -H "Authorization: Bearer $MTS_OPERATOR_TOKEN" \
             -H 'Content-Type: application/json' -d "{\"id\":\"t$t\"}" | sed -E 's/.*"token":"([^"]+)".*/\1/')
+        [ -n "$token" ] || { echo "creating tenant t$t on $base failed" >&2; exit 1; }
         echo "t$t $token" >>"$file"
+        local args=()
         for p in $(seq 0 $((players - 1))); do
-            curl -sf -o /dev/null -X POST "$base/tenants/t$t/players" -H "Authorization: Bearer $token" \
-                -H 'Content-Type: application/json' -d "{\"name\":\"seed$p\",\"score\":$p}"
+            [ "$p" -gt 0 ] && args+=(--next)
+            args+=(-sf -o /dev/null -X POST "$base/tenants/t$t/players" -H "Authorization: Bearer $token"
+                -H 'Content-Type: application/json' -d "{\"name\":\"seed$p\",\"score\":$p}")
         done
+        curl "${args[@]}" || { echo "seeding tenant t$t on $base failed" >&2; exit 1; }
     done
 }
 echo "seeding $tenants tenants x $players players on each server…" >&2
@@ -87,16 +95,17 @@ load() {
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 
-echo "measuring…" >&2
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+echo "measuring… (load average $load_before)" >&2
 read -r ceiling ceiling50 ceiling99 ceilingErrors < <(load "$sample" /health/live)
 read -r reads reads50 reads99 readsErrors < <(load "$sample" /tenants/t0/leaderboard reads.lua "$work/sample-tenants")
 read -r plainReads plainReads50 plainReads99 plainReadsErrors < <(load "$plain" /tenants/t0/leaderboard reads.lua "$work/plain-tenants")
 read -r writes writes50 writes99 writesErrors < <(load "$sample" /tenants/t0/players writes.lua "$work/sample-tenants")
 read -r plainWrites plainWrites50 plainWrites99 plainWritesErrors < <(load "$plain" /tenants/t0/players writes.lua "$work/plain-tenants")
-fanout=$(swift run -c release --package-path Benchmarks/PlainServer LoadGenerator --url "$sample" --operator-token "$MTS_OPERATOR_TOKEN" --subscribers "$subscribers" 2>/dev/null | tail -1)
+fanout=$("$plain_bin/LoadGenerator" --url "$sample" --operator-token "$MTS_OPERATOR_TOKEN" --subscribers "$subscribers" --writes "$fanout_writes" | tail -1)
 
 cat <<TABLE
-$(date -u +%Y-%m-%d) $(date -u +%H:%M) UTC, $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) after the run; wrk -t2 -c$connections -d${seconds}s; $tenants tenants x $players players.
+$(date -u +%Y-%m-%d) $(date -u +%H:%M) UTC, $(nproc) cores, load average $load_before before the run, $(cut -d' ' -f1-3 /proc/loadavg) after it; wrk -t2 -c$connections -d${seconds}s; $tenants tenants x $players players.
 
 | phase | sample req/s | p50 | p99 | plain req/s | p50 | p99 | sample / plain | non-2xx (sample, plain) |
 |---|---|---|---|---|---|---|---|---|
