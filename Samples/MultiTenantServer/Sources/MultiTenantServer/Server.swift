@@ -96,7 +96,7 @@ struct MultiTenantServer {
 
         let router = Router(context: ServerRequestContext.self)
         router.add(middleware: FailureLogMiddleware(logger: logger))
-        router.add(middleware: MetricsMiddleware())
+        router.add(middleware: RequestMetricsMiddleware())
         router.add(middleware: BearerAuthenticator(state: state))
         Routes(state: state, metrics: metrics, page: try WebPage.load()).add(to: router)
 
