@@ -23,10 +23,16 @@ subscribers=${5:-1000}
 fanout_writes=${6:-5}
 command -v wrk >/dev/null || { echo "wrk is missing: run scripts/bootstrap" >&2; exit 1; }
 
-swift build -c release --package-path Samples/MultiTenantServer --product MultiTenantServer >&2
-swift build -c release --package-path Benchmarks/PlainServer >&2
-sample_bin="$(swift build -c release --package-path Samples/MultiTenantServer --show-bin-path)"
-plain_bin="$(swift build -c release --package-path Benchmarks/PlainServer --show-bin-path)"
+# SAMPLE_BIN / PLAIN_BIN: folders of release builds made beforehand (the
+# sample's with its resource bundle); unset, both are built here.
+if [ -n "${SAMPLE_BIN:-}" ]; then sample_bin=$SAMPLE_BIN; else
+    swift build -c release --package-path Samples/MultiTenantServer --product MultiTenantServer >&2
+    sample_bin="$(swift build -c release --package-path Samples/MultiTenantServer --show-bin-path)"
+fi
+if [ -n "${PLAIN_BIN:-}" ]; then plain_bin=$PLAIN_BIN; else
+    swift build -c release --package-path Benchmarks/PlainServer >&2
+    plain_bin="$(swift build -c release --package-path Benchmarks/PlainServer --show-bin-path)"
+fi
 
 work=$(mktemp -d)
 pids=()
