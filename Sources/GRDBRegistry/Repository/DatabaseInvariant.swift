@@ -30,8 +30,8 @@ public struct DatabaseInvariant: Sendable {
     public static func sql(_ name: String, _ sql: String) -> DatabaseInvariant {
         let limited = "SELECT * FROM (\(sql)) LIMIT \(InvariantViolation.reportedRowLimit + 1)"
         return DatabaseInvariant(name: name) { db in
-            // Cached: the check runs in every write transaction, and
-            // compiling it again each time cost more than running it.
+            // Cached: the check runs in every write transaction; compiling
+            // the same SQL again in each one is wasted work.
             let rows = try Row.fetchAll(db.cachedStatement(sql: limited))
             return rows.map { $0.description }
         }
