@@ -44,21 +44,23 @@ cleanup() {
 trap cleanup EXIT
 export MTS_OPERATOR_TOKEN="benchmark-operator-token-$RANDOM$RANDOM"
 
-# Starts a server; prints its base URL once it listens.
+# Starts a server; sets the variable named $1 to its base URL once it
+# listens. Not in a command substitution: its subshell would keep the pid
+# from `pids`, and the cleanup would leave the server running.
 start() {
-    local name=$1; shift
-    "$@" >"$work/$name.log" 2>&1 &
+    local var=$1; shift
+    "$@" >"$work/$var.log" 2>&1 &
     pids+=($!)
     for _ in $(seq 1 600); do
-        if port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$work/$name.log" | grep -o '[0-9]*$'); then
-            echo "http://127.0.0.1:$port"; return
+        if port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$work/$var.log" | grep -o '[0-9]*$'); then
+            printf -v "$var" 'http://127.0.0.1:%s' "$port"; return
         fi
         sleep 0.1
     done
-    echo "$name did not start:" >&2; cat "$work/$name.log" >&2; exit 1
+    echo "$var did not start:" >&2; cat "$work/$var.log" >&2; exit 1
 }
-sample=$(start sample "$sample_bin/MultiTenantServer" --port 0 --data "$work/sample-data")
-plain=$(start plain "$plain_bin/PlainServer" --port 0 --data "$work/plain-data")
+start sample "$sample_bin/MultiTenantServer" --port 0 --data "$work/sample-data"
+start plain "$plain_bin/PlainServer" --port 0 --data "$work/plain-data"
 
 # The same tenants and players on both servers; "id token" lines for wrk.
 # One curl per tenant (its players chained with --next, on one connection).
