@@ -2,14 +2,17 @@
 # The multi-tenant server (Samples/MultiTenantServer) against the same
 # endpoints written by hand on Hummingbird + GRDB (Benchmarks/PlainServer),
 # side by side in one run, with Debian's wrk:
-#   1. the /health/live ceiling of the sample (HTTP only, no database),
+#   1. the /health/live ceiling of the sample (HTTP only, no database), with
+#      wrk's requests built by Lua as for the reads, then wrk's static request,
 #   2. leaderboard reads, tenants round-robin, sample then plain,
 #   3. player writes, tenants round-robin, sample then plain,
-#   4. SSE fan-out of one write to S subscribers (LoadGenerator; sample only).
+#   4. SSE fan-out to S subscribers of a few writes, one after the other:
+#      from each write's 201 to its delivery on every stream (LoadGenerator;
+#      sample only).
 # Release builds; both servers run on this machine, with wrk, one phase at
 # a time. Prints a Markdown table for Benchmarks/RESULTS.md.
 #
-# Usage: Benchmarks/server-vs-plain.sh [tenants=100] [players=20] [seconds=10] [connections=32] [subscribers=1000]
+# Usage: Benchmarks/server-vs-plain.sh [tenants=100] [players=20] [seconds=10] [connections=32] [subscribers=1000] [fanout_writes=5]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tenants=${1:-100}
@@ -17,12 +20,19 @@ players=${2:-20}
 seconds=${3:-10}
 connections=${4:-32}
 subscribers=${5:-1000}
+fanout_writes=${6:-5}
 command -v wrk >/dev/null || { echo "wrk is missing: run scripts/bootstrap" >&2; exit 1; }
 
-swift build -c release --package-path Samples/MultiTenantServer --product MultiTenantServer >&2
-swift build -c release --package-path Benchmarks/PlainServer >&2
-sample_bin="$(swift build -c release --package-path Samples/MultiTenantServer --show-bin-path)"
-plain_bin="$(swift build -c release --package-path Benchmarks/PlainServer --show-bin-path)"
+# SAMPLE_BIN / PLAIN_BIN: folders of release builds made beforehand (the
+# sample's with its resource bundle); unset, both are built here.
+if [ -n "${SAMPLE_BIN:-}" ]; then sample_bin=$SAMPLE_BIN; else
+    swift build -c release --package-path Samples/MultiTenantServer --product MultiTenantServer >&2
+    sample_bin="$(swift build -c release --package-path Samples/MultiTenantServer --show-bin-path)"
+fi
+if [ -n "${PLAIN_BIN:-}" ]; then plain_bin=$PLAIN_BIN; else
+    swift build -c release --package-path Benchmarks/PlainServer >&2
+    plain_bin="$(swift build -c release --package-path Benchmarks/PlainServer --show-bin-path)"
+fi
 
 work=$(mktemp -d)
 pids=()
@@ -34,23 +44,26 @@ cleanup() {
 trap cleanup EXIT
 export MTS_OPERATOR_TOKEN="benchmark-operator-token-$RANDOM$RANDOM"
 
-# Starts a server; prints its base URL once it listens.
+# Starts a server; sets the variable named $1 to its base URL once it
+# listens. Not in a command substitution: its subshell would keep the pid
+# from `pids`, and the cleanup would leave the server running.
 start() {
-    local name=$1; shift
-    "$@" >"$work/$name.log" 2>&1 &
+    local var=$1; shift
+    "$@" >"$work/$var.log" 2>&1 &
     pids+=($!)
     for _ in $(seq 1 600); do
-        if port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$work/$name.log" | grep -o '[0-9]*$'); then
-            echo "http://127.0.0.1:$port"; return
+        if port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$work/$var.log" | grep -o '[0-9]*$'); then
+            printf -v "$var" 'http://127.0.0.1:%s' "$port"; return
         fi
         sleep 0.1
     done
-    echo "$name did not start:" >&2; cat "$work/$name.log" >&2; exit 1
+    echo "$var did not start:" >&2; cat "$work/$var.log" >&2; exit 1
 }
-sample=$(start sample "$sample_bin/MultiTenantServer" --port 0 --data "$work/sample-data")
-plain=$(start plain "$plain_bin/PlainServer" --port 0 --data "$work/plain-data")
+start sample "$sample_bin/MultiTenantServer" --port 0 --data "$work/sample-data"
+start plain "$plain_bin/PlainServer" --port 0 --data "$work/plain-data"
 
 # The same tenants and players on both servers; "id token" lines for wrk.
+# One curl per tenant (its players chained with --next, on one connection).
 seed() {
     local base=$1 file=$2
     : >"$file"
@@ -58,11 +71,15 @@ seed() {
         local token
         token=$(curl -sf -X POST "$base/tenants" -H "Authorization: Bearer $MTS_OPERATOR_TOKEN" \
             -H 'Content-Type: application/json' -d "{\"id\":\"t$t\"}" | sed -E 's/.*"token":"([^"]+)".*/\1/')
+        [ -n "$token" ] || { echo "creating tenant t$t on $base failed" >&2; exit 1; }
         echo "t$t $token" >>"$file"
+        local args=()
         for p in $(seq 0 $((players - 1))); do
-            curl -sf -o /dev/null -X POST "$base/tenants/t$t/players" -H "Authorization: Bearer $token" \
-                -H 'Content-Type: application/json' -d "{\"name\":\"seed$p\",\"score\":$p}"
+            [ "$p" -gt 0 ] && args+=(--next)
+            args+=(-sf -o /dev/null -X POST "$base/tenants/t$t/players" -H "Authorization: Bearer $token"
+                -H 'Content-Type: application/json' -d "{\"name\":\"seed$p\",\"score\":$p}")
         done
+        curl "${args[@]}" || { echo "seeding tenant t$t on $base failed" >&2; exit 1; }
     done
 }
 echo "seeding $tenants tenants x $players players on each server…" >&2
@@ -87,21 +104,27 @@ load() {
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 
-echo "measuring…" >&2
-read -r ceiling ceiling50 ceiling99 ceilingErrors < <(load "$sample" /health/live)
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+echo "measuring… (load average $load_before)" >&2
+# The ceiling the reads are compared with: /health/live requested by the
+# same Lua machinery as the reads (wrk's static request, below for
+# reference, costs wrk less on these shared cores).
+read -r ceiling ceiling50 ceiling99 ceilingErrors < <(load "$sample" /health/live health.lua "$work/sample-tenants")
+read -r static static50 static99 staticErrors < <(load "$sample" /health/live)
 read -r reads reads50 reads99 readsErrors < <(load "$sample" /tenants/t0/leaderboard reads.lua "$work/sample-tenants")
 read -r plainReads plainReads50 plainReads99 plainReadsErrors < <(load "$plain" /tenants/t0/leaderboard reads.lua "$work/plain-tenants")
 read -r writes writes50 writes99 writesErrors < <(load "$sample" /tenants/t0/players writes.lua "$work/sample-tenants")
 read -r plainWrites plainWrites50 plainWrites99 plainWritesErrors < <(load "$plain" /tenants/t0/players writes.lua "$work/plain-tenants")
-fanout=$(swift run -c release --package-path Benchmarks/PlainServer LoadGenerator --url "$sample" --operator-token "$MTS_OPERATOR_TOKEN" --subscribers "$subscribers" 2>/dev/null | tail -1)
+fanout=$("$plain_bin/LoadGenerator" --url "$sample" --operator-token "$MTS_OPERATOR_TOKEN" --subscribers "$subscribers" --writes "$fanout_writes" | tail -1)
 
 cat <<TABLE
-$(date -u +%Y-%m-%d) $(date -u +%H:%M) UTC, $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) after the run; wrk -t2 -c$connections -d${seconds}s; $tenants tenants x $players players.
+$(date -u +%Y-%m-%d) $(date -u +%H:%M) UTC, $(nproc) cores, load average $load_before before the run, $(cut -d' ' -f1-3 /proc/loadavg) after it; wrk -t2 -c$connections -d${seconds}s; $tenants tenants x $players players.
 
 | phase | sample req/s | p50 | p99 | plain req/s | p50 | p99 | sample / plain | non-2xx (sample, plain) |
 |---|---|---|---|---|---|---|---|---|
-| \`GET /health/live\` (sample, ceiling) | $ceiling | $ceiling50 | $ceiling99 | | | | | $ceilingErrors |
-| \`GET /tenants/{t}/leaderboard\` | $reads | $reads50 | $reads99 | $plainReads | $plainReads50 | $plainReads99 | **$(ratio "$reads" "$plainReads")×** (sample reads = $(ratio "$reads" "$ceiling")× the ceiling) | $readsErrors, $plainReadsErrors |
+| \`GET /health/live\` (sample, ceiling: Lua requests as for the reads) | $ceiling | $ceiling50 | $ceiling99 | | | | | $ceilingErrors |
+| \`GET /health/live\` (sample, wrk's static request, for reference) | $static | $static50 | $static99 | | | | | $staticErrors |
+| \`GET /tenants/{t}/leaderboard\` | $reads | $reads50 | $reads99 | $plainReads | $plainReads50 | $plainReads99 | **$(ratio "$reads" "$plainReads")×** (sample reads = $(ratio "$reads" "$ceiling")× the ceiling, $(ratio "$reads" "$static")× the static one) | $readsErrors, $plainReadsErrors |
 | \`POST /tenants/{t}/players\` | $writes | $writes50 | $writes99 | $plainWrites | $plainWrites50 | $plainWrites99 | **$(ratio "$writes" "$plainWrites")×** | $writesErrors, $plainWritesErrors |
 
 $fanout

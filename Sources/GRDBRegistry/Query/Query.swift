@@ -191,8 +191,11 @@ public final class Query<Request: Queryable>: Sendable where Request.Context: Se
     /// ``updates``: a thousand queries on one request cost one fetch and
     /// no callback per change.
     public var value: Request.Value {
-        let (value, observation) = state.withLock { ($0.value, $0.subscription?.observation) }
-        return observation?.latest() ?? value
+        // The stored value is copied only when no observation has one:
+        // servers read `value` on every request, and a copy of a value
+        // that references storage costs contended retains and releases.
+        if let latest = state.withLock({ $0.subscription?.observation })?.latest() { return latest }
+        return state.withLock { $0.value }
     }
 
     /// The latest error, or nil. It is reset to nil by the next value, and

@@ -28,8 +28,11 @@ public struct DatabaseInvariant: Sendable {
     /// An invariant that holds when `sql` returns no row. Each row returned
     /// is reported (the first few) as an offending row.
     public static func sql(_ name: String, _ sql: String) -> DatabaseInvariant {
-        DatabaseInvariant(name: name) { db in
-            let rows = try Row.fetchAll(db, sql: "SELECT * FROM (\(sql)) LIMIT \(InvariantViolation.reportedRowLimit + 1)")
+        let limited = "SELECT * FROM (\(sql)) LIMIT \(InvariantViolation.reportedRowLimit + 1)"
+        return DatabaseInvariant(name: name) { db in
+            // Cached: the check runs in every write transaction; compiling
+            // the same SQL again in each one is wasted work.
+            let rows = try Row.fetchAll(db.cachedStatement(sql: limited))
             return rows.map { $0.description }
         }
     }

@@ -96,7 +96,7 @@ struct MultiTenantServer {
 
         let router = Router(context: ServerRequestContext.self)
         router.add(middleware: FailureLogMiddleware(logger: logger))
-        router.add(middleware: MetricsMiddleware())
+        router.add(middleware: RequestMetricsMiddleware())
         router.add(middleware: BearerAuthenticator(state: state))
         let moves = TenantMoves(state: state, data: data, environment: environment, logger: logger)
         Routes(state: state, metrics: metrics, page: try WebPage.load(), moves: moves).add(to: router)

@@ -9,13 +9,20 @@ import Synchronization
 /// What the routes share. The databases open after the HTTP server
 /// starts: until they are ready, routes that need them answer 503.
 final class ServerState: Sendable {
-    /// What exists once the databases are open and migrated.
-    struct Ready: Sendable {
+    /// What exists once the databases are open and migrated. A class:
+    /// every request reads it, and a reference costs one retain.
+    final class Ready: Sendable {
         /// The server's databases, filled by the `DatabaseService`: every
         /// request runs in this registry (see ``TenantMiddleware``).
         let registry: DatabaseRegistry
         let catalog: CatalogView
         let teams: ActiveTeams
+
+        init(registry: DatabaseRegistry, catalog: CatalogView, teams: ActiveTeams) {
+            self.registry = registry
+            self.catalog = catalog
+            self.teams = teams
+        }
 
         var directory: TeamDirectory { registry.teams }
     }
@@ -43,7 +50,7 @@ final class ServerState: Sendable {
             // Active teams hold their database open: keep half the
             // directory's cap for them, the rest for streams of dropped
             // teams and for operations.
-            teams: ActiveTeams(directory: registry.teams, capacity: registry.teams.maxOpen / 2))
+            teams: ActiveTeams(directory: registry.teams, capacity: registry.teams.maxOpen / 2, registry: registry))
         ready.withLock { $0 = state }
     }
 

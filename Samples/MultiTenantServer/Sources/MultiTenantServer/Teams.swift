@@ -14,21 +14,33 @@ import Synchronization
 /// a capacity; the least recently used one is dropped beyond it. A request
 /// still running on a dropped team keeps it, and its lease, until it ends.
 final class ActiveTeams: Sendable {
+    private struct Entry {
+        var scope: TeamScope
+        var lastUse: UInt64
+    }
+
     private struct State {
         /// The acknowledged writes of each team ever used. Never forgotten:
         /// a write in flight may count on a team that was dropped and made
         /// active again meanwhile, and the new one must see that count.
         var writes: [TenantID: WriteCount] = [:]
-        var active: [TenantID: (team: ActiveTeam, lastUse: UInt64)] = [:]
+        /// By raw id: a request finds its team without validating its id
+        /// again (only a valid id ever gets in).
+        var active: [String: Entry] = [:]
         var clock: UInt64 = 0
     }
 
     private let directory: TeamDirectory
+    /// The registry that requests of a team run in, before the team is set.
+    private let registry: DatabaseRegistry
     private let state = Mutex(State())
     let capacity: Int
 
-    init(directory: TeamDirectory, capacity: Int) {
+    /// - parameter registry: The server's registry: each team's scope is
+    ///   this registry with the team as ``CurrentTeamKey``.
+    init(directory: TeamDirectory, capacity: Int, registry: DatabaseRegistry = DatabaseRegistry()) {
         self.directory = directory
+        self.registry = registry
         self.capacity = max(1, capacity)
     }
 
@@ -38,23 +50,39 @@ final class ActiveTeams: Sendable {
     /// - throws: `TenantError.unknownTenant` when the team has no
     ///   database, or the error of opening it.
     func team(_ id: TenantID) async throws -> ActiveTeam {
-        let (found, writes) = state.withLock { state -> (ActiveTeam?, WriteCount) in
+        try await scope(of: id.rawValue).team
+    }
+
+    /// The scope of the active team `rawID`: the team, and the registry its
+    /// requests run in. Built once per activation, not per request.
+    ///
+    /// - throws: `TenantIDError` for an id that names no possible team,
+    ///   `TenantError.unknownTenant` when the team has no database, or the
+    ///   error of opening it.
+    func scope(of rawID: String) async throws -> TeamScope {
+        let found = state.withLock { state -> TeamScope? in
+            guard let index = state.active.index(forKey: rawID) else { return nil }
             state.clock &+= 1
-            if let entry = state.active[id] {
-                state.active[id]?.lastUse = state.clock
-                return (entry.team, entry.team.writes)
-            }
-            if let writes = state.writes[id] { return (nil, writes) }
-            let writes = WriteCount()
-            state.writes[id] = writes
-            return (nil, writes)
+            state.active.values[index].lastUse = state.clock
+            return state.active.values[index].scope
         }
         if let found { return found }
+        let id = try TenantID(rawID)
+        let writes = state.withLock { state in
+            if let writes = state.writes[id] { return writes }
+            let writes = WriteCount()
+            state.writes[id] = writes
+            return writes
+        }
         // Leased outside the lock: opening a team reads its file.
-        let created = ActiveTeam(lease: try await directory.lease(id), writes: writes)
+        let team = ActiveTeam(lease: try await directory.lease(id), writes: writes)
+        var registry = registry
+        registry[CurrentTeamKey.self] = team
+        let created = TeamScope(team: team, registry: registry)
         return state.withLock { state in
-            if let entry = state.active[id] { return entry.team }
-            state.active[id] = (created, state.clock)
+            if let entry = state.active[rawID] { return entry.scope }
+            state.clock &+= 1
+            state.active[rawID] = Entry(scope: created, lastUse: state.clock)
             if state.active.count > capacity, let oldest = state.active.min(by: { $0.value.lastUse < $1.value.lastUse })?.key {
                 state.active[oldest] = nil
             }
@@ -64,6 +92,14 @@ final class ActiveTeams: Sendable {
 
     /// The number of active teams.
     var count: Int { state.withLock { $0.active.count } }
+}
+
+/// An active team and the registry its requests run in (the server's,
+/// with the team as ``CurrentTeamKey``). Kept beside the team rather than
+/// in it: the registry holds the team.
+struct TeamScope: Sendable {
+    let team: ActiveTeam
+    let registry: DatabaseRegistry
 }
 
 /// The acknowledged writes of a team: counted after their commit, before
@@ -150,20 +186,47 @@ final class ActiveTeam: Sendable {
             live = query
             return query
         }
+        // The stream does not hold the query: `live` does, so that
+        // dropping it ends every stream of the team (see `endStreams`).
+        let updates = query.updates
         var headers = HTTPFields()
         headers[.contentType] = "text/event-stream"
         headers[.cacheControl] = "no-cache"
-        return Response(status: .ok, headers: headers, body: ResponseBody { writer in
+        return Response(status: .ok, headers: headers, body: ResponseBody { [self] writer in
             // The stream ends when the client leaves (the write throws),
-            // when the server shuts down gracefully, or when the team's
-            // database closes or fails (the query's updates end, with the
-            // error, which ends the response). It holds the query, whose
-            // context holds the lease.
-            for try await value in query.updates.cancelOnGracefulShutdown() {
-                try await writer.write(value.encoded.event)
+            // when the server shuts down gracefully (`endStreams`), or when
+            // the team's database closes or fails (the query's updates end,
+            // with the error, which ends the response). It holds the team,
+            // whose lease keeps the database open and whose `live` keeps
+            // the query.
+            //
+            // A graceful shutdown handler, registered once per stream,
+            // rather than `cancelOnGracefulShutdown()` on the sequence:
+            // that one merges two sequences, which costs every event of
+            // every stream two more task switches.
+            try await withGracefulShutdownHandler {
+                for try await value in updates {
+                    try await writer.write(value.encoded.event)
+                }
+            } onGracefulShutdown: { [weak self] in
+                self?.endStreams()
             }
             try await writer.finish(nil)
+            withExtendedLifetime(self) { }
         })
+    }
+
+    /// Ends every stream of the team: drops the live query, and a query
+    /// finishes its updates when it is deallocated. The next stream starts
+    /// another one.
+    func endStreams() {
+        let dropped = live.withLock { live in
+            defer { live = nil }
+            return live
+        }
+        // Deallocated here, outside the lock: finishing a stream calls
+        // back into the query, never into `live`.
+        _ = dropped
     }
 }
 

@@ -135,6 +135,31 @@ import Testing
         }
     }
 
+    /// SIGTERM with streams open: the streams end, and the server stops
+    /// without waiting for its 15 s graceful-shutdown limit.
+    @Test func gracefulShutdownEndsOpenStreams() async throws {
+        let data = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: data) }
+        try await withServer(dataDirectory: data) { server, api in
+            let token = try await api.createTenant(#"{"id":"acme"}"#)
+            var streams: [SSEReader] = []
+            for _ in 0..<3 {
+                var request = HTTPClientRequest(url: server.baseURL + "/tenants/acme/leaderboard/stream")
+                request.headers.add(name: "Authorization", value: "Bearer \(token)")
+                var events = SSEReader(body: try await HTTPClient.shared.execute(request, timeout: .seconds(30)).body)
+                #expect(try await events.next() == "[]")
+                streams.append(events)
+            }
+            let stopping = ContinuousClock.now
+            #expect(try await server.stop(signal: SIGTERM) == 0, "\(server.outputText)")
+            #expect(ContinuousClock.now - stopping < .seconds(10), "open streams held the graceful shutdown")
+            for index in streams.indices {
+                // The end of the body, or a closed connection: no event.
+                #expect((try? await streams[index].next()) == nil)
+            }
+        }
+    }
+
     @Test func encryptedTenantsAreStoredEncrypted() async throws {
         let data = temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: data) }

@@ -19,27 +19,26 @@ struct TenantMiddleware: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let ready = try state.requireReady()
         let requested = try context.parameters.require("tenant")
-        guard case let .tenant(signedIn) = try context.requireSignedIn(), signedIn.id == requested,
-              let id = try? TenantID(requested),
-              ready.catalog.tenant(requested) != nil
-        else {
+        // The token was looked up in the catalog's in-memory view by
+        // BearerAuthenticator: a team it signs in is listed there.
+        guard case let .tenant(signedIn) = try context.requireSignedIn(), signedIn.id == requested else {
             throw HTTPError(.notFound, message: "Unknown tenant \(requested).")
         }
         // A moved tenant redirects, a moving one refuses writes (Moves/).
         let admission = try moves.admit(request, tenant: requested)
         defer { admission.end() }
-        let team: ActiveTeam
+        let scope: TeamScope
         do {
-            team = try await ready.teams.team(id)
+            scope = try await ready.teams.scope(of: requested)
+        } catch is TenantIDError {
+            throw HTTPError(.notFound, message: "Unknown tenant \(requested).")
         } catch TenantError.unknownTenant {
             // Listed in the catalog, but its database is gone: data loss,
             // the server's to explain (500, logged), not a 404.
             throw HTTPError(.internalServerError, message: "The database of tenant \(requested) is missing.")
         }
         var context = context
-        context.tenant = id
-        var registry = ready.registry
-        registry[CurrentTeamKey.self] = team
-        return try await withRegistry(registry) { try await next(request, context) }
+        context.tenant = scope.team.id
+        return try await withRegistry(scope.registry) { try await next(request, context) }
     }
 }
