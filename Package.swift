@@ -64,6 +64,7 @@ let package = Package(
             name: "GRDBRegistryServiceTests",
             dependencies: [
                 "GRDBRegistryService",
+                "GRDBBackup",
                 "GRDBMigrations",
                 "GRDBRegistryExamples",
                 "GRDBCipher",
@@ -106,6 +107,8 @@ let package = Package(
             dependencies: [
                 "GRDBMigrations",
                 "GRDBBackup",
+                // `restore --from-replica` runs the library's LitestreamRestore.
+                "GRDBRegistryService",
                 "GRDBCipher",
                 "GRDBRegistry",
                 .product(name: "GRDB", package: "GRDB.swift"),
@@ -121,6 +124,7 @@ let package = Package(
             dependencies: [
                 "GRDBMigrations", "registryctl", "GRDBCipher", "GRDBRegistry", "GRDBRegistryService", "GRDBRegistryExamples",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
 

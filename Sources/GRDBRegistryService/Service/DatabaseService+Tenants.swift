@@ -67,6 +67,7 @@ extension DatabaseService {
             let metrics = StatementMetrics(database: "tenants")
             let observer = self.observer
             let replicated = configuration.replication != nil
+            let replicator = self.replicator
             let directory = try TenantDirectory<Repository>(
                 root: URL(fileURLWithPath: tenants.root),
                 maxOpen: tenants.maxOpen,
@@ -89,6 +90,13 @@ extension DatabaseService {
                             logger[metadataKey: "database"] = "tenants/\(id)"
                             try Self.migrate(tenant: "tenants/\(id)", at: path, with: runner, mode: mode, logger: logger)
                         }
+                        // Replicated before the first lease, so before any
+                        // write is acknowledged. A provision calls this for
+                        // a file that does not exist yet: its first lease
+                        // opens it, and registers it, here.
+                        if let replicator, key == nil, FileManager.default.fileExists(atPath: path) {
+                            try replicator.registerOpeningTenant(id, path: path)
+                        }
                         return configuration
                     } catch {
                         self?.recordTenantFailure(id, error)
@@ -101,7 +109,9 @@ extension DatabaseService {
                 // Litestream owns the checkpoints of what it replicates: a
                 // closing TRUNCATE would wait for its reader for the whole
                 // busy timeout, then fail. The WAL stays for Litestream.
-                checkpointOnClose: replicated ? nil : .truncate)
+                checkpointOnClose: replicated ? nil : .truncate,
+                // The last writes reach the replica before the files go.
+                willRemove: replicator.map { replicator in { id, path in try replicator.retireTenant(id, path: path) } })
             state.tenants = Tenants(
                 directory: directory,
                 openCount: { directory.openCount },
