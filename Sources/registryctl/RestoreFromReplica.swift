@@ -68,9 +68,8 @@ extension RestoreCommand {
             let tenantChecks = try checks(tenants.migrations)
             let removed = self.removed
             items.append(ReplicaItem(kind: "tenant", name: id.rawValue, destination: tenants.layout.path(of: id)) {
-                removed
-                    ? try restore.restoreRemoved(tenant: id, at: date, checks: tenantChecks)
-                    : try restore.restore(tenant: id, at: date, checks: tenantChecks)
+                if removed { return try restore.restoreRemoved(tenant: id, at: date, checks: tenantChecks) }
+                return try restore.restore(tenant: id, at: date, checks: tenantChecks)
             })
         }
         func addDatabase(_ database: RegistryConfiguration.Database) throws {

@@ -423,7 +423,8 @@ public final class LitestreamReplicator: Service, Sendable {
         // `TenantDirectory.remove`, which retires its tenants itself).
         for path in registered.subtracting(present) {
             do {
-                try await Self.offPool { try self.unregisterLocked(path: path) }
+                // Retired meanwhile by a removal: nothing left to do.
+                guard try await Self.offPool({ try self.unregisterLocked(path: path) }) else { continue }
                 logger.info("replication stopped: database removed", metadata: ["path": "\(path)"])
                 if let id = tenantID(ofPath: path) {
                     try RemovedTenantReplicas(replication: replication).keep(id, removedAt: Date())
@@ -483,14 +484,19 @@ public final class LitestreamReplicator: Service, Sendable {
 
     /// Unregisters `path` from Litestream, under the registration lock,
     /// and forgets Litestream's position state of it. Blocking.
-    private func unregisterLocked(path: String) throws {
+    ///
+    /// - returns: false when it was not registered.
+    @discardableResult
+    private func unregisterLocked(path: String) throws -> Bool {
         try registration.withLock { _ in
+            guard state.withLock({ $0.status.registered.contains(path) }) else { return false }
             _ = try control.unregister(path: path)
             state.withLock { _ = $0.status.registered.remove(path) }
             // Litestream's position state of the file (`.<file>-litestream`
             // beside it): a tenant created again with this id starts anew.
             let url = URL(fileURLWithPath: path)
             try? FileManager.default.removeItem(at: url.deletingLastPathComponent().appendingPathComponent(".\(url.lastPathComponent)-litestream"))
+            return true
         }
     }
 

@@ -68,6 +68,9 @@ extension DatabaseService {
             let observer = self.observer
             let replicated = configuration.replication != nil
             let replicator = self.replicator
+            // The last writes reach the replica before the files go.
+            var willRemove: (@Sendable (TenantID, String) throws -> Void)?
+            if let replicator { willRemove = { id, path in try replicator.retireTenant(id, path: path) } }
             let directory = try TenantDirectory<Repository>(
                 root: URL(fileURLWithPath: tenants.root),
                 maxOpen: tenants.maxOpen,
@@ -110,8 +113,7 @@ extension DatabaseService {
                 // closing TRUNCATE would wait for its reader for the whole
                 // busy timeout, then fail. The WAL stays for Litestream.
                 checkpointOnClose: replicated ? nil : .truncate,
-                // The last writes reach the replica before the files go.
-                willRemove: replicator.map { replicator in { id, path in try replicator.retireTenant(id, path: path) } })
+                willRemove: willRemove)
             state.tenants = Tenants(
                 directory: directory,
                 openCount: { directory.openCount },
