@@ -212,6 +212,12 @@ private func files(under url: URL) -> [URL] {
                 #expect(status.refused == [try tenants.path(of: vault)])
                 #expect(status.backedUp == [try tenants.path(of: vault)])
                 try await replicator.sync(path: try tenants.path(of: open))
+
+                // A removed encrypted tenant: backed up a last time, kept aside.
+                let secret = try TenantID("secret")
+                try tenants.provision(secret, configuration: service.tenantConfiguration(for: secret, encrypted: true))
+                _ = try await tenants.withRepository(secret) { try await $0.add(name: "\(marker)-removed", score: 1) }
+                try tenants.remove(secret)
                 trigger.triggerGracefulShutdown()
                 try await group.waitForAll()
             }
@@ -225,7 +231,7 @@ private func files(under url: URL) -> [URL] {
         // header for the encrypted tenant.
         let backups = directory.url.appendingPathComponent("backups")
         let scanned = files(under: replica) + files(under: backups)
-        #expect(files(under: backups).count == 1)
+        #expect(files(under: backups).count == 2)
         for file in scanned {
             let bytes = try Data(contentsOf: file)
             #expect(bytes.range(of: Data(marker.utf8)) == nil, "\(file.path) holds plaintext of the encrypted tenant")
@@ -238,6 +244,18 @@ private func files(under url: URL) -> [URL] {
         let copy = try DatabaseQueue(path: backup, configuration: keyed)
         #expect(try await copy.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM player WHERE name LIKE 'PLAINTEXT-MARKER-%'") } == 30)
         try copy.close()
+
+        // The removal of the encrypted tenant is undone from its last backup.
+        let secret = try TenantID("secret")
+        let restore = LitestreamRestore(configuration: configuration, environment: environment)
+        #expect(try restore.restoreRemoved(tenant: secret).destination == configuration.tenants!.layout.path(of: secret))
+        let secretPath = configuration.tenants!.layout.path(of: secret)
+        #expect(CipherDatabase.isEncrypted(atPath: secretPath) == true)
+        var secretKey = Configuration()
+        try secretKey.encrypt(with: try #require(try configuration.tenantEncryption(environment: environment).key(forTenant: "secret", atPath: secretPath)))
+        let restored = try DatabaseQueue(path: secretPath, configuration: secretKey)
+        #expect(try await restored.read { try String.fetchAll($0, sql: "SELECT name FROM player") } == ["\(marker)-removed"])
+        try restored.close()
     }
 
     /// A replicated configuration of `directory`: plain tenants with the

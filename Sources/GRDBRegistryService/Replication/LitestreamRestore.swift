@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import GRDBBackup
+import GRDBCipher
 import GRDBMigrations
 import GRDBRegistry
 
@@ -90,15 +91,58 @@ public struct LitestreamRestore: Sendable {
     }
 
     /// Restores the most recent removal of tenant `id` that is kept (see
-    /// ``RemovedTenantReplicas``): the undo of a mistaken removal.
+    /// ``RemovedTenantReplicas``): the undo of a mistaken removal. A plain
+    /// tenant comes from its replica kept aside (at `date`, if given); an
+    /// encrypted one from its last encrypted backup, opened with its key
+    /// (no point in time: a backup is one state).
     ///
     /// - throws: ``ReplicationError/noRemovedReplica(tenant:)``, and the
     ///   errors of ``restore(tenant:at:checks:)``.
     @discardableResult
     public func restoreRemoved(tenant id: TenantID, at date: Date? = nil, checks: BackupRestore.Checks = .init()) throws -> Report {
         let kept = try RemovedTenantReplicas(replication: try replication).entries(of: id)
-        guard let url = kept.lazy.compactMap(\.replicaURL).first else { throw ReplicationError.noRemovedReplica(tenant: id.rawValue) }
-        return try restore(tenant: id, from: url, at: date, checks: checks)
+        guard let latest = kept.first else { throw ReplicationError.noRemovedReplica(tenant: id.rawValue) }
+        if let url = latest.replicaURL {
+            return try restore(tenant: id, from: url, at: date, checks: checks)
+        }
+        guard let backup = latest.encryptedBackup else { throw ReplicationError.noRemovedReplica(tenant: id.rawValue) }
+        guard date == nil else {
+            throw ReplicationError.restoreFailed(database: "tenants/\(id)", reason: "it was encrypted: what is kept of it is its last backup, one state, with no point in time")
+        }
+        return try restore(tenant: id, fromEncryptedBackup: backup, checks: checks)
+    }
+
+    /// An encrypted tenant's kept backup: copied under a provisioning name,
+    /// opened with the tenant's key (which also checks the HMAC of every
+    /// page it reads), then checked and published like a replica's.
+    private func restore(tenant id: TenantID, fromEncryptedBackup backup: String, checks: BackupRestore.Checks) throws -> Report {
+        let name = "tenants/\(id)"
+        guard let tenants = configuration.tenants else {
+            throw ReplicationError.restoreFailed(database: name, reason: "the configuration has no tenants")
+        }
+        let layout = tenants.layout
+        let path = layout.path(of: id)
+        try Self.refuseExisting(path)
+        try FileManager.default.createDirectory(atPath: tenants.root, withIntermediateDirectories: true)
+        let temporary = layout.provisioningPath(for: id)
+        var published = false
+        defer { if !published { Files.removeDatabase(temporary) } }
+        var grdbConfiguration = Configuration()
+        do {
+            try FileManager.default.copyItem(atPath: backup, toPath: temporary)
+            guard let key = try configuration.tenantEncryption(environment: environment).key(forTenant: id.rawValue, atPath: temporary) else {
+                throw ReplicationError.restoreFailed(database: name, reason: "the kept backup \(backup) is not encrypted")
+            }
+            try grdbConfiguration.encrypt(with: key)
+        } catch let error as ReplicationError {
+            throw error
+        } catch {
+            throw ReplicationError.restoreFailed(database: name, reason: "\(error)")
+        }
+        let pending = try check(temporary, name: name, checks: checks, configuration: grdbConfiguration)
+        try publish(temporary, as: path, name: name)
+        published = true
+        return Report(name: name, replicaURL: "file://" + backup, destination: path, pendingMigrations: pending)
     }
 
     private func restore(tenant id: TenantID, from replicaURL: String, at date: Date?, checks: BackupRestore.Checks) throws -> Report {
@@ -138,12 +182,7 @@ public struct LitestreamRestore: Sendable {
     private func restore(
         name: String, from replicaURL: String, at date: Date?, to path: String, temporary: String, checks: BackupRestore.Checks
     ) throws -> Report {
-        if FileManager.default.fileExists(atPath: path) { throw ReplicationError.destinationExists(path: path) }
-        // A log or journal without its database would be replayed into
-        // the restored file when it opens.
-        for suffix in ["-wal", "-journal"] where FileManager.default.fileExists(atPath: path + suffix) {
-            throw ReplicationError.destinationExists(path: path + suffix)
-        }
+        try Self.refuseExisting(path)
         var published = false
         defer { if !published { Files.removeDatabase(temporary) } }
         var arguments = ["restore", "-o", temporary]
@@ -152,7 +191,24 @@ public struct LitestreamRestore: Sendable {
         guard FileManager.default.fileExists(atPath: temporary) else {
             throw ReplicationError.restoreFailed(database: name, reason: "litestream restored nothing from \(replicaURL): \(output)")
         }
-        let pending = try check(temporary, name: name, checks: checks)
+        let pending = try check(temporary, name: name, checks: checks, configuration: Configuration())
+        try publish(temporary, as: path, name: name)
+        published = true
+        return Report(name: name, replicaURL: replicaURL, destination: path, pendingMigrations: pending)
+    }
+
+    /// Refuses an existing destination: a restore never replaces.
+    private static func refuseExisting(_ path: String) throws {
+        if FileManager.default.fileExists(atPath: path) { throw ReplicationError.destinationExists(path: path) }
+        // A log or journal without its database would be replayed into
+        // the restored file when it opens.
+        for suffix in ["-wal", "-journal"] where FileManager.default.fileExists(atPath: path + suffix) {
+            throw ReplicationError.destinationExists(path: path + suffix)
+        }
+    }
+
+    /// Flushes the checked file and links it to its name.
+    private func publish(_ temporary: String, as path: String, name: String) throws {
         do {
             try Files.syncFile(temporary)
             try Files.publish(temporary, as: path, replacing: false)
@@ -161,16 +217,14 @@ public struct LitestreamRestore: Sendable {
         } catch {
             throw ReplicationError.restoreFailed(database: name, reason: "\(error)")
         }
-        published = true
-        return Report(name: name, replicaURL: replicaURL, destination: path, pendingMigrations: pending)
     }
 
     /// Integrity, migrations and invariants of the restored file; leaves
     /// no WAL beside it. Returns the pending migrations.
-    private func check(_ path: String, name: String, checks: BackupRestore.Checks) throws -> [String] {
+    private func check(_ path: String, name: String, checks: BackupRestore.Checks, configuration: Configuration) throws -> [String] {
         let queue: DatabaseQueue
         do {
-            queue = try DatabaseQueue(path: path)
+            queue = try DatabaseQueue(path: path, configuration: configuration)
         } catch {
             throw ReplicationError.restoreFailed(database: name, reason: "the restored file does not open: \(error)")
         }
