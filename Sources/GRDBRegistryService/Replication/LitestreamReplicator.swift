@@ -461,15 +461,17 @@ public final class LitestreamReplicator: Service, Sendable {
     /// registration lock. Blocking.
     ///
     /// - returns: Whether it is registered (false: not plain, refused).
+    /// - parameter retiring: Whether the caller is the removal of the
+    ///   tenant (the scan leaves tenants being removed alone).
     @discardableResult
-    private func registerLocked(_ candidate: Candidate) throws -> Bool {
+    private func registerLocked(_ candidate: Candidate, retiring byRemoval: Bool = false) throws -> Bool {
         try registration.withLock { _ in
             let (registered, refused, retiring, stopped) = state.withLock {
                 ($0.status.registered.contains(candidate.path), $0.status.refused.contains(candidate.path),
                  $0.retiring.contains(candidate.path), $0.isStopped)
             }
             if registered { return true }
-            if refused || retiring { return false }
+            if refused || (retiring && !byRemoval) { return false }
             if stopped { throw ReplicationError.replicatorNotRunning(reason: "stopped") }
             guard try Self.isPlain(candidate) else {
                 state.withLock { _ = $0.status.refused.insert(candidate.path) }
@@ -554,6 +556,9 @@ public final class LitestreamReplicator: Service, Sendable {
     /// - throws: ``ReplicationError/removalFailed(tenant:reason:)``: the
     ///   tenant must not be deleted.
     func retireTenant(_ id: TenantID, path: String) throws {
+        // From here the scan neither registers nor backs it up; under the
+        // lock, so that a scan's backup of it in flight ends first.
+        registration.withLock { _ in state.withLock { _ = $0.retiring.insert(path) } }
         do {
             try waitUntilReadyBlocking()
             let candidate = tenantCandidate(id, path: path, encryption: try configuration.tenantEncryption(environment: environment))
@@ -567,11 +572,10 @@ public final class LitestreamReplicator: Service, Sendable {
                         withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
                     try Self.backUp(candidate, encryption: keyed, to: destination)
                 }
-            } else if try registerLocked(candidate) {
+            } else if try registerLocked(candidate, retiring: true) {
                 // Plain: registered if it was not (Litestream's first sync
                 // copies it whole), then every write uploaded before
-                // Litestream lets it go. The scan leaves it alone meanwhile.
-                state.withLock { _ = $0.retiring.insert(path) }
+                // Litestream lets it go.
                 let synced = try control.sync(path: path, wait: true)
                 guard synced.replicatedTXID >= synced.txid else {
                     throw ReplicationError.litestreamRefused(reason: "after the last sync, the replica has transaction \(synced.replicatedTXID) of \(synced.txid)")
@@ -632,7 +636,17 @@ public final class LitestreamReplicator: Service, Sendable {
                 try FileManager.default.createDirectory(
                     atPath: URL(fileURLWithPath: destination).deletingLastPathComponent().path,
                     withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-                try await Self.offPool { try Self.backUp(candidate, encryption: encryption, to: destination) }
+                // Under the registration lock: never beside the last backup
+                // of a tenant being removed, which it would write again
+                // after that one was kept aside.
+                let written = try await Self.offPool {
+                    try self.registration.withLock { _ in
+                        guard !self.state.withLock({ $0.retiring.contains(candidate.path) }) else { return false }
+                        try Self.backUp(candidate, encryption: encryption, to: destination)
+                        return true
+                    }
+                }
+                guard written else { continue }
                 state.withLock { _ = $0.status.backedUp.insert(candidate.path) }
                 logger.info("encrypted backup written", metadata: ["database": "\(candidate.name)", "backup": "\(destination)"])
             } catch {
