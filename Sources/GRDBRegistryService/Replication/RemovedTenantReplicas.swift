@@ -48,8 +48,13 @@ public struct RemovedTenantReplicas: Sendable {
         self.replication = replication
     }
 
-    /// The directory of a `file://` replica, or nil for another scheme.
-    var replicaRoot: URL? {
+    /// The directory of a `file://` replica, or nil for another scheme
+    /// (which can't be listed without its provider's tools).
+    ///
+    /// ```swift
+    /// let tenants = RemovedTenantReplicas(replication: replication).replicaRoot?.appendingPathComponent("tenants")
+    /// ```
+    public var replicaRoot: URL? {
         guard replication.replica.hasPrefix("file://") else { return nil }
         return URL(fileURLWithPath: String(replication.replica.dropFirst("file://".count)))
     }
