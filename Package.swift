@@ -68,6 +68,7 @@ let package = Package(
             dependencies: [
                 "TestSupport",
                 "GRDBRegistryService",
+                "GRDBBackup",
                 "GRDBMigrations",
                 "GRDBRegistryExamples",
                 "GRDBCipher",
@@ -110,6 +111,8 @@ let package = Package(
             dependencies: [
                 "GRDBMigrations",
                 "GRDBBackup",
+                // `restore --from-replica` runs the library's LitestreamRestore.
+                "GRDBRegistryService",
                 "GRDBCipher",
                 "GRDBRegistry",
                 .product(name: "GRDB", package: "GRDB.swift"),
@@ -126,6 +129,7 @@ let package = Package(
                 "TestSupport",
                 "GRDBMigrations", "registryctl", "GRDBCipher", "GRDBRegistry", "GRDBRegistryService", "GRDBRegistryExamples",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
 

@@ -2,19 +2,21 @@
 # Replication figures of the multi-tenant server (Samples/MultiTenantServer)
 # with Litestream 0.5.17 (.build-venv/bin/litestream, from scripts/bootstrap),
 # in one run, on this machine:
-#   1. write throughput with replication off vs on (two servers, the same
-#      wrk write load, one after the other),
+#   1. write throughput with replication off vs on: two servers up at once,
+#      the same wrk write load on one then the other, in alternating pairs
+#      (off-on, on-off, off-on, …: drift in the machine's load hits both
+#      sides alike); the ratio of each pair and their median,
 #   2. replication lag under that load: a probe tenant, outside the load,
-#      gets one write every 250 ms; the lag is the time from the write's
-#      acknowledgement to the first new LTX file of that tenant in the
-#      file:// replica (p50, p99),
+#      gets one write every 250 ms during each "on" run; the lag is the time
+#      from the write's acknowledgement to the first new LTX file of that
+#      tenant in the file:// replica (p50, p99 over every probe),
 #   3. restore time for N tenants (`litestream restore`, one after the
 #      other, each checked by Litestream's integrity check),
 #   4. replica size per 10,000 writes of one tenant.
 # Release build (BUILD_CONFIG=debug for a quick run on the debug build).
 # Prints a Markdown block for Benchmarks/RESULTS.md.
 #
-# Usage: Benchmarks/replication.sh [tenants=100] [seconds=10] [connections=32] [restore_tenants=1000] [writes=10000]
+# Usage: Benchmarks/replication.sh [tenants=100] [seconds=10] [connections=32] [restore_tenants=1000] [writes=10000] [pairs=4]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tenants=${1:-100}
@@ -22,6 +24,7 @@ seconds=${2:-10}
 connections=${3:-32}
 restore_tenants=${4:-1000}
 size_writes=${5:-10000}
+pairs=${6:-4}
 litestream="$PWD/.build-venv/bin/litestream"
 command -v wrk >/dev/null || { echo "wrk is missing: run scripts/bootstrap" >&2; exit 1; }
 [ "$("$litestream" version 2>/dev/null)" = "0.5.17" ] || { echo "Litestream 0.5.17 is missing: run scripts/bootstrap" >&2; exit 1; }
@@ -88,19 +91,19 @@ seed "$off" "$work/off-tenants" 0 $((tenants - 1))
 seed "$on" "$work/on-tenants" 0 $((tenants - 1))
 probe_token=$(curl -sf -X POST "$on/tenants" -H "Authorization: Bearer $MTS_OPERATOR_TOKEN" \
     -H 'Content-Type: application/json' -d '{"id":"probe"}' | sed -E 's/.*"token":"([^"]+)".*/\1/')
-sleep 3 # the replicator registers new tenants within a second
 
 export WRK_SCRIPTS="$PWD/Benchmarks/wrk"
-# Runs the write load; prints "requests/s p50 p99 non2xx".
+# Runs the write load for $3 seconds (default: $seconds); prints "requests/s p50 p99 non2xx".
 load() {
-    local base=$1 tenants_file=$2
+    local base=$1 tenants_file=$2 duration=${3:-$seconds}
     local output
-    output=$(WRK_TENANTS="$tenants_file" wrk -t2 -c"$connections" -d"${seconds}s" --latency -s "$WRK_SCRIPTS/writes.lua" "$base/tenants/t0/players")
+    output=$(WRK_TENANTS="$tenants_file" wrk -t2 -c"$connections" -d"${duration}s" --latency -s "$WRK_SCRIPTS/writes.lua" "$base/tenants/t0/players")
     echo "$output" >>"$work/wrk.log"
     echo "$(echo "$output" | awk '/Requests\/sec/ {print $2}') $(echo "$output" | awk '$1 == "50%" {print $2}') $(echo "$output" | awk '$1 == "99%" {print $2}') $(echo "$output" | awk '/non-2xx or errors/ {print $NF}')"
 }
 
-# Replication lag of the probe tenant while $1 seconds pass: prints "p50 p99 count" in ms.
+# Replication lag of the probe tenant while $1 seconds pass: appends one lag
+# in ms per probe to $work/lags.
 probe() {
     python3 - "$on" "$probe_token" "$work/replica/tenants/probe/ltx/0" "$1" <<'PY'
 import json, os, sys, time, urllib.request
@@ -120,24 +123,46 @@ while time.monotonic() < end:
             break
         time.sleep(0.005)
     time.sleep(0.25)
-lags.sort()
-pick = lambda q: lags[min(len(lags) - 1, int(q * len(lags)))] if lags else float("nan")
-print(f"{pick(0.5):.0f} {pick(0.99):.0f} {len(lags)}")
+for lag in lags:
+    print(f"{lag:.1f}")
 PY
 }
 
-echo "measuring write throughput, replication off then on (with the lag probe)…" >&2
-read -r offRps off50 off99 offErrors < <(load "$off" "$work/off-tenants")
-probe "$seconds" >"$work/probe" &
-probe_pid=$!
-read -r onRps on50 on99 onErrors < <(load "$on" "$work/on-tenants")
-wait "$probe_pid"
-read -r lag50 lag99 lagCount <"$work/probe"
+# The "on" run, with the lag probe beside it.
+run_on() {
+    probe "$seconds" >>"$work/lags" &
+    local probe_pid=$!
+    load "$on" "$work/on-tenants"
+    wait "$probe_pid"
+}
+
+echo "warming up both servers (every tenant opened, and registered with Litestream)…" >&2
+load "$off" "$work/off-tenants" 3 >/dev/null
+load "$on" "$work/on-tenants" 3 >/dev/null
+: >"$work/lags"
+pair_rows=""
+ratios=()
+for pair in $(seq 1 "$pairs"); do
+    echo "pair $pair of $pairs…" >&2
+    if [ $((pair % 2)) -eq 1 ]; then
+        read -r offRps off50 off99 offErrors < <(load "$off" "$work/off-tenants")
+        read -r onRps on50 on99 onErrors < <(run_on)
+        order="off, on"
+    else
+        read -r onRps on50 on99 onErrors < <(run_on)
+        read -r offRps off50 off99 offErrors < <(load "$off" "$work/off-tenants")
+        order="on, off"
+    fi
+    r=$(awk -v a="$onRps" -v b="$offRps" 'BEGIN { printf "%.2f", a / b }')
+    ratios+=("$r")
+    pair_rows+="| pair $pair ($order) | $offRps req/s (p50 $off50, p99 $off99, non-2xx $offErrors) | $onRps req/s (p50 $on50, p99 $on99, non-2xx $onErrors) | $r× |"$'\n'
+done
+median_ratio=$(printf '%s\n' "${ratios[@]}" | sort -n | awk '{ v[NR] = $1 } END { if (NR % 2) printf "%.2f", v[(NR + 1) / 2]; else printf "%.2f", (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
+read -r lag50 lag99 lagCount < <(sort -n "$work/lags" | awk '{ v[NR] = $1 } END { if (NR == 0) { print "nan nan 0"; exit } i50 = int(0.5 * NR) + 1; i99 = int(0.99 * NR) + 1; if (i50 > NR) i50 = NR; if (i99 > NR) i99 = NR; printf "%.0f %.0f %d\n", v[i50], v[i99], NR }')
 
 echo "replica size per $size_writes writes…" >&2
 big_token=$(curl -sf -X POST "$on/tenants" -H "Authorization: Bearer $MTS_OPERATOR_TOKEN" \
     -H 'Content-Type: application/json' -d '{"id":"big"}' | sed -E 's/.*"token":"([^"]+)".*/\1/')
-sleep 3
 python3 - "$on" "$big_token" "$size_writes" <<'PY'
 import http.client, json, sys, urllib.parse
 base, token, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -156,7 +181,8 @@ db_kb=$(du -sk "$work/on/tenants/big.sqlite" | cut -f1)
 echo "creating $restore_tenants tenants to restore…" >&2
 : >"$work/restore-tenants"
 seed "$on" "$work/restore-tenants" "$tenants" $((tenants + restore_tenants - 1))
-# Registered within a second each scan; wait until every one has a replica.
+# Never opened, so registered by the replicator's scan (its safety net),
+# within a second each; wait until every one has a replica.
 for _ in $(seq 1 600); do
     [ "$(ls "$work/replica/tenants" | grep -c '^t')" -ge $((tenants + restore_tenants)) ] && break
     sleep 0.5
@@ -172,15 +198,15 @@ restore_end=$(date +%s.%N)
 restore_total=$(awk -v a="$restore_start" -v b="$restore_end" 'BEGIN { printf "%.1f", b - a }')
 restore_each=$(awk -v a="$restore_start" -v b="$restore_end" -v n="$restore_tenants" 'BEGIN { printf "%.0f", (b - a) * 1000 / n }')
 
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 cat <<TABLE
-$(date -u +%Y-%m-%d) $(date -u +%H:%M) UTC, $build_config build, $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) after the run; wrk -t2 -c$connections -d${seconds}s writes over $tenants tenants; Litestream $("$litestream" version), file:// replica.
+$(date -u +%Y-%m-%d) $(date -u +%H:%M) UTC, $build_config build, $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) after the run; wrk -t2 -c$connections -d${seconds}s writes over $tenants tenants per run, $pairs pairs of runs alternating off/on (ABBA); Litestream $("$litestream" version), file:// replica.
 
+| pair | replication off | replication on | on / off |
+|---|---|---|---|
+${pair_rows}
 | figure | result |
 |---|---|
-| write throughput, replication off | $offRps req/s (p50 $off50, p99 $off99, non-2xx $offErrors) |
-| write throughput, replication on | $onRps req/s (p50 $on50, p99 $on99, non-2xx $onErrors) |
-| on / off | **$(ratio "$onRps" "$offRps")×** (target ≥ 0.9×) |
+| on / off, median of $pairs pairs | **${median_ratio}×** (target ≥ 0.9×) |
 | replication lag under that load (probe tenant, $lagCount probes) | p50 $lag50 ms, p99 $lag99 ms |
 | restore of $restore_tenants tenants (\`litestream restore -integrity-check full\`, sequential) | $restore_total s, $restore_each ms per tenant |
 | replica size per $size_writes writes of one tenant (before compaction) | $size_kb KiB (database $db_kb KiB) |

@@ -9,6 +9,12 @@ function setup(thread)
     threads = threads + 1
 end
 
+-- Seeded per run and thread: otherwise every run repeats the names of the
+-- previous one, and a second run on the same tenants gets conflicts.
+function init(args)
+    math.randomseed(os.time() * 1000 + (thread_id or 0))
+end
+
 function request()
     counter = counter + 1
     local tenant = tenants[((thread_id or 0) * 7919 + counter) % #tenants + 1]

@@ -10,7 +10,7 @@ import GRDBRegistry
 struct RestoreCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "restore",
-        abstract: "Restore one tenant, one database, or everything from a backup directory.",
+        abstract: "Restore one tenant, one database, or everything from a backup directory or the Litestream replica.",
         discussion: """
             Each file is copied next to its destination under a hidden name, and checked there: \
             size and SHA-256 against the manifest, opened with the configured key (a tenant's \
@@ -21,13 +21,29 @@ struct RestoreCommand: ParsableCommand {
             An existing database is replaced only with --force, and only if no process has it \
             open (WAL databases: every daemon's); stop the daemon of a database in a rollback \
             journal mode first, since an idle connection to it can't be detected.
+
+            With --from-replica, the databases come from the configuration's Litestream replica \
+            (replication.replica, `litestream restore`), as they are there or as they were at \
+            --timestamp; --removed restores the replica kept aside when a tenant was removed \
+            (replication.removedTenantRetentionSeconds). Each is checked the same way \
+            (integrity_check, migrations known to the configured folder with the same checksums) \
+            before it gets its name, and an existing database is never replaced, --force or not.
             """)
 
     @Option(help: ArgumentHelp("The daemon's JSON configuration file: where databases and tenants go, their migrations and keys.", valueName: "file"))
     var config: String
 
     @Option(help: ArgumentHelp("The backup directory (with its manifest.json).", valueName: "dir"))
-    var from: String
+    var from: String?
+
+    @Flag(help: "Restore from the Litestream replica of the configuration (replication.replica) instead of a backup.")
+    var fromReplica = false
+
+    @Option(help: ArgumentHelp("With --from-replica: the state at this time (RFC 3339, 2026-11-23T16:00:00Z).", valueName: "time"))
+    var timestamp: String?
+
+    @Flag(help: "With --from-replica --tenant: the replica kept when the tenant was removed (the most recent removal).")
+    var removed = false
 
     @Option(help: ArgumentHelp("Restore this tenant.", valueName: "id"))
     var tenant: String?
@@ -55,6 +71,21 @@ struct RestoreCommand: ParsableCommand {
         if [tenant != nil, database != nil, all].filter({ $0 }).count != 1 {
             throw ValidationError("Choose what to restore: --tenant ID, --database NAME or --all.")
         }
+        if (from != nil) == fromReplica {
+            throw ValidationError("Choose where to restore from: --from DIR (a backup) or --from-replica.")
+        }
+        if !fromReplica && (timestamp != nil || removed) {
+            throw ValidationError("--timestamp and --removed need --from-replica.")
+        }
+        if fromReplica && force {
+            throw ValidationError("A restore from the replica never replaces a database: move the existing file away first (it stays as it was), then restore.")
+        }
+        if removed && tenant == nil {
+            throw ValidationError("--removed restores one tenant: give --tenant ID.")
+        }
+        if let timestamp, Self.date(fromTimestamp: timestamp) == nil {
+            throw ValidationError("--timestamp \(String(reflecting: timestamp)) is not an RFC 3339 time, such as 2026-11-23T16:00:00Z.")
+        }
     }
 
     /// One restore, ready to run.
@@ -65,6 +96,10 @@ struct RestoreCommand: ParsableCommand {
     }
 
     func run() throws {
+        if fromReplica {
+            try runFromReplica()
+            return
+        }
         let items = try setup { try self.items() }
         let reporter = ProgressReporter(enabled: !noProgress && !json && items.count > 1, verb: "restored")
         let total = items.count
@@ -87,6 +122,12 @@ struct RestoreCommand: ParsableCommand {
                 failures.append(JSONFailure(name: item.entry.id, path: item.destination, error: "\(error)"))
             }
         }
+        try report(restored: restored, failures: failures, total: items.count)
+    }
+
+    /// Prints what was restored and what failed; exit status 1 when
+    /// something failed.
+    func report(restored: [JSONRestoreDocument.Restored], failures: [JSONFailure], total: Int) throws {
         if json {
             try printJSON(JSONRestoreDocument(restored: restored, failures: failures))
         } else {
@@ -97,7 +138,7 @@ struct RestoreCommand: ParsableCommand {
                     printLine(line)
                 }
             }
-            printLine("\(restored.count) of \(items.count) databases restored; \(failures.count) failed")
+            printLine("\(restored.count) of \(total) databases restored; \(failures.count) failed")
             if !failures.isEmpty {
                 printLine("failures:")
                 for failure in failures { printLine("  \(failure.name): \(failure.error)") }
@@ -110,6 +151,7 @@ struct RestoreCommand: ParsableCommand {
     /// folders and keys are all read first: a problem there restores nothing.
     private func items() throws -> [Item] {
         let configuration = try RegistryConfiguration.load(contentsOf: URL(fileURLWithPath: config))
+        guard let from else { throw ValidationError("Give the backup directory: --from DIR.") }
         let restore = try BackupRestore(from: URL(fileURLWithPath: from), logger: registryctlLogger())
         var sets: [String: MigrationSet] = [:]
         func set(_ folder: String?) throws -> MigrationSet? {

@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import GRDBCipher
 import GRDBMigrations
+import GRDBBackup
 import GRDBRegistry
 import GRDBRegistryExamples
 @testable import GRDBRegistryService
@@ -41,6 +42,7 @@ private func files(under url: URL) -> [URL] {
         #expect(replication.socket == "/srv/app/litestream.sock")
         #expect(replication.startsReplicator)
         #expect(replication.encryptedBackupInterval == .seconds(3600))
+        #expect(replication.removedTenantRetention == .seconds(7 * 24 * 3600))
         #expect(replication.replicaURL(forTenant: "acme") == "file:///srv/app/replica/tenants/acme")
         #expect(replication.replicaURL(forDatabase: "catalog") == "file:///srv/app/replica/databases/catalog")
 
@@ -49,6 +51,10 @@ private func files(under url: URL) -> [URL] {
             """#.utf8), baseDirectory: base, environment: [:])
         #expect(s3.replication?.replicaURL(forTenant: "acme") == "s3://bucket/prefix/tenants/acme")
         #expect(s3.replication?.litestream == "litestream")
+        let retained = try RegistryConfiguration.parse(Data(#"""
+            {"tenants": {"root": "tenants"}, "replication": {"replica": "replica", "removedTenantRetentionSeconds": 0}}
+            """#.utf8), baseDirectory: base, environment: [:])
+        #expect(retained.replication?.removedTenantRetention == .zero)
         let overridden = try RegistryConfiguration.parse(Data(#"""
             {"tenants": {"root": "tenants"}, "replication": {"replica": "replica"}}
             """#.utf8), baseDirectory: base, environment: ["GRDBREGISTRY_REPLICA": "s3://other/prefix"])
@@ -59,7 +65,7 @@ private func files(under url: URL) -> [URL] {
             try RegistryConfiguration.parse(Data(#"""
                 {"tenants": {"root": "tenants", "masterKey": {"env": "K"}},
                  "replication": {"replica": "ftp://host/x", "startReplicator": false, "syncInterval": 1,
-                                 "encryptedBackupIntervalSeconds": 0}}
+                                 "encryptedBackupIntervalSeconds": 0, "removedTenantRetentionSeconds": -1}}
                 """#.utf8), baseDirectory: base, environment: [:])
         }
         let problems = try #require(error?.problems)
@@ -67,6 +73,7 @@ private func files(under url: URL) -> [URL] {
         #expect(problems.contains { $0.hasPrefix("replication.replica: unknown scheme ftp") })
         #expect(problems.contains { $0.hasPrefix("replication.socket: missing") })
         #expect(problems.contains { $0.hasPrefix("replication.encryptedBackupIntervalSeconds: must be a positive") })
+        #expect(problems.contains { $0.hasPrefix("replication.removedTenantRetentionSeconds: must be zero") })
         #expect(problems.contains { $0.hasPrefix("replication.encryptedBackupDirectory: missing: tenants are encrypted") })
 
         let long = String(repeating: "s", count: 120)
@@ -87,8 +94,8 @@ private func files(under url: URL) -> [URL] {
              "replication": {"replica": "replica", "litestream": "\#(litestream)"}}
             """#.utf8), baseDirectory: directory.url, environment: [:])
         let logs = LogRecorder()
-        let service = DatabaseService(configuration: configuration, environment: [:], logger: logs.logger(), observer: .none)
         let replicator = try LitestreamReplicator(configuration: configuration, environment: [:], logger: logs.logger(), scanInterval: .milliseconds(200))
+        let service = DatabaseService(configuration: configuration, environment: [:], logger: logs.logger(), observer: .none, replicator: replicator)
         let tenants = try service.tenants(of: PlayerRepository.self)
         let acme = try TenantID("acme")
         let path = try tenants.path(of: acme)
@@ -126,14 +133,13 @@ private func files(under url: URL) -> [URL] {
                 let status = try runner.status(ofDatabaseAt: path)
                 #expect(status.pending.isEmpty && status.modified.isEmpty, "\(status)")
 
-                // Removing a tenant stops its replication.
+                // Removing a tenant stops its replication, at once.
                 let gone = try TenantID("gone")
                 try tenants.provision(gone)
-                await replicator.registerNow()
+                _ = try await tenants.withRepository(gone) { try await $0.add(name: "last", score: 1) }
                 #expect(replicator.status.registered.contains(try tenants.path(of: gone)))
                 let gonePath = try tenants.path(of: gone)
                 try tenants.remove(gone)
-                await replicator.registerNow()
                 #expect(replicator.status.registered == [path])
                 #expect(!FileManager.default.fileExists(atPath: URL(fileURLWithPath: gonePath).deletingLastPathComponent().appendingPathComponent(".gone.sqlite-litestream").path))
                 #expect(FileManager.default.fileExists(atPath: URL(fileURLWithPath: path).deletingLastPathComponent().appendingPathComponent(".acme.sqlite-litestream").path))
@@ -178,8 +184,8 @@ private func files(under url: URL) -> [URL] {
                              "encryptedBackupDirectory": "backups", "encryptedBackupIntervalSeconds": 0.2}}
             """#.utf8), baseDirectory: directory.url, environment: environment)
         let logs = LogRecorder()
-        let service = DatabaseService(configuration: configuration, environment: environment, logger: logs.logger(), observer: .none)
         let replicator = try LitestreamReplicator(configuration: configuration, environment: environment, logger: logs.logger(), scanInterval: .milliseconds(100))
+        let service = DatabaseService(configuration: configuration, environment: environment, logger: logs.logger(), observer: .none, replicator: replicator)
         let tenants = try service.tenants(of: PlayerRepository.self)
         let vault = try TenantID("vault"), open = try TenantID("open")
         let marker = "PLAINTEXT-MARKER-7c1e"
@@ -206,6 +212,12 @@ private func files(under url: URL) -> [URL] {
                 #expect(status.refused == [try tenants.path(of: vault)])
                 #expect(status.backedUp == [try tenants.path(of: vault)])
                 try await replicator.sync(path: try tenants.path(of: open))
+
+                // A removed encrypted tenant: backed up a last time, kept aside.
+                let secret = try TenantID("secret")
+                try tenants.provision(secret, configuration: service.tenantConfiguration(for: secret, encrypted: true))
+                _ = try await tenants.withRepository(secret) { try await $0.add(name: "\(marker)-removed", score: 1) }
+                try tenants.remove(secret)
                 trigger.triggerGracefulShutdown()
                 try await group.waitForAll()
             }
@@ -219,7 +231,7 @@ private func files(under url: URL) -> [URL] {
         // header for the encrypted tenant.
         let backups = directory.url.appendingPathComponent("backups")
         let scanned = files(under: replica) + files(under: backups)
-        #expect(files(under: backups).count == 1)
+        #expect(files(under: backups).count == 2)
         for file in scanned {
             let bytes = try Data(contentsOf: file)
             #expect(bytes.range(of: Data(marker.utf8)) == nil, "\(file.path) holds plaintext of the encrypted tenant")
@@ -232,5 +244,172 @@ private func files(under url: URL) -> [URL] {
         let copy = try DatabaseQueue(path: backup, configuration: keyed)
         #expect(try await copy.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM player WHERE name LIKE 'PLAINTEXT-MARKER-%'") } == 30)
         try copy.close()
+
+        // The removal of the encrypted tenant is undone from its last backup.
+        let secret = try TenantID("secret")
+        let restore = LitestreamRestore(configuration: configuration, environment: environment)
+        #expect(try restore.restoreRemoved(tenant: secret).destination == configuration.tenants!.layout.path(of: secret))
+        let secretPath = configuration.tenants!.layout.path(of: secret)
+        #expect(CipherDatabase.isEncrypted(atPath: secretPath) == true)
+        var secretKey = Configuration()
+        try secretKey.encrypt(with: try #require(try configuration.tenantEncryption(environment: environment).key(forTenant: "secret", atPath: secretPath)))
+        let restored = try DatabaseQueue(path: secretPath, configuration: secretKey)
+        #expect(try await restored.read { try String.fetchAll($0, sql: "SELECT name FROM player") } == ["\(marker)-removed"])
+        try restored.close()
+    }
+
+    /// A replicated configuration of `directory`: plain tenants with the
+    /// players migrations, a file replica, the real Litestream.
+    private static func replicatedConfiguration(in directory: TemporaryDirectory, litestream: String = litestream, retention: String = "3600") throws -> RegistryConfiguration {
+        try RegistryConfiguration.parse(Data(#"""
+            {"tenants": {"root": "tenants", "migrations": "\#(repositoryRoot.path)/Migrations/players"},
+             "replication": {"replica": "replica", "litestream": "\#(litestream)", "removedTenantRetentionSeconds": \#(retention)}}
+            """#.utf8), baseDirectory: directory.url, environment: [:])
+    }
+
+    private static func names(inTenantAt path: String) throws -> [String] {
+        let queue = try DatabaseQueue(path: path)
+        defer { try? queue.close() }
+        return try queue.read { try String.fetchAll($0, sql: "SELECT name FROM player ORDER BY score") }
+    }
+
+    /// The daemon registers a tenant with Litestream when it opens, before
+    /// its first write is acknowledged: with no scan after the start, the
+    /// first write of a tenant just provisioned is in the replica after one
+    /// sync. Removing the tenant uploads its last write, unregisters it and
+    /// keeps its replica aside, from which the removal is undone.
+    @Test func aTenantIsReplicatedFromItsFirstWriteAndItsRemovalCanBeUndone() async throws {
+        let directory = try TemporaryDirectory()
+        let configuration = try Self.replicatedConfiguration(in: directory)
+        let logs = LogRecorder()
+        // An hour between scans: only the start scans.
+        let replicator = try LitestreamReplicator(configuration: configuration, environment: [:], logger: logs.logger(), scanInterval: .seconds(3600))
+        let service = DatabaseService(configuration: configuration, environment: [:], logger: logs.logger(), observer: .none, replicator: replicator)
+        let tenants = try service.tenants(of: PlayerRepository.self)
+        let acme = try TenantID("acme")
+        let path = try tenants.path(of: acme)
+        let replica = directory.url.appendingPathComponent("replica")
+
+        try await testGracefulShutdown { trigger in
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await service.run() }
+                group.addTask { try await replicator.run() }
+                try await service.waitUntilReady()
+                try await replicator.waitUntilReady()
+                #expect(replicator.status.registered.isEmpty)
+
+                try tenants.provision(acme)
+                _ = try await tenants.withRepository(acme) { try await $0.add(name: "first", score: 1) }
+                #expect(replicator.status.registered == [path])
+                let synced = try await replicator.sync(path: path)
+                #expect(synced.replicatedTXID == synced.txid)
+                #expect(FileManager.default.fileExists(atPath: replica.appendingPathComponent("tenants/acme").path))
+
+                // Removal: written last, uploaded before the files go.
+                _ = try await tenants.withRepository(acme) { try await $0.add(name: "last", score: 2) }
+                try tenants.remove(acme)
+                #expect(replicator.status.registered.isEmpty)
+                #expect(try replicator.control.list().isEmpty)
+                #expect(!FileManager.default.fileExists(atPath: path))
+                #expect(!FileManager.default.fileExists(atPath: replica.appendingPathComponent("tenants/acme").path))
+                let kept = try RemovedTenantReplicas(replication: try #require(configuration.replication)).entries(of: acme)
+                #expect(kept.count == 1)
+                #expect(kept.first?.replicaURL?.hasPrefix("file://" + replica.appendingPathComponent("removed/tenants/acme/").path) == true)
+
+                // A tenant created again under the id has a replica of its own.
+                try tenants.provision(acme)
+                _ = try await tenants.withRepository(acme) { try await $0.add(name: "second life", score: 3) }
+                #expect(replicator.status.registered == [path])
+                try await replicator.sync(path: path)
+
+                trigger.triggerGracefulShutdown()
+                try await group.waitForAll()
+            }
+        }
+
+        let checks = BackupRestore.Checks(migrations: try MigrationSet(directory: repositoryRoot.appendingPathComponent("Migrations/players")))
+        let restore = LitestreamRestore(configuration: configuration, environment: [:])
+        // An existing tenant is never replaced.
+        #expect(throws: ReplicationError.destinationExists(path: path)) { try restore.restore(tenant: acme, checks: checks) }
+        // Moved away with its WAL: the daemon does not checkpoint what
+        // Litestream replicates.
+        for suffix in ["", "-wal", "-shm"] where FileManager.default.fileExists(atPath: path + suffix) {
+            try FileManager.default.moveItem(atPath: path + suffix, toPath: directory.path("acme-moved-away.sqlite" + suffix))
+        }
+        let report = try restore.restore(tenant: acme, checks: checks)
+        #expect(report.pendingMigrations.isEmpty)
+        #expect(try Self.names(inTenantAt: path) == ["second life"])
+        // The undo of the removal: every write of the removed tenant.
+        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+        try restore.restoreRemoved(tenant: acme, checks: checks)
+        #expect(try Self.names(inTenantAt: path) == ["first", "last"])
+    }
+
+    /// Fail closed: a plain tenant that can't be registered (the replicator
+    /// did not start) does not open, so no write to it is acknowledged
+    /// unreplicated; and it is not removed, since its replica can't be
+    /// completed.
+    @Test func aTenantDoesNotOpenOrGoWhileTheReplicatorIsDown() async throws {
+        let directory = try TemporaryDirectory()
+        let configuration = try Self.replicatedConfiguration(in: directory, litestream: directory.path("no-such-litestream"))
+        let logs = LogRecorder()
+        let replicator = try LitestreamReplicator(configuration: configuration, environment: [:], logger: logs.logger())
+        let service = DatabaseService(configuration: configuration, environment: [:], logger: logs.logger(), observer: .none, replicator: replicator)
+        let tenants = try service.tenants(of: PlayerRepository.self)
+        await #expect(throws: ReplicationError.self) { try await replicator.run() }
+
+        let acme = try TenantID("acme")
+        try tenants.provision(acme)
+        await #expect(throws: ReplicationError.self) {
+            try await tenants.withRepository(acme) { try await $0.add(name: "never acknowledged", score: 1) }
+        }
+        let removal = #expect(throws: ReplicationError.self) { try tenants.remove(acme) }
+        if case .removalFailed = removal {} else { Issue.record("expected removalFailed, got \(String(describing: removal))") }
+        #expect(FileManager.default.fileExists(atPath: try tenants.path(of: acme)))
+    }
+
+    /// A daemon whose configuration replicates must be given the
+    /// replicator: without it, tenants would be registered by the scan only.
+    @Test func aReplicatedServiceWithoutItsReplicatorDoesNotStart() async throws {
+        let directory = try TemporaryDirectory()
+        let configuration = try Self.replicatedConfiguration(in: directory)
+        let service = DatabaseService(configuration: configuration, environment: [:], logger: LogRecorder().logger(), observer: .none)
+        let error = await #expect(throws: DatabaseServiceError.self) { try await service.run() }
+        guard case let .invalidConfiguration(problems) = error else {
+            Issue.record("expected invalidConfiguration, got \(String(describing: error))")
+            return
+        }
+        #expect(problems.contains { $0.hasPrefix("replication: the configuration replicates, and this service has no replicator") })
+    }
+
+    /// The replicas of removed tenants are kept for the retention, then
+    /// deleted; a zero retention deletes them at removal.
+    @Test func removedReplicasAreKeptForTheirRetentionThenDeleted() throws {
+        let directory = try TemporaryDirectory()
+        func replicaOf(_ tenant: String) throws -> URL {
+            let folder = directory.url.appendingPathComponent("replica/tenants/\(tenant)/ltx/0")
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            try Data("ltx".utf8).write(to: folder.appendingPathComponent("0000000000000001-0000000000000001.ltx"))
+            return folder
+        }
+        let acme = try TenantID("acme")
+        let removedAt = Date(timeIntervalSince1970: 1_800_000_000.25)
+        let kept = RemovedTenantReplicas(replication: .init(replica: "file://" + directory.path("replica"), removedTenantRetention: .seconds(3600)))
+        _ = try replicaOf("acme")
+        let entry = try #require(try kept.keep(acme, removedAt: removedAt))
+        #expect(entry.removedAt == removedAt)
+        #expect(try kept.entries() == [entry])
+        #expect(!FileManager.default.fileExists(atPath: directory.path("replica/tenants/acme")))
+        #expect(try kept.prune(now: removedAt.addingTimeInterval(3599)).isEmpty)
+        #expect(try kept.entries(of: acme) == [entry])
+        #expect(try kept.prune(now: removedAt.addingTimeInterval(3601)) == [entry])
+        #expect(try kept.entries().isEmpty)
+        #expect(!FileManager.default.fileExists(atPath: String(try #require(entry.replicaURL).dropFirst("file://".count))))
+
+        let deleted = RemovedTenantReplicas(replication: .init(replica: "file://" + directory.path("replica"), removedTenantRetention: .zero))
+        _ = try replicaOf("acme")
+        #expect(try deleted.keep(acme, removedAt: removedAt) == nil)
+        #expect(!FileManager.default.fileExists(atPath: directory.path("replica/tenants/acme")))
+        #expect(try deleted.entries().isEmpty)
     }
 }

@@ -3,8 +3,10 @@ import GRDBMigrations
 
 /// The file system steps of backups and restores: exclusive creation,
 /// hashing copies, fsync of files and of their directory, and publication
-/// under the final name only once the content is durable.
-enum Files {
+/// under the final name only once the content is durable. `package`: a
+/// restore from a Litestream replica (GRDBRegistryService) publishes its
+/// files the same way.
+package enum Files {
     /// The size and SHA-256 (lowercase hex) of a file's bytes.
     struct Digest: Equatable {
         var size: Int
@@ -28,12 +30,12 @@ enum Files {
 
     /// Removes a database file and the journal, WAL and WAL index SQLite
     /// may have left next to it.
-    static func removeDatabase(_ path: String) {
+    package static func removeDatabase(_ path: String) {
         for suffix in ["", "-journal", "-wal", "-shm"] { unlink(path + suffix) }
     }
 
     /// Flushes a file's content to the disk.
-    static func syncFile(_ path: String) throws {
+    package static func syncFile(_ path: String) throws {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { throw BackupError.fileSystem(path: path, operation: "open", reason: errorReason()) }
         defer { close(descriptor) }
@@ -42,7 +44,7 @@ enum Files {
 
     /// Flushes a directory, so that the names created or renamed in it
     /// survive a power loss.
-    static func syncDirectory(_ path: String) throws {
+    package static func syncDirectory(_ path: String) throws {
         let descriptor = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard descriptor >= 0 else { throw BackupError.fileSystem(path: path, operation: "open directory", reason: errorReason()) }
         defer { close(descriptor) }
@@ -55,7 +57,7 @@ enum Files {
     /// Without `replacing`, an existing `path` is never overwritten: the
     /// name is linked (link(2) fails when it exists), then the temporary
     /// name removed. With `replacing`, rename(2) swaps it atomically.
-    static func publish(_ temporary: String, as path: String, replacing: Bool) throws {
+    package static func publish(_ temporary: String, as path: String, replacing: Bool) throws {
         if replacing {
             guard rename(temporary, path) == 0 else {
                 throw BackupError.fileSystem(path: path, operation: "rename \(temporary) to", reason: errorReason())

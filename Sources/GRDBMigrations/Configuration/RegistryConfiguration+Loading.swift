@@ -434,17 +434,19 @@ private struct ReplicationModel: Decodable {
     var startReplicator: Bool?
     var encryptedBackupDirectory: String?
     var encryptedBackupIntervalSeconds: Double?
+    var removedTenantRetentionSeconds: Double?
 
     init(from decoder: any Decoder) throws {
         let log = decoder.log
         let container = try decoder.container(keyedBy: AnyKey.self)
-        container.checkKeys(["replica", "litestream", "socket", "startReplicator", "encryptedBackupDirectory", "encryptedBackupIntervalSeconds"], log)
+        container.checkKeys(["replica", "litestream", "socket", "startReplicator", "encryptedBackupDirectory", "encryptedBackupIntervalSeconds", "removedTenantRetentionSeconds"], log)
         replica = container.field("replica", log, expected: "a replica URL (file:///dir, s3://bucket/prefix) or a directory", required: true)
         litestream = container.field("litestream", log, expected: "the path of the litestream executable")
         socket = container.field("socket", log, expected: "the path of Litestream's control socket")
         startReplicator = container.field("startReplicator", log, expected: "true or false")
         encryptedBackupDirectory = container.field("encryptedBackupDirectory", log, expected: "the directory of encrypted backups")
         encryptedBackupIntervalSeconds = container.field("encryptedBackupIntervalSeconds", log, expected: "a number of seconds")
+        removedTenantRetentionSeconds = container.field("removedTenantRetentionSeconds", log, expected: "a number of seconds")
     }
 }
 
@@ -487,6 +489,14 @@ extension Builder {
                 log.add("replication.encryptedBackupIntervalSeconds", "must be a positive number of seconds")
             }
         }
+        var retention = RegistryConfiguration.Replication.defaultRemovedTenantRetention
+        if let seconds = model.removedTenantRetentionSeconds {
+            if seconds >= 0 && seconds.isFinite {
+                retention = .milliseconds(Int64(seconds * 1000))
+            } else {
+                log.add("replication.removedTenantRetentionSeconds", "must be zero (delete at removal) or a positive number of seconds")
+            }
+        }
         let backups = model.encryptedBackupDirectory.map(resolve)
         // Fail closed: an encrypted database is never handed to Litestream
         // (its SQLite can't read SQLCipher pages, and must never write into
@@ -501,6 +511,6 @@ extension Builder {
         }
         return RegistryConfiguration.Replication(
             replica: replica, litestream: litestream, socket: socket, startsReplicator: startsReplicator,
-            encryptedBackupDirectory: backups, encryptedBackupInterval: interval)
+            encryptedBackupDirectory: backups, encryptedBackupInterval: interval, removedTenantRetention: retention)
     }
 }

@@ -44,6 +44,13 @@ extension RegistryConfiguration {
         public var encryptedBackupDirectory: String?
         /// How often each encrypted database is backed up.
         public var encryptedBackupInterval: Duration
+        /// How long the replica (or encrypted backup) of a removed tenant
+        /// is kept, so that a mistaken removal can be undone with
+        /// `registryctl restore --from-replica --tenant ID --removed`:
+        /// at removal it moves to `<replica>/removed/tenants/<id>/<time>`
+        /// (`file://` replicas), and the replicator deletes it once this
+        /// retention has passed. Zero deletes it at removal.
+        public var removedTenantRetention: Duration
 
         public init(
             replica: String,
@@ -51,7 +58,8 @@ extension RegistryConfiguration {
             socket: String? = nil,
             startsReplicator: Bool = true,
             encryptedBackupDirectory: String? = nil,
-            encryptedBackupInterval: Duration = .seconds(3600)
+            encryptedBackupInterval: Duration = .seconds(3600),
+            removedTenantRetention: Duration = Replication.defaultRemovedTenantRetention
         ) {
             self.replica = replica
             self.litestream = litestream
@@ -59,7 +67,12 @@ extension RegistryConfiguration {
             self.startsReplicator = startsReplicator
             self.encryptedBackupDirectory = encryptedBackupDirectory
             self.encryptedBackupInterval = encryptedBackupInterval
+            self.removedTenantRetention = removedTenantRetention
         }
+
+        /// The retention of a removed tenant's replica when the file gives
+        /// none: seven days, long enough to notice a mistaken removal.
+        public static let defaultRemovedTenantRetention = Duration.seconds(7 * 24 * 3600)
 
         /// Litestream's sync interval for databases registered at runtime
         /// (`litestream register` takes none: version 0.5.17 gives each one

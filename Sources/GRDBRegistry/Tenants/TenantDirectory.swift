@@ -91,6 +91,9 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
     private let onEvent: (@Sendable (TenantEvent) -> Void)?
     /// The checkpoint each tenant runs when it closes.
     private let checkpointOnClose: Database.CheckpointMode?
+    /// Called by ``remove(_:force:)`` once the tenant is closed, before its
+    /// files are deleted.
+    private let willRemove: (@Sendable (TenantID, _ path: String) throws -> Void)?
     private let state = Mutex(State())
     /// Serialises the open-count reports: each reads the count while it
     /// holds this lock, so the last report is never older than the last
@@ -121,6 +124,11 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
     /// - parameter checkpointOnClose: The WAL checkpoint a tenant runs when
     ///   it is evicted or closed: nil when another process owns the
     ///   checkpoints (Litestream, for the tenants it replicates).
+    /// - parameter willRemove: Called by ``remove(_:force:)`` after the
+    ///   tenant is closed and before its files are deleted, on the caller's
+    ///   thread (blocking I/O is fine: `remove` is blocking): a daemon's
+    ///   replicator uploads the last writes there. When it throws, nothing
+    ///   is deleted and `remove` throws its error.
     public init(
         root: URL,
         maxOpen: Int = 256,
@@ -128,7 +136,8 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
         connections: DatabaseConnections = .shared,
         configuration: @escaping @Sendable (TenantID, _ path: String) throws -> Configuration = { _, _ in Configuration() },
         onEvent: (@Sendable (TenantEvent) -> Void)? = nil,
-        checkpointOnClose: Database.CheckpointMode? = .truncate
+        checkpointOnClose: Database.CheckpointMode? = .truncate,
+        willRemove: (@Sendable (TenantID, _ path: String) throws -> Void)? = nil
     ) throws {
         precondition(maxOpen > 0, "maxOpen must be positive")
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
@@ -140,6 +149,7 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
         self.configuration = configuration
         self.onEvent = onEvent
         self.checkpointOnClose = checkpointOnClose
+        self.willRemove = willRemove
     }
 
     private init() {
@@ -150,6 +160,7 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
         connections = DatabaseConnections()
         onEvent = nil
         checkpointOnClose = nil
+        willRemove = nil
         configuration = { _, _ in throw TenantError.notConfigured }
     }
 
@@ -250,10 +261,15 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
             state.openCount -= 1
             return (repository, slot.generation)
         }
-        defer { finishClosing(id, generation: generation) }
+        defer {
+            if repository != nil { reportOpenCount() }
+            finishClosing(id, generation: generation)
+        }
         try? repository?.managedDatabase.close()
+        // Closed: no write can land between the hook and the deletion. A
+        // failed hook leaves the files; the next lease opens them again.
+        try willRemove?(id, path)
         Self.removeFiles(of: path)
-        if repository != nil { reportOpenCount() }
     }
 
     private static func removeFiles(of path: String) {

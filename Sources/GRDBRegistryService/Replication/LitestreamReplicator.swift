@@ -17,8 +17,8 @@ import Synchronization
 /// databases close.
 ///
 /// ```swift
-/// let databases = DatabaseService(configuration: configuration, logger: logger)
 /// let replicator = try LitestreamReplicator(configuration: configuration, logger: logger)
+/// let databases = DatabaseService(configuration: configuration, logger: logger, replicator: replicator)
 /// let group = ServiceGroup(configuration: .init(
 ///     services: [databases, replicator, httpServer],
 ///     gracefulShutdownSignals: [.sigterm],
@@ -31,14 +31,22 @@ import Synchronization
 ///   control socket, no database), and stops it with SIGTERM at shutdown
 ///   (Litestream syncs what it has seen, then exits). Otherwise it talks to
 ///   the replicator already listening on `replication.socket`.
-/// - **Registration.** Every `scanInterval`, each plain tenant file
-///   (``/GRDBRegistry/TenantLayout``) and each plain named database is registered with
-///   Litestream (`POST /register`, as `litestream register` does), to
-///   `<replica>/tenants/<id>` or `<replica>/databases/<name>`; a removed
-///   file is unregistered. A tenant provisioned since the last scan is
-///   registered at the next one: Litestream's first sync copies the whole
-///   database, so no write made before is missed. ``registerNow()`` does a
-///   scan at once.
+/// - **Registration.** The ``DatabaseService`` it is given to registers
+///   each plain tenant with Litestream (`POST /register`, as `litestream
+///   register` does, to `<replica>/tenants/<id>`) when the tenant opens,
+///   before its first lease, so before any write to it is acknowledged;
+///   an open waits for the replicator to be ready, and fails with a
+///   ``ReplicationError`` when the tenant can't be registered (fail
+///   closed: no write is acknowledged unreplicated). When the service
+///   removes a tenant (`TenantDirectory.remove`), the replicator uploads
+///   its last writes, unregisters it, and keeps its replica aside for
+///   `replication.removedTenantRetentionSeconds` (see ``RemovedTenantReplicas``)
+///   before the files are deleted. As a safety net, every `scanInterval`
+///   each plain tenant file and each plain named database (at
+///   `<replica>/databases/<name>`) is registered, and a file removed
+///   behind the daemon's back unregistered: Litestream's first sync copies
+///   the whole database, so nothing written before is missed.
+///   ``registerNow()`` does a scan at once.
 /// - **Encrypted databases are never registered**: the tenant-key policy
 ///   gives them a key, or their first bytes are not a plain SQLite header,
 ///   or a plain read-only connection can't read their schema. Litestream's
@@ -81,6 +89,10 @@ public final class LitestreamReplicator: Service, Sendable {
         var readinessWaiters: [CheckedContinuation<Void, any Error>] = []
         var failure: ReplicationError?
         var lastBackup: ContinuousClock.Instant?
+        /// Set once ``stop()`` begins: nothing is registered any more.
+        var isStopped = false
+        /// Tenants being removed: the scan does not register them again.
+        var retiring: Set<String> = []
     }
 
     /// The configuration the replicator serves; its `replication` section
@@ -94,6 +106,11 @@ public final class LitestreamReplicator: Service, Sendable {
     private let logger: Logger
     private let scanInterval: Duration
     private let state = Mutex(State())
+    /// Serialises each registration and unregistration with the others
+    /// (the scan's, a tenant opening, a tenant being removed), so that a
+    /// path is never registered while it is being unregistered. Held only
+    /// off the cooperative pool, across blocking socket calls.
+    private let registration = Mutex(())
 
     /// Creates the replicator of `configuration`. Nothing starts before
     /// ``run()``.
@@ -298,6 +315,12 @@ public final class LitestreamReplicator: Service, Sendable {
     /// Stops the process it started: SIGTERM, Litestream's last sync
     /// (its `shutdown-sync-timeout` is 30 s), then SIGKILL if still alive.
     private func stop() async {
+        let waiters = state.withLock { state in
+            state.isStopped = true
+            defer { state.readinessWaiters = [] }
+            return state.readinessWaiters
+        }
+        for waiter in waiters { waiter.resume(throwing: ReplicationError.replicatorNotRunning(reason: "stopped")) }
         if let adopted = state.withLock({ $0.adoptedPID }) {
             kill(adopted, SIGTERM)
             let deadline = ContinuousClock.now + .seconds(35)
@@ -356,16 +379,19 @@ public final class LitestreamReplicator: Service, Sendable {
             }
             let layout = tenants.layout
             for id in (try? layout.tenants()) ?? [] {
-                let path = layout.path(of: id)
-                candidates.append(Candidate(
-                    name: "tenants/\(id)", path: path, replicaURL: replication.replicaURL(forTenant: id.rawValue),
-                    key: {
-                        guard let key = try encryption.key(forTenant: id.rawValue, atPath: path) else { return nil }
-                        return BackupEncryption(key: key)
-                    }))
+                candidates.append(tenantCandidate(id, path: layout.path(of: id), encryption: encryption))
             }
         }
         return candidates
+    }
+
+    private func tenantCandidate(_ id: TenantID, path: String, encryption: TenantEncryption) -> Candidate {
+        Candidate(
+            name: "tenants/\(id)", path: path, replicaURL: replication.replicaURL(forTenant: id.rawValue),
+            key: {
+                guard let key = try encryption.key(forTenant: id.rawValue, atPath: path) else { return nil }
+                return BackupEncryption(key: key)
+            })
     }
 
     private func tick() async {
@@ -386,35 +412,186 @@ public final class LitestreamReplicator: Service, Sendable {
         let candidates = candidates()
         let (registered, refused) = state.withLock { ($0.status.registered, $0.status.refused) }
         let present = Set(candidates.map(\.path))
-        let control = self.control
         for candidate in candidates where !registered.contains(candidate.path) && !refused.contains(candidate.path) {
             do {
-                guard try Self.isPlain(candidate) else {
-                    state.withLock { _ = $0.status.refused.insert(candidate.path) }
-                    continue
-                }
-                let result = try await Self.offPool { try control.register(path: candidate.path, replicaURL: candidate.replicaURL) }
-                state.withLock { _ = $0.status.registered.insert(candidate.path) }
-                logger.info("replicating", metadata: ["database": "\(candidate.name)", "replica": "\(candidate.replicaURL)", "status": "\(result)"])
+                _ = try await Self.offPool { try self.registerLocked(candidate) }
             } catch {
                 record(error: "\(candidate.name): \(error)")
             }
         }
+        // Files removed behind the daemon's back (not through
+        // `TenantDirectory.remove`, which retires its tenants itself).
         for path in registered.subtracting(present) {
             do {
-                _ = try await Self.offPool { try control.unregister(path: path) }
-                // Litestream's position state of the file (`.<file>-litestream`
-                // beside it): a tenant created again with this id starts anew.
-                let url = URL(fileURLWithPath: path)
-                try? FileManager.default.removeItem(at: url.deletingLastPathComponent().appendingPathComponent(".\(url.lastPathComponent)-litestream"))
+                // Retired meanwhile by a removal: nothing left to do.
+                guard try await Self.offPool({ try self.unregisterLocked(path: path) }) else { continue }
                 logger.info("replication stopped: database removed", metadata: ["path": "\(path)"])
+                if let id = tenantID(ofPath: path) {
+                    try RemovedTenantReplicas(replication: replication).keep(id, removedAt: Date())
+                }
             } catch {
                 record(error: "unregister \(path): \(error)")
             }
-            state.withLock { _ = $0.status.registered.remove(path) }
+        }
+        state.withLock { state in
+            state.retiring.formIntersection(present)
+            state.status.refused.formIntersection(present)
+        }
+        do {
+            for entry in try RemovedTenantReplicas(replication: replication).prune() {
+                logger.info("replica of a removed tenant deleted: its retention passed", metadata: [
+                    "tenant": "\(entry.tenant)", "removedAt": "\(RemovedTenantReplicas.stamp(entry.removedAt))"])
+            }
+        } catch {
+            record(error: "pruning the replicas of removed tenants: \(error)")
         }
         // Only databases the configuration gives a key are backed up here.
         await backUpEncryptedDatabases(candidates)
+    }
+
+    /// The tenant whose file is `path`, if it is one.
+    private func tenantID(ofPath path: String) -> TenantID? {
+        guard let layout = configuration.tenants?.layout else { return nil }
+        let url = URL(fileURLWithPath: path)
+        guard url.deletingLastPathComponent().standardizedFileURL.path == layout.root.path else { return nil }
+        return try? TenantID(url.deletingPathExtension().lastPathComponent)
+    }
+
+    /// Registers `candidate` with Litestream if it is plain, under the
+    /// registration lock. Blocking.
+    ///
+    /// - returns: Whether it is registered (false: not plain, refused).
+    /// - parameter retiring: Whether the caller is the removal of the
+    ///   tenant (the scan leaves tenants being removed alone).
+    @discardableResult
+    private func registerLocked(_ candidate: Candidate, retiring byRemoval: Bool = false) throws -> Bool {
+        try registration.withLock { _ in
+            let (registered, refused, retiring, stopped) = state.withLock {
+                ($0.status.registered.contains(candidate.path), $0.status.refused.contains(candidate.path),
+                 $0.retiring.contains(candidate.path), $0.isStopped)
+            }
+            if registered { return true }
+            if refused || (retiring && !byRemoval) { return false }
+            if stopped { throw ReplicationError.replicatorNotRunning(reason: "stopped") }
+            guard try Self.isPlain(candidate) else {
+                state.withLock { _ = $0.status.refused.insert(candidate.path) }
+                return false
+            }
+            let result = try control.register(path: candidate.path, replicaURL: candidate.replicaURL)
+            state.withLock { _ = $0.status.registered.insert(candidate.path) }
+            logger.info("replicating", metadata: ["database": "\(candidate.name)", "replica": "\(candidate.replicaURL)", "status": "\(result)"])
+            return true
+        }
+    }
+
+    /// Unregisters `path` from Litestream, under the registration lock,
+    /// and forgets Litestream's position state of it. Blocking.
+    ///
+    /// - returns: false when it was not registered.
+    @discardableResult
+    private func unregisterLocked(path: String) throws -> Bool {
+        try registration.withLock { _ in
+            guard state.withLock({ $0.status.registered.contains(path) }) else { return false }
+            _ = try control.unregister(path: path)
+            state.withLock { _ = $0.status.registered.remove(path) }
+            // Litestream's position state of the file (`.<file>-litestream`
+            // beside it): a tenant created again with this id starts anew.
+            let url = URL(fileURLWithPath: path)
+            try? FileManager.default.removeItem(at: url.deletingLastPathComponent().appendingPathComponent(".\(url.lastPathComponent)-litestream"))
+            return true
+        }
+    }
+
+    // MARK: - Tenants of the DatabaseService
+
+    /// Waits (blocking) until the replicator is ready, or throws.
+    private func waitUntilReadyBlocking() throws {
+        let deadline = ContinuousClock.now + Self.readinessTimeout
+        while true {
+            let (ready, failure, stopped) = state.withLock { ($0.status.isReady, $0.failure, $0.isStopped) }
+            if let failure { throw failure }
+            if stopped { throw ReplicationError.replicatorNotRunning(reason: "stopped") }
+            if ready { return }
+            if ContinuousClock.now > deadline {
+                throw ReplicationError.replicatorNotRunning(reason: "not ready after \(Self.readinessTimeout): is the LitestreamReplicator in the ServiceGroup?")
+            }
+            Thread.sleep(forTimeInterval: 0.02)
+        }
+    }
+
+    /// How long an opening tenant waits for the replicator to start: its
+    /// own start waits up to 15 s for Litestream's socket.
+    static let readinessTimeout = Duration.seconds(20)
+
+    /// Registers the plain tenant `id` with Litestream as it opens, before
+    /// its first lease. Called by ``DatabaseService`` off the cooperative
+    /// pool (the tenant directory's queue); blocks until Litestream has
+    /// opened the database.
+    ///
+    /// - throws: ``ReplicationError``: the replicator is not running, the
+    ///   file is not a plain database, or Litestream refused it.
+    func registerOpeningTenant(_ id: TenantID, path: String) throws {
+        let registered = state.withLock { state in
+            // The directory opens a tenant only once its removal finished:
+            // this file is a new tenant under the id.
+            state.retiring.remove(path)
+            // Checked again: the file may have been replaced since.
+            state.status.refused.remove(path)
+            return state.status.registered.contains(path)
+        }
+        if registered { return }
+        try waitUntilReadyBlocking()
+        // The service opens it without a key: the policy says plain.
+        let candidate = Candidate(
+            name: "tenants/\(id)", path: path, replicaURL: replication.replicaURL(forTenant: id.rawValue), key: { nil })
+        guard try registerLocked(candidate) else { throw ReplicationError.notPlain(path: path) }
+    }
+
+    /// Retires tenant `id`, closed and about to be deleted: uploads its
+    /// last writes and unregisters it (plain), or backs it up a last time
+    /// (encrypted), then keeps its replica or backup aside for the
+    /// retention. Called by ``DatabaseService`` from
+    /// `TenantDirectory.remove`; blocking.
+    ///
+    /// - throws: ``ReplicationError/removalFailed(tenant:reason:)``: the
+    ///   tenant must not be deleted.
+    func retireTenant(_ id: TenantID, path: String) throws {
+        // From here the scan neither registers nor backs it up; under the
+        // lock, so that a scan's backup of it in flight ends first.
+        registration.withLock { _ in state.withLock { _ = $0.retiring.insert(path) } }
+        do {
+            try waitUntilReadyBlocking()
+            let candidate = tenantCandidate(id, path: path, encryption: try configuration.tenantEncryption(environment: environment))
+            if let keyed = try candidate.key() {
+                // Encrypted: a last backup, so that the one kept aside has
+                // every write.
+                if let directory = replication.encryptedBackupDirectory {
+                    let destination = URL(fileURLWithPath: directory).appendingPathComponent(candidate.name + ".sqlite").path
+                    try FileManager.default.createDirectory(
+                        atPath: URL(fileURLWithPath: destination).deletingLastPathComponent().path,
+                        withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+                    try Self.backUp(candidate, encryption: keyed, to: destination)
+                }
+            } else if try registerLocked(candidate, retiring: true) {
+                // Plain: registered if it was not (Litestream's first sync
+                // copies it whole), then every write uploaded before
+                // Litestream lets it go.
+                let synced = try control.sync(path: path, wait: true)
+                guard synced.replicatedTXID >= synced.txid else {
+                    throw ReplicationError.litestreamRefused(reason: "after the last sync, the replica has transaction \(synced.replicatedTXID) of \(synced.txid)")
+                }
+                try unregisterLocked(path: path)
+            }
+            let kept = try RemovedTenantReplicas(replication: replication).keep(id, removedAt: Date())
+            logger.info("tenant removed: replication stopped", metadata: [
+                "tenant": "\(id)", "kept": "\(kept?.replicaURL ?? kept?.encryptedBackup ?? "nothing")",
+                "retention": "\(replication.removedTenantRetention)"])
+        } catch {
+            state.withLock { _ = $0.retiring.remove(path) }
+            record(error: "removing tenant \(id): \(error)")
+            if case .removalFailed = error as? ReplicationError { throw error }
+            throw ReplicationError.removalFailed(tenant: id.rawValue, reason: "\(error)")
+        }
     }
 
     /// Whether the database may be handed to Litestream: no key in the
@@ -459,7 +636,17 @@ public final class LitestreamReplicator: Service, Sendable {
                 try FileManager.default.createDirectory(
                     atPath: URL(fileURLWithPath: destination).deletingLastPathComponent().path,
                     withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-                try await Self.offPool { try Self.backUp(candidate, encryption: encryption, to: destination) }
+                // Under the registration lock: never beside the last backup
+                // of a tenant being removed, which it would write again
+                // after that one was kept aside.
+                let written = try await Self.offPool {
+                    try self.registration.withLock { _ in
+                        guard !self.state.withLock({ $0.retiring.contains(candidate.path) }) else { return false }
+                        try Self.backUp(candidate, encryption: encryption, to: destination)
+                        return true
+                    }
+                }
+                guard written else { continue }
                 state.withLock { _ = $0.status.backedUp.insert(candidate.path) }
                 logger.info("encrypted backup written", metadata: ["database": "\(candidate.name)", "backup": "\(destination)"])
             } catch {

@@ -27,6 +27,23 @@ public enum ReplicationError: Error, CustomStringConvertible, Sendable, Equatabl
     /// The configuration has no `replication` section: there is nothing to
     /// replicate.
     case notConfigured
+    /// The replicator is not running (it stopped, or never started): a
+    /// plain tenant can't be registered, so it is not opened.
+    case replicatorNotRunning(reason: String)
+    /// A database restored from a replica applied migrations the
+    /// configured set does not have.
+    case unknownMigrations(database: String, identifiers: [String])
+    /// A database restored from a replica applied another version of
+    /// migrations of the configured set.
+    case modifiedMigrations(database: String, identifiers: [String])
+    /// A database restored from a replica breaks an invariant.
+    case invariantViolated(database: String, reason: String)
+    /// The replica of a removed tenant could not be kept aside or synced
+    /// before the tenant's files were deleted: the tenant was not removed.
+    case removalFailed(tenant: String, reason: String)
+    /// No removed replica of the tenant is kept (never removed, or past
+    /// the retention, or the replica is not a `file://` one).
+    case noRemovedReplica(tenant: String)
 
     public var description: String {
         switch self {
@@ -48,6 +65,18 @@ public enum ReplicationError: Error, CustomStringConvertible, Sendable, Equatabl
             "encrypted backup of \(database) failed: \(reason)"
         case .notConfigured:
             "the configuration has no \"replication\" section: add one (see the Configuration article), or don't run a LitestreamReplicator"
+        case let .replicatorNotRunning(reason):
+            "the Litestream replicator is not running (\(reason)): plain tenants are not opened until it is, so that no write is acknowledged unreplicated"
+        case let .unknownMigrations(database, identifiers):
+            "\(database) from the replica applied migrations the configured folder does not have (\(identifiers.joined(separator: ", "))): restore with the migration folder of the daemon that wrote it"
+        case let .modifiedMigrations(database, identifiers):
+            "\(database) from the replica applied other versions of \(identifiers.joined(separator: ", ")) than the configured folder's: restore with the migration folder of the daemon that wrote it"
+        case let .invariantViolated(database, reason):
+            "\(database) from the replica breaks an invariant: \(reason)"
+        case let .removalFailed(tenant, reason):
+            "tenant \(tenant) was not removed: its replica could not be completed and kept aside (\(reason)). Its files are intact; retry once the replicator runs"
+        case let .noRemovedReplica(tenant):
+            "no replica of a removed tenant \(tenant) is kept: it was not removed, or its retention (replication.removedTenantRetentionSeconds) passed, or the replica is not file://"
         }
     }
 }

@@ -46,6 +46,11 @@ extension DatabaseService {
                 problems.append(DatabaseServiceError.alreadyOpen(database: database.name, path: database.path).description)
             }
         }
+        if configuration.replication != nil && replicator == nil {
+            problems.append("replication: the configuration replicates, and this service has no replicator: pass DatabaseService(configuration:logger:replicator:) the LitestreamReplicator of the ServiceGroup, so that tenants are registered as they open")
+        } else if let replicator, replicator.configuration != configuration {
+            problems.append("replication: the replicator given to this service serves another configuration: create both from the same one")
+        }
         if !problems.isEmpty {
             throw DatabaseServiceError.invalidConfiguration(problems: problems)
         }

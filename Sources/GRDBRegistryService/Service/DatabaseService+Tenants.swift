@@ -67,6 +67,10 @@ extension DatabaseService {
             let metrics = StatementMetrics(database: "tenants")
             let observer = self.observer
             let replicated = configuration.replication != nil
+            let replicator = self.replicator
+            // The last writes reach the replica before the files go.
+            var willRemove: (@Sendable (TenantID, String) throws -> Void)?
+            if let replicator { willRemove = { id, path in try replicator.retireTenant(id, path: path) } }
             let directory = try TenantDirectory<Repository>(
                 root: URL(fileURLWithPath: tenants.root),
                 maxOpen: tenants.maxOpen,
@@ -89,6 +93,13 @@ extension DatabaseService {
                             logger[metadataKey: "database"] = "tenants/\(id)"
                             try Self.migrate(tenant: "tenants/\(id)", at: path, with: runner, mode: mode, logger: logger)
                         }
+                        // Replicated before the first lease, so before any
+                        // write is acknowledged. A provision calls this for
+                        // a file that does not exist yet: its first lease
+                        // opens it, and registers it, here.
+                        if let replicator, key == nil, FileManager.default.fileExists(atPath: path) {
+                            try replicator.registerOpeningTenant(id, path: path)
+                        }
                         return configuration
                     } catch {
                         self?.recordTenantFailure(id, error)
@@ -101,7 +112,8 @@ extension DatabaseService {
                 // Litestream owns the checkpoints of what it replicates: a
                 // closing TRUNCATE would wait for its reader for the whole
                 // busy timeout, then fail. The WAL stays for Litestream.
-                checkpointOnClose: replicated ? nil : .truncate)
+                checkpointOnClose: replicated ? nil : .truncate,
+                willRemove: willRemove)
             state.tenants = Tenants(
                 directory: directory,
                 openCount: { directory.openCount },

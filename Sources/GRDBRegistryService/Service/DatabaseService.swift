@@ -100,6 +100,9 @@ public final class DatabaseService: Service, Sendable {
     let hooks: Hooks
     let connections: DatabaseConnections
     let observer: DatabaseServiceObserver
+    /// The replicator of the configuration's `replication` section: it
+    /// registers plain tenants as they open and retires removed ones.
+    let replicator: LitestreamReplicator?
     let state = Mutex(State())
 
     /// Creates a service for the databases of `configuration`. Nothing is
@@ -126,13 +129,19 @@ public final class DatabaseService: Service, Sendable {
     ///   migrations and open counts.
     /// - parameter hooks: How migration sets are loaded and encrypted
     ///   databases opened (the defaults fit `registryctl`'s files).
+    /// - parameter replicator: Required when the configuration has a
+    ///   `replication` section (the start fails without it): the
+    ///   ``LitestreamReplicator`` of the same configuration, which the
+    ///   service hands each plain tenant as it opens, and each tenant it
+    ///   removes.
     public init(
         configuration: RegistryConfiguration,
         environment: [String: String] = ProcessInfo.processInfo.environment,
         logger: Logger,
         connections: DatabaseConnections = .shared,
         observer: DatabaseServiceObserver = .metrics(),
-        hooks: Hooks = Hooks()
+        hooks: Hooks = Hooks(),
+        replicator: LitestreamReplicator? = nil
     ) {
         self.configuration = configuration
         self.environment = environment
@@ -140,6 +149,7 @@ public final class DatabaseService: Service, Sendable {
         self.connections = connections
         self.observer = observer
         self.hooks = hooks
+        self.replicator = replicator
     }
 
     // MARK: - Service

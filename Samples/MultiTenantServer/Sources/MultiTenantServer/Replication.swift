@@ -6,12 +6,14 @@ import ServiceLifecycle
 /// The server's replication, when its registry.json has a `replication`
 /// section (off by default: the file the first start writes has none).
 ///
-/// The replicator goes right after the database service in the group, so
-/// that at shutdown the HTTP server stops first, then Litestream makes its
-/// last sync and exits, then the databases close.
+/// The database service gets the replicator (it registers each tenant as
+/// it opens, and retires each removed one), and the replicator goes right
+/// after the database service in the group, so that at shutdown the HTTP
+/// server stops first, then Litestream makes its last sync and exits, then
+/// the databases close.
 enum Replication {
-    static func services(configuration: RegistryConfiguration, logger: Logger) throws -> [any Service] {
-        guard configuration.replication != nil else { return [] }
-        return [try LitestreamReplicator(configuration: configuration, logger: logger)]
+    static func replicator(configuration: RegistryConfiguration, logger: Logger) throws -> LitestreamReplicator? {
+        guard configuration.replication != nil else { return nil }
+        return try LitestreamReplicator(configuration: configuration, logger: logger)
     }
 }

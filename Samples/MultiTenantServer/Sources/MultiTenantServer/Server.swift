@@ -91,7 +91,8 @@ struct MultiTenantServer {
         // The operator token creates tenants: from MTS_OPERATOR_TOKEN, or
         // a file made on first start.
         let operatorToken = try OperatorToken.load(environment: environment, keyFile: data.appendingPathComponent("operator.token"))
-        let databases = DatabaseService(configuration: configuration, logger: logger)
+        let replicator = try Replication.replicator(configuration: configuration, logger: logger)
+        let databases = DatabaseService(configuration: configuration, logger: logger, replicator: replicator)
         let state = ServerState(databases: databases, operatorToken: operatorToken, logger: logger)
 
         let router = Router(context: ServerRequestContext.self)
@@ -131,7 +132,7 @@ struct MultiTenantServer {
         // ServiceGroup refuses a signal in both lists, so the escalation
         // is a second, different signal.
         var groupConfiguration = ServiceGroupConfiguration(
-            services: [databases] + (try Replication.services(configuration: configuration, logger: logger)) + [app],
+            services: [databases] + (replicator.map { [$0] } ?? []) + [app],
             gracefulShutdownSignals: [.sigterm],
             cancellationSignals: [.sigint],
             logger: logger)

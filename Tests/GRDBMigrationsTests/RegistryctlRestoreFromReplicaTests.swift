@@ -1,0 +1,124 @@
+import Foundation
+import GRDB
+import GRDBMigrations
+import GRDBRegistry
+import GRDBRegistryExamples
+import GRDBRegistryService
+import Logging
+import ServiceLifecycle
+import Testing
+
+/// `registryctl restore --from-replica` as an operator runs it, on the
+/// replica a real daemon (DatabaseService and LitestreamReplicator, the
+/// real Litestream 0.5.17 of `.build-venv`) wrote: everything into a new
+/// data directory, one tenant at a point in time, a removed tenant, and
+/// the refusals (a live tenant, unknown migrations, `--force`).
+/// Serialized with the other suites that run registryctl processes.
+@Suite(.serialized) struct RegistryctlRestoreFromReplicaTests {
+    static let litestream = shippedMigrationsURL.deletingLastPathComponent().appendingPathComponent(".build-venv/bin/litestream").path
+    static let playersSet = shippedMigrationsURL.appendingPathComponent("players").path
+
+    static func names(inTenantAt path: String) throws -> [String] {
+        let queue = try DatabaseQueue(path: path)
+        defer { try? queue.close() }
+        return try queue.read { try String.fetchAll($0, sql: "SELECT name FROM player ORDER BY score") }
+    }
+
+    static func writeConfiguration(_ path: String, migrations: String) throws {
+        try Data("""
+            {
+              "tenants": {"root": "data/tenants", "migrations": "\(migrations)"},
+              "replication": {"replica": "replica", "litestream": "\(litestream)", "socket": "ls.sock"}
+            }
+            """.utf8).write(to: URL(fileURLWithPath: path))
+    }
+
+    @Test func registryctlRestoresTenantsFromTheReplicaWithTheChecksOfABackupRestore() async throws {
+        let directory = try TemporaryDirectory()
+        let config = directory.path("registry.json")
+        try Self.writeConfiguration(config, migrations: Self.playersSet)
+        let configuration = try RegistryConfiguration.load(contentsOf: URL(fileURLWithPath: config), environment: [:])
+        let logger = Logger(label: "test")
+        let replicator = try LitestreamReplicator(configuration: configuration, environment: [:], logger: logger)
+        let service = DatabaseService(configuration: configuration, environment: [:], logger: logger, replicator: replicator)
+        let tenants = try service.tenants(of: PlayerRepository.self)
+        let acme = try TenantID("acme"), globex = try TenantID("globex"), gone = try TenantID("gone")
+
+        // The daemon: acme gets "early", then (after `pointInTime`) "late".
+        var pointInTime = Date()
+        let group = ServiceGroup(configuration: .init(services: [service, replicator], logger: logger))
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            try await service.waitUntilReady()
+            try await replicator.waitUntilReady()
+            for id in [acme, globex, gone] {
+                try tenants.provision(id)
+                _ = try await tenants.withRepository(id) { try await $0.add(name: "\(id) early", score: 1) }
+                try await replicator.sync(path: tenants.path(of: id))
+            }
+            try await Task.sleep(for: .milliseconds(1100))
+            pointInTime = Date()
+            try await Task.sleep(for: .milliseconds(1100))
+            _ = try await tenants.withRepository(acme) { try await $0.add(name: "acme late", score: 2) }
+            try await replicator.sync(path: tenants.path(of: acme))
+            try tenants.remove(gone)
+            await group.triggerGracefulShutdown()
+            try await tasks.waitForAll()
+        }
+
+        // A live (existing) tenant is refused, and stays as it was.
+        let acmePath = configuration.tenants!.layout.path(of: acme)
+        let refused = try Registryctl.run(["restore", "--config", config, "--from-replica", "--tenant", "acme"])
+        #expect(refused.status == 1, "\(refused.stdout)\(refused.stderr)")
+        #expect(refused.stdout.contains("exists"))
+        #expect(try Self.names(inTenantAt: acmePath) == ["acme early", "acme late"])
+        // --force never replaces from a replica: a usage error, nothing done.
+        let forced = try Registryctl.run(["restore", "--config", config, "--from-replica", "--tenant", "acme", "--force"])
+        #expect(forced.status != 0 && forced.status != 1, "\(forced.stdout)\(forced.stderr)")
+
+        // The machine is lost: everything comes back into a new data directory.
+        try FileManager.default.removeItem(atPath: directory.path("data"))
+        let all = try Registryctl.run(["restore", "--config", config, "--from-replica", "--all", "--json"])
+        #expect(all.status == 0, "\(all.stdout)\(all.stderr)")
+        struct Document: Decodable {
+            struct Restored: Decodable { var kind: String; var name: String; var pendingMigrations: [String] }
+            var restored: [Restored]
+        }
+        let document = try JSONDecoder().decode(Document.self, from: Data(all.stdout.utf8))
+        #expect(document.restored.map(\.name) == ["acme", "globex"])
+        #expect(document.restored.allSatisfy { $0.kind == "tenant" && $0.pendingMigrations.isEmpty })
+        #expect(try Self.names(inTenantAt: acmePath) == ["acme early", "acme late"])
+        #expect(try Self.names(inTenantAt: configuration.tenants!.layout.path(of: globex)) == ["globex early"])
+        #expect(!FileManager.default.fileExists(atPath: configuration.tenants!.layout.path(of: gone)))
+
+        // A point in time, before acme's last write.
+        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: acmePath + suffix) }
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        let earlier = try Registryctl.run(["restore", "--config", config, "--from-replica", "--tenant", "acme", "--timestamp", formatter.string(from: pointInTime)])
+        #expect(earlier.status == 0, "\(earlier.stdout)\(earlier.stderr)")
+        #expect(try Self.names(inTenantAt: acmePath) == ["acme early"])
+
+        // The removed tenant, from the replica kept aside at its removal.
+        let undone = try Registryctl.run(["restore", "--config", config, "--from-replica", "--tenant", "gone", "--removed"])
+        #expect(undone.status == 0, "\(undone.stdout)\(undone.stderr)")
+        #expect(try Self.names(inTenantAt: configuration.tenants!.layout.path(of: gone)) == ["gone early"])
+
+        // Migrations the configured folder lacks: refused, nothing visible.
+        let partial = directory.path("players-partial")
+        try FileManager.default.createDirectory(atPath: partial, withIntermediateDirectories: true)
+        for file in ["0001_create_player.sql", "0002_add_player_team.sql", "migration-set.json"] {
+            try FileManager.default.copyItem(atPath: Self.playersSet + "/" + file, toPath: partial + "/" + file)
+        }
+        let partialConfig = directory.path("partial.json")
+        try Self.writeConfiguration(partialConfig, migrations: partial)
+        let globexPath = configuration.tenants!.layout.path(of: globex)
+        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: globexPath + suffix) }
+        let unknown = try Registryctl.run(["restore", "--config", partialConfig, "--from-replica", "--tenant", "globex"])
+        #expect(unknown.status == 1, "\(unknown.stdout)\(unknown.stderr)")
+        #expect(unknown.stdout.contains("0003_index_player_score"))
+        #expect(!FileManager.default.fileExists(atPath: globexPath))
+        let leftovers = try FileManager.default.contentsOfDirectory(atPath: directory.path("data/tenants")).filter { $0.hasPrefix(".") }
+        #expect(leftovers.isEmpty, "\(leftovers)")
+    }
+}
