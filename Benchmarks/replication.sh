@@ -113,7 +113,7 @@ while time.monotonic() < end:
     n += 1
     before = set(os.listdir(folder)) if os.path.isdir(folder) else set()
     request = urllib.request.Request(f"{base}/tenants/probe/players", method="POST",
-        data=json.dumps({"name": f"probe-{n}", "score": n}).encode(),
+        data=json.dumps({"name": f"probe-{time.time_ns()}-{n}", "score": n}).encode(),
         headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
     urllib.request.urlopen(request, timeout=10).read()
     acknowledged = time.monotonic()

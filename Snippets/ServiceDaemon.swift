@@ -51,15 +51,18 @@ struct GameServer: Service {
 let logger = Logger(label: "game")
 let configuration = try RegistryConfiguration.load(
     contentsOf: URL(fileURLWithPath: "registry.json"))
-let databases = DatabaseService(configuration: configuration, logger: logger)
+// With a `replication` section, the service hands each tenant to the
+// replicator as it opens (and refuses to start without one).
+let replicator = try configuration.replication.map { _ in
+    try LitestreamReplicator(configuration: configuration, logger: logger)
+}
+let databases = DatabaseService(
+    configuration: configuration, logger: logger, replicator: replicator)
 
 // Databases first: a group stops its services in reverse order, so the
 // server stops before the databases drain and close.
 var services: [any Service] = [databases]
-if configuration.replication != nil {
-    services.append(
-        try LitestreamReplicator(configuration: configuration, logger: logger))
-}
+if let replicator { services.append(replicator) }
 services.append(GameServer(databases: databases))
 
 let group = ServiceGroup(configuration: ServiceGroupConfiguration(
