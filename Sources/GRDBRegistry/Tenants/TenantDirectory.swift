@@ -194,7 +194,7 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
     /// - parameter id: The new tenant.
     /// - parameter configuration: The configuration of the new database;
     ///   the default is the directory's (see
-    ///   ``init(root:maxOpen:policy:connections:configuration:onEvent:checkpointOnClose:)``).
+    ///   ``init(root:maxOpen:policy:connections:configuration:onEvent:checkpointOnClose:willRemove:)``).
     ///   An encrypted tenant is provisioned with its key here.
     /// - throws: ``TenantError/alreadyExists(_:)``, or the error of the
     ///   migrations, or ``RepositoryOperationError`` when the new database
