@@ -68,6 +68,8 @@ let package = Package(
             dependencies: [
                 "MultiTenantServer",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                // A scripted move target that records what a source sends it.
+                .product(name: "Hummingbird", package: "hummingbird"),
                 // Reads tenant files directly, to check what is stored.
                 .product(name: "GRDB", package: "GRDB.swift"),
                 // Unit tests of the server's tenant scope (@testable import).

@@ -90,7 +90,12 @@ struct MultiTenantServer {
         let configuration = try RegistryConfiguration.load(contentsOf: configurationFile)
         // The operator token creates tenants: from MTS_OPERATOR_TOKEN, or
         // a file made on first start.
-        let operatorToken = try OperatorToken.load(environment: environment, keyFile: data.appendingPathComponent("operator.token"))
+        let operatorToken = try SharedToken.load(.operator, environment: environment, keyFile: data.appendingPathComponent("operator.token"))
+        // The peer token moves tenants between servers (Moves/): never the operator's.
+        let peerToken = try SharedToken.load(.peer, environment: environment, keyFile: data.appendingPathComponent("peer.token"))
+        guard let peerSecret = peerToken.presented, !operatorToken.accepts(peerSecret) else {
+            throw UsageError(message: "the peer token (from \(peerToken.source)) is the operator token: give servers a peer token of their own (e.g. `openssl rand -hex 32`)")
+        }
         let replicator = try Replication.replicator(configuration: configuration, logger: logger)
         let databases = DatabaseService(configuration: configuration, logger: logger, replicator: replicator)
         let state = ServerState(databases: databases, operatorToken: operatorToken, logger: logger)
@@ -99,7 +104,7 @@ struct MultiTenantServer {
         router.add(middleware: FailureLogMiddleware(logger: logger))
         router.add(middleware: RequestMetricsMiddleware())
         router.add(middleware: BearerAuthenticator(state: state))
-        let moves = TenantMoves(state: state, data: data, environment: environment, logger: logger)
+        let moves = TenantMoves(state: state, data: data, peerToken: peerToken, environment: environment, logger: logger)
         Routes(state: state, metrics: metrics, page: try WebPage.load(), moves: moves).add(to: router)
 
         let app = Application(

@@ -28,14 +28,14 @@ final class ServerState: Sendable {
     }
 
     let databases: DatabaseService
-    let operatorToken: OperatorToken
+    let operatorToken: SharedToken
     let logger: Logger
     /// Tenant creations, one at a time: a creation checks the catalog, the
     /// tenant file, then writes both.
     let creations = SerialQueue()
     private let ready = Mutex<Ready?>(nil)
 
-    init(databases: DatabaseService, operatorToken: OperatorToken, logger: Logger) {
+    init(databases: DatabaseService, operatorToken: SharedToken, logger: Logger) {
         self.databases = databases
         self.operatorToken = operatorToken
         self.logger = logger

@@ -11,8 +11,10 @@ import Testing
 /// go to `Location`.
 @Suite struct TenantMoveTests {
     /// Both servers share the operator's configuration: the operator token
-    /// (ServerProcess) and the tenant master key.
-    static let environment = ["MTS_MASTER_KEY": String(repeating: "5a", count: 32)]
+    /// (ServerProcess), the tenant master key, and the peer token that a
+    /// source presents to a target.
+    static let peerToken = "test-peer-token-fedcba9876543210"
+    static let environment = ["MTS_MASTER_KEY": String(repeating: "5a", count: 32), "MTS_PEER_TOKEN": peerToken]
 
     private struct Write: Sendable {
         var tenant: String
@@ -39,6 +41,18 @@ import Testing
         var sha256: String
         var frozenMilliseconds: Int
         var keptAt: String
+    }
+
+    private struct MoveListingJSON: Decodable, Sendable {
+        var tenant: String
+        var state: String
+        var moveID: String
+        var target: String?
+        var keptCopies: [String]
+    }
+
+    private struct KeptCopiesJSON: Decodable, Sendable {
+        var removed: [String]
     }
 
     @Test func tenantsMoveUnderWriteLoadWithoutLosingAnAcknowledgedWrite() async throws {
@@ -225,11 +239,135 @@ import Testing
                 #expect(tampered.status == 422 && tampered.body.contains("does not match the manifest"), "\(tampered.status) \(tampered.body)")
                 let malformed = try await Self.send(client: HTTPClient.shared, .POST, target.baseURL + "/admin/tenants/delta/import?move=m-1", body: junk, headers: ["Tenant-Move": "not base64"])
                 #expect(malformed.status == 400, "\(malformed.body)")
-                let state = try await targetAPI.send(.GET, "/admin/tenants/delta/import?move=m-1", token: ServerProcess.operatorToken)
+                let state = try await targetAPI.send(.GET, "/admin/tenants/delta/import?move=m-1", token: Self.peerToken)
                 #expect(state.status == 200 && state.body.contains("absent"), "\(state.body)")
                 #expect(try Self.files(in: root.appendingPathComponent("target/tenants"), prefix: "delta").isEmpty)
                 #expect(try Self.files(in: root.appendingPathComponent("target/moves/incoming"), prefix: "").isEmpty)
+
+                // The import endpoints take the peer token alone: the same
+                // body and header that reached the copy's checks above (422)
+                // get 403 with the operator's or a tenant's token, 401 with
+                // a wrong one, before anything is read or written.
+                for (bearer, status) in [(ServerProcess.operatorToken, 403), (targetToken, 403), ("wrong-peer-token-0123456789", 401)] {
+                    let refused = try await Self.send(client: HTTPClient.shared, .POST, target.baseURL + "/admin/tenants/delta/import?move=m-1", body: junk, headers: ["Tenant-Move": header, "Authorization": "Bearer \(bearer)"])
+                    #expect(refused.status == status, "POST: \(refused.status) \(refused.body)")
+                    for method in [HTTPMethod.GET, .DELETE] {
+                        let other = try await Self.send(client: HTTPClient.shared, method, target.baseURL + "/admin/tenants/delta/import?move=m-1", body: nil, headers: ["Authorization": "Bearer \(bearer)"])
+                        #expect(other.status == status, "\(method): \(other.status) \(other.body)")
+                    }
+                }
+                #expect(try Self.files(in: root.appendingPathComponent("target/tenants"), prefix: "delta").isEmpty)
+                #expect(try Self.files(in: root.appendingPathComponent("target/moves/incoming"), prefix: "").isEmpty)
+                // The peer token signs in nowhere else.
+                for (method, path) in [(HTTPMethod.GET, "/tenants"), (.GET, "/admin/moves"), (.POST, "/admin/tenants/charlie/move"), (.DELETE, "/admin/tenants/charlie/move")] {
+                    let reply = try await sourceAPI.send(method, path, json: method == .POST ? #"{"target":"\#(target.baseURL)"}"# : nil, token: Self.peerToken)
+                    #expect(reply.status == 401, "\(method) \(path) with the peer token: \(reply.status) \(reply.body)")
+                }
+                #expect(try await writeOnSource("after-peer-token") == 201)
                 _ = source
+            }
+        }
+    }
+
+    @Test func aTenantMovesBackToAServerItLeft() async throws {
+        let root = temporaryTestDirectory()
+        defer { try? FileManager.default.removeItem(at: root) }
+        let aData = root.appendingPathComponent("a"), bData = root.appendingPathComponent("b")
+        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(redirectConfiguration: .disallow))
+        let token: String
+        do {
+            token = try await roundTrip(aData: aData, bData: bData, client: client)
+        } catch {
+            try? await client.shutdown()
+            throw error
+        }
+        try await client.shutdown()
+        // A restarted A serves it (imported, not redirected).
+        try await withTestServer(dataDirectory: aData, environment: Self.environment) { _, aAPI in
+            let players = try await aAPI.send(.GET, "/tenants/golf/players", token: token)
+            #expect(players.status == 200, "\(players.body)")
+            let moves = try await aAPI.send(.GET, "/admin/moves", token: ServerProcess.operatorToken).json([MoveListingJSON].self)
+            #expect(moves.map(\.state) == ["imported"])
+        }
+    }
+
+    /// Moves tenant golf from A to B and back under one writer and one
+    /// reader; returns its token.
+    private func roundTrip(aData: URL, bData: URL, client: HTTPClient) async throws -> String {
+        try await withTestServer(dataDirectory: aData, environment: Self.environment) { a, aAPI in
+            try await withTestServer(dataDirectory: bData, environment: Self.environment) { b, bAPI in
+                let token = try await aAPI.createTenant(#"{"id":"golf","encrypted":true}"#)
+                // One writer and one reader all along, following 307 either way.
+                let load = Load()
+                let clients = Task {
+                    async let writes: Void = Self.write("golf", writer: 0, token: token, client: client, source: a.baseURL, target: b.baseURL, load: load)
+                    async let reads: Void = Self.read("golf", token: token, client: client, source: a.baseURL, target: b.baseURL, load: load)
+                    _ = await (writes, reads)
+                }
+                func acknowledgedBy(_ server: String) -> Int {
+                    load.acknowledged.withLock { $0.filter { ($0.byTarget ? b.baseURL : a.baseURL) == server }.count }
+                }
+                func waitForWrites(on server: String, beyond count: Int) async throws {
+                    let deadline = ContinuousClock.now + .seconds(20)
+                    while acknowledgedBy(server) <= count + 5, ContinuousClock.now < deadline, load.unexpected.withLock({ $0.isEmpty }) {
+                        try await Task.sleep(for: .milliseconds(20))
+                    }
+                }
+                try await waitForWrites(on: a.baseURL, beyond: 0)
+
+                let there = try await aAPI.send(.POST, "/admin/tenants/golf/move", json: #"{"target":"\#(b.baseURL)"}"#, token: ServerProcess.operatorToken)
+                #expect(there.status == 200, "A → B: \(there.body)")
+                try await waitForWrites(on: b.baseURL, beyond: 0)
+                let onAFirst = acknowledgedBy(a.baseURL)
+                // Back: A replaces its "moved" row, with the same checks as any import.
+                let back = try await bAPI.send(.POST, "/admin/tenants/golf/move", json: #"{"target":"\#(a.baseURL)"}"#, token: ServerProcess.operatorToken)
+                #expect(back.status == 200, "B → A: \(back.body)\n\(a.outputText)")
+                try await waitForWrites(on: a.baseURL, beyond: onAFirst)
+                load.stop.withLock { $0 = true }
+                await clients.value
+
+                let unexpected = load.unexpected.withLock { $0 }
+                #expect(unexpected.isEmpty, "\(unexpected.prefix(10))")
+                let writes = load.acknowledged.withLock { $0 }
+                // A write on each leg: A, then B, then A again.
+                let firstOnB = writes.firstIndex(where: \.byTarget)
+                #expect(firstOnB.map { $0 > 0 && writes[$0...].contains { !$0.byTarget } } ?? false, "legs: \(writes.map { $0.byTarget ? "B" : "A" }.joined())")
+                // Every acknowledged write is on A, read with the client's
+                // first token: it survived the round trip.
+                let players = try await aAPI.send(.GET, "/tenants/golf/players", token: token)
+                #expect(players.status == 200, "\(players.body)")
+                let names = try players.json([PlayerJSON].self).map(\.name)
+                #expect(Set(names) == Set(writes.map(\.name)) && names.count == writes.count, "lost \(Set(writes.map(\.name)).subtracting(names).sorted().prefix(10))")
+                #expect(try await aAPI.send(.POST, "/tenants/golf/players", json: #"{"name":"home","score":1}"#, token: token).status == 201)
+                let fromB = try await Self.send(client, .GET, b.baseURL + "/tenants/golf/players", token: token)
+                #expect(fromB.status == 307 && fromB.location == a.baseURL + "/tenants/golf/players", "\(fromB.status) \(fromB.location ?? "-")")
+
+                // The listings: A imported it back, B moved it away and kept its copy.
+                let onA = try await aAPI.send(.GET, "/admin/moves", token: ServerProcess.operatorToken)
+                #expect(onA.status == 200, "\(onA.body)")
+                let aMoves = try onA.json([MoveListingJSON].self)
+                #expect(aMoves.count == 1 && aMoves.first?.state == "imported" && aMoves.first?.target == nil && aMoves.first?.keptCopies == [], "\(onA.body)")
+                // A's copy from the first leg went with its "moved" row.
+                #expect(try Self.files(in: aData.appendingPathComponent("moved"), prefix: "golf").isEmpty)
+                let bMoves = try await bAPI.send(.GET, "/admin/moves", token: ServerProcess.operatorToken).json([MoveListingJSON].self)
+                #expect(bMoves.count == 1 && bMoves.first?.state == "moved" && bMoves.first?.target == a.baseURL, "\(bMoves)")
+                #expect(bMoves.first?.moveID == (try? back.json(MoveJSON.self).moveID) && aMoves.first?.moveID == bMoves.first?.moveID)
+                let kept = bMoves.first?.keptCopies ?? []
+                #expect(kept.count == 1 && kept.allSatisfy { FileManager.default.fileExists(atPath: $0 + "/manifest.json") }, "\(kept)")
+
+                // The kept copy goes on request, once; the redirect stays.
+                let removal = try await bAPI.send(.DELETE, "/admin/tenants/golf/move/copy", token: ServerProcess.operatorToken)
+                #expect(removal.status == 200, "\(removal.body)")
+                #expect(try removal.json(KeptCopiesJSON.self).removed == kept, "\(removal.body)")
+                #expect(try Self.files(in: bData.appendingPathComponent("moved"), prefix: "golf").isEmpty)
+                let again = try await bAPI.send(.DELETE, "/admin/tenants/golf/move/copy", token: ServerProcess.operatorToken)
+                #expect(again.status == 200, "\(again.body)")
+                #expect(try again.json(KeptCopiesJSON.self).removed == [], "\(again.body)")
+                #expect(try await Self.send(client, .GET, b.baseURL + "/tenants/golf/players", token: token).status == 307)
+                // Cancelling a move that finished: nothing to cancel, the answer says how to come back.
+                let cancel = try await bAPI.send(.DELETE, "/admin/tenants/golf/move", token: ServerProcess.operatorToken)
+                #expect(cancel.status == 409 && cancel.body.contains("move it from"), "\(cancel.body)")
+                return token
             }
         }
     }
@@ -263,11 +401,12 @@ import Testing
                     try? await Task.sleep(for: .milliseconds(20))
                     continue
                 case 307:
-                    guard base == source, reply.location == target + "/tenants/\(tenant)/players" else {
+                    // To the other server (a tenant may move back).
+                    guard let other = [source, target].first(where: { $0 != base }), reply.location == other + "/tenants/\(tenant)/players" else {
                         load.note("\(name): 307 from \(base) to \(reply.location ?? "nowhere")")
                         return
                     }
-                    base = target
+                    base = other
                     continue
                 default:
                     load.note("\(name): \(reply.status) from \(base): \(reply.body)")
@@ -290,8 +429,8 @@ import Testing
             switch reply.status {
             case 200:
                 load.readsDuringLoad.withLock { $0 += 1 }
-            case 307 where base == source && reply.location == target + "/tenants/\(tenant)/players":
-                base = target
+            case 307 where [source, target].contains(where: { $0 != base && reply.location == $0 + "/tenants/\(tenant)/players" }):
+                base = base == source ? target : source
             default:
                 load.note("read \(tenant): \(reply.status) from \(base): \(reply.body)")
                 return
@@ -318,7 +457,9 @@ import Testing
         var request = HTTPClientRequest(url: url)
         request.method = method
         var headers = headers
-        if headers["Authorization"] == nil && url.contains("/admin/") { headers["Authorization"] = "Bearer \(ServerProcess.operatorToken)" }
+        if headers["Authorization"] == nil && url.contains("/admin/") {
+            headers["Authorization"] = "Bearer \(url.contains("/import") ? peerToken : ServerProcess.operatorToken)"
+        }
         for (name, value) in headers { request.headers.add(name: name, value: value) }
         if let body { request.body = .bytes(ByteBuffer(bytes: body)) }
         let response = try await client.execute(request, timeout: .seconds(30))

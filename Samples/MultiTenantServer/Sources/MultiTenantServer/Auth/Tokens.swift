@@ -76,33 +76,76 @@ enum Tokens {
     }
 }
 
-/// The operator token, which creates tenants and lists them: from the
-/// environment (`MTS_OPERATOR_TOKEN`), or from a key file, created with a
+/// A token shared out of band, which a bearer presents: from the
+/// environment, or from a key file in the data directory, created with a
 /// random token on first start (mode 0600) so that the README's command
-/// works as is.
-struct OperatorToken: Sendable {
+/// works as is. Two roles, never interchangeable:
+///
+/// - ``Role/operator`` (`MTS_OPERATOR_TOKEN`, `operator.token`): creates,
+///   lists and moves tenants. This server only checks it.
+/// - ``Role/peer`` (`MTS_PEER_TOKEN`, `peer.token`): what one server
+///   presents to another to move a tenant there, accepted only on the
+///   import endpoints (Moves/). Servers that move tenants to each other
+///   share it; it must differ from the operator token, so that a move
+///   never hands the operator's credential to the target.
+///
+/// ```swift
+/// let peer = try SharedToken.load(.peer, environment: ["MTS_PEER_TOKEN": secret], keyFile: data.appendingPathComponent("peer.token"))
+/// peer.accepts(secret)    // true
+/// ```
+struct SharedToken: Sendable {
+    enum Role: Sendable {
+        case `operator`
+        case peer
+
+        var variable: String {
+            switch self {
+            case .operator: "MTS_OPERATOR_TOKEN"
+            case .peer: "MTS_PEER_TOKEN"
+            }
+        }
+
+        var name: String {
+            switch self {
+            case .operator: "operator token"
+            case .peer: "peer token"
+            }
+        }
+    }
+
+    let role: Role
     let hash: String
     /// Where the token came from, for the startup message (never the token).
     let source: String
+    /// The token itself, for the role this server presents to others (the
+    /// peer token); nil for the operator token, which it only checks.
+    let presented: String?
 
-    static func load(environment: [String: String], keyFile: URL) throws -> OperatorToken {
-        if let token = environment["MTS_OPERATOR_TOKEN"] {
+    static func load(_ role: Role, environment: [String: String], keyFile: URL) throws -> SharedToken {
+        if let token = environment[role.variable] {
             guard token.utf8.count >= 16 else {
-                throw UsageError(message: "MTS_OPERATOR_TOKEN is too short: use at least 16 characters (e.g. `openssl rand -hex 32`)")
+                throw UsageError(message: "\(role.variable) is too short: use at least 16 characters (e.g. `openssl rand -hex 32`)")
             }
-            return OperatorToken(hash: Tokens.hash(token), source: "the environment variable MTS_OPERATOR_TOKEN")
+            return SharedToken(role: role, token: token, source: "the environment variable \(role.variable)")
         }
         if !FileManager.default.fileExists(atPath: keyFile.path) {
             let created = FileManager.default.createFile(
                 atPath: keyFile.path, contents: Data((Tokens.generate() + "\n").utf8),
                 attributes: [.posixPermissions: 0o600])
-            guard created else { throw UsageError(message: "cannot create the operator token file \(keyFile.path)") }
+            guard created else { throw UsageError(message: "cannot create the \(role.name) file \(keyFile.path)") }
         }
         let contents = try String(contentsOf: keyFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
         guard contents.utf8.count >= 16 else {
-            throw UsageError(message: "the operator token file \(keyFile.path) holds fewer than 16 characters: delete it to get a new token")
+            throw UsageError(message: "the \(role.name) file \(keyFile.path) holds fewer than 16 characters: delete it to get a new token")
         }
-        return OperatorToken(hash: Tokens.hash(contents), source: "the file \(keyFile.path)")
+        return SharedToken(role: role, token: contents, source: "the file \(keyFile.path)")
+    }
+
+    private init(role: Role, token: String, source: String) {
+        self.role = role
+        self.hash = Tokens.hash(token)
+        self.source = source
+        self.presented = role == .peer ? token : nil
     }
 
     func accepts(_ token: String) -> Bool {

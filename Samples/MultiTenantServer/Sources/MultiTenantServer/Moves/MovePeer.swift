@@ -70,7 +70,7 @@ struct MoveTransferError: Error, CustomStringConvertible {
 }
 
 /// The target of a move, seen from the source: its import endpoint,
-/// called with the operator token of the move request.
+/// called with this server's peer token (never the operator's).
 struct MovePeer: Sendable {
     /// What the target says of the tenant, for this move.
     enum ImportState: String, Codable, Sendable {
@@ -130,6 +130,9 @@ struct MovePeer: Sendable {
         request.headers.add(name: "Authorization", value: "Bearer \(token)")
         let response = try await client.execute(request, timeout: .seconds(10))
         let body = try await response.body.collect(upTo: 1 << 20)
+        if response.status == .unauthorized || response.status == .forbidden {
+            throw MoveTransferError(message: "\(method) \(url) refused this server's peer token (\(response.status.code)): both servers need the same MTS_PEER_TOKEN (or peer.token file)")
+        }
         guard response.status == .ok, let document = try? JSONDecoder().decode(StateDocument.self, from: Data(body.readableBytesView)) else {
             throw MoveTransferError(message: "\(method) \(url) answered \(response.status.code): \(Self.message(of: body))")
         }

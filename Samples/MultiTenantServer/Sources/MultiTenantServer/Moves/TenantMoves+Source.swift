@@ -29,41 +29,55 @@ extension TenantMoves {
     /// the steps and what each failure leaves).
     ///
     /// ```swift
-    /// let moved = try await moves.move("acme", to: "http://10.0.0.2:8080", operatorToken: token)
+    /// let moved = try await moves.move("acme", to: "http://10.0.0.2:8080")
     /// ```
     ///
-    /// - parameter operatorToken: The token of the move request, which the
-    ///   target must accept too.
+    /// The target gets this server's peer token, never the operator's.
+    ///
     /// - throws: `HTTPError`: 404 (no such tenant here), 400 (a target
     ///   that is not a base URL), 409 (moved already, a pending move to
     ///   another target, or the target has a tenant of that id), 502 (the
     ///   target does not answer, or refused the copy), 503 (writes did not
     ///   finish in time). The message says what the tenant is now.
-    func move(_ tenant: String, to target: String, operatorToken: String) async throws -> MoveResponse {
+    func move(_ tenant: String, to target: String) async throws -> MoveResponse {
         let ready = try state.requireReady()
         guard let id = try? TenantID(tenant), ready.catalog.tenant(tenant) != nil else {
             throw HTTPError(.notFound, message: "Unknown tenant \(tenant).")
         }
         let base = try Self.baseURL(target)
         return try await serial.run {
-            // A client of its own: a refused connection fails at once (the
-            // shared client retries it until the deadline), and redirects
-            // are not followed.
-            var configuration = HTTPClient.Configuration(redirectConfiguration: .disallow, timeout: .init(connect: .seconds(5)))
-            configuration.connectionPool.retryConnectionEstablishment = false
-            let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
-            do {
-                let moved = try await self.run(id, to: base, operatorToken: operatorToken, ready: ready, client: client)
-                try? await client.shutdown()
-                return moved
-            } catch {
-                try? await client.shutdown()
-                throw error
+            try await self.withPeerClient { client in
+                try await self.run(id, to: base, ready: ready, client: client)
             }
         }
     }
 
-    private func run(_ id: TenantID, to target: String, operatorToken: String, ready: ServerState.Ready, client: HTTPClient) async throws -> MoveResponse {
+    /// Runs `body` with an HTTP client of its own: a refused connection
+    /// fails at once (the shared client retries it until the deadline),
+    /// and redirects are not followed.
+    func withPeerClient<T: Sendable>(_ body: (HTTPClient) async throws -> T) async throws -> T {
+        var configuration = HTTPClient.Configuration(redirectConfiguration: .disallow, timeout: .init(connect: .seconds(5)))
+        configuration.connectionPool.retryConnectionEstablishment = false
+        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+        do {
+            let result = try await body(client)
+            try? await client.shutdown()
+            return result
+        } catch {
+            try? await client.shutdown()
+            throw error
+        }
+    }
+
+    /// The target of `moveID`, reached with this server's peer token.
+    func peer(_ tenant: String, moveID: String, target: String, client: HTTPClient) throws -> MovePeer {
+        guard let token = peerToken.presented else {
+            throw HTTPError(.internalServerError, message: "This server has no peer token to present.")
+        }
+        return MovePeer(client: client, base: target, token: token, tenant: tenant, moveID: moveID)
+    }
+
+    private func run(_ id: TenantID, to target: String, ready: ServerState.Ready, client: HTTPClient) async throws -> MoveResponse {
         let tenant = id.rawValue
         let moveID: String
         switch phase(of: tenant) {
@@ -79,7 +93,7 @@ extension TenantMoves {
         }
         let resuming = phase(of: tenant) != nil
         let now = resuming ? "stays frozen (writes get 503): run this move again to resume it" : "stays here, writable"
-        let peer = MovePeer(client: client, base: target, token: operatorToken, tenant: tenant, moveID: moveID)
+        let peer = try peer(tenant, moveID: moveID, target: target, client: client)
 
         // 1. Nothing changes until the target answers and lacks the tenant.
         let before: MovePeer.ImportState
@@ -103,16 +117,11 @@ extension TenantMoves {
             if let outgoing { try? FileManager.default.removeItem(at: outgoing) }
             guard targetLacksIt else { return "stays frozen here (writes get 503): run this move again to finish it" }
             do {
-                try await ready.catalog.catalog.writer.write { db in
-                    try db.execute(sql: "UPDATE tenant SET moveID = NULL, moveState = NULL, moveTarget = NULL WHERE id = ? AND moveID = ?", arguments: [tenant, moveID])
-                }
+                try await endFreeze(tenant, moveID: moveID, ready: ready)
             } catch {
-                // The catalog still says frozen, and a restart would freeze
-                // it again: frozen stays frozen.
                 logger.error("move abandoned, but the catalog could not record it: the tenant stays frozen", metadata: ["database": "tenants/\(tenant)", "error": "\(error)"])
                 return "stays frozen here (writes get 503): the catalog could not record the end of the move (\(error))"
             }
-            unfreeze(tenant, moveID: moveID)
             logger.info("move abandoned: the tenant takes writes again", metadata: ["database": "tenants/\(tenant)", "move": "\(moveID)"])
             return "is writable here"
         }

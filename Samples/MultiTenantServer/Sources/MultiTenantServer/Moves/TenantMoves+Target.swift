@@ -16,7 +16,8 @@ struct ImportResponse: ResponseEncodable, Sendable {
 
 extension TenantMoves {
     /// `GET /admin/tenants/{t}/import?move=ID`: whether this server has
-    /// tenant `t`, and whether move `ID` brought it.
+    /// tenant `t`, and whether move `ID` brought it. A tenant that moved
+    /// away from here is absent: an import brings it back.
     func importState(of tenant: String, moveID: String) async throws -> MovePeer.StateDocument {
         let ready = try state.requireReady()
         let row = try await ready.catalog.catalog.writer.read { db in try MoveRecord.fetch(db, tenant: tenant) }
@@ -24,28 +25,40 @@ extension TenantMoves {
     }
 
     private static func importState(_ row: MoveRecord?, moveID: String) -> MovePeer.ImportState {
-        guard let row else { return .absent }
+        guard let row, row.moveState != MoveRecord.moved else { return .absent }
         return row.moveID == moveID && row.moveState == MoveRecord.imported ? .imported : .present
     }
 
     /// `DELETE /admin/tenants/{t}/import?move=ID`: removes tenant `t` if
     /// move `ID` imported it (the source did not get the acknowledgement,
-    /// so nobody was sent here for it yet), and says what is left.
+    /// so nobody was sent here for it yet), and says what is left. A
+    /// tenant that had moved away from here gets its redirect back.
     func abortImport(of tenant: String, moveID: String) async throws -> MovePeer.StateDocument {
         let ready = try state.requireReady()
         return try await state.creations.run {
             let catalog = ready.catalog.catalog.writer
-            let deleted = try await catalog.write { db in
-                try db.execute(
-                    sql: "DELETE FROM tenant WHERE id = ? AND moveID = ? AND moveState = ?",
-                    arguments: [tenant, moveID, MoveRecord.imported])
-                return db.changesCount > 0
+            let formerTarget = try await catalog.write { db -> String?? in
+                guard let row = try MoveRecord.fetch(db, tenant: tenant), row.moveID == moveID, row.moveState == MoveRecord.imported else {
+                    return .none
+                }
+                if row.moveTarget != nil {
+                    try db.execute(sql: "UPDATE tenant SET moveState = ? WHERE id = ?", arguments: [MoveRecord.moved, tenant])
+                } else {
+                    try db.execute(sql: "DELETE FROM tenant WHERE id = ?", arguments: [tenant])
+                }
+                return .some(row.moveTarget)
             }
-            if deleted, let id = try? TenantID(tenant) {
-                try await ready.catalog.waitUntil { $0.tenants[tenant] == nil }
-                // No catalog row: unreachable from now on. A file left by
-                // a failed removal is an orphan, which the next creation
-                // or import of that id replaces.
+            if case let .some(former) = formerTarget, let id = try? TenantID(tenant) {
+                if let former {
+                    // Listed again as moved away: requests go where they went before.
+                    self.markMoved(tenant, moveID: moveID, target: former)
+                    _ = try? await self.waitUntilIdle(tenant, reads: true, timeout: .seconds(2))
+                } else {
+                    try await ready.catalog.waitUntil { $0.tenants[tenant] == nil }
+                }
+                // No catalog row, or a redirect: unreachable from now on.
+                // A file left by a failed removal is an orphan, which the
+                // next creation or import of that id replaces.
                 do {
                     try ready.directory.remove(id, force: true)
                 } catch {
@@ -61,7 +74,9 @@ extension TenantMoves {
     /// `POST /admin/tenants/{t}/import?move=ID`: receives a tenant's copy,
     /// checks it completely, opens it and lists it; the `201` answer is the
     /// acknowledgement the source waits for. Any other answer leaves
-    /// nothing of the tenant here.
+    /// nothing of the tenant here. A tenant that moved away from here comes
+    /// back: the import replaces its `moved` row, and the copy the earlier
+    /// move kept goes.
     ///
     /// - throws: `HTTPError`: 400 (no or bad `Tenant-Move` header, a body
     ///   of another size), 409 (this server has a tenant of that id), 413
@@ -139,22 +154,46 @@ extension TenantMoves {
             }
             // Opened (pending migrations applied, invariants checked) and
             // listed, or removed: nothing half-imported stays.
+            let replaced: MoveRecord?
             do {
                 _ = try await ready.directory.lease(id)
-                try await ready.catalog.catalog.writer.write { db in
+                replaced = try await ready.catalog.catalog.writer.write { db in
+                    // A tenant that moved away from here, and only that,
+                    // is replaced (checked again in the transaction).
+                    let former = try MoveRecord.fetch(db, tenant: tenant)
+                    if let former {
+                        guard former.moveState == MoveRecord.moved else {
+                            throw HTTPError(.conflict, message: "This server already has a tenant \(tenant).")
+                        }
+                        try db.execute(sql: "DELETE FROM tenant WHERE id = ?", arguments: [tenant])
+                    }
                     try transfer.tenant.insert(db)
                     try db.execute(
-                        sql: "UPDATE tenant SET moveID = ?, moveState = ?, moveTarget = NULL WHERE id = ?",
-                        arguments: [transfer.moveID, MoveRecord.imported, tenant])
+                        sql: "UPDATE tenant SET moveID = ?, moveState = ?, moveTarget = ? WHERE id = ?",
+                        arguments: [transfer.moveID, MoveRecord.imported, former?.moveTarget, tenant])
+                    return former
                 }
             } catch {
                 try? ready.directory.remove(id, force: true)
+                if let error = error as? HTTPError { throw error }
                 throw HTTPError(.unprocessableContent, message: "Tenant \(tenant) does not open here: \(error)")
+            }
+            if replaced != nil {
+                // Back here: served, no longer redirected. The copy the
+                // earlier move kept is older than what just arrived.
+                self.clearMoved(tenant)
+                do {
+                    let removed = try self.removeKeptCopies(of: tenant)
+                    self.logger.info("tenant moved back here", metadata: ["database": "tenants/\(tenant)", "removed": "\(removed)"])
+                } catch {
+                    self.logger.warning("the copy an earlier move kept could not be removed", metadata: ["database": "tenants/\(tenant)", "error": "\(error)"])
+                }
             }
             // Listed: from here on the import is acknowledged, whatever
             // happens (the catalog view catches up within moments).
             do {
-                try await ready.catalog.waitUntil { $0.tenants[tenant] != nil }
+                let hash = transfer.tenant.tokenHash
+                try await ready.catalog.waitUntil { $0.tenants[tenant].map { $0.tokenHash == hash } ?? false }
             } catch {
                 self.logger.warning("the catalog view is late on an imported tenant", metadata: ["database": "tenants/\(tenant)", "error": "\(error)"])
             }

@@ -6,12 +6,12 @@ import Logging
 import Synchronization
 
 /// Tenants moving between two running servers, on both sides: this server
-/// as the source of a move (``move(_:to:operatorToken:)``), and as its
-/// target (``TenantImport``). Every request under `/tenants/{t}` asks it
+/// as the source of a move (``move(_:to:)``), and as its target
+/// (``importTenant(_:tenant:)``). Every request under `/tenants/{t}` asks it
 /// first (``admit(_:tenant:writes:)``).
 ///
 /// ```swift
-/// let moves = TenantMoves(state: state, data: dataDirectory, logger: logger)
+/// let moves = TenantMoves(state: state, data: dataDirectory, peerToken: peerToken, logger: logger)
 /// try await moves.load()    // once the databases are ready
 /// let admission = try moves.admit(request, tenant: "acme")
 /// defer { admission.end() }
@@ -20,9 +20,13 @@ import Synchronization
 /// ## How a move goes, and why no acknowledged write is lost
 ///
 /// The operator asks the source: `POST /admin/tenants/{t}/move` with
-/// `{"target": "http://10.0.0.2:8080"}` and the operator token (both
-/// servers share the operator's configuration: the operator token and the
-/// tenant master key). The source then:
+/// `{"target": "http://10.0.0.2:8080"}` and the operator token. Both
+/// servers share the tenant master key and a **peer token**
+/// (`MTS_PEER_TOKEN` or `<data>/peer.token`, see ``SharedToken``): the
+/// source presents the peer token to the target's import endpoints, which
+/// accept nothing else, and the peer token signs in nowhere else. The
+/// operator token never leaves the source: a mistyped or hostile target
+/// URL learns no credential of the operator's. The source then:
 ///
 /// 1. Asks the target whether it has the tenant (`GET
 ///    /admin/tenants/{t}/import`). If the target doesn't answer, or has a
@@ -56,8 +60,19 @@ import Synchronization
 ///
 /// Push, not pull: the source owns the freeze and the commit point, so one
 /// request and its answer decide the move, and the target needs no way to
-/// reach the source. The source forwards the operator token of the move
-/// request to the target, and keeps it for no longer than the move.
+/// reach the source.
+///
+/// ## Moving back, listing, cancelling
+///
+/// A tenant can move back to a server it left: that server's catalog row
+/// says `moved`, which an import replaces, with the same checks as any
+/// import (the kept copy of the earlier move goes with it). The imported
+/// row remembers the redirect it replaced (`moveTarget`), so that an
+/// aborted import restores it instead of forgetting where the tenant is.
+/// `GET /admin/moves` lists the moves the catalog records;
+/// `DELETE /admin/tenants/{t}/move` cancels a move that did not finish
+/// (``cancel(_:force:)``); `DELETE /admin/tenants/{t}/move/copy` removes
+/// the kept copies (``removeKeptCopies(of:)``).
 ///
 /// ## Failures
 ///
@@ -107,6 +122,9 @@ final class TenantMoves: Sendable {
 
     let state: ServerState
     let data: URL
+    /// What this server presents to a move's target, and the only token
+    /// its import endpoints accept.
+    let peerToken: SharedToken
     let logger: Logger
     /// The largest body ``TenantImport`` accepts (`MTS_MAX_MOVE_BYTES`).
     let maxImportBytes: Int
@@ -115,9 +133,10 @@ final class TenantMoves: Sendable {
     let serial = SerialQueue()
     private let status = Mutex(Status())
 
-    init(state: ServerState, data: URL, environment: [String: String] = ProcessInfo.processInfo.environment, logger: Logger) {
+    init(state: ServerState, data: URL, peerToken: SharedToken, environment: [String: String] = ProcessInfo.processInfo.environment, logger: Logger) {
         self.state = state
         self.data = data
+        self.peerToken = peerToken
         self.logger = logger
         self.maxImportBytes = environment["MTS_MAX_MOVE_BYTES"].flatMap(Int.init).flatMap { $0 > 0 ? $0 : nil } ?? Self.defaultMaxImportBytes
     }
@@ -221,6 +240,50 @@ final class TenantMoves: Sendable {
         status.withLock { $0.phases[tenant] = .moved(moveID: moveID, target: target) }
     }
 
+    /// Ends the redirect of a tenant that moved back here.
+    func clearMoved(_ tenant: String) {
+        status.withLock { status in
+            if case .moved? = status.phases[tenant] { status.phases[tenant] = nil }
+        }
+    }
+
+    /// Ends the freeze of `moveID` in the catalog, then in memory: the
+    /// tenant takes writes again. A catalog that can't record it keeps the
+    /// tenant frozen (a restart would freeze it again) and throws.
+    func endFreeze(_ tenant: String, moveID: String, ready: ServerState.Ready) async throws {
+        try await ready.catalog.catalog.writer.write { db in
+            try db.execute(sql: "UPDATE tenant SET moveID = NULL, moveState = NULL, moveTarget = NULL WHERE id = ? AND moveID = ? AND moveState = ?", arguments: [tenant, moveID, MoveRecord.moving])
+        }
+        unfreeze(tenant, moveID: moveID)
+    }
+
+    // MARK: Kept copies
+
+    /// The copies of `tenant` that moves from here kept: `<data>/moved/<t>-<move id>`.
+    func keptCopies(of tenant: String) -> [URL] {
+        copies(of: tenant, in: "moved")
+    }
+
+    /// The copies of `tenant` in `<data>/<folder>`, named `<t>-<uuid>`.
+    func copies(of tenant: String, in folder: String) -> [URL] {
+        let folder = data.appendingPathComponent(folder)
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
+        // A UUID follows the id: "acme-<uuid>" is never a copy of "acme-2".
+        return names.filter { name in
+            name.hasPrefix(tenant + "-") && UUID(uuidString: String(name.dropFirst(tenant.count + 1))) != nil
+        }.sorted().map { folder.appendingPathComponent($0) }
+    }
+
+    /// Removes the kept copies of `tenant`, and returns their paths.
+    func removeKeptCopies(of tenant: String) throws -> [String] {
+        var removed: [String] = []
+        for copy in keptCopies(of: tenant) {
+            try FileManager.default.removeItem(at: copy)
+            removed.append(copy.path)
+        }
+        return removed
+    }
+
     /// Waits until no admitted write (or, with `reads`, no admitted
     /// request) of `tenant` is in flight; false after `timeout`.
     func waitUntilIdle(_ tenant: String, reads: Bool = false, timeout: Duration) async throws -> Bool {
@@ -262,6 +325,8 @@ struct TenantFrozen: HTTPResponseError {
 }
 
 /// The move columns of a catalog row (migration `0003_add_tenant_move.sql`).
+/// On an `imported` row, `moveTarget` is the redirect the import replaced
+/// (the tenant had moved away from here, and came back), or NULL.
 struct MoveRecord: Codable, FetchableRecord, Sendable {
     static let moving = "moving"
     static let moved = "moved"
