@@ -90,6 +90,15 @@ final class ActiveTeams: Sendable {
         }
     }
 
+    /// Drops team `id` before its database goes (a tenant that moved
+    /// away): ends its streams and releases its lease, so that a team that
+    /// comes back is opened again from its new file. A request still
+    /// running on the dropped team keeps it until it ends.
+    func drop(_ id: TenantID) {
+        let dropped = state.withLock { $0.active.removeValue(forKey: id.rawValue) }
+        dropped?.scope.team.endStreams()
+    }
+
     /// The number of active teams.
     var count: Int { state.withLock { $0.active.count } }
 }

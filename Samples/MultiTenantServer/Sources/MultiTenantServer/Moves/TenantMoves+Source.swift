@@ -189,6 +189,8 @@ extension TenantMoves {
 
         // Reads admitted before the redirect finish, then the live files go.
         _ = try? await waitUntilIdle(tenant, reads: true, timeout: .seconds(2))
+        // Its active team goes first: it holds a lease on the file.
+        ready.teams.drop(id)
         do {
             try ready.directory.remove(id, force: true)
         } catch {

@@ -59,6 +59,7 @@ extension TenantMoves {
                 // No catalog row, or a redirect: unreachable from now on.
                 // A file left by a failed removal is an orphan, which the
                 // next creation or import of that id replaces.
+                ready.teams.drop(id)
                 do {
                     try ready.directory.remove(id, force: true)
                 } catch {
@@ -136,6 +137,8 @@ extension TenantMoves {
             }
             // A file without a catalog row holds no acknowledged data (a
             // creation or an import that failed): replaced, as a creation does.
+            // A team that left this server and comes back is opened anew.
+            ready.teams.drop(id)
             if try ready.directory.exists(id) {
                 self.logger.warning("replacing the orphan database of a tenant without a catalog row", metadata: ["database": "tenants/\(tenant)"])
                 try ready.directory.remove(id, force: true)
