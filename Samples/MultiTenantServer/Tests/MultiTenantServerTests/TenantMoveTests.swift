@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import GRDB
 import NIOCore
 import NIOHTTP1
 import Synchronization
@@ -291,6 +292,54 @@ import Testing
         }
     }
 
+    /// A tenant that moved away from A comes back to A, and the source
+    /// aborts that import (it lost A's answer): A forgets the import and
+    /// redirects to where the tenant still lives, instead of forgetting it.
+    /// The test plays that source, with the copy A kept of the first move.
+    @Test func anAbortedReturnRestoresTheRedirect() async throws {
+        let root = temporaryTestDirectory()
+        defer { try? FileManager.default.removeItem(at: root) }
+        let aData = root.appendingPathComponent("a")
+        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(redirectConfiguration: .disallow))
+        do {
+            try await withTestServer(dataDirectory: aData, environment: Self.environment) { a, aAPI in
+                try await withTestServer(dataDirectory: root.appendingPathComponent("b"), environment: Self.environment) { b, bAPI in
+                    let token = try await aAPI.createTenant(#"{"id":"india"}"#)
+                    #expect(try await aAPI.send(.POST, "/tenants/india/players", json: #"{"name":"kept","score":1}"#, token: token).status == 201)
+                    let moved = try await aAPI.send(.POST, "/admin/tenants/india/move", json: #"{"target":"\#(b.baseURL)"}"#, token: ServerProcess.operatorToken)
+                    #expect(moved.status == 200, "\(moved.body)")
+                    let kept = URL(fileURLWithPath: try moved.json(MoveJSON.self).keptAt)
+
+                    // The import of that copy back to A, by a source whose
+                    // move id is "m-back": A serves the tenant again.
+                    let header = try Self.transferHeader(moveID: "m-back", tenant: "india", backup: kept, catalog: aData.appendingPathComponent("catalog.sqlite"))
+                    let body = try Data(contentsOf: kept.appendingPathComponent("tenants/india.sqlite"))
+                    let imported = try await Self.send(client: client, .POST, a.baseURL + "/admin/tenants/india/import?move=m-back", body: body, headers: ["Tenant-Move": header])
+                    #expect(imported.status == 201, "\(imported.status) \(imported.body)")
+                    let served = try await Self.send(client, .GET, a.baseURL + "/tenants/india/players", token: token)
+                    #expect(served.status == 200 && served.body.contains("kept"), "\(served.status) \(served.body)")
+                    #expect(try Self.files(in: aData.appendingPathComponent("moved"), prefix: "india").isEmpty)
+
+                    // The source lost the answer and aborts: back to the redirect.
+                    let aborted = try await Self.send(client: client, .DELETE, a.baseURL + "/admin/tenants/india/import?move=m-back", body: nil, headers: [:])
+                    #expect(aborted.status == 200 && aborted.body.contains("absent"), "\(aborted.status) \(aborted.body)")
+                    let redirected = try await Self.send(client, .GET, a.baseURL + "/tenants/india/players", token: token)
+                    #expect(redirected.status == 307 && redirected.location == b.baseURL + "/tenants/india/players", "\(redirected.status) \(redirected.body)")
+                    let listing = try await aAPI.send(.GET, "/admin/moves", token: ServerProcess.operatorToken).json([MoveListingJSON].self)
+                    #expect(listing.map(\.state) == ["moved"] && listing.first?.target == b.baseURL, "\(listing)")
+                    #expect(!FileManager.default.fileExists(atPath: aData.appendingPathComponent("tenants/india.sqlite").path))
+                    // Where the redirect leads, the tenant is whole.
+                    let onB = try await bAPI.send(.GET, "/tenants/india/players", token: token)
+                    #expect(onB.status == 200 && onB.body.contains("kept"), "\(onB.body)")
+                }
+            }
+        } catch {
+            try? await client.shutdown()
+            throw error
+        }
+        try await client.shutdown()
+    }
+
     /// Moves tenant golf from A to B and back under one writer and one
     /// reader; returns its token.
     private func roundTrip(aData: URL, bData: URL, client: HTTPClient) async throws -> String {
@@ -478,6 +527,39 @@ import Testing
                "path":"tenants/\(tenant).sqlite","size":\(size),"sha256":"\(sha256)","createdAt":0,"migrations":[]}]}}
             """
         return Data(json.utf8).base64EncodedString()
+    }
+
+    /// The `Tenant-Move` header of a move of `tenant` whose copy is the
+    /// backup directory `backup`, with the tenant's row read from `catalog`.
+    private static func transferHeader(moveID: String, tenant: String, backup: URL, catalog: URL) throws -> String {
+        var configuration = Configuration()
+        configuration.readonly = true
+        let row = try DatabaseQueue(path: catalog.path, configuration: configuration).read { db in
+            try Row.fetchOne(db, sql: "SELECT name, encrypted, createdAt, tokenHash FROM tenant WHERE id = ?", arguments: [tenant])
+        }
+        guard let row else { throw ServerError(message: "no tenant \(tenant) in \(catalog.path)") }
+        let createdAt: Date = row["createdAt"]
+        let tenantRow: [String: Any] = [
+            "id": tenant, "name": row["name"] as String, "encrypted": row["encrypted"] as Bool,
+            "createdAt": createdAt.timeIntervalSince1970, "tokenHash": row["tokenHash"] as String? as Any,
+        ]
+        // The manifest's dates, from ISO 8601 to seconds, as the header has them.
+        func secondsDates(_ value: Any) -> Any {
+            if let object = value as? [String: Any] {
+                return object.reduce(into: [String: Any]()) { result, pair in
+                    if pair.key == "createdAt", let text = pair.value as? String, let date = ISO8601DateFormatter().date(from: text) {
+                        result[pair.key] = date.timeIntervalSince1970
+                    } else {
+                        result[pair.key] = secondsDates(pair.value)
+                    }
+                }
+            }
+            if let array = value as? [Any] { return array.map(secondsDates) }
+            return value
+        }
+        let manifest = try JSONSerialization.jsonObject(with: Data(contentsOf: backup.appendingPathComponent("manifest.json")))
+        let transfer: [String: Any] = ["moveID": moveID, "tenant": tenantRow, "manifest": secondsDates(manifest)]
+        return try JSONSerialization.data(withJSONObject: transfer).base64EncodedString()
     }
 
     private static func files(in directory: URL, prefix: String) throws -> [URL] {
