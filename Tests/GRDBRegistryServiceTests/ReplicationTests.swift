@@ -85,7 +85,7 @@ private func files(under url: URL) -> [URL] {
         let configuration = try ReplicatedDaemon.configuration(in: directory)
         let daemon = try ReplicatedDaemon(configuration: configuration, scanInterval: .milliseconds(200))
         let replicator = daemon.replicator
-        let tenants = try daemon.service.tenants(of: PlayerRepository.self)
+        let tenants = daemon.tenants
         let acme = try TenantID("acme")
         let path = try tenants.path(of: acme)
 
@@ -164,7 +164,7 @@ private func files(under url: URL) -> [URL] {
             """#.utf8), baseDirectory: directory.url, environment: environment)
         let daemon = try ReplicatedDaemon(configuration: configuration, environment: environment, scanInterval: .milliseconds(100))
         let service = daemon.service, replicator = daemon.replicator
-        let tenants = try service.tenants(of: PlayerRepository.self)
+        let tenants = daemon.tenants
         let vault = try TenantID("vault"), open = try TenantID("open")
         let marker = "PLAINTEXT-MARKER-7c1e"
 
@@ -245,7 +245,7 @@ private func files(under url: URL) -> [URL] {
         // An hour between scans: only the start scans.
         let daemon = try ReplicatedDaemon(configuration: configuration, scanInterval: .seconds(3600))
         let replicator = daemon.replicator
-        let tenants = try daemon.service.tenants(of: PlayerRepository.self)
+        let tenants = daemon.tenants
         let acme = try TenantID("acme")
         let path = try tenants.path(of: acme)
         let replica = directory.url.appendingPathComponent("replica")
@@ -304,7 +304,7 @@ private func files(under url: URL) -> [URL] {
         let directory = try TemporaryDirectory()
         let configuration = try ReplicatedDaemon.configuration(in: directory, litestream: directory.path("no-such-litestream"))
         let daemon = try ReplicatedDaemon(configuration: configuration)
-        let tenants = try daemon.service.tenants(of: PlayerRepository.self)
+        let tenants = daemon.tenants
         await #expect(throws: ReplicationError.self) { try await daemon.replicator.run() }
 
         let acme = try TenantID("acme")

@@ -1,16 +1,19 @@
 import Foundation
 import GRDBMigrations
+import GRDBRegistry
+import GRDBRegistryExamples
 @testable import GRDBRegistryService
 import ServiceLifecycleTestKit
 
 /// A daemon that replicates, as the replication tests run it: a
 /// `DatabaseService` given its `LitestreamReplicator` (the real Litestream),
-/// both logging to one recorder.
+/// both logging to one recorder, and its tenants: `PlayerRepository`.
 struct ReplicatedDaemon {
     let configuration: RegistryConfiguration
     let logs = LogRecorder()
     let replicator: LitestreamReplicator
     let service: DatabaseService
+    let tenants: TenantDirectory<PlayerRepository>
 
     /// A replicated configuration of `directory`: plain tenants with the
     /// players migrations, a file replica, `litestream`.
@@ -27,6 +30,7 @@ struct ReplicatedDaemon {
         self.configuration = configuration
         replicator = try LitestreamReplicator(configuration: configuration, environment: environment, logger: logs.logger(), scanInterval: scanInterval)
         service = DatabaseService(configuration: configuration, environment: environment, logger: logs.logger(), observer: .none, replicator: replicator)
+        tenants = try service.tenants(of: PlayerRepository.self)
     }
 
     /// Runs the service and the replicator, calls `body` once both are
