@@ -35,10 +35,24 @@ sample_bin="$(swift build -c "$build_config" --package-path Samples/MultiTenantS
 
 work=$(mktemp -d /tmp/replication-bench.XXXXXX)
 pids=()
+# Stops the servers and waits for each to exit before deleting their data:
+# the "on" server stops Litestream after a last sync, and Litestream writes
+# under the tenants' folder until then. Keeps the script's exit status.
 cleanup() {
-    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$work"
+    local status=$?
+    set +e
+    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null; done
+    for pid in "${pids[@]}"; do
+        # shutdownTimeoutSeconds is 5: a server still up after 30 s is stuck.
+        for _ in $(seq 1 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        if kill -0 "$pid" 2>/dev/null; then
+            echo "server $pid did not stop within 30 s of SIGTERM: killed" >&2
+            kill -KILL "$pid" 2>/dev/null
+        fi
+        wait "$pid" 2>/dev/null
+    done
+    rm -rf "$work" || { echo "could not delete $work: delete it by hand" >&2; status=1; }
+    exit "$status"
 }
 trap cleanup EXIT
 export MTS_OPERATOR_TOKEN="benchmark-operator-token-$RANDOM$RANDOM"
@@ -56,14 +70,16 @@ configure() {
 JSON
 }
 
-# Starts a server; prints its base URL once it listens.
+# Starts a server; sets the variable named $1 to its base URL once it
+# listens. Not in a command substitution: its subshell would keep the pid
+# from `pids`, and the cleanup would neither stop the server nor wait for it.
 start() {
     local name=$1 data=$2
     "$sample_bin/MultiTenantServer" --port 0 --data "$data" >"$work/$name.log" 2>&1 &
     pids+=($!)
     for _ in $(seq 1 600); do
         if port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$work/$name.log" | grep -o '[0-9]*$'); then
-            echo "http://127.0.0.1:$port"; return
+            printf -v "$name" 'http://127.0.0.1:%s' "$port"; return
         fi
         sleep 0.1
     done
@@ -83,8 +99,8 @@ seed() {
 
 configure "$work/off" off
 configure "$work/on" on
-off=$(start off "$work/off")
-on=$(start on "$work/on")
+start off "$work/off"
+start on "$work/on"
 echo "seeding $tenants tenants on each server…" >&2
 : >"$work/off-tenants"; : >"$work/on-tenants"
 seed "$off" "$work/off-tenants" 0 $((tenants - 1))

@@ -81,3 +81,17 @@ await tenants.close(drainTimeout: .seconds(5))
 // snippet.hide
 withExtendedLifetime((acme, leaderboard)) { }
 try FileManager.default.removeItem(at: root)
+
+/// The README's tenants block, on the same key: compiled, not run (its
+/// root is relative, a daemon's data directory).
+func readmeTenants(registry: inout DatabaseRegistry) async throws {
+    let tenants = try TenantDirectory<PlayerRepository>(root: URL(fileURLWithPath: "data/tenants"), maxOpen: 256)
+    try tenants.provision(TenantID("acme"))                 // create + migrate, atomically
+    try await tenants.withRepository(TenantID("acme")) { players in
+        _ = try await players.add(name: "Arthur", score: 10)
+    }
+    registry[TenantsKey.self] = tenants
+    let leaderboard = Query(LeaderboardRequest(), in: \.tenants["acme"], registry: registry)
+    let reader = try registry.reader(named: "tenants/acme")  // tools
+    withExtendedLifetime((leaderboard, reader)) { }
+}

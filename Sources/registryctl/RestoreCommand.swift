@@ -88,25 +88,29 @@ struct RestoreCommand: ParsableCommand {
         }
     }
 
-    /// One restore, ready to run.
+    /// One restore, ready to run: from a backup or from the replica, both
+    /// go through the same progress, report and exit status (``runRestores(_:)``).
     struct Item: Sendable {
-        var entry: BackupEntry
+        /// How progress lines and failures name it.
+        var name: String
         var destination: String
-        var run: @Sendable () throws -> BackupRestore.Report
+        var run: @Sendable () throws -> JSONRestoreDocument.Restored
     }
 
     func run() throws {
-        if fromReplica {
-            try runFromReplica()
-            return
-        }
-        let items = try setup { try self.items() }
+        let items = try setup { try fromReplica ? self.replicaItems() : self.backupItems() }
+        try runRestores(items)
+    }
+
+    /// Runs `items` on `--jobs` threads, reporting progress as each ends,
+    /// then prints the result: every item runs, whatever the others do.
+    private func runRestores(_ items: [Item]) throws {
         let reporter = ProgressReporter(enabled: !noProgress && !json && items.count > 1, verb: "restored")
         let total = items.count
         let outcomes = processInParallel(items, jobs: jobs, completed: { completed, item, result in
             var failure: String?
             if case .failure(let error) = result { failure = "\(error)" }
-            reporter.report(completed: completed, total: total, name: item.entry.id, failure: failure, detail: "")
+            reporter.report(completed: completed, total: total, name: item.name, failure: failure, detail: "")
         }) { item in
             try item.run()
         }
@@ -114,12 +118,10 @@ struct RestoreCommand: ParsableCommand {
         var failures: [JSONFailure] = []
         for (item, result) in zip(items, outcomes) {
             switch result {
-            case .success(let report):
-                restored.append(.init(
-                    kind: report.entry.kind.rawValue, name: report.entry.name, destination: report.destination,
-                    replaced: report.replaced, pendingMigrations: report.pendingMigrations))
+            case .success(let done):
+                restored.append(done)
             case .failure(let error):
-                failures.append(JSONFailure(name: item.entry.id, path: item.destination, error: "\(error)"))
+                failures.append(JSONFailure(name: item.name, path: item.destination, error: "\(error)"))
             }
         }
         try report(restored: restored, failures: failures, total: items.count)
@@ -127,7 +129,7 @@ struct RestoreCommand: ParsableCommand {
 
     /// Prints what was restored and what failed; exit status 1 when
     /// something failed.
-    func report(restored: [JSONRestoreDocument.Restored], failures: [JSONFailure], total: Int) throws {
+    private func report(restored: [JSONRestoreDocument.Restored], failures: [JSONFailure], total: Int) throws {
         if json {
             try printJSON(JSONRestoreDocument(restored: restored, failures: failures))
         } else {
@@ -147,20 +149,14 @@ struct RestoreCommand: ParsableCommand {
         if !failures.isEmpty { throw ExitCode(1) }
     }
 
-    /// The restores to run. The backup, the configuration, migration
-    /// folders and keys are all read first: a problem there restores nothing.
-    private func items() throws -> [Item] {
+    /// The restores from a backup to run. The backup, the configuration,
+    /// migration folders and keys are all read first: a problem there
+    /// restores nothing.
+    private func backupItems() throws -> [Item] {
         let configuration = try RegistryConfiguration.load(contentsOf: URL(fileURLWithPath: config))
         guard let from else { throw ValidationError("Give the backup directory: --from DIR.") }
         let restore = try BackupRestore(from: URL(fileURLWithPath: from), logger: registryctlLogger())
-        var sets: [String: MigrationSet] = [:]
-        func set(_ folder: String?) throws -> MigrationSet? {
-            guard let folder else { return nil }
-            if let set = sets[folder] { return set }
-            let set = try MigrationSet(directory: URL(fileURLWithPath: folder))
-            sets[folder] = set
-            return set
-        }
+        var sets = MigrationSets()
         var entries: [BackupEntry]
         if let tenant {
             entries = [try restore.manifest.entry(.tenant, named: tenant)]
@@ -178,9 +174,9 @@ struct RestoreCommand: ParsableCommand {
                     throw ValidationError("The backup holds database \(entry.name), which \(config) does not configure: it has \(configuration.databases.map(\.name).joined(separator: ", ")).")
                 }
                 let encryption = try configured.key.map { BackupEncryption(key: try CipherKey($0.read())) }
-                let checks = BackupRestore.Checks(migrations: try set(configured.migrations))
-                items.append(Item(entry: entry, destination: configured.path) {
-                    try restore.restoreDatabase(named: entry.name, to: configured.path, encryption: encryption, checks: checks, force: force)
+                let checks = try sets.checks(in: configured.migrations)
+                items.append(Item(name: entry.id, destination: configured.path) {
+                    .init(try restore.restoreDatabase(named: entry.name, to: configured.path, encryption: encryption, checks: checks, force: force))
                 })
             case .tenant:
                 guard let tenants = configuration.tenants else {
@@ -189,9 +185,9 @@ struct RestoreCommand: ParsableCommand {
                 let id = try TenantID(entry.name)
                 let layout = tenants.layout
                 let encryption = try configuration.tenantEncryption()
-                let checks = BackupRestore.Checks(migrations: try set(tenants.migrations))
-                items.append(Item(entry: entry, destination: layout.path(of: id)) {
-                    try restore.restoreTenant(id, into: layout, encryption: encryption, checks: checks, force: force)
+                let checks = try sets.checks(in: tenants.migrations)
+                items.append(Item(name: entry.id, destination: layout.path(of: id)) {
+                    .init(try restore.restoreTenant(id, into: layout, encryption: encryption, checks: checks, force: force))
                 })
             }
         }
@@ -210,4 +206,13 @@ struct JSONRestoreDocument: Encodable {
     }
     var restored: [Restored]
     var failures: [JSONFailure]
+}
+
+extension JSONRestoreDocument.Restored {
+    /// A database or tenant restored from a backup.
+    init(_ report: BackupRestore.Report) {
+        self.init(
+            kind: report.entry.kind.rawValue, name: report.entry.name, destination: report.destination,
+            replaced: report.replaced, pendingMigrations: report.pendingMigrations)
+    }
 }

@@ -9,76 +9,37 @@ import GRDBRegistryService
 /// Litestream replica, through `LitestreamRestore` (the library's restore,
 /// which the daemon's operators and the restore drill use too).
 extension RestoreCommand {
-    /// One restore from the replica, ready to run.
-    struct ReplicaItem: Sendable {
-        var kind: String
-        var name: String
-        var destination: String
-        var run: @Sendable () throws -> LitestreamRestore.Report
-    }
-
-    func runFromReplica() throws {
-        let items = try setup { try self.replicaItems() }
-        let reporter = ProgressReporter(enabled: !noProgress && !json && items.count > 1, verb: "restored")
-        let total = items.count
-        let outcomes = processInParallel(items, jobs: jobs, completed: { completed, item, result in
-            var failure: String?
-            if case .failure(let error) = result { failure = "\(error)" }
-            reporter.report(completed: completed, total: total, name: item.name, failure: failure, detail: "")
-        }) { item in
-            try item.run()
-        }
-        var restored: [JSONRestoreDocument.Restored] = []
-        var failures: [JSONFailure] = []
-        for (item, result) in zip(items, outcomes) {
-            switch result {
-            case .success(let report):
-                restored.append(.init(
-                    kind: item.kind, name: item.name, destination: report.destination,
-                    replaced: false, pendingMigrations: report.pendingMigrations))
-            case .failure(let error):
-                failures.append(JSONFailure(name: item.name, path: item.destination, error: "\(error)"))
-            }
-        }
-        try report(restored: restored, failures: failures, total: items.count)
-    }
-
-    /// The restores to run. The configuration and its migration folders
-    /// are read first: a problem there restores nothing.
-    private func replicaItems() throws -> [ReplicaItem] {
+    /// The restores from the replica to run. The configuration and its
+    /// migration folders are read first: a problem there restores nothing.
+    func replicaItems() throws -> [Item] {
         let configuration = try RegistryConfiguration.load(contentsOf: URL(fileURLWithPath: config))
         guard let replication = configuration.replication else {
             throw ValidationError("\(config) has no \"replication\" section: there is no replica to restore from.")
         }
         let restore = LitestreamRestore(configuration: configuration)
         let date = timestamp.flatMap(Self.date(fromTimestamp:))
-        var sets: [String: MigrationSet] = [:]
-        func checks(_ folder: String?) throws -> BackupRestore.Checks {
-            guard let folder else { return .init() }
-            if let set = sets[folder] { return .init(migrations: set) }
-            let set = try MigrationSet(directory: URL(fileURLWithPath: folder))
-            sets[folder] = set
-            return .init(migrations: set)
-        }
-        var items: [ReplicaItem] = []
+        var sets = MigrationSets()
+        var items: [Item] = []
         func addTenant(_ id: TenantID) throws {
             guard let tenants = configuration.tenants else {
                 throw ValidationError("\(config) has no \"tenants\": there is nowhere to restore tenant \(id).")
             }
-            let tenantChecks = try checks(tenants.migrations)
+            let tenantChecks = try sets.checks(in: tenants.migrations)
             let removed = self.removed
-            items.append(ReplicaItem(kind: "tenant", name: id.rawValue, destination: tenants.layout.path(of: id)) {
-                if removed { return try restore.restoreRemoved(tenant: id, at: date, checks: tenantChecks) }
-                return try restore.restore(tenant: id, at: date, checks: tenantChecks)
+            items.append(Item(name: id.rawValue, destination: tenants.layout.path(of: id)) {
+                let report = removed
+                    ? try restore.restoreRemoved(tenant: id, at: date, checks: tenantChecks)
+                    : try restore.restore(tenant: id, at: date, checks: tenantChecks)
+                return .init(kind: "tenant", name: id.rawValue, report)
             })
         }
         func addDatabase(_ database: RegistryConfiguration.Database) throws {
             guard database.key == nil else {
                 throw ValidationError("Database \(database.name) is encrypted: it is never replicated (its backups are in replication.encryptedBackupDirectory; restore them with --from).")
             }
-            let databaseChecks = try checks(database.migrations)
-            items.append(ReplicaItem(kind: "database", name: database.name, destination: database.path) {
-                try restore.restore(database: database.name, at: date, checks: databaseChecks)
+            let databaseChecks = try sets.checks(in: database.migrations)
+            items.append(Item(name: database.name, destination: database.path) {
+                .init(kind: "database", name: database.name, try restore.restore(database: database.name, at: date, checks: databaseChecks))
             })
         }
         if let tenant {
@@ -118,5 +79,15 @@ extension RestoreCommand {
         if let date = formatter.date(from: text) { return date }
         formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
         return formatter.date(from: text)
+    }
+}
+
+extension JSONRestoreDocument.Restored {
+    /// A database or tenant restored from the replica, which never
+    /// replaces one.
+    init(kind: String, name: String, _ report: LitestreamRestore.Report) {
+        self.init(
+            kind: kind, name: name, destination: report.destination,
+            replaced: false, pendingMigrations: report.pendingMigrations)
     }
 }

@@ -106,13 +106,7 @@ struct TargetOptions: ParsableArguments {
     }
 
     private func configuredTargets(_ configuration: RegistryConfiguration) throws -> [MigrationTarget] {
-        var sets: [String: MigrationSet] = [:]
-        func set(_ folder: String) throws -> MigrationSet {
-            if let set = sets[folder] { return set }
-            let set = try MigrationSet(directory: URL(fileURLWithPath: folder))
-            sets[folder] = set
-            return set
-        }
+        var sets = MigrationSets()
         var targets: [MigrationTarget] = []
         if let name {
             guard let database = configuration.database(named: name) else {
@@ -123,7 +117,7 @@ struct TargetOptions: ParsableArguments {
             }
             if let key = database.key { _ = try key.read() }
             return [MigrationTarget(
-                name: name, path: database.path, set: try set(folder),
+                name: name, path: database.path, set: try sets.set(in: folder),
                 encryption: database.key.map { .key($0, cipher: database.cipher) } ?? .plain, busyTimeout: database.busyTimeout)]
         }
         if tenant == nil {
@@ -131,7 +125,7 @@ struct TargetOptions: ParsableArguments {
                 guard let folder = database.migrations else { continue }
                 if let key = database.key { _ = try key.read() }
                 targets.append(MigrationTarget(
-                    name: database.name, path: database.path, set: try set(folder),
+                    name: database.name, path: database.path, set: try sets.set(in: folder),
                     encryption: database.key.map { .key($0, cipher: database.cipher) } ?? .plain, busyTimeout: database.busyTimeout))
             }
         }
@@ -141,7 +135,7 @@ struct TargetOptions: ParsableArguments {
                 return targets
             }
             targets += try tenantTargets(
-                layout: tenants.layout, set: try set(folder),
+                layout: tenants.layout, set: try sets.set(in: folder),
                 encryption: try configuration.tenantEncryption(), busyTimeout: tenants.busyTimeout)
         } else if tenant != nil {
             throw ValidationError("\(config ?? "") has no \"tenants\".")

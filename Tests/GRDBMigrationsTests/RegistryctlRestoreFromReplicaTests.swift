@@ -15,7 +15,7 @@ import Testing
 /// the refusals (a live tenant, unknown migrations, `--force`).
 /// Serialized with the other suites that run registryctl processes.
 @Suite(.serialized) struct RegistryctlRestoreFromReplicaTests {
-    static let litestream = shippedMigrationsURL.deletingLastPathComponent().appendingPathComponent(".build-venv/bin/litestream").path
+    static let litestream = litestreamPath
     static let playersSet = shippedMigrationsURL.appendingPathComponent("players").path
 
     static func names(inTenantAt path: String) throws -> [String] {

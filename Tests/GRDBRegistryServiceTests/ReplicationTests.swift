@@ -7,14 +7,7 @@ import GRDBRegistry
 import GRDBRegistryExamples
 @testable import GRDBRegistryService
 import ServiceLifecycle
-import ServiceLifecycleTestKit
 import Testing
-
-/// The repository root, to find `.build-venv/bin/litestream` (installed by
-/// `scripts/bootstrap`) and `Migrations/players`.
-private let repositoryRoot = URL(fileURLWithPath: #filePath)
-    .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-private let litestream = repositoryRoot.appendingPathComponent(".build-venv/bin/litestream").path
 
 /// Every regular file under `url`.
 private func files(under url: URL) -> [URL] {
@@ -89,65 +82,51 @@ private func files(under url: URL) -> [URL] {
     /// runner's status take no offence at them.
     @Test func aPlainTenantIsReplicatedAndRestoredAndToleratesLitestreamTables() async throws {
         let directory = try TemporaryDirectory()
-        let configuration = try RegistryConfiguration.parse(Data(#"""
-            {"tenants": {"root": "tenants", "migrations": "\#(repositoryRoot.path)/Migrations/players"},
-             "replication": {"replica": "replica", "litestream": "\#(litestream)"}}
-            """#.utf8), baseDirectory: directory.url, environment: [:])
-        let logs = LogRecorder()
-        let replicator = try LitestreamReplicator(configuration: configuration, environment: [:], logger: logs.logger(), scanInterval: .milliseconds(200))
-        let service = DatabaseService(configuration: configuration, environment: [:], logger: logs.logger(), observer: .none, replicator: replicator)
-        let tenants = try service.tenants(of: PlayerRepository.self)
+        let configuration = try ReplicatedDaemon.configuration(in: directory)
+        let daemon = try ReplicatedDaemon(configuration: configuration, scanInterval: .milliseconds(200))
+        let replicator = daemon.replicator
+        let tenants = daemon.tenants
         let acme = try TenantID("acme")
         let path = try tenants.path(of: acme)
 
-        try await testGracefulShutdown { trigger in
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { try await service.run() }
-                group.addTask { try await replicator.run() }
-                try await service.waitUntilReady()
-                try await replicator.waitUntilReady()
-
-                try tenants.provision(acme)
-                for index in 1...40 {
-                    _ = try await tenants.withRepository(acme) { try await $0.add(name: "player-\(index)", score: index) }
-                }
-                await replicator.registerNow()
-                #expect(replicator.status.registered == [path])
-                // Automatic checkpoints are Litestream's: off on our connections.
-                let autocheckpoint = try await tenants.withRepository(acme) { repository in
-                    try await repository.managedDatabase.writer.read { try Int.fetchOne($0, sql: "PRAGMA wal_autocheckpoint") }
-                }
-                #expect(autocheckpoint == 0)
-                for index in 41...50 {
-                    _ = try await tenants.withRepository(acme) { try await $0.add(name: "player-\(index)", score: index) }
-                }
-                let synced = try await replicator.sync(path: path)
-                #expect(synced.replicatedTXID == synced.txid)
-
-                // The live file now has Litestream's tables: the migration
-                // runner's status (what `registryctl status` prints) accepts it.
-                let names = try await DatabaseQueue(path: path, configuration: { var c = Configuration(); c.readonly = true; return c }())
-                    .read { try String.fetchAll($0, sql: "SELECT name FROM sqlite_master WHERE name LIKE '_litestream%' ORDER BY name") }
-                #expect(names == ["_litestream_lock", "_litestream_seq"])
-                let runner = DatabaseMigrationRunner(set: try MigrationSet(directory: repositoryRoot.appendingPathComponent("Migrations/players")))
-                let status = try runner.status(ofDatabaseAt: path)
-                #expect(status.pending.isEmpty && status.modified.isEmpty, "\(status)")
-
-                // Removing a tenant stops its replication, at once.
-                let gone = try TenantID("gone")
-                try tenants.provision(gone)
-                _ = try await tenants.withRepository(gone) { try await $0.add(name: "last", score: 1) }
-                #expect(replicator.status.registered.contains(try tenants.path(of: gone)))
-                let gonePath = try tenants.path(of: gone)
-                try tenants.remove(gone)
-                #expect(replicator.status.registered == [path])
-                #expect(!FileManager.default.fileExists(atPath: URL(fileURLWithPath: gonePath).deletingLastPathComponent().appendingPathComponent(".gone.sqlite-litestream").path))
-                #expect(FileManager.default.fileExists(atPath: URL(fileURLWithPath: path).deletingLastPathComponent().appendingPathComponent(".acme.sqlite-litestream").path))
-                #expect(try replicator.control.list().map(\.path) == [path])
-
-                trigger.triggerGracefulShutdown()
-                try await group.waitForAll()
+        try await daemon.run {
+            try tenants.provision(acme)
+            for index in 1...40 {
+                _ = try await tenants.withRepository(acme) { try await $0.add(name: "player-\(index)", score: index) }
             }
+            await replicator.registerNow()
+            #expect(replicator.status.registered == [path])
+            // Automatic checkpoints are Litestream's: off on our connections.
+            let autocheckpoint = try await tenants.withRepository(acme) { repository in
+                try await repository.managedDatabase.writer.read { try Int.fetchOne($0, sql: "PRAGMA wal_autocheckpoint") }
+            }
+            #expect(autocheckpoint == 0)
+            for index in 41...50 {
+                _ = try await tenants.withRepository(acme) { try await $0.add(name: "player-\(index)", score: index) }
+            }
+            let synced = try await replicator.sync(path: path)
+            #expect(synced.replicatedTXID == synced.txid)
+
+            // The live file now has Litestream's tables: the migration
+            // runner's status (what `registryctl status` prints) accepts it.
+            let names = try await DatabaseQueue(path: path, configuration: { var c = Configuration(); c.readonly = true; return c }())
+                .read { try String.fetchAll($0, sql: "SELECT name FROM sqlite_master WHERE name LIKE '_litestream%' ORDER BY name") }
+            #expect(names == ["_litestream_lock", "_litestream_seq"])
+            let runner = DatabaseMigrationRunner(set: try MigrationSet(directory: repositoryRoot.appendingPathComponent("Migrations/players")))
+            let status = try runner.status(ofDatabaseAt: path)
+            #expect(status.pending.isEmpty && status.modified.isEmpty, "\(status)")
+
+            // Removing a tenant stops its replication, at once.
+            let gone = try TenantID("gone")
+            try tenants.provision(gone)
+            _ = try await tenants.withRepository(gone) { try await $0.add(name: "last", score: 1) }
+            #expect(replicator.status.registered.contains(try tenants.path(of: gone)))
+            let gonePath = try tenants.path(of: gone)
+            try tenants.remove(gone)
+            #expect(replicator.status.registered == [path])
+            #expect(!FileManager.default.fileExists(atPath: URL(fileURLWithPath: gonePath).deletingLastPathComponent().appendingPathComponent(".gone.sqlite-litestream").path))
+            #expect(FileManager.default.fileExists(atPath: URL(fileURLWithPath: path).deletingLastPathComponent().appendingPathComponent(".acme.sqlite-litestream").path))
+            #expect(try replicator.control.list().map(\.path) == [path])
         }
 
         // The machine is lost: restore from the replica into an empty
@@ -180,47 +159,38 @@ private func files(under url: URL) -> [URL] {
         let environment = ["REPLICATION_MASTER_KEY": master]
         let configuration = try RegistryConfiguration.parse(Data(#"""
             {"tenants": {"root": "tenants", "masterKey": {"env": "REPLICATION_MASTER_KEY"}, "allowPlaintextTenants": true},
-             "replication": {"replica": "replica", "litestream": "\#(litestream)",
+             "replication": {"replica": "replica", "litestream": "\#(litestreamPath)",
                              "encryptedBackupDirectory": "backups", "encryptedBackupIntervalSeconds": 0.2}}
             """#.utf8), baseDirectory: directory.url, environment: environment)
-        let logs = LogRecorder()
-        let replicator = try LitestreamReplicator(configuration: configuration, environment: environment, logger: logs.logger(), scanInterval: .milliseconds(100))
-        let service = DatabaseService(configuration: configuration, environment: environment, logger: logs.logger(), observer: .none, replicator: replicator)
-        let tenants = try service.tenants(of: PlayerRepository.self)
+        let daemon = try ReplicatedDaemon(configuration: configuration, environment: environment, scanInterval: .milliseconds(100))
+        let service = daemon.service, replicator = daemon.replicator
+        let tenants = daemon.tenants
         let vault = try TenantID("vault"), open = try TenantID("open")
         let marker = "PLAINTEXT-MARKER-7c1e"
 
-        try await testGracefulShutdown { trigger in
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { try await service.run() }
-                group.addTask { try await replicator.run() }
-                try await service.waitUntilReady()
-                try await replicator.waitUntilReady()
-                try tenants.provision(vault, configuration: service.tenantConfiguration(for: vault, encrypted: true))
-                try tenants.provision(open, configuration: service.tenantConfiguration(for: open, encrypted: false))
-                for index in 1...30 {
-                    _ = try await tenants.withRepository(vault) { try await $0.add(name: "\(marker)-\(index)", score: index) }
-                }
-                _ = try await tenants.withRepository(open) { try await $0.add(name: "visible", score: 1) }
-                // Wait for a backup taken after the writes.
-                try await Task.sleep(for: .milliseconds(300))
-                await replicator.registerNow()
-                try await Task.sleep(for: .milliseconds(300))
-                await replicator.registerNow()
-                let status = replicator.status
-                #expect(status.registered == [try tenants.path(of: open)])
-                #expect(status.refused == [try tenants.path(of: vault)])
-                #expect(status.backedUp == [try tenants.path(of: vault)])
-                try await replicator.sync(path: try tenants.path(of: open))
-
-                // A removed encrypted tenant: backed up a last time, kept aside.
-                let secret = try TenantID("secret")
-                try tenants.provision(secret, configuration: service.tenantConfiguration(for: secret, encrypted: true))
-                _ = try await tenants.withRepository(secret) { try await $0.add(name: "\(marker)-removed", score: 1) }
-                try tenants.remove(secret)
-                trigger.triggerGracefulShutdown()
-                try await group.waitForAll()
+        try await daemon.run {
+            try tenants.provision(vault, configuration: service.tenantConfiguration(for: vault, encrypted: true))
+            try tenants.provision(open, configuration: service.tenantConfiguration(for: open, encrypted: false))
+            for index in 1...30 {
+                _ = try await tenants.withRepository(vault) { try await $0.add(name: "\(marker)-\(index)", score: index) }
             }
+            _ = try await tenants.withRepository(open) { try await $0.add(name: "visible", score: 1) }
+            // Wait for a backup taken after the writes.
+            try await Task.sleep(for: .milliseconds(300))
+            await replicator.registerNow()
+            try await Task.sleep(for: .milliseconds(300))
+            await replicator.registerNow()
+            let status = replicator.status
+            #expect(status.registered == [try tenants.path(of: open)])
+            #expect(status.refused == [try tenants.path(of: vault)])
+            #expect(status.backedUp == [try tenants.path(of: vault)])
+            try await replicator.sync(path: try tenants.path(of: open))
+
+            // A removed encrypted tenant: backed up a last time, kept aside.
+            let secret = try TenantID("secret")
+            try tenants.provision(secret, configuration: service.tenantConfiguration(for: secret, encrypted: true))
+            _ = try await tenants.withRepository(secret) { try await $0.add(name: "\(marker)-removed", score: 1) }
+            try tenants.remove(secret)
         }
 
         // The plain tenant is in the replica, the encrypted one is not.
@@ -258,15 +228,6 @@ private func files(under url: URL) -> [URL] {
         try restored.close()
     }
 
-    /// A replicated configuration of `directory`: plain tenants with the
-    /// players migrations, a file replica, the real Litestream.
-    private static func replicatedConfiguration(in directory: TemporaryDirectory, litestream: String = litestream, retention: String = "3600") throws -> RegistryConfiguration {
-        try RegistryConfiguration.parse(Data(#"""
-            {"tenants": {"root": "tenants", "migrations": "\#(repositoryRoot.path)/Migrations/players"},
-             "replication": {"replica": "replica", "litestream": "\#(litestream)", "removedTenantRetentionSeconds": \#(retention)}}
-            """#.utf8), baseDirectory: directory.url, environment: [:])
-    }
-
     private static func names(inTenantAt path: String) throws -> [String] {
         let queue = try DatabaseQueue(path: path)
         defer { try? queue.close() }
@@ -280,51 +241,41 @@ private func files(under url: URL) -> [URL] {
     /// keeps its replica aside, from which the removal is undone.
     @Test func aTenantIsReplicatedFromItsFirstWriteAndItsRemovalCanBeUndone() async throws {
         let directory = try TemporaryDirectory()
-        let configuration = try Self.replicatedConfiguration(in: directory)
-        let logs = LogRecorder()
+        let configuration = try ReplicatedDaemon.configuration(in: directory)
         // An hour between scans: only the start scans.
-        let replicator = try LitestreamReplicator(configuration: configuration, environment: [:], logger: logs.logger(), scanInterval: .seconds(3600))
-        let service = DatabaseService(configuration: configuration, environment: [:], logger: logs.logger(), observer: .none, replicator: replicator)
-        let tenants = try service.tenants(of: PlayerRepository.self)
+        let daemon = try ReplicatedDaemon(configuration: configuration, scanInterval: .seconds(3600))
+        let replicator = daemon.replicator
+        let tenants = daemon.tenants
         let acme = try TenantID("acme")
         let path = try tenants.path(of: acme)
         let replica = directory.url.appendingPathComponent("replica")
 
-        try await testGracefulShutdown { trigger in
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { try await service.run() }
-                group.addTask { try await replicator.run() }
-                try await service.waitUntilReady()
-                try await replicator.waitUntilReady()
-                #expect(replicator.status.registered.isEmpty)
+        try await daemon.run {
+            #expect(replicator.status.registered.isEmpty)
 
-                try tenants.provision(acme)
-                _ = try await tenants.withRepository(acme) { try await $0.add(name: "first", score: 1) }
-                #expect(replicator.status.registered == [path])
-                let synced = try await replicator.sync(path: path)
-                #expect(synced.replicatedTXID == synced.txid)
-                #expect(FileManager.default.fileExists(atPath: replica.appendingPathComponent("tenants/acme").path))
+            try tenants.provision(acme)
+            _ = try await tenants.withRepository(acme) { try await $0.add(name: "first", score: 1) }
+            #expect(replicator.status.registered == [path])
+            let synced = try await replicator.sync(path: path)
+            #expect(synced.replicatedTXID == synced.txid)
+            #expect(FileManager.default.fileExists(atPath: replica.appendingPathComponent("tenants/acme").path))
 
-                // Removal: written last, uploaded before the files go.
-                _ = try await tenants.withRepository(acme) { try await $0.add(name: "last", score: 2) }
-                try tenants.remove(acme)
-                #expect(replicator.status.registered.isEmpty)
-                #expect(try replicator.control.list().isEmpty)
-                #expect(!FileManager.default.fileExists(atPath: path))
-                #expect(!FileManager.default.fileExists(atPath: replica.appendingPathComponent("tenants/acme").path))
-                let kept = try RemovedTenantReplicas(replication: try #require(configuration.replication)).entries(of: acme)
-                #expect(kept.count == 1)
-                #expect(kept.first?.replicaURL?.hasPrefix("file://" + replica.appendingPathComponent("removed/tenants/acme/").path) == true)
+            // Removal: written last, uploaded before the files go.
+            _ = try await tenants.withRepository(acme) { try await $0.add(name: "last", score: 2) }
+            try tenants.remove(acme)
+            #expect(replicator.status.registered.isEmpty)
+            #expect(try replicator.control.list().isEmpty)
+            #expect(!FileManager.default.fileExists(atPath: path))
+            #expect(!FileManager.default.fileExists(atPath: replica.appendingPathComponent("tenants/acme").path))
+            let kept = try RemovedTenantReplicas(replication: try #require(configuration.replication)).entries(of: acme)
+            #expect(kept.count == 1)
+            #expect(kept.first?.replicaURL?.hasPrefix("file://" + replica.appendingPathComponent("removed/tenants/acme/").path) == true)
 
-                // A tenant created again under the id has a replica of its own.
-                try tenants.provision(acme)
-                _ = try await tenants.withRepository(acme) { try await $0.add(name: "second life", score: 3) }
-                #expect(replicator.status.registered == [path])
-                try await replicator.sync(path: path)
-
-                trigger.triggerGracefulShutdown()
-                try await group.waitForAll()
-            }
+            // A tenant created again under the id has a replica of its own.
+            try tenants.provision(acme)
+            _ = try await tenants.withRepository(acme) { try await $0.add(name: "second life", score: 3) }
+            #expect(replicator.status.registered == [path])
+            try await replicator.sync(path: path)
         }
 
         let checks = BackupRestore.Checks(migrations: try MigrationSet(directory: repositoryRoot.appendingPathComponent("Migrations/players")))
@@ -351,12 +302,10 @@ private func files(under url: URL) -> [URL] {
     /// completed.
     @Test func aTenantDoesNotOpenOrGoWhileTheReplicatorIsDown() async throws {
         let directory = try TemporaryDirectory()
-        let configuration = try Self.replicatedConfiguration(in: directory, litestream: directory.path("no-such-litestream"))
-        let logs = LogRecorder()
-        let replicator = try LitestreamReplicator(configuration: configuration, environment: [:], logger: logs.logger())
-        let service = DatabaseService(configuration: configuration, environment: [:], logger: logs.logger(), observer: .none, replicator: replicator)
-        let tenants = try service.tenants(of: PlayerRepository.self)
-        await #expect(throws: ReplicationError.self) { try await replicator.run() }
+        let configuration = try ReplicatedDaemon.configuration(in: directory, litestream: directory.path("no-such-litestream"))
+        let daemon = try ReplicatedDaemon(configuration: configuration)
+        let tenants = daemon.tenants
+        await #expect(throws: ReplicationError.self) { try await daemon.replicator.run() }
 
         let acme = try TenantID("acme")
         try tenants.provision(acme)
@@ -372,7 +321,7 @@ private func files(under url: URL) -> [URL] {
     /// replicator: without it, tenants would be registered by the scan only.
     @Test func aReplicatedServiceWithoutItsReplicatorDoesNotStart() async throws {
         let directory = try TemporaryDirectory()
-        let configuration = try Self.replicatedConfiguration(in: directory)
+        let configuration = try ReplicatedDaemon.configuration(in: directory)
         let service = DatabaseService(configuration: configuration, environment: [:], logger: LogRecorder().logger(), observer: .none)
         let error = await #expect(throws: DatabaseServiceError.self) { try await service.run() }
         guard case let .invalidConfiguration(problems) = error else {

@@ -18,6 +18,10 @@ public let repositoryRoot = URL(fileURLWithPath: #filePath)
 /// `sqlcipher3` wheel: SQLCipher 4, the oracle of the v4 format.
 public let venvPython = repositoryRoot.appendingPathComponent(".build-venv/bin/python").path
 
+/// The real Litestream that scripts/bootstrap installs into the venv, which
+/// the replication tests run.
+public let litestreamPath = repositoryRoot.appendingPathComponent(".build-venv/bin/litestream").path
+
 /// Runs the oracle at `executable`, failing with ``MissingOracle`` if it is
 /// not installed. Returns its status and its output and error together.
 public func runOracle(_ executable: String, install: String, arguments: [String], input: String? = nil) throws -> (status: Int32, output: String) {

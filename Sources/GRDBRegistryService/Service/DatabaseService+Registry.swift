@@ -83,7 +83,12 @@ extension DatabaseService {
         /// ```swift
         /// let registry = try await service.registry([.context(PlayersKey.self, database: "players")])
         /// ```
-        public static func context<Key: DatabaseKey>(_ key: Key.Type, database name: String) -> RegistryEntry where Key.Value == DatabaseContext {
+        ///
+        /// `Key` is a `SendableMetatype`: the entry keeps `Key.self` until
+        /// ``DatabaseService/registry(_:)`` runs, in whatever task calls it.
+        /// Every key declared as the example does is one; a key whose
+        /// conformance is isolated to an actor is not, and can't be bound.
+        public static func context<Key: DatabaseKey & SendableMetatype>(_ key: Key.Type, database name: String) -> RegistryEntry where Key.Value == DatabaseContext {
             RegistryEntry { service, registry in
                 registry[Key.self] = try service.context(named: name)
             }
@@ -95,7 +100,9 @@ extension DatabaseService {
         /// ```swift
         /// let registry = try await service.registry([.tenants(TeamsKey.self)])
         /// ```
-        public static func tenants<Key: DatabaseKey, Repository: TenantRepository>(_ key: Key.Type) -> RegistryEntry where Key.Value == TenantDirectory<Repository> {
+        ///
+        /// `Key` is a `SendableMetatype`, as in ``context(_:database:)``.
+        public static func tenants<Key: DatabaseKey & SendableMetatype, Repository: TenantRepository>(_ key: Key.Type) -> RegistryEntry where Key.Value == TenantDirectory<Repository> {
             RegistryEntry { service, registry in
                 registry[Key.self] = try service.tenants(of: Repository.self)
             }

@@ -1,0 +1,53 @@
+import Foundation
+import GRDBMigrations
+import GRDBRegistry
+import GRDBRegistryExamples
+@testable import GRDBRegistryService
+import ServiceLifecycleTestKit
+
+/// A daemon that replicates, as the replication tests run it: a
+/// `DatabaseService` given its `LitestreamReplicator` (the real Litestream),
+/// both logging to one recorder, and its tenants: `PlayerRepository`.
+struct ReplicatedDaemon {
+    let configuration: RegistryConfiguration
+    let logs = LogRecorder()
+    let replicator: LitestreamReplicator
+    let service: DatabaseService
+    let tenants: TenantDirectory<PlayerRepository>
+
+    /// A replicated configuration of `directory`: plain tenants with the
+    /// players migrations, a file replica, `litestream`.
+    static func configuration(in directory: TemporaryDirectory, litestream: String = litestreamPath, retention: String = "3600") throws -> RegistryConfiguration {
+        try RegistryConfiguration.parse(Data(#"""
+            {"tenants": {"root": "tenants", "migrations": "\#(repositoryRoot.path)/Migrations/players"},
+             "replication": {"replica": "replica", "litestream": "\#(litestream)", "removedTenantRetentionSeconds": \#(retention)}}
+            """#.utf8), baseDirectory: directory.url, environment: [:])
+    }
+
+    /// `scanInterval` is the replicator's: how often it looks for files
+    /// beyond the tenants the service registers as they open.
+    init(configuration: RegistryConfiguration, environment: [String: String] = [:], scanInterval: Duration = .seconds(1)) throws {
+        self.configuration = configuration
+        replicator = try LitestreamReplicator(configuration: configuration, environment: environment, logger: logs.logger(), scanInterval: scanInterval)
+        service = DatabaseService(configuration: configuration, environment: environment, logger: logs.logger(), observer: .none, replicator: replicator)
+        tenants = try service.tenants(of: PlayerRepository.self)
+    }
+
+    /// Runs the service and the replicator, calls `body` once both are
+    /// ready, then shuts both down gracefully and waits for them to end:
+    /// what the replica holds afterwards is what a stopped daemon leaves.
+    func run(_ body: () async throws -> Void) async throws {
+        let service = service, replicator = replicator
+        try await testGracefulShutdown { trigger in
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await service.run() }
+                group.addTask { try await replicator.run() }
+                try await service.waitUntilReady()
+                try await replicator.waitUntilReady()
+                try await body()
+                trigger.triggerGracefulShutdown()
+                try await group.waitForAll()
+            }
+        }
+    }
+}
