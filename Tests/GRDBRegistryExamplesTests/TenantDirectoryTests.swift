@@ -61,7 +61,7 @@ private struct BrokenRepository: TenantRepository {
         try tenants.provision(TenantID("globex"))
         #expect(try tenants.tenants() == [TenantID("acme"), TenantID("globex")])
 
-        try await tenants.withRepository(TenantID("acme")) { players in
+        _ = try await tenants.withRepository(TenantID("acme")) { players in
             try await players.add(name: "Arthur", score: 1)
         }
         #expect(try count(tenants, "acme") == 1)
@@ -146,10 +146,10 @@ private struct BrokenRepository: TenantRepository {
         #expect(leaderboard.value == [])
         // Other tenants come and go: acme stays open under its query.
         for (index, id) in ["b", "c", "b"].enumerated() {
-            try await tenants.withRepository(TenantID(id)) { try await $0.add(name: "X\(index)", score: 1) }
+            _ = try await tenants.withRepository(TenantID(id)) { try await $0.add(name: "X\(index)", score: 1) }
         }
         #expect(tenants.isOpen(try TenantID("acme")))
-        try await tenants.withRepository(TenantID("acme")) { try await $0.add(name: "Arthur", score: 5) }
+        _ = try await tenants.withRepository(TenantID("acme")) { try await $0.add(name: "Arthur", score: 5) }
         let updates = leaderboard.updates
         var iterator = updates.makeAsyncIterator()
         while let value = try await iterator.next(), value.isEmpty { }
@@ -165,7 +165,7 @@ private struct BrokenRepository: TenantRepository {
         let directory = try TemporaryDirectory()
         let tenants = try makeDirectory(directory, maxOpen: 1)
         for id in ["a", "b"] { try tenants.provision(TenantID(id)) }
-        try await tenants.withRepository(TenantID("a")) { try await $0.add(name: "Arthur", score: 3) }
+        _ = try await tenants.withRepository(TenantID("a")) { try await $0.add(name: "Arthur", score: 3) }
         try await tenants.withRepository(TenantID("b")) { _ in }
         #expect(!tenants.isOpen(try TenantID("a")))
         let names = try await tenants.withRepository(TenantID("a")) { players in
@@ -347,8 +347,8 @@ private struct BrokenRepository: TenantRepository {
         let tenants = try makeDirectory(directory, maxOpen: 1)
         let (a, b) = (try TenantID("a"), try TenantID("b"))
         for id in [a, b] { try tenants.provision(id) }
-        try await tenants.withRepository(a) { try await $0.add(name: "Arthur") }
-        try await tenants.withRepository(b) { try await $0.add(name: "Barbara") }
+        _ = try await tenants.withRepository(a) { try await $0.add(name: "Arthur") }
+        _ = try await tenants.withRepository(b) { try await $0.add(name: "Barbara") }
         #expect(!tenants.isOpen(a))
         // Leasing `a` right away waits for its close, then opens it again.
         let names = try await tenants.withRepository(a) { players in
@@ -399,7 +399,7 @@ private struct BrokenRepository: TenantRepository {
         for id in [a, b] { try tenants.provision(id) }
         let held = try await tenants.lease(a)
         try await held.repository.add(name: "Arthur")
-        try await tenants.withRepository(b) { try await $0.add(name: "Barbara") }
+        _ = try await tenants.withRepository(b) { try await $0.add(name: "Barbara") }
         let leaderboard = Query(LeaderboardRequest(), context: held.context)
         let consumer = Task {
             for try await _ in leaderboard.updates { }

@@ -318,7 +318,7 @@ import Testing
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { try await service.run() }
                 try await service.waitUntilReady()
-                try await tenants.withRepository(TenantID("closing")) { try await $0.add(name: "Arthur") }
+                _ = try await tenants.withRepository(TenantID("closing")) { try await $0.add(name: "Arthur") }
                 #expect(tenants.openCount == 1)
                 trigger.triggerGracefulShutdown()
                 try await group.waitForAll()
@@ -366,7 +366,7 @@ import Testing
                 group.addTask { try await service.run() }
                 try await service.waitUntilReady()
                 try await service.writer(named: "vault_db").write { db in try db.execute(sql: "CREATE TABLE vault(secret TEXT); INSERT INTO vault VALUES ('VAULT_MARKER')") }
-                try await tenants.withRepository(secret) { try await $0.add(name: "TENANT_MARKER") }
+                _ = try await tenants.withRepository(secret) { try await $0.add(name: "TENANT_MARKER") }
                 trigger.triggerGracefulShutdown()
                 try await group.waitForAll()
             }
@@ -403,8 +403,8 @@ import Testing
         let vault = try TenantID("vault"), acme = try TenantID("acme")
         try tenants.provision(vault, configuration: service.tenantConfiguration(for: vault, encrypted: true))
         try tenants.provision(acme, configuration: service.tenantConfiguration(for: acme, encrypted: false))
-        try await tenants.withRepository(vault) { try await $0.add(name: "Secret") }
-        try await tenants.withRepository(acme) { try await $0.add(name: "Visible") }
+        _ = try await tenants.withRepository(vault) { try await $0.add(name: "Secret") }
+        _ = try await tenants.withRepository(acme) { try await $0.add(name: "Visible") }
         #expect(CipherDatabase.isEncrypted(atPath: try tenants.path(of: vault)) == true)
         #expect(CipherDatabase.isEncrypted(atPath: try tenants.path(of: acme)) == false)
         tenants.closeIdleTenants()
