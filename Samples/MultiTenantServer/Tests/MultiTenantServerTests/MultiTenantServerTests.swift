@@ -65,7 +65,7 @@ import Testing
             // A database without a catalog row (what a creation that failed
             // after provisioning leaves) is no tenant, and does not block
             // creating it again.
-            FileManager.default.createFile(atPath: data.appendingPathComponent("tenants/ghost.sqlite").path, contents: Data())
+            #expect(FileManager.default.createFile(atPath: data.appendingPathComponent("tenants/ghost.sqlite").path, contents: Data()))
             let tenantsBefore = try await api.send(.GET, "/tenants", token: ServerProcess.operatorToken).body
             #expect(!tenantsBefore.contains("ghost"))
             let ghost = try await api.createTenant(#"{"id":"ghost"}"#)

@@ -23,7 +23,7 @@ import Testing
         process.executableURL = executable
         process.arguments = arguments
         let output = FileManager.default.temporaryDirectory.appendingPathComponent("registryctl-\(UUID().uuidString).out")
-        FileManager.default.createFile(atPath: output.path, contents: nil)
+        #expect(FileManager.default.createFile(atPath: output.path, contents: nil))
         defer { try? FileManager.default.removeItem(at: output) }
         let handle = try FileHandle(forWritingTo: output)
         process.standardOutput = handle
