@@ -168,7 +168,7 @@ let package = Package(
             name: "FaultToleranceTests",
             // registryctl: the full-disk tests run it as a child process
             // under a file size limit and on a full filesystem.
-            dependencies: ["CFaultInjectionVFS", "GRDBBackup", "GRDBCipher", "GRDBMigrations", "GRDBRegistryExamples", "registryctl"]
+            dependencies: ["TestSupport", "CFaultInjectionVFS", "GRDBBackup", "GRDBCipher", "GRDBMigrations", "GRDBRegistryExamples", "registryctl"]
         ),
     ],
     swiftLanguageModes: [.v6]

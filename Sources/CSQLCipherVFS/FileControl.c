@@ -27,15 +27,19 @@ static void restrict_new_file(CipherFile *file) {
     if (path && *path) chmod(path, 0600);
 }
 
-/// Makes SQLite lay out a new database with the codec's page size and
-/// reserved bytes, as SQLCipher does in its pager: SQLite's own defaults
-/// (4096-byte pages, no reserve) would not fit the codec, and the VFS
-/// refuses to write them. An existing file keeps its header's geometry,
-/// which the VFS checks against the codec when it reads page 1.
+/// Gives SQLite the codec's page size, and a new database the codec's
+/// reserved bytes too, as SQLCipher does in its pager: SQLite's own
+/// defaults (4096-byte pages, no reserve) would not fit the codec, and the
+/// VFS refuses to write them.
+///
+/// An existing file keeps its header's geometry, which the VFS checks
+/// against the codec when it reads page 1; but until SQLite has read page
+/// 1, it reads pages of the size set here. When page 1 comes from the WAL,
+/// SQLite reads it with that size: with the 4096-byte default, a file of
+/// larger pages (cipher_page_size) got a read of part of a frame, which the
+/// VFS refuses. (SQLite ignores the pragma once page 1 fixed the size.)
 static void apply_geometry(CipherFile *file) {
     if (!file->db || !file->codec) return;
-    sqlite3_int64 size = 0;
-    if (file->real->pMethods->xFileSize(file->real, &size) != SQLITE_OK || size > 0) return;
     const char *schema = schema_name(file);
     if (!schema) return;
     char *sql = sqlite3_mprintf("PRAGMA \"%w\".page_size = %d", schema, file->codec->pageSize);
@@ -43,6 +47,8 @@ static void apply_geometry(CipherFile *file) {
         sqlite3_exec(file->db, sql, NULL, NULL, NULL);
         sqlite3_free(sql);
     }
+    sqlite3_int64 size = 0;
+    if (file->real->pMethods->xFileSize(file->real, &size) != SQLITE_OK || size > 0) return;
     int reserve = file->codec->reserve;
     sqlite3_file_control(file->db, schema, SQLITE_FCNTL_RESERVE_BYTES, &reserve);
     restrict_new_file(file);

@@ -94,20 +94,6 @@ import Testing
 
     @Test(arguments: scenarios)
     func everyFaultAtEveryCallIndexLosesNothing(_ scenario: FaultScenario) async throws {
-        // Known, intermittent, not yet explained (stop 12): under some
-        // faults an encrypted tenant's provision or removal sees SQLite ask
-        // for 512- or 2048-byte pages, which the cipher VFS refuses (fail
-        // closed: nothing is written). Only that refusal is tolerated, and
-        // only as a known issue; any other failure fails the test.
-        try await withKnownIssue("SQLite asked an encrypted tenant for a page size the key does not have", isIntermittent: true) {
-            try await checkEveryFault(scenario)
-        } matching: { issue in
-            let text = String(describing: issue)
-            return text.contains("-byte page of the key's format goes") || text.contains("[\"CipherError\": 1]")
-        }
-    }
-
-    private func checkEveryFault(_ scenario: FaultScenario) async throws {
         try FaultInjection.checkInstalled()
         let root = try TemporaryDirectory()
         var statistics = FaultStatistics(scenario: scenario.description)
