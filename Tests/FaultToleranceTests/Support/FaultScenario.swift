@@ -375,6 +375,12 @@ final class MigrationTemplates: Sendable {
         .appendingPathComponent("FaultToleranceTemplates-\(UUID().uuidString)").path
     private let paths = Mutex<[String: String]>([:])
 
+    private init() {
+        // The templates live as long as the process: removed when it exits
+        // (a test run ends with exit()), not left behind in /tmp.
+        atexit { try? FileManager.default.removeItem(atPath: MigrationTemplates.shared.directory) }
+    }
+
     /// The path of the template `name`, built by `build` (given the path,
     /// closed when it returns) the first time.
     func path(for name: String, build: (String) throws -> Void) throws -> String {
