@@ -64,7 +64,9 @@ struct MultiTenantServer {
 
     static func run(settings: ServerSettings) async throws {
         let logger = {
-            var logger = Logger(label: "MultiTenantServer")
+            // Each request's logger gets a request id from Hummingbird:
+            // see LazyMetadataLogHandler for why not StreamLogHandler.
+            var logger = Logger(label: "MultiTenantServer") { LazyMetadataLogHandler(label: $0) }
             logger.logLevel = .info
             return logger
         }()
