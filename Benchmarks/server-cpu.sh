@@ -16,34 +16,21 @@ if [ -n "${SAMPLE_BIN:-}" ]; then bin=$SAMPLE_BIN; else
     swift build -c release --package-path Samples/MultiTenantServer --product MultiTenantServer >&2
     bin="$(swift build -c release --package-path Samples/MultiTenantServer --show-bin-path)"
 fi
+tenants=100
+players=20
 work=$(mktemp -d)
+pids=()
+trap 'for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"' EXIT
 export MTS_OPERATOR_TOKEN="benchmark-operator-token-$RANDOM$RANDOM"
-"$bin/MultiTenantServer" --port 0 --data "$work/data" >"$work/log" 2>&1 &
-pid=$!
-trap 'kill $pid 2>/dev/null || true; wait $pid 2>/dev/null || true; rm -rf "$work"' EXIT
-port=
-for _ in $(seq 1 600); do
-    port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$work/log" | grep -o '[0-9]*$') && break
-    sleep 0.1
-done
-[ -n "$port" ] || { echo "the server did not start:" >&2; cat "$work/log" >&2; exit 1; }
-base=http://127.0.0.1:$port
-: >"$work/tenants"
-for t in $(seq 0 99); do
-    token=$(curl -sf -X POST "$base/tenants" -H "Authorization: Bearer $MTS_OPERATOR_TOKEN" -d "{\"id\":\"t$t\"}" | sed -E 's/.*"token":"([^"]+)".*/\1/')
-    echo "t$t $token" >>"$work/tenants"
-    args=()
-    for p in $(seq 0 19); do
-        [ "$p" -gt 0 ] && args+=(--next)
-        args+=(-sf -o /dev/null -X POST "$base/tenants/t$t/players" -H "Authorization: Bearer $token" -H 'Content-Type: application/json' -d "{\"name\":\"seed$p\",\"score\":$p}")
-    done
-    curl "${args[@]}"
-done
+source Benchmarks/lib/servers.sh
+start sample "$bin/MultiTenantServer" --port 0 --data "$work/data"
+pid=${pids[0]}
+seed "$sample" "$work/tenants"
 export WRK_SCRIPTS="$PWD/Benchmarks/wrk"
 ticks=$(getconf CLK_TCK)
 for entry in ${PATHS:-/health/live:health.lua /tenants/t0/leaderboard:reads.lua}; do
     path=${entry%%:*}; script=${entry##*:}
-    WRK_TENANTS="$work/tenants" wrk -t2 -c32 -d3s -s "$WRK_SCRIPTS/$script" "$base$path" >/dev/null
+    WRK_TENANTS="$work/tenants" wrk -t2 -c32 -d3s -s "$WRK_SCRIPTS/$script" "$sample$path" >/dev/null
     read -r u0 s0 < <(awk '{print $14, $15}' "/proc/$pid/stat")
     perfpid=
     if [ -n "${PERF:-}" ] && [ "$script" = "$PERF" ]; then
@@ -51,7 +38,7 @@ for entry in ${PATHS:-/health/live:health.lua /tenants/t0/leaderboard:reads.lua}
         perf record -F 499 --call-graph dwarf,16384 -p "$pid" -o Benchmarks/.build-perf/perf.data -- sleep 4 >/dev/null 2>&1 &
         perfpid=$!
     fi
-    output=$(WRK_TENANTS="$work/tenants" wrk -t2 -c32 -d10s --latency -s "$WRK_SCRIPTS/$script" "$base$path")
+    output=$(WRK_TENANTS="$work/tenants" wrk -t2 -c32 -d10s --latency -s "$WRK_SCRIPTS/$script" "$sample$path")
     [ -n "$perfpid" ] && wait "$perfpid"
     read -r u1 s1 < <(awk '{print $14, $15}' "/proc/$pid/stat")
     requests=$(echo "$output" | awk '/requests in/ {print $1}')

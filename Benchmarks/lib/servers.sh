@@ -1,0 +1,42 @@
+# Sourced by the benchmark scripts that run the sample server (and the
+# plain one): starting a server and seeding its tenants. The caller sets
+# `work` (a scratch folder), `pids` (an array its cleanup kills and
+# waits for), `tenants`, `players` and exports MTS_OPERATOR_TOKEN.
+
+# Starts a server; sets the variable named $1 to its base URL once it
+# listens. Not in a command substitution: its subshell would keep the pid
+# from `pids`, and the cleanup would leave the server running.
+start() {
+    local var=$1; shift
+    "$@" >"$work/$var.log" 2>&1 &
+    pids+=($!)
+    for _ in $(seq 1 600); do
+        if port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$work/$var.log" | grep -o '[0-9]*$'); then
+            printf -v "$var" 'http://127.0.0.1:%s' "$port"; return
+        fi
+        sleep 0.1
+    done
+    echo "$var did not start:" >&2; cat "$work/$var.log" >&2; exit 1
+}
+
+# Creates `tenants` tenants t0… of `players` players each on the server at
+# $1, and writes their "id token" lines (for wrk) to $2. One curl per
+# tenant (its players chained with --next, on one connection).
+seed() {
+    local base=$1 file=$2
+    : >"$file"
+    for t in $(seq 0 $((tenants - 1))); do
+        local token
+        token=$(curl -sf -X POST "$base/tenants" -H "Authorization: Bearer $MTS_OPERATOR_TOKEN" \
+            -H 'Content-Type: application/json' -d "{\"id\":\"t$t\"}" | sed -E 's/.*"token":"([^"]+)".*/\1/')
+        [ -n "$token" ] || { echo "creating tenant t$t on $base failed" >&2; exit 1; }
+        echo "t$t $token" >>"$file"
+        local args=()
+        for p in $(seq 0 $((players - 1))); do
+            [ "$p" -gt 0 ] && args+=(--next)
+            args+=(-sf -o /dev/null -X POST "$base/tenants/t$t/players" -H "Authorization: Bearer $token"
+                -H 'Content-Type: application/json' -d "{\"name\":\"seed$p\",\"score\":$p}")
+        done
+        curl "${args[@]}" || { echo "seeding tenant t$t on $base failed" >&2; exit 1; }
+    done
+}
