@@ -8,8 +8,8 @@ import GRDBMigrations
 // snippet.show
 // snippet.set
 // Migrations/players holds 0001_create_player.sql to
-// 0003_index_player_score.sql; a Swift migration takes the next number.
-let backfill = SwiftMigration(number: 4, description: "backfill_teams") { db in
+// 0004_index_player_team_name.sql; a Swift migration takes the next number.
+let backfill = SwiftMigration(number: 5, description: "backfill_teams") { db in
     try db.execute(sql: "UPDATE player SET team = 'red' WHERE team IS NULL")
 }
 let set = try MigrationSet(
@@ -21,7 +21,7 @@ var runner = DatabaseMigrationRunner(set: set)
 let status = try runner.status(ofDatabaseAt: "data/players.sqlite")
 print(status.pending, status.modified, status.unknown)
 let report = try runner.migrate(databaseAt: "data/players.sqlite")
-print(report.applied)  // ["0001_create_player.sql", …, "0004_backfill_teams"]
+print(report.applied)  // ["0001_create_player.sql", …, "0005_backfill_teams"]
 
 // snippet.encrypted
 // An encrypted database: the runner opens every connection with the key.

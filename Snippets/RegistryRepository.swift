@@ -12,9 +12,11 @@ struct ScoreRepository: TopLevelDatabaseReader, Sendable {
     private let database: RepositoryDatabase   // the writer never leaves
 
     static let invariants: [DatabaseInvariant] = [
-        .sql("nonNegativeScore",
-             "SELECT round, points FROM score WHERE points < 0"),
-        .swift("roundsScoredOnce") { db in
+        // Over the rows each write changed (`changed_score`): O(change).
+        .sql("nonNegativeScore", changedRowsOf: "score",
+             "SELECT round, points FROM changed_score WHERE points < 0"),
+        // Over the whole table, after each write that changed it.
+        .swift("roundsScoredOnce", tables: ["score"]) { db in
             let rounds = try Int.fetchAll(db, sql: """
                 SELECT round FROM score GROUP BY round HAVING COUNT(*) > 1
                 """)

@@ -35,11 +35,18 @@ public struct PlayerRepository: TopLevelDatabaseReader, TenantRepository, Sendab
     private let database: RepositoryDatabase
 
     /// The invariants of a players database.
+    ///
+    /// Both are written over the rows each transaction changed
+    /// (`changed_player`), so that a write costs what it changed, not the
+    /// size of the table; the name lookup uses the `player_on_team_name`
+    /// index.
     public static let invariants: [DatabaseInvariant] = [
-        .sql("nonNegativeScore", "SELECT id, name, score FROM player WHERE score < 0"),
-        .sql("uniqueNamePerTeam", """
-            SELECT team, name, COUNT(*) AS count FROM player
-            GROUP BY team, name HAVING COUNT(*) > 1
+        .sql("nonNegativeScore", changedRowsOf: "player", "SELECT id, name, score FROM changed_player WHERE score < 0"),
+        .sql("uniqueNamePerTeam", changedRowsOf: "player", """
+            SELECT c.id, c.team, c.name FROM changed_player AS c
+            WHERE EXISTS (
+                SELECT 1 FROM player AS p
+                WHERE p.team IS c.team AND p.name = c.name AND p.id <> c.id)
             """),
     ]
 
@@ -65,6 +72,12 @@ ALTER TABLE player ADD COLUMN team TEXT;
         SQLMigrationFile(identifier: "0003_index_player_score.sql", sql: """
 -- Leaderboards sort by score.
 CREATE INDEX player_on_score ON player(score);
+
+"""),
+        SQLMigrationFile(identifier: "0004_index_player_team_name.sql", sql: """
+-- The uniqueNamePerTeam invariant looks each changed player's name up in
+-- its team: without this index, every write would scan the table.
+CREATE INDEX player_on_team_name ON player(team, name);
 
 """),
     ]

@@ -7,7 +7,7 @@ import Testing
     @Test func shippedPlayersSetLoadsInNumericOrder() throws {
         let set = try MigrationSet(directory: shippedMigrationsURL.appendingPathComponent("players"))
         #expect(set.name == "players")
-        #expect(set.identifiers == ["0001_create_player.sql", "0002_add_player_team.sql", "0003_index_player_score.sql"])
+        #expect(set.identifiers == ["0001_create_player.sql", "0002_add_player_team.sql", "0003_index_player_score.sql", "0004_index_player_team_name.sql"])
         #expect(set.allowsGaps == false)
         let catalog = try MigrationSet(directory: shippedMigrationsURL.appendingPathComponent("catalog"))
         #expect(catalog.identifiers == ["0001_create_tenant.sql", "0002_add_tenant_token.sql", "0003_add_tenant_move.sql"])

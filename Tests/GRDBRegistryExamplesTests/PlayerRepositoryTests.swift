@@ -164,7 +164,7 @@ import Testing
             try queue.close()
         }
         let error = #expect(throws: DatabaseRepositoryError.self) { try PlayerRepository(path: path, policy: .refusePending) }
-        #expect(error == .pendingMigrations(database: "players", migrations: ["0002_add_player_team.sql", "0003_index_player_score.sql"]))
+        #expect(error == .pendingMigrations(database: "players", migrations: ["0002_add_player_team.sql", "0003_index_player_score.sql", "0004_index_player_team_name.sql"]))
         #expect(try freshRead(path) { db in try db.columns(in: "player").map(\.name) } == ["id", "name", "score"])
     }
 }

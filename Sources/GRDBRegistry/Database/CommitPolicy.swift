@@ -21,6 +21,9 @@ final class CommitPolicy: TransactionObserver, Sendable {
         /// held; nil before the first checked write. Another connection's
         /// commit (another process, `sqlite3`, `registryctl`) changes it.
         var checkedDataVersion: Int?
+        /// The rows the current transaction changed, for the incremental
+        /// check of the invariants; emptied when the transaction ends.
+        var changes = TransactionChanges()
     }
 
     let database: String
@@ -51,6 +54,25 @@ final class CommitPolicy: TransactionObserver, Sendable {
         self.state = Mutex(State(allowsUnchecked: !enforcing))
     }
 
+    /// The body of a checked write, inside its transaction: `updates`,
+    /// then the invariants over the rows it changed (over the whole
+    /// database when it changed the schema, which row events don't show),
+    /// then the mark that lets the commit through.
+    func runChecked<T>(_ db: Database, _ updates: (Database) throws -> T) throws -> T {
+        try checkOutOfBandWrites(db)
+        let schemaVersion = invariants.isEmpty ? nil : try Self.schemaVersion(db)
+        let result = try updates(db)
+        if !invariants.isEmpty {
+            try checkInvariants(db, incremental: try Self.schemaVersion(db) == schemaVersion)
+        }
+        markChecked()
+        return result
+    }
+
+    private static func schemaVersion(_ db: Database) throws -> Int? {
+        try Int.fetchOne(db.cachedStatement(sql: "PRAGMA schema_version"))
+    }
+
     /// Called at the end of a checked write, inside its transaction.
     func markChecked() {
         state.withLock { $0.checked = true }
@@ -70,9 +92,12 @@ final class CommitPolicy: TransactionObserver, Sendable {
         state.withLock { $0.acceptsWrites }
     }
 
-    /// Throws the first broken invariant, after reporting it.
-    func checkInvariants(_ db: Database) throws {
-        if let violation = try invariants.firstViolation(db, database: database) {
+    /// Throws the first broken invariant, after reporting it: over the
+    /// whole database (`incremental: false`: opening, restores), or over
+    /// the rows the current transaction changed (a checked write).
+    func checkInvariants(_ db: Database, incremental: Bool = false) throws {
+        let changes = incremental ? state.withLock { $0.changes } : nil
+        if let violation = try invariants.firstViolation(db, database: database, changes: changes) {
             onEvent?(.invariantViolated(violation.invariant))
             throw violation
         }
@@ -98,9 +123,17 @@ final class CommitPolicy: TransactionObserver, Sendable {
         state.withLock { $0.checkedDataVersion = version }
     }
 
-    func observes(eventsOfKind eventKind: DatabaseEventKind) -> Bool { false }
+    /// Every row change of a database with invariants is recorded: the
+    /// incremental check reads the rows the transaction changed. (GRDB
+    /// then turns off SQLite's truncate optimization, so that a
+    /// `DELETE FROM t` reports its rows too.)
+    func observes(eventsOfKind eventKind: DatabaseEventKind) -> Bool {
+        requiresCheckedWrites && !invariants.isEmpty
+    }
 
-    func databaseDidChange(with event: DatabaseEvent) { }
+    func databaseDidChange(with event: DatabaseEvent) {
+        state.withLock { $0.changes.record(event) }
+    }
 
     func databaseWillCommit() throws {
         let (wasChecked, allowsUnchecked, acceptsWrites) = state.withLock { state in
@@ -118,11 +151,15 @@ final class CommitPolicy: TransactionObserver, Sendable {
     }
 
     func databaseDidCommit(_ db: Database) {
+        state.withLock { $0.changes = TransactionChanges() }
         onEvent?(.committed)
     }
 
     func databaseDidRollback(_ db: Database) {
-        state.withLock { $0.checked = false }
+        state.withLock { state in
+            state.checked = false
+            state.changes = TransactionChanges()
+        }
         onEvent?(.rolledBack)
     }
 }

@@ -275,13 +275,7 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
     ///   error of `updates` or of the database.
     public func write<T: Sendable>(_ updates: @escaping @Sendable (Database) throws -> T) async throws -> T {
         let policy = policy
-        return try await writer.write { db in
-            try policy.checkOutOfBandWrites(db)
-            let result = try updates(db)
-            try policy.checkInvariants(db)
-            policy.markChecked()
-            return result
-        }
+        return try await writer.write { db in try policy.runChecked(db, updates) }
     }
 
     /// The synchronous version of ``write(_:)-6ft3j``: it blocks the calling
@@ -293,13 +287,7 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
     /// try players.write { db in try db.execute(sql: "DELETE FROM player") }
     /// ```
     public func write<T>(_ updates: (Database) throws -> T) throws -> T {
-        try writer.write { db in
-            try policy.checkOutOfBandWrites(db)
-            let result = try updates(db)
-            try policy.checkInvariants(db)
-            policy.markChecked()
-            return result
-        }
+        try writer.write { db in try policy.runChecked(db, updates) }
     }
 
     // MARK: - Shutdown
