@@ -26,6 +26,18 @@ let package = Package(
             path: "Benchmarks/CoreBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
+        // A plain executable, not a Benchmark target: it times writes on
+        // a million-row database, which the harness's repeated runs would
+        // seed again and again.
+        .executableTarget(
+            name: "InvariantScaling",
+            dependencies: [
+                .product(name: "GRDBRegistry", package: "GRDBRegistry"),
+                .product(name: "GRDBRegistryExamples", package: "GRDBRegistry"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            path: "Benchmarks/InvariantScaling"
+        ),
         .executableTarget(
             name: "TenantBenchmarks",
             dependencies: [
