@@ -32,7 +32,9 @@ let package = Package(
         // MARK: Core: registry, contexts, queryables, Query
         .target(
             name: "GRDBRegistry",
-            dependencies: [.product(name: "GRDB", package: "GRDB.swift")]
+            // GRDBSQLite: the SQLite C API, for the `ATTACH` limit of
+            // read-only connections, which no SQL can raise.
+            dependencies: [.product(name: "GRDB", package: "GRDB.swift"), .product(name: "GRDBSQLite", package: "GRDB.swift")]
         ),
         .testTarget(
             name: "GRDBRegistryTests",

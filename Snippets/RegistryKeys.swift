@@ -64,7 +64,7 @@ try await withRegistry(registry) {
     print("players: \(try await playerCount())")            // 2
 
     // One entry overridden for a scope (a test, a request), the others untouched.
-    let empty = try DatabaseQueue()
+    let empty = try DatabaseQueue.inMemoryWithReadOnlyAccess()
     try await empty.write { db in
         try db.execute(sql: "CREATE TABLE player (id INTEGER PRIMARY KEY)")
     }

@@ -13,7 +13,7 @@ struct Player: Codable, Sendable, Equatable, Identifiable,
 }
 
 // snippet.hide
-let dbQueue = try DatabaseQueue()
+let dbQueue = try DatabaseQueue.inMemoryWithReadOnlyAccess()
 try dbQueue.write { db in
     try db.create(table: "player") { t in
         t.primaryKey("id", .integer)

@@ -47,7 +47,7 @@ struct ScoreRepository: TopLevelDatabaseReader, Sendable {
     /// An in-memory repository, for tests.
     init() throws {
         database = try RepositoryDatabase(
-            writer: DatabaseQueue(), name: "scores",
+            writer: DatabaseQueue.inMemoryWithReadOnlyAccess(), name: "scores",
             migrator: Self.migrator, invariants: Self.invariants)
     }
 

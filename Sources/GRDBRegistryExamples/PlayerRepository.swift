@@ -136,7 +136,7 @@ CREATE INDEX player_on_team_name ON player(team, name);
     /// A repository over `writer`, which it now owns, migrated if needed.
     ///
     /// ```swift
-    /// let players = try PlayerRepository(writer: DatabaseQueue())
+    /// let players = try PlayerRepository(writer: DatabaseQueue.inMemoryWithReadOnlyAccess())
     /// ```
     public init(writer: any DatabaseWriter, name: String = "players") throws {
         database = try RepositoryDatabase(
@@ -148,7 +148,7 @@ CREATE INDEX player_on_team_name ON player(team, name);
 
     /// An empty in-memory repository, for tests and previews.
     public static func empty() throws -> PlayerRepository {
-        try PlayerRepository(writer: DatabaseQueue())
+        try PlayerRepository(writer: DatabaseQueue.inMemoryWithReadOnlyAccess())
     }
 
     /// An in-memory repository with a few players of two teams, for tests
@@ -159,7 +159,7 @@ CREATE INDEX player_on_team_name ON player(team, name);
     /// let best = try await players.reader.read { db in try LeaderboardRequest(limit: 1).fetch(db) }
     /// ```
     public static func populated() throws -> PlayerRepository {
-        let repository = try PlayerRepository(writer: DatabaseQueue())
+        let repository = try PlayerRepository(writer: DatabaseQueue.inMemoryWithReadOnlyAccess())
         // Seeding goes through a checked transaction, as every write.
         try repository.database.write { db in
             for player in populatedPlayers {

@@ -61,14 +61,14 @@ import Testing
         // A new migration reaches both kinds of tenant, with the daemon's keys.
         let folder = directory.path("players")
         try FileManager.default.copyItem(atPath: Self.playersSet, toPath: folder)
-        try Data("ALTER TABLE player ADD COLUMN nickname TEXT;\n".utf8).write(to: URL(fileURLWithPath: folder + "/0004_add_nickname.sql"))
+        try Data("ALTER TABLE player ADD COLUMN nickname TEXT;\n".utf8).write(to: URL(fileURLWithPath: folder + "/0005_add_nickname.sql"))
         var text = try String(contentsOfFile: config, encoding: .utf8)
         text = text.replacingOccurrences(of: Self.playersSet, with: folder)
         try Data(text.utf8).write(to: URL(fileURLWithPath: config))
         let migrate = try Registryctl.run(["migrate", "--config", config], environment: environment)
         #expect(migrate.status == 0, "\(migrate.stdout)\(migrate.stderr)")
-        #expect(migrate.stdout.contains("acme: applied 0004_add_nickname.sql"), "\(migrate.stdout)")
-        #expect(migrate.stdout.contains("vault: applied 0004_add_nickname.sql"), "\(migrate.stdout)")
+        #expect(migrate.stdout.contains("acme: applied 0005_add_nickname.sql"), "\(migrate.stdout)")
+        #expect(migrate.stdout.contains("vault: applied 0005_add_nickname.sql"), "\(migrate.stdout)")
 
         // The daemon opens them afterwards, migrated, with the same keys.
         let configuration = try RegistryConfiguration.load(contentsOf: URL(fileURLWithPath: config), environment: environment)
@@ -144,7 +144,7 @@ import Testing
 
         let config = directory.path("registry.json")
         let status = try Registryctl.run(["status", "--config", config], environment: environment)
-        #expect(status.status == 0 && status.stdout.contains("legacy: 3 applied, 0 pending"), "\(status.stdout)\(status.stderr)")
+        #expect(status.status == 0 && status.stdout.contains("legacy: 4 applied, 0 pending"), "\(status.stdout)\(status.stderr)")
         let verify = try Registryctl.run(["verify", "--config", config], environment: environment)
         #expect(verify.status == 0 && verify.stdout.contains("legacy: ok (encrypted: compatibility 3, cipher_page_size 1024"), "\(verify.stdout)\(verify.stderr)")
     }

@@ -14,7 +14,7 @@ import Testing
     }
 
     @Test func shippedSetsCreateTheDocumentedSchema() throws {
-        let dbQueue = try DatabaseQueue()
+        let dbQueue = try DatabaseQueue.inMemoryWithReadOnlyAccess()
         try MigrationSet(directory: shippedMigrationsURL.appendingPathComponent("players")).makeMigrator().migrate(dbQueue)
         try MigrationSet(directory: shippedMigrationsURL.appendingPathComponent("catalog")).makeMigrator().migrate(dbQueue)
         try dbQueue.read { db throws in

@@ -188,7 +188,7 @@ import Testing
     }
 
     @Test func anInjectedWriterIsGuardedToo() async throws {
-        let queue = try DatabaseQueue()
+        let queue = try DatabaseQueue.inMemoryWithReadOnlyAccess()
         let players = try PlayerRepository(writer: queue)
         await #expect(throws: DatabaseRepositoryError.uncheckedWrite(database: "players")) {
             try await queue.write { db in try db.execute(sql: "INSERT INTO player (name, score) VALUES ('Mallory', -100)") }

@@ -458,15 +458,15 @@ import Testing
         }
         // A new migration in the folder: verify refuses to open the tenant,
         // skip leaves it alone, apply runs it.
-        try Data("ALTER TABLE player ADD COLUMN nickname TEXT;\n".utf8).write(to: URL(fileURLWithPath: folder + "/0004_add_nickname.sql"))
+        try Data("ALTER TABLE player ADD COLUMN nickname TEXT;\n".utf8).write(to: URL(fileURLWithPath: folder + "/0005_add_nickname.sql"))
         let verifying = try service(.verify).tenants(of: PlayerRepository.self)
         let refused = await #expect(throws: DatabaseServiceError.self) { try await verifying.lease(acme) }
-        #expect(refused == .pendingMigrations(database: "tenants/acme", migrations: ["0004_add_nickname.sql"]))
+        #expect(refused == .pendingMigrations(database: "tenants/acme", migrations: ["0005_add_nickname.sql"]))
         let skipping = try service(.skip).tenants(of: PlayerRepository.self)
         try await skipping.withRepository(acme) { _ in }
         skipping.closeIdleTenants()
         let status = try DatabaseMigrationRunner(set: MigrationSet(directory: URL(fileURLWithPath: folder))).status(ofDatabaseAt: skipping.path(of: acme))
-        #expect(status.pending == ["0004_add_nickname.sql"])
+        #expect(status.pending == ["0005_add_nickname.sql"])
         let applying = try service(.apply).tenants(of: PlayerRepository.self)
         let columns = try await applying.withRepository(acme) { players in
             try await players.reader.read { db in try db.columns(in: "player").map(\.name) }

@@ -41,7 +41,7 @@ private struct OpenFailure: Error, Equatable {
     }
 
     @Test func readOnlyContextRejectsWriterAccess() throws {
-        let queue = try DatabaseQueue()
+        let queue = try DatabaseQueue.inMemoryWithReadOnlyAccess()
         let context = DatabaseContext.readOnly { queue }
         #expect(context.isReadOnly)
         #expect(throws: DatabaseContextError.readOnly) { try context.writer }
@@ -51,7 +51,7 @@ private struct OpenFailure: Error, Equatable {
     }
 
     @Test func readOnlyReaderCantBeCastBackToAWriter() throws {
-        let queue = try DatabaseQueue()
+        let queue = try DatabaseQueue.inMemoryWithReadOnlyAccess()
         let reader = try DatabaseContext.readOnly { queue }.reader
         #expect(!(reader is any DatabaseWriter))
         #expect(reader as? DatabaseQueue == nil)

@@ -63,7 +63,7 @@ extension DatabaseRegistry {
     }
 
     @Test func keyPathLookupReturnsTheRegisteredValue() throws {
-        let queue = try DatabaseQueue()
+        let queue = try DatabaseQueue.inMemoryWithReadOnlyAccess()
         var registry = DatabaseRegistry()
         registry.players = .readWrite { queue }
         registry.scoreLimit = 7
@@ -77,8 +77,8 @@ extension DatabaseRegistry {
     }
 
     @Test func overridingACopyLeavesTheOriginalUntouched() throws {
-        let first = try DatabaseQueue()
-        let second = try DatabaseQueue()
+        let first = try DatabaseQueue.inMemoryWithReadOnlyAccess()
+        let second = try DatabaseQueue.inMemoryWithReadOnlyAccess()
         var registry = DatabaseRegistry()
         registry.players = .readWrite { first }
         registry.databaseContext = .readWrite { first }
@@ -104,7 +104,7 @@ extension DatabaseRegistry {
     }
 
     @Test func registeredDatabasesCanBeFoundByName() throws {
-        let queue = try DatabaseQueue()
+        let queue = try DatabaseQueue.inMemoryWithReadOnlyAccess()
         try queue.write { db in try db.execute(sql: "CREATE TABLE t(a)") }
         var registry = DatabaseRegistry()
         registry.players = .readWrite { queue }
@@ -128,7 +128,7 @@ extension DatabaseRegistry {
     }
 
     @Test func namesReachDatabasesInsideContainers() throws {
-        let acme = try DatabaseQueue()
+        let acme = try DatabaseQueue.inMemoryWithReadOnlyAccess()
         try acme.write { db in try db.execute(sql: "CREATE TABLE acme(a)") }
         var registry = DatabaseRegistry()
         registry.shelf = Shelf(databases: ["acme": acme])
@@ -161,7 +161,7 @@ extension DatabaseRegistry {
     }
 
     @Test func currentRegistryIsScopedToTheTask() async throws {
-        let queue = try DatabaseQueue()
+        let queue = try DatabaseQueue.inMemoryWithReadOnlyAccess()
         var registry = DatabaseRegistry()
         registry.players = .readWrite { queue }
 

@@ -65,11 +65,11 @@ import Testing
     @Test(arguments: [1, 2, 3, 42, 2026] as [UInt64])
     func incrementalAndFullChecksAgreeOnEveryRandomTransaction(seed: UInt64) throws {
         var random = SeededGenerator(state: seed)
-        let repository = try RepositoryDatabase(writer: DatabaseQueue(), name: "checked", migrator: Self.migrator, invariants: Self.invariants)
+        let repository = try RepositoryDatabase(writer: DatabaseQueue.inMemoryWithReadOnlyAccess(), name: "checked", migrator: Self.migrator, invariants: Self.invariants)
         defer { try? repository.close() }
         // The oracle: the same statements on a plain database, judged by
         // the full check inside the transaction.
-        let oracle = try DatabaseQueue()
+        let oracle = try DatabaseQueue.inMemoryWithReadOnlyAccess()
         try Self.migrator.migrate(oracle)
         var refused = 0
         var accepted = 0
@@ -118,7 +118,7 @@ import Testing
             .swift("countsRuns", tables: ["player"]) { _ in runs.increment(); return [] },
             .sql("noNegativeNoteLength", "SELECT id FROM note WHERE length(text) < 0"),
         ]
-        let repository = try RepositoryDatabase(writer: DatabaseQueue(), migrator: Self.migrator, invariants: invariants)
+        let repository = try RepositoryDatabase(writer: DatabaseQueue.inMemoryWithReadOnlyAccess(), migrator: Self.migrator, invariants: invariants)
         defer { try? repository.close() }
         // The first write checks everything once (nothing is known of what
         // happened before it); the later ones check what they changed.
@@ -142,7 +142,7 @@ import Testing
                 END
                 """)
         }
-        let repository = try RepositoryDatabase(writer: DatabaseQueue(), migrator: migrator, invariants: Self.invariants)
+        let repository = try RepositoryDatabase(writer: DatabaseQueue.inMemoryWithReadOnlyAccess(), migrator: migrator, invariants: Self.invariants)
         defer { try? repository.close() }
         try repository.write { db in try db.execute(sql: "INSERT INTO player (name, score) VALUES ('ann', 5)") }
         #expect(throws: InvariantViolation.self) {
@@ -160,7 +160,7 @@ import Testing
         // The update hook doesn't report the rows of a WITHOUT ROWID table:
         // a check that would never see a change refuses to open.
         #expect(throws: (any Error).self) {
-            try RepositoryDatabase(writer: DatabaseQueue(), migrator: migrator, invariants: [invariant])
+            try RepositoryDatabase(writer: DatabaseQueue.inMemoryWithReadOnlyAccess(), migrator: migrator, invariants: [invariant])
         }
     }
 }

@@ -60,7 +60,7 @@ import Testing
     }
 
     @Test func invariantChecksRefuseCommitsThatSkippedThem() async throws {
-        let queue = try DatabaseQueue()
+        let queue = try DatabaseQueue.inMemoryWithReadOnlyAccess()
         try await queue.write(createPlayerTable)
         let database = ManagedDatabase(
             name: "players", writer: queue,
@@ -104,7 +104,7 @@ import Testing
     }
 
     @Test func aClosedDatabaseRefusesAccess() async throws {
-        let database = ManagedDatabase(name: "scratch", writer: try DatabaseQueue())
+        let database = ManagedDatabase(name: "scratch", writer: try DatabaseQueue.inMemoryWithReadOnlyAccess())
         try database.close()
         #expect(database.isClosed)
         #expect(throws: ManagedDatabaseError.closed(database: "scratch")) { try database.reader }

@@ -219,7 +219,7 @@ private struct CountdownRequest: Queryable {
     }
 
     @Test func updatesEndWhenTheQueryIsDeallocated() async throws {
-        let queue = try DatabaseQueue()
+        let queue = try DatabaseQueue.inMemoryWithReadOnlyAccess()
         try await queue.write(createPlayerTable)
         var query: Query<PlayerCountRequest>? = Query(PlayerCountRequest(), context: .readWrite { queue })
         guard let updates = query?.updates else { return }

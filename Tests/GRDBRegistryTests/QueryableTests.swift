@@ -137,7 +137,7 @@ struct TableCountRequest: ValueObservationQueryable {
     }
 
     @Test func databaseErrorEndsTheSequence() async throws {
-        let queue = try DatabaseQueue()
+        let queue = try DatabaseQueue.inMemoryWithReadOnlyAccess()
         var iterator = TableCountRequest(table: "missing").values(in: DatabaseContext.readWrite { queue }).makeAsyncIterator()
         let error = await #expect(throws: DatabaseError.self) { try await iterator.next() }
         #expect(error?.message?.contains("no such table: missing") == true)
@@ -224,7 +224,7 @@ struct TableCountRequest: ValueObservationQueryable {
                     try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM missing") ?? 0
                 }
             }
-            let queue = try? DatabaseQueue()
+            let queue = try? DatabaseQueue.inMemoryWithReadOnlyAccess()
             let context = DatabaseContext.readWrite { queue! }
             var iterator = FailingRequest().values(in: context).makeAsyncIterator()
             _ = try? await iterator.next()
@@ -234,7 +234,7 @@ struct TableCountRequest: ValueObservationQueryable {
     @Test func withoutAssertNoFailureTheProcessSurvivesDatabaseErrors() async {
         // The counterpart of the test above: the same failure, reported.
         await #expect(processExitsWith: .success) {
-            let queue = try? DatabaseQueue()
+            let queue = try? DatabaseQueue.inMemoryWithReadOnlyAccess()
             let context = DatabaseContext.readWrite { queue! }
             var iterator = TableCountRequest(table: "missing").values(in: context).makeAsyncIterator()
             _ = try? await iterator.next()

@@ -23,8 +23,8 @@ import GRDB
 ///
 /// A read-only context really is read-only: its ``reader`` is a
 /// ``ReadOnlyDatabaseReader``, which can't be cast back to a
-/// `DatabaseWriter` and runs every access with SQLite's `query_only`
-/// pragma, so that any write fails at the SQLite level.
+/// `DatabaseWriter` and runs every access, observations included, on a
+/// connection SQLite opened read-only, so that no SQL can write.
 public struct DatabaseContext: TopLevelDatabaseReader, Sendable {
     enum Access: Sendable {
         case readWrite(any DatabaseWriter)
@@ -39,9 +39,20 @@ public struct DatabaseContext: TopLevelDatabaseReader, Sendable {
     /// view: queries on them share their observations.
     public let sharedObservations: SharedObservations?
 
-    init(access: Access, observations: SharedObservations? = SharedObservations()) {
+    /// The read-only connection of a read-write context's ``readOnly()``
+    /// views, shared by the copies of the context.
+    let readOnlyConnection: ReadOnlyConnection?
+
+    init(access: Access, observations: SharedObservations? = SharedObservations(), readOnlyConnection: ReadOnlyConnection? = nil) {
         self.access = access
         self.sharedObservations = observations
+        if let readOnlyConnection {
+            self.readOnlyConnection = readOnlyConnection
+        } else if case let .readWrite(writer) = access {
+            self.readOnlyConnection = ReadOnlyConnection(writer: writer)
+        } else {
+            self.readOnlyConnection = nil
+        }
     }
 
     /// A context that can read from and write into `writer`.
@@ -67,9 +78,13 @@ public struct DatabaseContext: TopLevelDatabaseReader, Sendable {
     ///     try db.execute(sql: "DELETE FROM player")      // throws SQLITE_READONLY
     /// }
     /// ```
+    ///
+    /// A private in-memory database (`DatabaseQueue()`) gives a context
+    /// whose accesses throw ``DatabaseContextError/noReadOnlyConnection(database:)``
+    /// (see ``ReadOnlyDatabaseReader``).
     public static func readOnly(_ reader: () throws -> any DatabaseReader) -> DatabaseContext {
         do {
-            return DatabaseContext(access: .readOnly(ReadOnlyDatabaseReader(try reader())))
+            return DatabaseContext(access: .readOnly(try ReadOnlyDatabaseReader(try reader())))
         } catch {
             return DatabaseContext(access: .failure(error), observations: nil)
         }
@@ -81,12 +96,19 @@ public struct DatabaseContext: TopLevelDatabaseReader, Sendable {
         retaining retainer: (any AnyObject & Sendable)?,
         observations: SharedObservations?
     ) -> DatabaseContext {
-        DatabaseContext(access: .readOnly(ReadOnlyDatabaseReader(reader, retaining: retainer)), observations: observations)
+        do {
+            return DatabaseContext(
+                access: .readOnly(try ReadOnlyDatabaseReader(reader, connection: nil, retaining: retainer)),
+                observations: observations)
+        } catch {
+            return .failure(error)
+        }
     }
 
-    /// A read-write context on a writer whose observations are shared in `observations`.
-    static func readWrite(_ writer: any DatabaseWriter, observations: SharedObservations?) -> DatabaseContext {
-        DatabaseContext(access: .readWrite(writer), observations: observations)
+    /// A read-write context on a writer whose observations are shared in
+    /// `observations`, and whose read-only views read through `readOnlyConnection`.
+    static func readWrite(_ writer: any DatabaseWriter, observations: SharedObservations?, readOnlyConnection: ReadOnlyConnection) -> DatabaseContext {
+        DatabaseContext(access: .readWrite(writer), observations: observations, readOnlyConnection: readOnlyConnection)
     }
 
     /// A context whose every access throws `error`.
@@ -143,7 +165,13 @@ public struct DatabaseContext: TopLevelDatabaseReader, Sendable {
     /// ```
     public func readOnly() -> DatabaseContext {
         switch access {
-        case let .readWrite(writer): return DatabaseContext(access: .readOnly(ReadOnlyDatabaseReader(writer)), observations: sharedObservations)
+        case let .readWrite(writer):
+            do {
+                let reader = try ReadOnlyDatabaseReader(writer, connection: readOnlyConnection, retaining: nil)
+                return DatabaseContext(access: .readOnly(reader), observations: sharedObservations)
+            } catch {
+                return .failure(error)
+            }
         case .readOnly, .failure, .notConnected: return self
         }
     }

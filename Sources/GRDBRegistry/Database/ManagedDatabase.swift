@@ -78,6 +78,9 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
     public let sharedObservations: SharedObservations?
 
     let policy: CommitPolicy
+    /// The read-only connection of the database's read-only readers and
+    /// contexts, opened on first use.
+    let readOnlyConnection: ReadOnlyConnection
     private let onEvent: (@Sendable (Event) -> Void)?
     private let release: @Sendable (any DatabaseWriter) throws -> Void
     private let closed = Mutex(false)
@@ -209,6 +212,7 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
         self.checkpointOnClose = checkpointOnClose
         self.onEvent = onEvent
         self.sharedObservations = SharedObservations()
+        self.readOnlyConnection = ReadOnlyConnection(writer: writer)
         self.release = release
     }
 
@@ -226,6 +230,7 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
         }
         guard first else { return }
         policy.refuseWrites()
+        readOnlyConnection.close()
         try release(writer)
     }
 
@@ -249,7 +254,25 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
     /// ```
     public var context: DatabaseContext {
         if closed.withLock({ $0 }) { return .failure(ManagedDatabaseError.closed(database: name)) }
-        return .readWrite(writer, observations: sharedObservations)
+        return .readWrite(writer, observations: sharedObservations, readOnlyConnection: readOnlyConnection)
+    }
+
+    /// A read-only reader of the database: no SQL run through it can write
+    /// (see ``ReadOnlyDatabaseReader``). The readers share one read-only
+    /// connection, opened on first use.
+    ///
+    /// ```swift
+    /// let reader = try catalog.readOnlyReader
+    /// let count = try await reader.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM item") }
+    /// ```
+    ///
+    /// - throws: ``ManagedDatabaseError/closed(database:)`` after ``close()``,
+    ///   ``DatabaseContextError/noReadOnlyConnection(database:)`` for a
+    ///   private in-memory database.
+    public var readOnlyReader: ReadOnlyDatabaseReader {
+        get throws {
+            try ReadOnlyDatabaseReader(try reader, connection: readOnlyConnection, retaining: nil)
+        }
     }
 
     /// Whether commits go through: false once the database drains.
@@ -347,6 +370,9 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
         guard first else { return }
         policy.refuseWrites()
         sharedObservations?.close(with: ManagedDatabaseError.closed(database: name))
+        // Read-only connections hold read transactions that would keep a
+        // truncating checkpoint from completing.
+        readOnlyConnection.close()
         if let mode = checkpointOnClose {
             do {
                 try checkpoint(mode)

@@ -198,7 +198,7 @@ public final class RepositoryDatabase: TopLevelDatabaseReader, Sendable {
     ///
     /// - throws: ``ManagedDatabaseError/closed(database:)`` after ``close()``.
     public var reader: any DatabaseReader {
-        get throws { ReadOnlyDatabaseReader(try managed.reader) }
+        get throws { try managed.readOnlyReader }
     }
 
     /// Where queryables observing this database share their observations.
