@@ -36,15 +36,35 @@ func percentile(_ sorted: [Double], _ p: Double) -> Double {
     sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
 }
 
-/// One checked write: a new player, then a score change, in one transaction.
-func write(_ database: RepositoryDatabase, _ index: Int) throws -> Double {
+/// The two statements of one write: a new player, then a score change.
+func updates(_ db: Database, _ index: Int) throws {
+    try db.execute(sql: "INSERT INTO player (name, score, team) VALUES (?, ?, ?)", arguments: ["new\(index)", index % 50, "team\(index % 1_000)"])
+    try db.execute(sql: "UPDATE player SET score = score + 1 WHERE id = ?", arguments: [index % 90 + 1])
+}
+
+func microseconds(_ body: () throws -> Void) rethrows -> Double {
     let start = ContinuousClock.now
-    try database.write { db in
-        try db.execute(sql: "INSERT INTO player (name, score, team) VALUES (?, ?, ?)", arguments: ["new\(index)", index % 50, "team\(index % 1_000)"])
-        try db.execute(sql: "UPDATE player SET score = score + 1 WHERE id = ?", arguments: [index % 90 + 1])
-    }
+    try body()
     let elapsed = ContinuousClock.now - start
     return Double(elapsed.components.attoseconds) / 1e12 + Double(elapsed.components.seconds) * 1e6
+}
+
+/// One checked write, in one transaction.
+func write(_ database: RepositoryDatabase, _ index: Int) throws -> Double {
+    try microseconds { try database.write { db in try updates(db, index) } }
+}
+
+/// The same write through raw GRDB: no checks at all (the baseline).
+func write(_ pool: DatabasePool, _ index: Int) throws -> Double {
+    try microseconds { try pool.write { db in try updates(db, index) } }
+}
+
+/// A raw GRDB pool on a seeded copy: what the write costs without checks.
+func rawPool(rows: Int, name: String) throws -> DatabasePool {
+    let repository = try repository(rows: rows, invariants: [], name: name)
+    let path = repository.managed.writer.path
+    try repository.close()
+    return try DatabasePool(path: path)
 }
 
 let small = try repository(rows: 100, invariants: PlayerRepository.invariants, name: "small")
@@ -58,6 +78,20 @@ for index in 0..<writes {
         bigTimes.append(try write(big, index)); smallTimes.append(try write(small, index))
     }
 }
+// Raw GRDB at both sizes, alternating too: the part of the growth that is
+// SQLite's own (a deeper B-tree, two indexes), not the checks'.
+let rawSmall = try rawPool(rows: 100, name: "raw-small")
+let rawBig = try rawPool(rows: 1_000_000, name: "raw-big")
+var rawSmallTimes: [Double] = [], rawBigTimes: [Double] = []
+for index in 0..<writes {
+    if index % 2 == 0 {
+        rawSmallTimes.append(try write(rawSmall, index)); rawBigTimes.append(try write(rawBig, index))
+    } else {
+        rawBigTimes.append(try write(rawBig, index)); rawSmallTimes.append(try write(rawSmall, index))
+    }
+}
+rawSmallTimes.sort(); rawBigTimes.sort()
+try rawSmall.close(); try rawBig.close()
 smallTimes.sort(); bigTimes.sort()
 let smallP50 = percentile(smallTimes, 0.5), bigP50 = percentile(bigTimes, 0.5)
 let smallP99 = percentile(smallTimes, 0.99), bigP99 = percentile(bigTimes, 0.99)
@@ -65,6 +99,12 @@ print("changed-row invariants, \(writes) writes each (insert + update in one tra
 print(String(format: "  100 rows:       p50 %.1f µs  p99 %.1f µs", smallP50, smallP99))
 print(String(format: "  1,000,000 rows: p50 %.1f µs  p99 %.1f µs", bigP50, bigP99))
 print(String(format: "  ratio 1M/100:   p50 %.2f×  p99 %.2f×", bigP50 / smallP50, bigP99 / smallP99))
+let rawSmallP50 = percentile(rawSmallTimes, 0.5), rawBigP50 = percentile(rawBigTimes, 0.5)
+print("raw GRDB, no checks, same writes:")
+print(String(format: "  100 rows:       p50 %.1f µs  p99 %.1f µs", rawSmallP50, percentile(rawSmallTimes, 0.99)))
+print(String(format: "  1,000,000 rows: p50 %.1f µs  p99 %.1f µs", rawBigP50, percentile(rawBigTimes, 0.99)))
+print(String(format: "  ratio 1M/100:   p50 %.2f×", rawBigP50 / rawSmallP50))
+print(String(format: "checked / raw: p50 %.2f× at 100 rows, %.2f× at 1,000,000 rows", smallP50 / rawSmallP50, bigP50 / rawBigP50))
 
 // The whole-table form of the same rules, for scale: few writes, each one
 // scans the million rows.
