@@ -173,9 +173,11 @@ public struct DatabaseInvariant: Sendable {
     /// }
     /// ```
     ///
+    /// - parameter name: The name reported in ``InvariantViolation``.
     /// - parameter tables: The tables the check reads: a transaction that
     ///   changed none of them does not run it. Nil (the default) runs it
     ///   after every transaction.
+    /// - parameter check: Returns a description of each offense, or none.
     public static func swift(
         _ name: String,
         tables: [String]? = nil,
