@@ -29,7 +29,7 @@ import GRDB
 ///
 ///     /// An in-memory repository, for tests.
 ///     init() throws {
-///         database = try RepositoryDatabase(writer: DatabaseQueue(), migrator: Self.migrator, invariants: Self.invariants)
+///         database = try RepositoryDatabase(writer: DatabaseQueue.inMemoryWithReadOnlyAccess(), migrator: Self.migrator, invariants: Self.invariants)
 ///     }
 ///
 ///     var reader: any DatabaseReader { get throws { try database.reader } }
@@ -52,7 +52,9 @@ import GRDB
 ///   rolled back with ``DatabaseRepositoryError/uncheckedWrite(database:)``.
 /// - Once the database drains (``ManagedDatabase/drain(timeout:)``),
 ///   commits are refused with ``ManagedDatabaseError/notAcceptingWrites(database:)``.
-/// - ``reader`` and ``context`` are read-only (``ReadOnlyDatabaseReader``).
+/// - ``reader`` and ``context`` are read-only (``ReadOnlyDatabaseReader``):
+///   they read on connections SQLite opened read-only, never on the writer,
+///   so the writer's every commit is a checked one.
 /// - Opening checks the invariants, so a file edited by another tool into
 ///   a broken state is detected, not trusted. A file with tables but none of
 ///   the migrations (another schema) is refused with
@@ -119,12 +121,14 @@ public final class RepositoryDatabase: TopLevelDatabaseReader, Sendable {
     }
 
     /// A repository database over `writer`, which it now owns: an
-    /// in-memory `DatabaseQueue()` for tests, or a connection you opened.
+    /// in-memory `DatabaseQueue.inMemoryWithReadOnlyAccess()` for tests (a
+    /// private `DatabaseQueue()` has no connection for ``reader``), or a
+    /// connection you opened.
     /// Migrates it according to `policy`, and checks its invariants.
     ///
     /// ```swift
     /// let database = try RepositoryDatabase(
-    ///     writer: DatabaseQueue(),
+    ///     writer: DatabaseQueue.inMemoryWithReadOnlyAccess(),
     ///     name: "scores",
     ///     migrator: ScoreRepository.migrator,
     ///     invariants: ScoreRepository.invariants)
@@ -194,9 +198,13 @@ public final class RepositoryDatabase: TopLevelDatabaseReader, Sendable {
         self.invariants = invariants
     }
 
-    /// A read-only reader of the database.
+    /// A read-only reader of the database: its reads, and the fetches of
+    /// its observations, run on connections SQLite opened read-only (see
+    /// ``ReadOnlyDatabaseReader``), so no SQL sent through it can commit.
     ///
-    /// - throws: ``ManagedDatabaseError/closed(database:)`` after ``close()``.
+    /// - throws: ``ManagedDatabaseError/closed(database:)`` after ``close()``;
+    ///   ``DatabaseContextError/noReadOnlyConnection(database:)`` for a
+    ///   private in-memory `DatabaseQueue()`.
     public var reader: any DatabaseReader {
         get throws { try managed.readOnlyReader }
     }
