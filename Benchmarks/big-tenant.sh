@@ -21,11 +21,6 @@ rounds=${4:-3}
 command -v wrk >/dev/null || { echo "wrk is missing: run scripts/bootstrap" >&2; exit 1; }
 command -v sqlite3 >/dev/null || { echo "sqlite3 is missing: run scripts/bootstrap" >&2; exit 1; }
 
-if [ -n "${SAMPLE_BIN:-}" ]; then sample_bin=$SAMPLE_BIN; else
-    swift build -c release --package-path Samples/MultiTenantServer --product MultiTenantServer >&2
-    sample_bin="$(swift build -c release --package-path Samples/MultiTenantServer --show-bin-path)"
-fi
-
 work=$(mktemp -d)
 pids=()
 cleanup() {
@@ -35,29 +30,12 @@ cleanup() {
 }
 trap cleanup EXIT
 export MTS_OPERATOR_TOKEN="benchmark-operator-token-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
-tenants=0  # seed() is not used: the two tenants are made below
 source Benchmarks/lib/servers.sh
-
-# Creates tenant $1 on the server at $2 with $3 players over HTTP; appends
-# its "id token" line to $4.
-create() {
-    local id=$1 base=$2 count=$3 file=$4 token
-    token=$(curl -sf -X POST "$base/tenants" -H "Authorization: Bearer $MTS_OPERATOR_TOKEN" \
-        -H 'Content-Type: application/json' -d "{\"id\":\"$id\"}" | sed -E 's/.*"token":"([^"]+)".*/\1/')
-    [ -n "$token" ] || { echo "creating tenant $id failed" >&2; exit 1; }
-    echo "$id $token" >>"$file"
-    local args=()
-    for p in $(seq 0 $((count - 1))); do
-        [ "$p" -gt 0 ] && args+=(--next)
-        args+=(-sf -o /dev/null -X POST "$base/tenants/$id/players" -H "Authorization: Bearer $token"
-            -H 'Content-Type: application/json' -d "{\"name\":\"seed$p\",\"score\":$p}")
-    done
-    curl "${args[@]}" || { echo "seeding tenant $id failed" >&2; exit 1; }
-}
+sample_release
 
 start first "$sample_bin/MultiTenantServer" --port 0 --data "$work/data"
-create small "$first" 20 "$work/small"
-create big "$first" 20 "$work/big"
+create_tenant "$first" small 20 "$work/small"
+create_tenant "$first" big 20 "$work/big"
 kill "${pids[-1]}"; wait "${pids[-1]}" 2>/dev/null || true
 
 big_file=$(find "$work/data" -name 'big.sqlite' | head -n 1)

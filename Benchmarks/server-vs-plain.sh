@@ -25,10 +25,8 @@ command -v wrk >/dev/null || { echo "wrk is missing: run scripts/bootstrap" >&2;
 
 # SAMPLE_BIN / PLAIN_BIN: folders of release builds made beforehand (the
 # sample's with its resource bundle); unset, both are built here.
-if [ -n "${SAMPLE_BIN:-}" ]; then sample_bin=$SAMPLE_BIN; else
-    swift build -c release --package-path Samples/MultiTenantServer --product MultiTenantServer >&2
-    sample_bin="$(swift build -c release --package-path Samples/MultiTenantServer --show-bin-path)"
-fi
+source Benchmarks/lib/servers.sh
+sample_release
 if [ -n "${PLAIN_BIN:-}" ]; then plain_bin=$PLAIN_BIN; else
     swift build -c release --package-path Benchmarks/PlainServer >&2
     plain_bin="$(swift build -c release --package-path Benchmarks/PlainServer --show-bin-path)"
@@ -44,7 +42,6 @@ cleanup() {
 trap cleanup EXIT
 export MTS_OPERATOR_TOKEN="benchmark-operator-token-$RANDOM$RANDOM"
 
-source Benchmarks/lib/servers.sh
 start sample "$sample_bin/MultiTenantServer" --port 0 --data "$work/sample-data"
 start plain "$plain_bin/PlainServer" --port 0 --data "$work/plain-data"
 

@@ -19,24 +19,38 @@ start() {
     echo "$var did not start:" >&2; cat "$work/$var.log" >&2; exit 1
 }
 
+# Creates tenant $2 on the server at $1 with $3 players (seed0…, scored
+# 0…), and appends its "id token" line (for wrk) to $4. One curl for the
+# players (chained with --next, on one connection).
+create_tenant() {
+    local base=$1 id=$2 count=$3 file=$4 token
+    token=$(curl -sf -X POST "$base/tenants" -H "Authorization: Bearer $MTS_OPERATOR_TOKEN" \
+        -H 'Content-Type: application/json' -d "{\"id\":\"$id\"}" | sed -E 's/.*"token":"([^"]+)".*/\1/')
+    [ -n "$token" ] || { echo "creating tenant $id on $base failed" >&2; exit 1; }
+    echo "$id $token" >>"$file"
+    local args=()
+    for p in $(seq 0 $((count - 1))); do
+        [ "$p" -gt 0 ] && args+=(--next)
+        args+=(-sf -o /dev/null -X POST "$base/tenants/$id/players" -H "Authorization: Bearer $token"
+            -H 'Content-Type: application/json' -d "{\"name\":\"seed$p\",\"score\":$p}")
+    done
+    [ "$count" -eq 0 ] || curl "${args[@]}" || { echo "seeding tenant $id on $base failed" >&2; exit 1; }
+}
+
 # Creates `tenants` tenants t0… of `players` players each on the server at
-# $1, and writes their "id token" lines (for wrk) to $2. One curl per
-# tenant (its players chained with --next, on one connection).
+# $1, and writes their "id token" lines (for wrk) to $2.
 seed() {
     local base=$1 file=$2
     : >"$file"
     for t in $(seq 0 $((tenants - 1))); do
-        local token
-        token=$(curl -sf -X POST "$base/tenants" -H "Authorization: Bearer $MTS_OPERATOR_TOKEN" \
-            -H 'Content-Type: application/json' -d "{\"id\":\"t$t\"}" | sed -E 's/.*"token":"([^"]+)".*/\1/')
-        [ -n "$token" ] || { echo "creating tenant t$t on $base failed" >&2; exit 1; }
-        echo "t$t $token" >>"$file"
-        local args=()
-        for p in $(seq 0 $((players - 1))); do
-            [ "$p" -gt 0 ] && args+=(--next)
-            args+=(-sf -o /dev/null -X POST "$base/tenants/t$t/players" -H "Authorization: Bearer $token"
-                -H 'Content-Type: application/json' -d "{\"name\":\"seed$p\",\"score\":$p}")
-        done
-        curl "${args[@]}" || { echo "seeding tenant t$t on $base failed" >&2; exit 1; }
+        create_tenant "$base" "t$t" "$players" "$file"
     done
+}
+
+# Sets `sample_bin` to the folder of the sample's release build: $SAMPLE_BIN
+# when set (a build made beforehand, with its resource bundle), else built here.
+sample_release() {
+    if [ -n "${SAMPLE_BIN:-}" ]; then sample_bin=$SAMPLE_BIN; return; fi
+    swift build -c release --package-path Samples/MultiTenantServer --product MultiTenantServer >&2
+    sample_bin="$(swift build -c release --package-path Samples/MultiTenantServer --show-bin-path)"
 }

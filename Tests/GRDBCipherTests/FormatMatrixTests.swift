@@ -30,20 +30,8 @@ import Testing
         }
     }
 
-    /// SplitMix64: a fixed sample, the same on every run.
-    struct Generator: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9e37_79b9_7f4a_7c15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
-            z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
-            return z ^ (z >> 31)
-        }
-    }
-
     static let cases: [Case] = {
-        var generator = Generator(state: 11)
+        var generator = SeededGenerator(seed: 11)
         var cases: [Case] = []
         for pageSize in [1024, 2048, 4096, 8192, 16384, 32768, 65536] {
             for createdBySQLCipher in [false, true] {

@@ -240,7 +240,8 @@ private struct BrokenRepository: TenantRepository {
         let expected = try await withThrowingTaskGroup(of: [TenantID: Int].self) { group in
             for task in 0..<16 {
                 group.addTask {
-                    var generator = SplitMix(seed: UInt64(task))
+                    // The same sequence as before TestSupport had the generator.
+                    var generator = SeededGenerator(seed: UInt64(task) &+ 0x9E37_79B9_7F4A_7C15)
                     var adds: [TenantID: Int] = [:]
                     for step in 0..<40 {
                         let id = ids[Int(generator.next() % UInt64(ids.count))]
@@ -527,18 +528,6 @@ func waitUntil(within seconds: Double = 60, _ condition: () throws -> Bool) asyn
     }
 }
 
-/// A small deterministic random generator.
-private struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed &+ 0x9E3779B97F4A7C15 }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E3779B97F4A7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58476D1CE4E5B9
-        z = (z ^ (z >> 27)) &* 0x94D049BB133111EB
-        return z ^ (z >> 31)
-    }
-}
 
 extension TenantDirectory {
     /// A reader by name, as tools look tenants up.
