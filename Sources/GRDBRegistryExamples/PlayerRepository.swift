@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import GRDBMigrations
 import GRDBRegistry
+import Tracing
 
 /// The worked example of a restricted-write repository: the players of a
 /// team, with the only writes the app permits.
@@ -97,6 +98,7 @@ CREATE INDEX player_on_score ON player(score);
     ///   nil to leave the WAL to an external tool.
     /// - parameter onEvent: Called for each commit, rollback, refusal and
     ///   broken invariant, on the writer's thread: quick, never blocking.
+    /// - parameter tracer: Where its spans go: none by default.
     /// - throws: `InvariantViolation` when the file breaks an invariant.
     public init(
         path: String,
@@ -106,7 +108,8 @@ CREATE INDEX player_on_score ON player(score);
         configuration: Configuration = Configuration(),
         connections: DatabaseConnections = .shared,
         checkpointOnClose: Database.CheckpointMode? = .truncate,
-        onEvent: (@Sendable (ManagedDatabase.Event) -> Void)? = nil
+        onEvent: (@Sendable (ManagedDatabase.Event) -> Void)? = nil,
+        tracer: any Tracer = NoOpTracer()
     ) throws {
         database = try RepositoryDatabase(
             path: path,
@@ -117,7 +120,8 @@ CREATE INDEX player_on_score ON player(score);
             configuration: configuration,
             connections: connections,
             checkpointOnClose: checkpointOnClose,
-            onEvent: onEvent)
+            onEvent: onEvent,
+            tracer: tracer)
     }
 
     /// A repository over `writer`, which it now owns, migrated if needed.
@@ -300,7 +304,8 @@ CREATE INDEX player_on_score ON player(score);
         try PlayerRepository(
             path: opening.path, name: opening.name, policy: opening.policy,
             configuration: opening.configuration, connections: opening.connections,
-            checkpointOnClose: opening.checkpointOnClose, onEvent: opening.onEvent)
+            checkpointOnClose: opening.checkpointOnClose, onEvent: opening.onEvent,
+            tracer: opening.tracer)
     }
 
     /// The managed database: the tenant directory drains, checkpoints

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import Synchronization
+import Tracing
 
 /// A database whose writer this object owns, from open to close: the one
 /// type behind configured databases, repositories and tenants.
@@ -78,6 +79,8 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
     public let sharedObservations: SharedObservations?
 
     let policy: CommitPolicy
+    /// Where the spans of this database go (``DatabaseSpan``).
+    let tracing: DatabaseTracing
     private let onEvent: (@Sendable (Event) -> Void)?
     private let release: @Sendable (any DatabaseWriter) throws -> Void
     private let closed = Mutex(false)
@@ -99,17 +102,20 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
     ///   nil for none.
     /// - parameter onEvent: Called for each commit, rollback and refusal,
     ///   on the writer's thread: it must be quick and must not block.
+    /// - parameter tracer: Where the database's spans go (``DatabaseSpan``):
+    ///   none by default.
     public convenience init(
         name: String,
         writer: any DatabaseWriter,
         checks: [CommitCheck] = [.writeGate],
         checkpointOnClose: Database.CheckpointMode? = .truncate,
-        onEvent: (@Sendable (Event) -> Void)? = nil
+        onEvent: (@Sendable (Event) -> Void)? = nil,
+        tracer: any Tracer = NoOpTracer()
     ) {
         self.init(
             name: name, writer: writer, checks: checks, enforcing: true,
             checkpointOnClose: checkpointOnClose, onEvent: onEvent,
-            release: { try $0.close() })
+            release: { try $0.close() }, tracer: tracer)
     }
 
     /// Opens the database file at `path` through `connections` (one
@@ -130,12 +136,13 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
         connections: DatabaseConnections = .shared,
         checks: [CommitCheck] = [.writeGate],
         checkpointOnClose: Database.CheckpointMode? = .truncate,
-        onEvent: (@Sendable (Event) -> Void)? = nil
+        onEvent: (@Sendable (Event) -> Void)? = nil,
+        tracer: any Tracer = NoOpTracer()
     ) throws {
         try self.init(
             path: path, name: name, connection: connection, configuration: configuration,
             connections: connections, checks: checks, enforcing: true,
-            checkpointOnClose: checkpointOnClose, onEvent: onEvent)
+            checkpointOnClose: checkpointOnClose, onEvent: onEvent, tracer: tracer)
     }
 
     /// The file variant, with checks enforced later (``enforceChecks()``)
@@ -149,7 +156,8 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
         checks: [CommitCheck],
         enforcing: Bool,
         checkpointOnClose: Database.CheckpointMode?,
-        onEvent: (@Sendable (Event) -> Void)?
+        onEvent: (@Sendable (Event) -> Void)?,
+        tracer: any Tracer
     ) throws {
         let name = name ?? path
         let policy = CommitPolicy(database: name, checks: checks, enforcing: enforcing, onEvent: onEvent)
@@ -170,7 +178,7 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
         }
         self.init(
             name: name, writer: writer, policy: policy, checkpointOnClose: checkpointOnClose,
-            onEvent: onEvent, release: { try connections.close($0) })
+            onEvent: onEvent, release: { try connections.close($0) }, tracer: tracer)
     }
 
     /// The writer variant, with checks enforced later when `enforcing` is false.
@@ -181,7 +189,8 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
         enforcing: Bool,
         checkpointOnClose: Database.CheckpointMode?,
         onEvent: (@Sendable (Event) -> Void)?,
-        release: @escaping @Sendable (any DatabaseWriter) throws -> Void
+        release: @escaping @Sendable (any DatabaseWriter) throws -> Void,
+        tracer: any Tracer
     ) {
         let policy = CommitPolicy(database: name, checks: checks, enforcing: enforcing, onEvent: onEvent)
         // The writer of a pool is its only connection that can commit, and
@@ -191,7 +200,7 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
         }
         self.init(
             name: name, writer: writer, policy: policy, checkpointOnClose: checkpointOnClose,
-            onEvent: onEvent, release: release)
+            onEvent: onEvent, release: release, tracer: tracer)
     }
 
     /// Both variants end here, once `policy` observes every commit of `writer`.
@@ -201,8 +210,10 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
         policy: CommitPolicy,
         checkpointOnClose: Database.CheckpointMode?,
         onEvent: (@Sendable (Event) -> Void)?,
-        release: @escaping @Sendable (any DatabaseWriter) throws -> Void
+        release: @escaping @Sendable (any DatabaseWriter) throws -> Void,
+        tracer: any Tracer
     ) {
+        self.tracing = DatabaseTracing(tracer)
         self.name = name
         self.writer = writer
         self.policy = policy
@@ -275,12 +286,17 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
     ///   error of `updates` or of the database.
     public func write<T: Sendable>(_ updates: @escaping @Sendable (Database) throws -> T) async throws -> T {
         let policy = policy
+        let (tracing, name) = (tracing, name)
+        return try await tracing.withSpan(.transaction, database: name) { span in
+        let context = span?.context
         return try await writer.write { db in
             try policy.checkOutOfBandWrites(db)
             let result = try updates(db)
-            try policy.checkInvariants(db)
+            try tracing.withSpan(.invariants, database: name, context: context) { _ in try policy.checkInvariants(db) }
             policy.markChecked()
+            tracing.traceCommit(db, database: name, context: context)
             return result
+        }
         }
     }
 
@@ -293,12 +309,16 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
     /// try players.write { db in try db.execute(sql: "DELETE FROM player") }
     /// ```
     public func write<T>(_ updates: (Database) throws -> T) throws -> T {
-        try writer.write { db in
+        try tracing.withSpan(.transaction, database: name) { span in
+        let context = span?.context
+        return try writer.write { db in
             try policy.checkOutOfBandWrites(db)
             let result = try updates(db)
-            try policy.checkInvariants(db)
+            try tracing.withSpan(.invariants, database: name, context: context) { _ in try policy.checkInvariants(db) }
             policy.markChecked()
+            tracing.traceCommit(db, database: name, context: context)
             return result
+        }
         }
     }
 
@@ -342,7 +362,10 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
     /// try catalog.checkpoint(.passive)
     /// ```
     public func checkpoint(_ mode: Database.CheckpointMode = .passive) throws {
-        try writer.writeWithoutTransaction { db in _ = try db.checkpoint(mode) }
+        try tracing.withSpan(.checkpoint, database: name) { span in
+            span?.attributes[DatabaseSpan.Attribute.checkpointMode] = "\(mode)"
+            try writer.writeWithoutTransaction { db in _ = try db.checkpoint(mode) }
+        }
     }
 
     /// Refuses later writes, ends the shared observations with
