@@ -55,6 +55,14 @@ private func only(_ name: DatabaseSpan.Name, in spans: [FinishedInMemorySpan]) t
     return matching[0]
 }
 
+private struct NoteCount: ValueObservationQueryable {
+    static var defaultValue: Int { 0 }
+    var table: String
+    func fetch(_ db: Database) throws -> Int {
+        try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM \(table)") ?? 0
+    }
+}
+
 @Suite struct DatabaseSpansTests {
     @Test func aWriteIsATransactionSpanWithTheInvariantsAndTheCommitAsChildrenUnderTheCallersSpan() async throws {
         let tracer = InMemoryTracer()
@@ -241,6 +249,31 @@ private func only(_ name: DatabaseSpan.Name, in spans: [FinishedInMemorySpan]) t
         #expect(checkpoint.string("db.operation.name") == "checkpoint")
         #expect(checkpoint.string(DatabaseSpan.Attribute.checkpointMode) == "truncate")
         try database.close()
+    }
+
+    @Test func aQueryRefreshIsASpanNamingItsRequestTypeAndRecordingItsError() async throws {
+        let tracer = InMemoryTracer()
+        let repository = try notes(tracer)
+        tracer.clearAll()
+
+        let query = tracer.withSpan("screen") { _ in
+            Query(NoteCount(table: "note"), context: repository.context, policy: QueryPolicy(tracer: tracer))
+        }
+        let spans = tracer.popFinishedSpans()
+        let screen = try #require(spans.first { $0.operationName == "screen" })
+        let refresh = try only(.queryRefresh, in: spans)
+        #expect(refresh.parentSpanID == screen.spanID)
+        #expect(refresh.string(DatabaseSpan.Attribute.queryRequest)?.hasSuffix("NoteCount") == true)
+        #expect(refresh.string("db.operation.name") == "query_refresh")
+        #expect(refresh.status == nil)
+        #expect(query.value == 0)
+
+        // A new request is a new refresh; one that fails records its error.
+        query.request = NoteCount(table: "missing")
+        let failed = try only(.queryRefresh, in: tracer.popFinishedSpans())
+        #expect(failed.status?.code == .error)
+        #expect(failed.errors.first?.error is DatabaseError)
+        #expect(query.error is DatabaseError)
     }
 
     @Test func theNoOpTracerTurnsTracingOff() {

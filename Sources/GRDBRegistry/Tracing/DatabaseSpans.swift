@@ -50,6 +50,12 @@ public enum DatabaseSpan {
         case backup = "sqlite.backup"
         /// A Litestream sync of a replicated database.
         case sync = "litestream.sync"
+        /// The start of a ``Query``'s observation (its creation, a new
+        /// request, a resume, a retry), with the first fetch of the
+        /// built-in queryables. A query does not know its database's
+        /// name: the span has no `db.namespace`, and names the request's
+        /// type instead (`grdbregistry.query.request`).
+        case queryRefresh = "sqlite.query.refresh"
 
         /// The `db.operation.name` of the span.
         public var operation: String {
@@ -64,6 +70,7 @@ public enum DatabaseSpan {
             case .checkpoint: "checkpoint"
             case .backup: "backup"
             case .sync: "sync"
+            case .queryRefresh: "query_refresh"
             }
         }
     }
@@ -88,6 +95,8 @@ public enum DatabaseSpan {
         public static let invariantCount = "grdbregistry.invariants.count"
         /// On a migrate span: how many migrations were applied.
         public static let migrationCount = "grdbregistry.migrations.applied"
+        /// On a query refresh span: the type of the query's request.
+        public static let queryRequest = "grdbregistry.query.request"
     }
 }
 
@@ -155,6 +164,16 @@ package struct DatabaseTracing: Sendable {
             span.fail(error)
             throw error
         }
+    }
+
+    /// Starts the span of a ``Query`` refresh, or nil when tracing is off.
+    package func startQueryRefreshSpan<Request>(request: Request.Type) -> (any Span)? {
+        guard let tracer else { return nil }
+        let span = tracer.startSpan(DatabaseSpan.Name.queryRefresh.rawValue, context: ServiceContext.current ?? .topLevel, ofKind: .internal)
+        span.attributes[DatabaseSpan.Attribute.system] = "sqlite"
+        span.attributes[DatabaseSpan.Attribute.operation] = DatabaseSpan.Name.queryRefresh.operation
+        span.attributes[DatabaseSpan.Attribute.queryRequest] = String(reflecting: request)
+        return span
     }
 
     /// Starts the commit span at the end of a write transaction's checks,
