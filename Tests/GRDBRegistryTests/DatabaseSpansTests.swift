@@ -84,6 +84,7 @@ private struct NoteCount: ValueObservationQueryable {
         #expect(invariants.parentSpanID == transaction.spanID)
         #expect(commit.parentSpanID == transaction.spanID)
         #expect(Set(spans.map(\.traceID)) == [request.traceID])
+        #expect(invariants.attributes.get(DatabaseSpan.Attribute.invariantCount) == .int64(1))
         for (span, operation) in [(transaction, "transaction"), (invariants, "check_invariants"), (commit, "commit")] {
             #expect(span.string("db.system.name") == "sqlite")
             #expect(span.string("db.namespace") == "notes")
@@ -241,7 +242,8 @@ private struct NoteCount: ValueObservationQueryable {
         let tracer = InMemoryTracer()
         let database = try ManagedDatabase(path: directory.path("db.sqlite"), name: "db", connections: DatabaseConnections(), tracer: tracer)
         try database.write { db in try db.execute(sql: "CREATE TABLE t(a)") }
-        tracer.clearAll()
+        // No invariants, no invariants span.
+        #expect(tracer.popFinishedSpans().map(\.operationName).sorted() == ["sqlite.commit", "sqlite.transaction"])
 
         try database.checkpoint(.truncate)
 

@@ -90,6 +90,8 @@ public struct BackupRestore: Sendable {
 
     /// Opens the backup in `directory` and reads its manifest.
     ///
+    /// - parameter directory: The backup directory.
+    /// - parameter logger: Where each restore is logged.
     /// - parameter tracer: Where the `sqlite.restore` span of each restore
     ///   goes (``/GRDBRegistry/DatabaseSpan``): none by default.
     ///

@@ -292,7 +292,10 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
         return try await writer.write { db in
             try policy.checkOutOfBandWrites(db)
             let result = try updates(db)
-            try tracing.withSpan(.invariants, database: name, context: context) { _ in try policy.checkInvariants(db) }
+            try tracing.withChildSpan(.invariants, database: name, of: policy.invariants.isEmpty ? nil : context) { span in
+                span?.attributes[DatabaseSpan.Attribute.invariantCount] = policy.invariants.count
+                try policy.checkInvariants(db)
+            }
             policy.markChecked()
             tracing.traceCommit(db, database: name, context: context)
             return result
@@ -314,7 +317,10 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
         return try writer.write { db in
             try policy.checkOutOfBandWrites(db)
             let result = try updates(db)
-            try tracing.withSpan(.invariants, database: name, context: context) { _ in try policy.checkInvariants(db) }
+            try tracing.withChildSpan(.invariants, database: name, of: policy.invariants.isEmpty ? nil : context) { span in
+                span?.attributes[DatabaseSpan.Attribute.invariantCount] = policy.invariants.count
+                try policy.checkInvariants(db)
+            }
             policy.markChecked()
             tracing.traceCommit(db, database: name, context: context)
             return result

@@ -39,7 +39,8 @@ public enum DatabaseSpan {
         case restore = "sqlite.restore"
         /// A checked write transaction (``ManagedDatabase/write(_:)-6ft3j``).
         case transaction = "sqlite.transaction"
-        /// The invariant checks at the end of a write transaction.
+        /// The invariant checks at the end of a write transaction (none
+        /// for a database without invariants).
         case invariants = "sqlite.invariants"
         /// The commit of a write transaction, from the end of its checks
         /// to the end of SQLite's commit (rolled back: error status).
@@ -174,6 +175,16 @@ package struct DatabaseTracing: Sendable {
         span.attributes[DatabaseSpan.Attribute.operation] = DatabaseSpan.Name.queryRefresh.operation
         span.attributes[DatabaseSpan.Attribute.queryRequest] = String(reflecting: request)
         return span
+    }
+
+    /// Runs `body` in a child span of `parent`, or without a span when
+    /// `parent` is nil (tracing off, or nothing worth a span).
+    package func withChildSpan<T>(
+        _ name: DatabaseSpan.Name, database: @autoclosure () -> String, of parent: ServiceContext?,
+        _ body: (_ span: (any Span)?) throws -> T
+    ) throws -> T {
+        guard let parent else { return try body(nil) }
+        return try withSpan(name, database: database(), context: parent, body)
     }
 
     /// Starts the commit span at the end of a write transaction's checks,

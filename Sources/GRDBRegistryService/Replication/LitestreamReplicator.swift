@@ -122,6 +122,11 @@ public final class LitestreamReplicator: Service, Sendable {
     /// let replicator = try LitestreamReplicator(configuration: configuration, logger: logger)
     /// ```
     ///
+    /// - parameter configuration: The configuration, with its `replication` section.
+    /// - parameter environment: Where `env` key sources are read.
+    /// - parameter logger: Where the replicator logs.
+    /// - parameter scanInterval: How often it looks for databases to
+    ///   register beyond the tenants the service registers as they open.
     /// - parameter tracer: Where the `litestream.sync` span of each
     ///   ``sync(path:)`` goes (``/GRDBRegistry/DatabaseSpan``): none by default.
     /// - throws: ``ReplicationError/notConfigured`` when
