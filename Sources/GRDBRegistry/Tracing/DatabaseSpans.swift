@@ -6,7 +6,9 @@ import Tracing
 /// The library emits spans through the tracer its caller passes (like the
 /// logger), never through a global: ``ManagedDatabase``,
 /// ``RepositoryDatabase`` and ``TenantDirectory`` take a
-/// `tracer: any Tracer`, `NoOpTracer()` by default.
+/// `tracer: any Tracer`, and ``QueryPolicy`` has one, `NoOpTracer()` by
+/// default (so do the backups, restores, the daemon's service and its
+/// Litestream replicator, in the other modules).
 ///
 /// ```swift
 /// import InMemoryTracing
@@ -14,7 +16,7 @@ import Tracing
 /// let tracer = InMemoryTracer()
 /// let scratch = ManagedDatabase(name: "scratch", writer: try DatabaseQueue(), tracer: tracer)
 /// try await scratch.write { db in try db.execute(sql: "CREATE TABLE t(a)") }
-/// // tracer.finishedSpans: sqlite.invariants, sqlite.commit, sqlite.transaction
+/// // tracer.finishedSpans: sqlite.commit, sqlite.transaction
 /// ```
 ///
 /// Attributes follow OpenTelemetry's database conventions:
@@ -24,8 +26,7 @@ import Tracing
 /// key material. A failed operation records its error on its span and sets
 /// the error status.
 public enum DatabaseSpan {
-    /// The name of a span, which is also its `db.operation.name` after the
-    /// `sqlite.` (or `litestream.`) prefix.
+    /// The name of a span; its `db.operation.name` is ``DatabaseSpan/Name/operation``.
     public enum Name: String, Sendable, CaseIterable {
         /// A lease of a tenant (``TenantDirectory/lease(_:)``), including
         /// the wait for a tenant that another task opens or closes.
