@@ -23,6 +23,8 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        // Spans: the API only (no exporter); callers pass a tracer, no-op by default.
+        .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.3"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         // `swift package generate-documentation` (scripts/docs); a command
         // plugin, so nothing of it is linked into the products.
@@ -32,19 +34,29 @@ let package = Package(
         // MARK: Core: registry, contexts, queryables, Query
         .target(
             name: "GRDBRegistry",
-            // GRDBSQLite: the SQLite C API, for the `ATTACH` limit of
-            // read-only connections, which no SQL can raise.
-            dependencies: [.product(name: "GRDB", package: "GRDB.swift"), .product(name: "GRDBSQLite", package: "GRDB.swift")]
+            dependencies: [
+                .product(name: "GRDB", package: "GRDB.swift"),
+                // The SQLite C API, for the `ATTACH` limit of read-only
+                // connections, which no SQL can raise.
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+            ]
         ),
         .testTarget(
             name: "GRDBRegistryTests",
-            dependencies: ["TestSupport", "GRDBRegistry"]
+            dependencies: [
+                "TestSupport", "GRDBRegistry",
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
+            ]
         ),
 
         // MARK: Worked examples: PlayerRepository, used by docs, samples and tests
         .target(
             name: "GRDBRegistryExamples",
-            dependencies: ["GRDBRegistry", "GRDBMigrations", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: [
+                "GRDBRegistry", "GRDBMigrations", .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+            ]
         ),
         .testTarget(
             name: "GRDBRegistryExamplesTests",
@@ -63,6 +75,7 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ]
         ),
         .testTarget(
@@ -76,6 +89,7 @@ let package = Package(
                 "GRDBCipher",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
             ]
         ),
 
@@ -142,6 +156,7 @@ let package = Package(
                 "GRDBRegistry", "GRDBMigrations", "GRDBCipher", "CLibCrypto",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ]
         ),
         .testTarget(
@@ -151,6 +166,7 @@ let package = Package(
                 "TestSupport",
                 "GRDBBackup", "GRDBCipher", "GRDBMigrations", "GRDBRegistry", "registryctl",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
             ]
         ),
 

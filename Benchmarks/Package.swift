@@ -13,6 +13,7 @@ let package = Package(
         .package(name: "GRDBRegistry", path: ".."),
         .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
         .package(url: "https://github.com/ordo-one/benchmark", exact: "1.38.1", traits: ["MallocInterposer"]),
+        .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.3"),
     ],
     targets: [
         .executableTarget(
@@ -76,6 +77,20 @@ let package = Package(
                 .product(name: "Benchmark", package: "benchmark"),
             ],
             path: "Benchmarks/SQLCipherComparisonBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+        // The cost of spans, off and on (issue 25).
+        .executableTarget(
+            name: "TracingBenchmarks",
+            dependencies: [
+                .product(name: "GRDBRegistry", package: "GRDBRegistry"),
+                .product(name: "GRDBRegistryExamples", package: "GRDBRegistry"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Benchmark", package: "benchmark"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
+            ],
+            path: "Benchmarks/TracingBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
     ],

@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import GRDBMigrations
 import GRDBRegistry
+import Tracing
 
 /// The worked example of a restricted-write repository: the players of a
 /// team, with the only writes the app permits.
@@ -110,6 +111,7 @@ CREATE INDEX player_on_team_name ON player(team, name);
     ///   nil to leave the WAL to an external tool.
     /// - parameter onEvent: Called for each commit, rollback, refusal and
     ///   broken invariant, on the writer's thread: quick, never blocking.
+    /// - parameter tracer: Where its spans go: none by default.
     /// - throws: `InvariantViolation` when the file breaks an invariant.
     public init(
         path: String,
@@ -119,7 +121,8 @@ CREATE INDEX player_on_team_name ON player(team, name);
         configuration: Configuration = Configuration(),
         connections: DatabaseConnections = .shared,
         checkpointOnClose: Database.CheckpointMode? = .truncate,
-        onEvent: (@Sendable (ManagedDatabase.Event) -> Void)? = nil
+        onEvent: (@Sendable (ManagedDatabase.Event) -> Void)? = nil,
+        tracer: any Tracer = NoOpTracer()
     ) throws {
         database = try RepositoryDatabase(
             path: path,
@@ -130,7 +133,8 @@ CREATE INDEX player_on_team_name ON player(team, name);
             configuration: configuration,
             connections: connections,
             checkpointOnClose: checkpointOnClose,
-            onEvent: onEvent)
+            onEvent: onEvent,
+            tracer: tracer)
     }
 
     /// A repository over `writer`, which it now owns, migrated if needed.
@@ -313,7 +317,8 @@ CREATE INDEX player_on_team_name ON player(team, name);
         try PlayerRepository(
             path: opening.path, name: opening.name, policy: opening.policy,
             configuration: opening.configuration, connections: opening.connections,
-            checkpointOnClose: opening.checkpointOnClose, onEvent: opening.onEvent)
+            checkpointOnClose: opening.checkpointOnClose, onEvent: opening.onEvent,
+            tracer: opening.tracer)
     }
 
     /// The managed database: the tenant directory drains, checkpoints

@@ -4,6 +4,7 @@ import GRDBRegistry
 import GRDBRegistryExamples
 @testable import GRDBRegistryService
 import ServiceLifecycleTestKit
+import Tracing
 
 /// A daemon that replicates, as the replication tests run it: a
 /// `DatabaseService` given its `LitestreamReplicator` (the real Litestream),
@@ -26,10 +27,10 @@ struct ReplicatedDaemon {
 
     /// `scanInterval` is the replicator's: how often it looks for files
     /// beyond the tenants the service registers as they open.
-    init(configuration: RegistryConfiguration, environment: [String: String] = [:], scanInterval: Duration = .seconds(1)) throws {
+    init(configuration: RegistryConfiguration, environment: [String: String] = [:], scanInterval: Duration = .seconds(1), tracer: any Tracer = NoOpTracer()) throws {
         self.configuration = configuration
-        replicator = try LitestreamReplicator(configuration: configuration, environment: environment, logger: logs.logger(), scanInterval: scanInterval)
-        service = DatabaseService(configuration: configuration, environment: environment, logger: logs.logger(), observer: .none, replicator: replicator)
+        replicator = try LitestreamReplicator(configuration: configuration, environment: environment, logger: logs.logger(), scanInterval: scanInterval, tracer: tracer)
+        service = DatabaseService(configuration: configuration, environment: environment, logger: logs.logger(), observer: .none, replicator: replicator, tracer: tracer)
         tenants = try service.tenants(of: PlayerRepository.self)
     }
 

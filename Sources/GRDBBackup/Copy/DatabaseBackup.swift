@@ -1,6 +1,8 @@
 import Foundation
 import GRDB
 import GRDBCipher
+import GRDBRegistry
+import Tracing
 
 /// Online, transactionally consistent copies of one database: the engine
 /// under ``BackupSet``, for code that schedules its own backups.
@@ -28,7 +30,7 @@ import GRDBCipher
 ///   directory flushed. A crash or an error leaves no file under the final
 ///   name; a failed copy's temporary file is removed.
 public enum DatabaseBackup {
-    /// What ``backUp(_:to:encryption:name:)`` wrote.
+    /// What ``backUp(_:to:encryption:name:tracer:)`` wrote.
     public struct Copy: Sendable, Equatable {
         /// The copy's path.
         public var path: String
@@ -60,6 +62,8 @@ public enum DatabaseBackup {
     ///   turns out encrypted is refused, and the other way round).
     /// - parameter name: The database's name in errors (default: the
     ///   destination's file name).
+    /// - parameter tracer: Where the copy's `sqlite.backup` span goes
+    ///   (``/GRDBRegistry/DatabaseSpan``): none by default.
     /// - throws: ``BackupError/destinationExists(path:)``,
     ///   ``BackupError/copyFailed(database:reason:)`` (the source is
     ///   untouched), ``BackupError/verificationFailed(database:path:reason:)``,
@@ -68,8 +72,10 @@ public enum DatabaseBackup {
         _ reader: some DatabaseReader,
         to destination: URL,
         encryption: BackupEncryption? = nil,
-        name: String? = nil
+        name: String? = nil,
+        tracer: any Tracer = NoOpTracer()
     ) throws -> Copy {
+        try DatabaseTracing(tracer).withSpan(.backup, database: name ?? destination.standardizedFileURL.lastPathComponent) { _ in
         let destination = destination.standardizedFileURL
         let path = destination.path
         let name = name ?? destination.lastPathComponent
@@ -106,6 +112,7 @@ public enum DatabaseBackup {
         return Copy(
             path: path, size: digest.size, sha256: digest.sha256, createdAt: createdAt,
             encryption: format, migrations: migrations)
+        }
     }
 
     static func reason(_ error: any Error) -> String {

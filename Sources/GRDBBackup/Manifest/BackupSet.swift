@@ -4,6 +4,7 @@ import GRDBCipher
 import GRDBRegistry
 import Logging
 import Synchronization
+import Tracing
 
 /// One backup: a new directory that receives consistent copies of
 /// databases and tenants, and their ``BackupManifest``, written by
@@ -32,6 +33,7 @@ public final class BackupSet: Sendable {
     private let tool: String
     private let createdAt: Date
     private let logger: Logger
+    private let tracing: DatabaseTracing
     private let state = Mutex(State())
 
     /// Starts a backup in `directory`, created if needed (mode 0700); an
@@ -40,9 +42,12 @@ public final class BackupSet: Sendable {
     /// - parameter directory: The new backup directory.
     /// - parameter tool: The `tool` recorded in the manifest.
     /// - parameter logger: Where each copy is logged.
+    /// - parameter tracer: Where the `sqlite.backup` span of each copy goes
+    ///   (``/GRDBRegistry/DatabaseSpan``): none by default.
     /// - throws: ``BackupError/directoryNotEmpty(path:)``,
     ///   ``BackupError/fileSystem(path:operation:reason:)``.
-    public init(creatingAt directory: URL, tool: String = BackupManifest.defaultTool, logger: Logger) throws {
+    public init(creatingAt directory: URL, tool: String = BackupManifest.defaultTool, logger: Logger, tracer: any Tracer = NoOpTracer()) throws {
+        self.tracing = DatabaseTracing(tracer)
         let directory = directory.standardizedFileURL
         do {
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
@@ -58,7 +63,7 @@ public final class BackupSet: Sendable {
     }
 
     /// Adds a consistent copy of the database of `reader` (see
-    /// ``DatabaseBackup/backUp(_:to:encryption:name:)``).
+    /// ``DatabaseBackup/backUp(_:to:encryption:name:tracer:)``).
     ///
     /// ```swift
     /// let entry = try backup.add(.tenant, named: "acme", from: tenantPool, encryption: BackupEncryption(key: tenantKey))
@@ -81,8 +86,11 @@ public final class BackupSet: Sendable {
         } catch {
             throw BackupError.fileSystem(path: folder.path, operation: "create directory", reason: "\(error)")
         }
-        let copy = try DatabaseBackup.backUp(
+        // The span names the database as the library does (`tenants/<id>`).
+        let copy = try tracing.withSpan(.backup, database: kind == .tenant ? "tenants/\(name)" : name) { _ in
+        try DatabaseBackup.backUp(
             reader, to: directory.appendingPathComponent(relativePath), encryption: encryption, name: "\(kind.rawValue) \(name)")
+        }
         let entry = BackupEntry(
             kind: kind, name: name, path: relativePath, size: copy.size, sha256: copy.sha256,
             createdAt: copy.createdAt, encryption: copy.encryption, migrations: copy.migrations)

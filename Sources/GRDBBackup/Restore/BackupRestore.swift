@@ -4,6 +4,7 @@ import GRDBCipher
 import GRDBMigrations
 import GRDBRegistry
 import Logging
+import Tracing
 
 /// Restores databases and tenants from a backup directory, checking each
 /// one completely before it becomes visible.
@@ -85,12 +86,19 @@ public struct BackupRestore: Sendable {
     /// Its manifest.
     public let manifest: BackupManifest
     private let logger: Logger
+    private let tracing: DatabaseTracing
 
     /// Opens the backup in `directory` and reads its manifest.
     ///
+    /// - parameter directory: The backup directory.
+    /// - parameter logger: Where each restore is logged.
+    /// - parameter tracer: Where the `sqlite.restore` span of each restore
+    ///   goes (``/GRDBRegistry/DatabaseSpan``): none by default.
+    ///
     /// - throws: ``BackupError/manifestMissing(directory:)`` (not a
     ///   backup, or one that did not finish), ``BackupError/manifestInvalid(path:reason:)``.
-    public init(from directory: URL, logger: Logger) throws {
+    public init(from directory: URL, logger: Logger, tracer: any Tracer = NoOpTracer()) throws {
+        self.tracing = DatabaseTracing(tracer)
         self.directory = directory.standardizedFileURL
         self.manifest = try BackupManifest.read(fromDirectory: self.directory)
         self.logger = logger
@@ -111,6 +119,7 @@ public struct BackupRestore: Sendable {
         _ id: TenantID, as target: TenantID? = nil, into layout: TenantLayout, encryption: TenantEncryption,
         checks: Checks = Checks(), force: Bool = false
     ) throws -> Report {
+        try tracing.withSpan(.restore, database: "tenants/\((target ?? id).rawValue)") { _ in
         let entry = try manifest.entry(.tenant, named: id.rawValue)
         let target = target ?? id
         if target != id && entry.encryption != nil {
@@ -133,6 +142,7 @@ public struct BackupRestore: Sendable {
         return try restore(
             entry, name: name, to: layout.path(of: target), temporary: layout.provisioningPath(for: target),
             copyEncryption: tenantEncryption, destinationEncryption: tenantEncryption, checks: checks, force: force)
+        }
     }
 
     /// Restores the database `name` of the backup to the file `path`.
@@ -155,6 +165,7 @@ public struct BackupRestore: Sendable {
         named name: String, to path: String, encryption: BackupEncryption? = nil,
         checks: Checks = Checks(), force: Bool = false
     ) throws -> Report {
+        try tracing.withSpan(.restore, database: name) { _ in
         let entry = try manifest.entry(.database, named: name)
         let destination = URL(fileURLWithPath: path).standardizedFileURL
         do {
@@ -167,6 +178,7 @@ public struct BackupRestore: Sendable {
         return try restore(
             entry, name: "database \(name)", to: destination.path, temporary: temporary,
             copyEncryption: { _ in encryption }, destinationEncryption: { _ in encryption }, checks: checks, force: force)
+        }
     }
 
     private func restore(

@@ -1,5 +1,6 @@
 import GRDB
 import Synchronization
+import Tracing
 
 /// The one transaction observer of a ``ManagedDatabase``'s writer: runs
 /// its ``CommitCheck``s before each commit, and reports commits, rollbacks
@@ -58,14 +59,21 @@ final class CommitPolicy: TransactionObserver, Sendable {
     /// then the invariants over the rows it changed (over the whole
     /// database when it changed the schema, which row events don't show),
     /// then the mark that lets the commit through.
-    func runChecked<T>(_ db: Database, _ updates: (Database) throws -> T) throws -> T {
+    /// The invariant check and the commit are spans under `context`, the
+    /// write transaction's (when tracing is on).
+    func runChecked<T>(_ db: Database, _ updates: (Database) throws -> T, tracing: DatabaseTracing, context: ServiceContext?) throws -> T {
         try checkOutOfBandWrites(db)
         let schemaVersion = invariants.isEmpty ? nil : try Self.schemaVersion(db)
         let result = try updates(db)
         if !invariants.isEmpty {
-            try checkInvariants(db, incremental: try Self.schemaVersion(db) == schemaVersion)
+            let incremental = try Self.schemaVersion(db) == schemaVersion
+            try tracing.withChildSpan(.invariants, database: database, of: context) { span in
+                span?.attributes[DatabaseSpan.Attribute.invariantCount] = invariants.count
+                try checkInvariants(db, incremental: incremental)
+            }
         }
         markChecked()
+        tracing.traceCommit(db, database: database, context: context)
         return result
     }
 

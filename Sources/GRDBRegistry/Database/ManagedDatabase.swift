@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import Synchronization
+import Tracing
 
 /// A database whose writer this object owns, from open to close: the one
 /// type behind configured databases, repositories and tenants.
@@ -81,6 +82,8 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
     /// The read-only connection of the database's read-only readers and
     /// contexts, opened on first use.
     let readOnlyConnection: ReadOnlyConnection
+    /// Where the spans of this database go (``DatabaseSpan``).
+    let tracing: DatabaseTracing
     private let onEvent: (@Sendable (Event) -> Void)?
     private let release: @Sendable (any DatabaseWriter) throws -> Void
     private let closed = Mutex(false)
@@ -102,17 +105,20 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
     ///   nil for none.
     /// - parameter onEvent: Called for each commit, rollback and refusal,
     ///   on the writer's thread: it must be quick and must not block.
+    /// - parameter tracer: Where the database's spans go (``DatabaseSpan``):
+    ///   none by default.
     public convenience init(
         name: String,
         writer: any DatabaseWriter,
         checks: [CommitCheck] = [.writeGate],
         checkpointOnClose: Database.CheckpointMode? = .truncate,
-        onEvent: (@Sendable (Event) -> Void)? = nil
+        onEvent: (@Sendable (Event) -> Void)? = nil,
+        tracer: any Tracer = NoOpTracer()
     ) {
         self.init(
             name: name, writer: writer, checks: checks, enforcing: true,
             checkpointOnClose: checkpointOnClose, onEvent: onEvent,
-            release: { try $0.close() })
+            release: { try $0.close() }, tracer: tracer)
     }
 
     /// Opens the database file at `path` through `connections` (one
@@ -133,12 +139,13 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
         connections: DatabaseConnections = .shared,
         checks: [CommitCheck] = [.writeGate],
         checkpointOnClose: Database.CheckpointMode? = .truncate,
-        onEvent: (@Sendable (Event) -> Void)? = nil
+        onEvent: (@Sendable (Event) -> Void)? = nil,
+        tracer: any Tracer = NoOpTracer()
     ) throws {
         try self.init(
             path: path, name: name, connection: connection, configuration: configuration,
             connections: connections, checks: checks, enforcing: true,
-            checkpointOnClose: checkpointOnClose, onEvent: onEvent)
+            checkpointOnClose: checkpointOnClose, onEvent: onEvent, tracer: tracer)
     }
 
     /// The file variant, with checks enforced later (``enforceChecks()``)
@@ -152,7 +159,8 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
         checks: [CommitCheck],
         enforcing: Bool,
         checkpointOnClose: Database.CheckpointMode?,
-        onEvent: (@Sendable (Event) -> Void)?
+        onEvent: (@Sendable (Event) -> Void)?,
+        tracer: any Tracer
     ) throws {
         let name = name ?? path
         let policy = CommitPolicy(database: name, checks: checks, enforcing: enforcing, onEvent: onEvent)
@@ -173,7 +181,7 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
         }
         self.init(
             name: name, writer: writer, policy: policy, checkpointOnClose: checkpointOnClose,
-            onEvent: onEvent, release: { try connections.close($0) })
+            onEvent: onEvent, release: { try connections.close($0) }, tracer: tracer)
     }
 
     /// The writer variant, with checks enforced later when `enforcing` is false.
@@ -184,7 +192,8 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
         enforcing: Bool,
         checkpointOnClose: Database.CheckpointMode?,
         onEvent: (@Sendable (Event) -> Void)?,
-        release: @escaping @Sendable (any DatabaseWriter) throws -> Void
+        release: @escaping @Sendable (any DatabaseWriter) throws -> Void,
+        tracer: any Tracer
     ) {
         let policy = CommitPolicy(database: name, checks: checks, enforcing: enforcing, onEvent: onEvent)
         // The writer of a pool is its only connection that can commit, and
@@ -194,7 +203,7 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
         }
         self.init(
             name: name, writer: writer, policy: policy, checkpointOnClose: checkpointOnClose,
-            onEvent: onEvent, release: release)
+            onEvent: onEvent, release: release, tracer: tracer)
     }
 
     /// Both variants end here, once `policy` observes every commit of `writer`.
@@ -204,8 +213,10 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
         policy: CommitPolicy,
         checkpointOnClose: Database.CheckpointMode?,
         onEvent: (@Sendable (Event) -> Void)?,
-        release: @escaping @Sendable (any DatabaseWriter) throws -> Void
+        release: @escaping @Sendable (any DatabaseWriter) throws -> Void,
+        tracer: any Tracer
     ) {
+        self.tracing = DatabaseTracing(tracer)
         self.name = name
         self.writer = writer
         self.policy = policy
@@ -298,7 +309,11 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
     ///   error of `updates` or of the database.
     public func write<T: Sendable>(_ updates: @escaping @Sendable (Database) throws -> T) async throws -> T {
         let policy = policy
-        return try await writer.write { db in try policy.runChecked(db, updates) }
+        let (tracing, name) = (tracing, name)
+        return try await tracing.withSpan(.transaction, database: name) { span in
+            let context = span?.context
+            return try await writer.write { db in try policy.runChecked(db, updates, tracing: tracing, context: context) }
+        }
     }
 
     /// The synchronous version of ``write(_:)-6ft3j``: it blocks the calling
@@ -310,7 +325,10 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
     /// try players.write { db in try db.execute(sql: "DELETE FROM player") }
     /// ```
     public func write<T>(_ updates: (Database) throws -> T) throws -> T {
-        try writer.write { db in try policy.runChecked(db, updates) }
+        try tracing.withSpan(.transaction, database: name) { span in
+            let context = span?.context
+            return try writer.write { db in try policy.runChecked(db, updates, tracing: tracing, context: context) }
+        }
     }
 
     // MARK: - Shutdown
@@ -353,7 +371,10 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
     /// try catalog.checkpoint(.passive)
     /// ```
     public func checkpoint(_ mode: Database.CheckpointMode = .passive) throws {
-        try writer.writeWithoutTransaction { db in _ = try db.checkpoint(mode) }
+        try tracing.withSpan(.checkpoint, database: name) { span in
+            span?.attributes[DatabaseSpan.Attribute.checkpointMode] = "\(mode)"
+            try writer.writeWithoutTransaction { db in _ = try db.checkpoint(mode) }
+        }
     }
 
     /// Refuses later writes, ends the shared observations with

@@ -1,5 +1,6 @@
 import GRDB
 import Synchronization
+import Tracing
 
 /// An always up-to-date value from the database: the daemon's `@Query`.
 ///
@@ -97,6 +98,8 @@ public final class Query<Request: Queryable>: Sendable where Request.Context: Se
     /// Serialises the switches of a shared observation between pull and
     /// push, so that the last switch follows the last change of consumers.
     private let pushing = Mutex(())
+    /// Where the refreshes go (``QueryPolicy/tracer``).
+    private let tracing: DatabaseTracing
 
     /// Whether the request can't be changed through the query: see
     /// ``init(constant:context:policy:)``.
@@ -116,6 +119,7 @@ public final class Query<Request: Queryable>: Sendable where Request.Context: Se
         self.context = context
         self.isRequestConstant = false
         self.policy = policy
+        self.tracing = DatabaseTracing(policy.tracer)
         self.state = Mutex(State(request: request, value: Request.defaultValue))
         if !policy.observesOnDemand { restart(resettingError: true) }
     }
@@ -130,6 +134,7 @@ public final class Query<Request: Queryable>: Sendable where Request.Context: Se
         self.context = context
         self.isRequestConstant = true
         self.policy = policy
+        self.tracing = DatabaseTracing(policy.tracer)
         self.state = Mutex(State(request: request, value: Request.defaultValue))
         if !policy.observesOnDemand { restart(resettingError: true) }
     }
@@ -369,6 +374,7 @@ public final class Query<Request: Queryable>: Sendable where Request.Context: Se
     }
 
     private func restart(resettingError: Bool) {
+        let span = tracing.startQueryRefreshSpan(request: Request.self)
         let (generation, request, previous, pushes) = state.withLock { state in
             state.generation += 1
             if resettingError {
@@ -395,6 +401,11 @@ public final class Query<Request: Queryable>: Sendable where Request.Context: Se
         } else if subscription.observation != nil {
             // Consumers may have come or gone during the start.
             syncPushing()
+        }
+        if let span {
+            // The built-in queryables fetch their first value (or fail) during the start.
+            if let error = state.withLock({ $0.generation == generation ? $0.error : nil }) { span.fail(error) }
+            span.end()
         }
     }
 

@@ -1,3 +1,5 @@
+import Tracing
+
 /// How a ``Query`` reacts to errors, and when it observes its database.
 ///
 /// ```swift
@@ -22,10 +24,16 @@ public struct QueryPolicy: Sendable {
     /// is deallocated or paused.
     public var observesOnDemand: Bool
 
+    /// Where the query's refreshes go as `sqlite.query.refresh` spans
+    /// (``DatabaseSpan``): the start of each observation (creation, a new
+    /// request, a resume, a retry). None by default.
+    public var tracer: any Tracer
+
     /// Creates a policy; the defaults are those of ``default``.
-    public init(retry: QueryRetry? = nil, observesOnDemand: Bool = false) {
+    public init(retry: QueryRetry? = nil, observesOnDemand: Bool = false, tracer: any Tracer = NoOpTracer()) {
         self.retry = retry
         self.observesOnDemand = observesOnDemand
+        self.tracer = tracer
     }
 
     /// Errors are final, and the query observes from creation.

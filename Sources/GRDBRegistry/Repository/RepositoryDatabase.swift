@@ -1,4 +1,5 @@
 import GRDB
+import Tracing
 
 /// The database of a restricted-write repository: a ``ManagedDatabase``
 /// whose every commit must pass the repository's invariants, read through
@@ -97,6 +98,8 @@ public final class RepositoryDatabase: TopLevelDatabaseReader, Sendable {
     /// - parameter onEvent: Called for each commit, rollback, refusal and
     ///   broken invariant, on the writer's thread: it must be quick and
     ///   must not block.
+    /// - parameter tracer: Where the spans of its writes, migrations and
+    ///   checkpoints go (``DatabaseSpan``): none by default.
     /// - throws: ``RepositoryOperationError`` (an SQLite error, naming the
     ///   database: a damaged file, a full disk), ``DatabaseRepositoryError``,
     ///   or the ``InvariantViolation`` of an existing file that breaks an invariant.
@@ -109,13 +112,14 @@ public final class RepositoryDatabase: TopLevelDatabaseReader, Sendable {
         configuration: Configuration = Configuration(),
         connections: DatabaseConnections = .shared,
         checkpointOnClose: Database.CheckpointMode? = .truncate,
-        onEvent: (@Sendable (ManagedDatabase.Event) -> Void)? = nil
+        onEvent: (@Sendable (ManagedDatabase.Event) -> Void)? = nil,
+        tracer: any Tracer = NoOpTracer()
     ) throws {
         let managed = try RepositoryOperationError.naming(name ?? path, .open) {
             try ManagedDatabase(
                 path: path, name: name ?? path, connection: .pool, configuration: configuration,
                 connections: connections, checks: [.writeGate, .invariants(invariants)], enforcing: false,
-                checkpointOnClose: checkpointOnClose, onEvent: onEvent)
+                checkpointOnClose: checkpointOnClose, onEvent: onEvent, tracer: tracer)
         }
         try self.init(managed: managed, migrator: migrator, policy: policy, invariants: invariants)
     }
@@ -144,11 +148,12 @@ public final class RepositoryDatabase: TopLevelDatabaseReader, Sendable {
         policy: MigrationPolicy = .apply,
         invariants: [DatabaseInvariant],
         checkpointOnClose: Database.CheckpointMode? = .truncate,
-        onEvent: (@Sendable (ManagedDatabase.Event) -> Void)? = nil
+        onEvent: (@Sendable (ManagedDatabase.Event) -> Void)? = nil,
+        tracer: any Tracer = NoOpTracer()
     ) throws {
         let managed = ManagedDatabase(
             name: name, writer: writer, checks: [.writeGate, .invariants(invariants)], enforcing: false,
-            checkpointOnClose: checkpointOnClose, onEvent: onEvent, release: { try $0.close() })
+            checkpointOnClose: checkpointOnClose, onEvent: onEvent, release: { try $0.close() }, tracer: tracer)
         try self.init(managed: managed, migrator: migrator, policy: policy, invariants: invariants)
     }
 
@@ -183,7 +188,10 @@ public final class RepositoryDatabase: TopLevelDatabaseReader, Sendable {
                     case .apply:
                         // Migrations change the schema, which invariants
                         // may depend on: they are checked right after.
-                        try migrator.migrate(writer)
+                        try managed.tracing.withSpan(.migrate, database: name) { span in
+                            span?.attributes[DatabaseSpan.Attribute.migrationCount] = pending.count
+                            try migrator.migrate(writer)
+                        }
                         try writer.read { db in try commitPolicy.checkInvariants(db) }
                     }
                 }

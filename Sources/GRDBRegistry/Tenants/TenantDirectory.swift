@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import Synchronization
+import Tracing
 
 /// One database per tenant, under a root directory, opened on demand.
 ///
@@ -94,6 +95,8 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
     /// Called by ``remove(_:force:)`` once the tenant is closed, before its
     /// files are deleted.
     private let willRemove: (@Sendable (TenantID, _ path: String) throws -> Void)?
+    /// Where the spans of leases, openings and the tenants' databases go.
+    private let tracing: DatabaseTracing
     private let state = Mutex(State())
     /// Serialises the open-count reports: each reads the count while it
     /// holds this lock, so the last report is never older than the last
@@ -124,6 +127,9 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
     /// - parameter checkpointOnClose: The WAL checkpoint a tenant runs when
     ///   it is evicted or closed: nil when another process owns the
     ///   checkpoints (Litestream, for the tenants it replicates).
+    /// - parameter tracer: Where the spans of leases (``DatabaseSpan/Name/lease``),
+    ///   openings (``DatabaseSpan/Name/open``, with the migrations as
+    ///   children) and the tenants' writes go: none by default.
     /// - parameter willRemove: Called by ``remove(_:force:)`` after the
     ///   tenant is closed and before its files are deleted, on the caller's
     ///   thread (blocking I/O is fine: `remove` is blocking): a daemon's
@@ -137,7 +143,8 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
         configuration: @escaping @Sendable (TenantID, _ path: String) throws -> Configuration = { _, _ in Configuration() },
         onEvent: (@Sendable (TenantEvent) -> Void)? = nil,
         checkpointOnClose: Database.CheckpointMode? = .truncate,
-        willRemove: (@Sendable (TenantID, _ path: String) throws -> Void)? = nil
+        willRemove: (@Sendable (TenantID, _ path: String) throws -> Void)? = nil,
+        tracer: any Tracer = NoOpTracer()
     ) throws {
         precondition(maxOpen > 0, "maxOpen must be positive")
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
@@ -150,6 +157,7 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
         self.onEvent = onEvent
         self.checkpointOnClose = checkpointOnClose
         self.willRemove = willRemove
+        self.tracing = DatabaseTracing(tracer)
     }
 
     private init() {
@@ -161,6 +169,7 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
         onEvent = nil
         checkpointOnClose = nil
         willRemove = nil
+        tracing = .off
         configuration = { _, _ in throw TenantError.notConfigured }
     }
 
@@ -194,7 +203,7 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
     /// - parameter id: The new tenant.
     /// - parameter configuration: The configuration of the new database;
     ///   the default is the directory's (see
-    ///   ``init(root:maxOpen:policy:connections:configuration:onEvent:checkpointOnClose:willRemove:)``).
+    ///   ``init(root:maxOpen:policy:connections:configuration:onEvent:checkpointOnClose:willRemove:tracer:)``).
     ///   An encrypted tenant is provisioned with its key here.
     /// - throws: ``TenantError/alreadyExists(_:)``, or the error of the
     ///   migrations, or ``RepositoryOperationError`` when the new database
@@ -310,26 +319,36 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
     ///   not provisioned, ``TenantError/directoryClosed``, or the error of
     ///   opening it.
     public func lease(_ id: TenantID) async throws -> TenantLease<Repository> {
+        let tracing = tracing
+        return try await tracing.withSpan(.lease, database: "tenants/\(id)") { span in
         let path = try path(of: id)
         while true {
             switch try step(id, path: path) {
             case let .leased(repository, generation):
                 return makeLease(id, repository, generation)
             case .wait:
+                span?.attributes[DatabaseSpan.Attribute.leaseWaited] = true
                 try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
                     waitForSlot(id) { error in
                         if let error { continuation.resume(throwing: error) } else { continuation.resume() }
                     }
                 }
             case let .open(generation):
+                span?.attributes[DatabaseSpan.Attribute.leaseOpened] = true
+                // The queue has no task-local context: the opening's span
+                // (and so the migrations') hangs under the lease's.
+                let context = span?.context
                 let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<Repository, any Error>, Never>) in
                     queue.async { [self] in
-                        continuation.resume(returning: Result { try open(id, path: path) })
+                        continuation.resume(returning: Result {
+                            try tracing.withSpan(.open, database: "tenants/\(id)", context: context) { _ in try open(id, path: path) }
+                        })
                     }
                 }
                 let repository = try finishOpening(id, generation: generation, result)
                 return makeLease(id, repository, generation)
             }
+        }
         }
     }
 
@@ -353,7 +372,7 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
                 done.wait()
                 if let error = failure.withLock({ $0 }) { throw error }
             case let .open(generation):
-                let result = Result { try open(id, path: path) }
+                let result = Result { try tracing.withSpan(.open, database: "tenants/\(id)") { _ in try open(id, path: path) } }
                 let repository = try finishOpening(id, generation: generation, result)
                 return makeLease(id, repository, generation)
             }
@@ -557,7 +576,7 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
         }
         return TenantOpening(
             id: id, path: path, policy: policy, configuration: configuration, connections: connections,
-            onEvent: forward, checkpointOnClose: checkpointOnClose)
+            onEvent: forward, checkpointOnClose: checkpointOnClose, tracer: tracing.passedOn)
     }
 
     /// Records the end of an opening, with its first lease; wakes the

@@ -1,4 +1,5 @@
 import GRDB
+import Tracing
 
 /// A repository that a ``TenantDirectory`` opens, one per tenant database.
 ///
@@ -19,7 +20,8 @@ import GRDB
 ///         try NotesRepository(database: RepositoryDatabase(
 ///             path: opening.path, name: opening.name, migrator: migrator, policy: opening.policy,
 ///             invariants: [], configuration: opening.configuration, connections: opening.connections,
-///             checkpointOnClose: opening.checkpointOnClose, onEvent: opening.onEvent))
+///             checkpointOnClose: opening.checkpointOnClose, onEvent: opening.onEvent,
+///             tracer: opening.tracer))
 ///     }
 ///
 ///     var reader: any DatabaseReader { get throws { try database.reader } }
@@ -60,7 +62,7 @@ extension TenantRepository {
 ///     path: opening.path, name: opening.name, migrator: migrator, policy: opening.policy,
 ///     invariants: invariants, configuration: opening.configuration,
 ///     connections: opening.connections, checkpointOnClose: opening.checkpointOnClose,
-///     onEvent: opening.onEvent)
+///     onEvent: opening.onEvent, tracer: opening.tracer)
 /// ```
 public struct TenantOpening: Sendable {
     /// The tenant.
@@ -80,6 +82,10 @@ public struct TenantOpening: Sendable {
     /// ``ManagedDatabase/checkpointOnClose``): nil when another process
     /// owns the checkpoints, as Litestream does for what it replicates.
     public var checkpointOnClose: Database.CheckpointMode?
+    /// Where the tenant's database sends its spans (``DatabaseSpan``):
+    /// the directory's tracer. Opened inside the directory's
+    /// `sqlite.open` span, the repository's migrations are its children.
+    public var tracer: any Tracer
 
     /// The name of the tenant's database in errors, logs and metrics:
     /// `tenants/<id>`.
@@ -95,7 +101,8 @@ public struct TenantOpening: Sendable {
         configuration: Configuration = Configuration(),
         connections: DatabaseConnections = .shared,
         onEvent: (@Sendable (ManagedDatabase.Event) -> Void)? = nil,
-        checkpointOnClose: Database.CheckpointMode? = .truncate
+        checkpointOnClose: Database.CheckpointMode? = .truncate,
+        tracer: any Tracer = NoOpTracer()
     ) {
         self.id = id
         self.path = path
@@ -104,6 +111,7 @@ public struct TenantOpening: Sendable {
         self.connections = connections
         self.onEvent = onEvent
         self.checkpointOnClose = checkpointOnClose
+        self.tracer = tracer
     }
 }
 

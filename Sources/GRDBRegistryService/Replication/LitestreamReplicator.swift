@@ -7,6 +7,7 @@ import GRDBRegistry
 import Logging
 import ServiceLifecycle
 import Synchronization
+import Tracing
 
 /// A `Service` that replicates the plain databases of a configuration with
 /// Litestream, and backs up its encrypted ones on a schedule.
@@ -105,6 +106,8 @@ public final class LitestreamReplicator: Service, Sendable {
     private let environment: [String: String]
     private let logger: Logger
     private let scanInterval: Duration
+    /// Where the spans of syncs go (``/GRDBRegistry/DatabaseSpan/Name/sync``).
+    private let tracing: DatabaseTracing
     private let state = Mutex(State())
     /// Serialises each registration and unregistration with the others
     /// (the scan's, a tenant opening, a tenant being removed), so that a
@@ -119,14 +122,23 @@ public final class LitestreamReplicator: Service, Sendable {
     /// let replicator = try LitestreamReplicator(configuration: configuration, logger: logger)
     /// ```
     ///
+    /// - parameter configuration: The configuration, with its `replication` section.
+    /// - parameter environment: Where `env` key sources are read.
+    /// - parameter logger: Where the replicator logs.
+    /// - parameter scanInterval: How often it looks for databases to
+    ///   register beyond the tenants the service registers as they open.
+    /// - parameter tracer: Where the `litestream.sync` span of each
+    ///   ``sync(path:)`` goes (``/GRDBRegistry/DatabaseSpan``): none by default.
     /// - throws: ``ReplicationError/notConfigured`` when
     ///   `configuration.replication` is not set.
     public init(
         configuration: RegistryConfiguration,
         environment: [String: String] = ProcessInfo.processInfo.environment,
         logger: Logger,
-        scanInterval: Duration = .seconds(1)
+        scanInterval: Duration = .seconds(1),
+        tracer: any Tracer = NoOpTracer()
     ) throws {
+        self.tracing = DatabaseTracing(tracer)
         guard let replication = configuration.replication else { throw ReplicationError.notConfigured }
         self.configuration = configuration
         self.replication = replication
@@ -211,7 +223,24 @@ public final class LitestreamReplicator: Service, Sendable {
     @discardableResult
     public func sync(path: String) async throws -> LitestreamControl.SyncResult {
         let control = self.control
-        return try await Self.offPool { try control.sync(path: path, wait: true) }
+        return try await tracing.withSpan(.sync, database: displayName(ofDatabaseAt: path)) { _ in
+        try await Self.offPool { try control.sync(path: path, wait: true) }
+        }
+    }
+
+    /// The name of the database at `path` in spans, as the library names
+    /// it elsewhere: a configured database's name, `tenants/<id>`, or the
+    /// path itself for a file the configuration does not name.
+    private func displayName(ofDatabaseAt path: String) -> String {
+        if let database = configuration.databases.first(where: { $0.path == path }) { return database.name }
+        if let root = configuration.tenants?.root {
+            let layout = TenantLayout(root: URL(fileURLWithPath: root))
+            let file = URL(fileURLWithPath: path)
+            if let id = try? TenantID(file.deletingPathExtension().lastPathComponent), layout.path(of: id) == file.standardizedFileURL.path {
+                return "tenants/\(id)"
+            }
+        }
+        return path
     }
 
     // MARK: - Start and stop

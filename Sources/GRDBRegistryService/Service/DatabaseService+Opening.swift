@@ -84,7 +84,8 @@ extension DatabaseService {
                 connections: connections,
                 checks: [.writeGate],
                 checkpointOnClose: .truncate,
-                onEvent: { observer(.init(database: name, $0)) })
+                onEvent: { observer(.init(database: name, $0)) },
+                tracer: tracing.passedOn)
         } catch DatabaseRepositoryError.alreadyOpen {
             throw DatabaseServiceError.alreadyOpen(database: database.name, path: database.path)
         }
@@ -95,7 +96,9 @@ extension DatabaseService {
             if let folder = database.migrations, configuration.migrationMode != .skip, let migrationSet = hooks.migrationSet {
                 var runner = DatabaseMigrationRunner(set: try migrationSet(database.name, URL(fileURLWithPath: folder)))
                 runner.busyTimeout = database.busyTimeout
-                pending = try migrate(managed.writer, with: runner, database: database, logger: logger)
+                pending = try tracing.withSpan(.migrate, database: database.name) { _ in
+                    try migrate(managed.writer, with: runner, database: database, logger: logger)
+                }
             }
         } catch {
             try? managed.close()

@@ -68,6 +68,7 @@ extension DatabaseService {
             let observer = self.observer
             let replicated = configuration.replication != nil
             let replicator = self.replicator
+            let tracing = self.tracing
             // The last writes reach the replica before the files go.
             var willRemove: (@Sendable (TenantID, String) throws -> Void)?
             if let replicator { willRemove = { id, path in try replicator.retireTenant(id, path: path) } }
@@ -91,7 +92,10 @@ extension DatabaseService {
                             if let key { runner.prepareConfiguration = { try $0.encrypt(with: key) } }
                             var logger = logger
                             logger[metadataKey: "database"] = "tenants/\(id)"
-                            try Self.migrate(tenant: "tenants/\(id)", at: path, with: runner, mode: mode, logger: logger)
+                            // Runs inside the directory's open span (task-local context).
+                            try tracing.withSpan(.migrate, database: "tenants/\(id)") { _ in
+                                try Self.migrate(tenant: "tenants/\(id)", at: path, with: runner, mode: mode, logger: logger)
+                            }
                         }
                         // Replicated before the first lease, so before any
                         // write is acknowledged. A provision calls this for
@@ -113,7 +117,8 @@ extension DatabaseService {
                 // closing TRUNCATE would wait for its reader for the whole
                 // busy timeout, then fail. The WAL stays for Litestream.
                 checkpointOnClose: replicated ? nil : .truncate,
-                willRemove: willRemove)
+                willRemove: willRemove,
+                tracer: tracing.passedOn)
             state.tenants = Tenants(
                 directory: directory,
                 openCount: { directory.openCount },

@@ -5,6 +5,7 @@ import GRDBRegistry
 import Logging
 import ServiceLifecycle
 import Synchronization
+import Tracing
 
 /// A `Service` that owns the databases of a daemon, from start to shutdown.
 ///
@@ -103,6 +104,8 @@ public final class DatabaseService: Service, Sendable {
     /// The replicator of the configuration's `replication` section: it
     /// registers plain tenants as they open and retires removed ones.
     let replicator: LitestreamReplicator?
+    /// Where the spans of the databases and tenants go (``/GRDBRegistry/DatabaseSpan``).
+    let tracing: DatabaseTracing
     let state = Mutex(State())
 
     /// Creates a service for the databases of `configuration`. Nothing is
@@ -134,6 +137,9 @@ public final class DatabaseService: Service, Sendable {
     ///   ``LitestreamReplicator`` of the same configuration, which the
     ///   service hands each plain tenant as it opens, and each tenant it
     ///   removes.
+    /// - parameter tracer: Where the spans of the service's databases and
+    ///   tenants go (``/GRDBRegistry/DatabaseSpan``): leases, openings,
+    ///   migrations, writes, checkpoints. None by default.
     public init(
         configuration: RegistryConfiguration,
         environment: [String: String] = ProcessInfo.processInfo.environment,
@@ -141,7 +147,8 @@ public final class DatabaseService: Service, Sendable {
         connections: DatabaseConnections = .shared,
         observer: DatabaseServiceObserver = .metrics(),
         hooks: Hooks = Hooks(),
-        replicator: LitestreamReplicator? = nil
+        replicator: LitestreamReplicator? = nil,
+        tracer: any Tracer = NoOpTracer()
     ) {
         self.configuration = configuration
         self.environment = environment
@@ -150,6 +157,7 @@ public final class DatabaseService: Service, Sendable {
         self.observer = observer
         self.hooks = hooks
         self.replicator = replicator
+        self.tracing = DatabaseTracing(tracer)
     }
 
     // MARK: - Service

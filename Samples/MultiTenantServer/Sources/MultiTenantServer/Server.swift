@@ -99,10 +99,13 @@ struct MultiTenantServer {
             throw UsageError(message: "the peer token (from \(peerToken.source)) is the operator token: give servers a peer token of their own (e.g. `openssl rand -hex 32`)")
         }
         let replicator = try Replication.replicator(configuration: configuration, logger: logger)
-        let databases = DatabaseService(configuration: configuration, logger: logger, replicator: replicator)
+        // Traces, when the OTEL_* variables ask for them (Tracing/).
+        let tracing = try ServerTracing.start(environment: environment, logger: logger)
+        let databases = DatabaseService(configuration: configuration, logger: logger, replicator: replicator, tracer: tracing.tracer)
         let state = ServerState(databases: databases, operatorToken: operatorToken, logger: logger)
 
         let router = Router(context: ServerRequestContext.self)
+        if tracing.service != nil { router.add(middleware: TracingMiddleware()) }
         router.add(middleware: FailureLogMiddleware(logger: logger))
         router.add(middleware: RequestMetricsMiddleware())
         router.add(middleware: BearerAuthenticator(state: state))
@@ -139,7 +142,7 @@ struct MultiTenantServer {
         // ServiceGroup refuses a signal in both lists, so the escalation
         // is a second, different signal.
         var groupConfiguration = ServiceGroupConfiguration(
-            services: [databases] + (replicator.map { [$0] } ?? []) + [app],
+            services: tracing.exporterFirst([databases] + (replicator.map { [$0] } ?? []) + [app]),
             gracefulShutdownSignals: [.sigterm],
             cancellationSignals: [.sigint],
             logger: logger)

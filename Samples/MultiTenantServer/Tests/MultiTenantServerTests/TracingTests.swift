@@ -1,0 +1,247 @@
+import AsyncHTTPClient
+import Foundation
+@testable import MultiTenantServer
+import NIOCore
+import Synchronization
+import Testing
+
+/// The repository root, for `.build-venv/bin/python` (with
+/// `opentelemetry-proto`, installed by `scripts/bootstrap`) and
+/// `scripts/otlp-receiver`.
+private let repositoryRoot = URL(fileURLWithPath: #filePath)
+    .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    .deletingLastPathComponent().deletingLastPathComponent()
+
+/// One span, as `scripts/otlp-receiver` decoded it from the OTLP payload.
+private struct ReceivedSpan: Decodable {
+    struct Status: Decodable { var code: Int; var message: String }
+    var traceId: String
+    var spanId: String
+    var parentSpanId: String
+    var name: String
+    var kind: Int
+    var service: String
+    var attributes: [String: AttributeValue]
+    var status: Status
+}
+
+private enum AttributeValue: Decodable, CustomStringConvertible {
+    case string(String), number(Double), bool(Bool), other
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        if let value = try? container.decode(Bool.self) { self = .bool(value) }
+        else if let value = try? container.decode(Double.self) { self = .number(value) }
+        else if let value = try? container.decode(String.self) { self = .string(value) }
+        else { self = .other }
+    }
+
+    var description: String {
+        switch self {
+        case let .string(value): value
+        case let .number(value): "\(value)"
+        case let .bool(value): "\(value)"
+        case .other: "?"
+        }
+    }
+}
+
+/// The OTLP/HTTP receiver (a Python process that decodes the protobuf
+/// payloads with the official OpenTelemetry definitions).
+private final class OTLPReceiver: Sendable {
+    let process: Process
+    let port: Int
+    let output: URL
+
+    init() async throws {
+        let directory = temporaryTestDirectory()
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        output = directory.appendingPathComponent("spans.jsonl")
+        let python = repositoryRoot.appendingPathComponent(".build-venv/bin/python")
+        guard FileManager.default.isExecutableFile(atPath: python.path) else {
+            throw ServerError(message: "\(python.path) is missing: run scripts/bootstrap")
+        }
+        process = Process()
+        process.executableURL = python
+        process.arguments = [repositoryRoot.appendingPathComponent("scripts/otlp-receiver").path, output.path]
+        let pipe = Pipe()
+        let lines = OutputBuffer()
+        pipe.fileHandleForReading.readabilityHandler = { lines.append($0.availableData) }
+        process.standardOutput = pipe
+        process.standardError = pipe
+        try process.run()
+        let deadline = ContinuousClock.now + .seconds(30)
+        while true {
+            if let range = lines.text.range(of: "listening on "), let port = Int(lines.text[range.upperBound...].prefix { $0.isNumber }) {
+                self.port = port
+                return
+            }
+            guard process.isRunning, ContinuousClock.now < deadline else {
+                process.terminate()
+                throw ServerError(message: "the OTLP receiver did not start (is opentelemetry-proto installed? run scripts/bootstrap):\n\(lines.text)")
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+    }
+
+    var spans: [ReceivedSpan] {
+        get throws {
+            guard let text = try? String(contentsOf: output, encoding: .utf8) else { return [] }
+            return try text.split(separator: "\n").map { try JSONDecoder().decode(ReceivedSpan.self, from: Data($0.utf8)) }
+        }
+    }
+
+    func stop() {
+        // SIGKILL: the test process may pass SIGTERM on ignored.
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        try? FileManager.default.removeItem(at: output.deletingLastPathComponent())
+    }
+}
+
+@Suite struct TracingTests {
+    @Test func tracingIsOffUnlessTheStandardVariablesAskForIt() {
+        #expect(!ServerTracing.isRequested(by: [:]))
+        #expect(!ServerTracing.isRequested(by: ["OTEL_SERVICE_NAME": "x"]))
+        #expect(ServerTracing.isRequested(by: ["OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"]))
+        #expect(ServerTracing.isRequested(by: ["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://collector:4318/v1/traces"]))
+        #expect(ServerTracing.isRequested(by: ["OTEL_TRACES_EXPORTER": "otlp"]))
+        #expect(!ServerTracing.isRequested(by: ["OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"]))
+        #expect(!ServerTracing.isRequested(by: ["OTEL_SDK_DISABLED": "true", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"]))
+    }
+
+    /// One write request, sent with a W3C `traceparent`, is one trace at
+    /// the receiver: the HTTP server span under the caller's span, the
+    /// tenant's lease (and opening) under it, the transaction, its
+    /// invariant checks and its commit; attributes by OpenTelemetry's
+    /// conventions, and nothing of the request's data.
+    @Test func aWriteRequestIsOneTraceFromTheHTTPSpanToTheCommit() async throws {
+        let receiver = try await OTLPReceiver()
+        defer { receiver.stop() }
+        let data = temporaryTestDirectory()
+        defer { try? FileManager.default.removeItem(at: data) }
+        let environment = [
+            "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:\(receiver.port)",
+            // Export within 100 ms rather than 5 s.
+            "OTEL_BSP_SCHEDULE_DELAY": "100",
+        ]
+        let traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+        let callerSpanID = "00f067aa0ba902b7"
+        try await withTestServer(dataDirectory: data, environment: environment) { server, api in
+            let token = try await api.createTenant(#"{"id":"acme"}"#)
+            var request = HTTPClientRequest(url: server.baseURL + "/tenants/acme/players")
+            request.method = .POST
+            request.headers.add(name: "Authorization", value: "Bearer \(token)")
+            request.headers.add(name: "Content-Type", value: "application/json")
+            request.headers.add(name: "traceparent", value: "00-\(traceID)-\(callerSpanID)-01")
+            request.body = .bytes(ByteBuffer(string: #"{"name":"Zebulon-secret-name","score":42}"#))
+            let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+            #expect(response.status.code == 201)
+
+            // The batch processor exports within its delay.
+            let deadline = ContinuousClock.now + .seconds(30)
+            while ContinuousClock.now < deadline {
+                let names = Set(try receiver.spans.filter { $0.traceId == traceID }.map(\.name))
+                if names.isSuperset(of: ["sqlite.commit", "sqlite.transaction", "sqlite.lease"]) && names.count >= 4 { break }
+                try await Task.sleep(for: .milliseconds(50))
+            }
+        }
+
+        let all = try receiver.spans
+        let trace = all.filter { $0.traceId == traceID }
+        let byID = Dictionary(trace.map { ($0.spanId, $0) }, uniquingKeysWith: { first, _ in first })
+        func parent(of span: ReceivedSpan) -> ReceivedSpan? { byID[span.parentSpanId] }
+        func isDescendant(_ span: ReceivedSpan, of ancestor: ReceivedSpan) -> Bool {
+            var current = parent(of: span)
+            while let node = current {
+                if node.spanId == ancestor.spanId { return true }
+                current = parent(of: node)
+            }
+            return false
+        }
+        func one(_ name: String) throws -> ReceivedSpan {
+            let spans = trace.filter { $0.name == name }
+            try #require(spans.count == 1, "one \(name) span expected in \(trace.map(\.name))")
+            return spans[0]
+        }
+
+        // The HTTP server span (kind SERVER = 2), under the caller's span.
+        let http = try #require(trace.first { $0.kind == 2 }, "no server span in \(trace.map(\.name))")
+        #expect(http.parentSpanId == callerSpanID)
+        #expect(http.name == "/tenants/{tenant}/players")
+        #expect(http.service == "MultiTenantServer")
+        #expect(http.attributes["http.request.method"]?.description == "POST")
+        let lease = try one("sqlite.lease")
+        let open = try one("sqlite.open")
+        let transaction = try one("sqlite.transaction")
+        let invariants = try one("sqlite.invariants")
+        let commit = try one("sqlite.commit")
+        #expect(isDescendant(lease, of: http))
+        #expect(open.parentSpanId == lease.spanId)
+        #expect(isDescendant(transaction, of: http))
+        #expect(invariants.parentSpanId == transaction.spanId)
+        #expect(commit.parentSpanId == transaction.spanId)
+        for span in [lease, open, transaction, invariants, commit] {
+            #expect(span.attributes["db.system.name"]?.description == "sqlite")
+            #expect(span.attributes["db.namespace"]?.description == "tenants/acme")
+            #expect(span.attributes["db.operation.name"] != nil)
+            #expect(span.status.code != 2, "\(span.name) failed: \(span.status.message)")
+        }
+        // No request data, no SQL, in any span of the run.
+        for span in all {
+            for (key, value) in span.attributes {
+                #expect(!value.description.contains("Zebulon"), "\(span.name) \(key)")
+                #expect(!value.description.contains("INSERT"), "\(span.name) \(key)")
+            }
+        }
+    }
+
+    /// A tenant move is one trace across both servers: the source's
+    /// requests to the target (AsyncHTTPClient client spans) carry a W3C
+    /// `traceparent`, and the target's server spans continue that trace.
+    @Test func aMoveIsOneTraceAcrossTheSourceAndTheTarget() async throws {
+        let receiver = try await OTLPReceiver()
+        defer { receiver.stop() }
+        let root = temporaryTestDirectory()
+        defer { try? FileManager.default.removeItem(at: root) }
+        let environment = TenantMoveTests.environment.merging([
+            "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:\(receiver.port)",
+            "OTEL_BSP_SCHEDULE_DELAY": "100",
+        ]) { $1 }
+        let traceID = "0af7651916cd43dd8448eb211c80319c"
+        let callerSpanID = "b7ad6b7169203331"
+        try await withTestServer(dataDirectory: root.appendingPathComponent("a"), environment: environment) { a, aAPI in
+            try await withTestServer(dataDirectory: root.appendingPathComponent("b"), environment: environment) { b, _ in
+                _ = try await aAPI.createTenant(#"{"id":"hotel"}"#)
+                var request = HTTPClientRequest(url: a.baseURL + "/admin/tenants/hotel/move")
+                request.method = .POST
+                request.headers.add(name: "Authorization", value: "Bearer \(ServerProcess.operatorToken)")
+                request.headers.add(name: "Content-Type", value: "application/json")
+                request.headers.add(name: "traceparent", value: "00-\(traceID)-\(callerSpanID)-01")
+                request.body = .bytes(ByteBuffer(string: #"{"target":"\#(b.baseURL)"}"#))
+                let response = try await HTTPClient.shared.execute(request, timeout: .seconds(60))
+                let body = try await response.body.collect(upTo: 1 << 20)
+                #expect(response.status.code == 200, "\(String(buffer: body))")
+
+                let deadline = ContinuousClock.now + .seconds(30)
+                while ContinuousClock.now < deadline {
+                    let trace = try receiver.spans.filter { $0.traceId == traceID }
+                    let clients = Set(trace.filter { $0.kind == 3 }.map(\.spanId))
+                    if trace.contains(where: { $0.kind == 2 && clients.contains($0.parentSpanId) }) { break }
+                    try await Task.sleep(for: .milliseconds(50))
+                }
+            }
+        }
+        let trace = try receiver.spans.filter { $0.traceId == traceID }
+        // The move request on the source, under the caller's span.
+        let move = try #require(trace.first { $0.kind == 2 && $0.parentSpanId == callerSpanID }, "\(trace.map(\.name))")
+        #expect(move.attributes["http.request.method"]?.description == "POST")
+        // Its requests to the target, and the target's spans under them.
+        let clients = trace.filter { $0.kind == 3 }
+        #expect(!clients.isEmpty, "no client span in \(trace.map(\.name))")
+        let continued = trace.filter { span in span.kind == 2 && clients.contains { $0.spanId == span.parentSpanId } }
+        #expect(!continued.isEmpty, "no target span under the source's client spans: \(trace.map { "\($0.name) \($0.kind)" })")
+        // The target leases the tenant it imports, in the same trace.
+        #expect(trace.contains { $0.name == "sqlite.lease" && continued.map(\.spanId).contains($0.parentSpanId) }, "\(trace.map { "\($0.name) \($0.kind)" })")
+    }
+}
