@@ -179,6 +179,22 @@ import Testing
         #expect("\(future)" == "players was migrated by a newer version of the application: it has applied migrations this one does not have (0004_create_trophy.sql). It was left untouched: open it with the version that migrated it (or a newer one), or restore a backup made before the upgrade.")
     }
 
+    /// Under `.refusePending`, another tool migrates the file, and may run
+    /// ahead of the application (a deployment that migrates first): its
+    /// migrations are not refused as from a newer version.
+    @Test func aFileMigratedAheadByAnotherToolOpensUnderRefusePending() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("players.sqlite")
+        try Self.makeFile(.fromTheFuture, .wal, encrypted: false, at: path)
+        #expect(throws: DatabaseRepositoryError.unknownMigrations(database: "players", migrations: ["0004_create_trophy.sql"])) {
+            try PlayerRepository(path: path, policy: .apply)
+        }
+        let players = try PlayerRepository(path: path, policy: .refusePending)
+        _ = try await players.add(name: "Arthur", score: 10)
+        #expect(try await players.reader.read { db in try Player.fetchCount(db) } == 1)
+        try players.close()
+    }
+
     /// The files a repository accepts still open and migrate as before,
     /// through the same inspection: rollback-journal and WAL, plain and
     /// encrypted, with an odd file name (SQLite reads the inspection's

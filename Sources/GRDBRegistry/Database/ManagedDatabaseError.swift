@@ -43,8 +43,9 @@ public enum DatabaseRepositoryError: Error, CustomStringConvertible, Sendable, E
     case foreignDatabase(database: String, tables: [String])
     /// The database has applied migrations that the repository does not
     /// have: a newer version of the application migrated it. The
-    /// repository refuses it rather than writing to a schema it does not
-    /// know.
+    /// repository (whose migrator owns the schema, under
+    /// ``RepositoryDatabase/MigrationPolicy/apply``) refuses it rather
+    /// than writing to a schema it does not know.
     case unknownMigrations(database: String, migrations: [String])
 
     public var description: String {

@@ -90,10 +90,14 @@ struct DatabaseFileInspection {
     ///
     /// - A file with tables and none of the migrations is another
     ///   application's, or another schema: migrating it would write into it.
-    /// - A file with applied migrations the migrator does not have was
-    ///   migrated by a newer version of the application: this one does not
-    ///   know its schema, and its writes could break what the newer
-    ///   migrations expect.
+    /// - Under ``RepositoryDatabase/MigrationPolicy/apply``, where the
+    ///   repository's migrator owns the schema, a file with applied
+    ///   migrations the migrator does not have was migrated by a newer
+    ///   version of the application: this one does not know its schema,
+    ///   and its writes could break what the newer migrations expect.
+    ///   (Under ``RepositoryDatabase/MigrationPolicy/refusePending``,
+    ///   another tool migrates the file, and may run ahead of the
+    ///   application, as a deployment that migrates first does.)
     static func pendingMigrations(
         _ db: Database,
         database name: String,
@@ -112,7 +116,7 @@ struct DatabaseFileInspection {
         }
         let known = Set(migrator.migrations)
         let unknown = applied.filter { !known.contains($0) }.sorted()
-        if !unknown.isEmpty { throw DatabaseRepositoryError.unknownMigrations(database: name, migrations: unknown) }
+        if !unknown.isEmpty, policy == .apply { throw DatabaseRepositoryError.unknownMigrations(database: name, migrations: unknown) }
         let pending = migrator.migrations.filter { !applied.contains($0) }
         if !pending.isEmpty, policy == .refusePending {
             throw DatabaseRepositoryError.pendingMigrations(database: name, migrations: pending)

@@ -65,9 +65,16 @@ import GRDB
 public final class RepositoryDatabase: TopLevelDatabaseReader, Sendable {
     /// What opening does with migrations that are not applied yet.
     public enum MigrationPolicy: Sendable, Equatable {
-        /// Apply them.
+        /// Apply them: the repository's migrator owns the schema, and a
+        /// file with applied migrations it does not have (migrated by a
+        /// newer version of the application) is refused with
+        /// ``DatabaseRepositoryError/unknownMigrations(database:migrations:)``.
         case apply
-        /// Throw ``DatabaseRepositoryError/pendingMigrations(database:migrations:)``.
+        /// Throw ``DatabaseRepositoryError/pendingMigrations(database:migrations:)``:
+        /// another tool migrates the file (`registryctl migrate`, a
+        /// daemon's migration runner), and may apply migrations before the
+        /// application that knows them is deployed, so applied migrations
+        /// the migrator does not have are accepted.
         case refusePending
     }
 

@@ -74,9 +74,11 @@ extension DatabaseService {
             let directory = try TenantDirectory<Repository>(
                 root: URL(fileURLWithPath: tenants.root),
                 maxOpen: tenants.maxOpen,
-                // The runner applies or verifies first; the repository's own
-                // migrator only runs in apply mode (on provisioning, too).
-                policy: mode == .apply ? .apply : .refusePending,
+                // The runner applies or verifies first, from the migration
+                // folder, which may be ahead of the repository's own
+                // migrator (a deployment migrates first): with a runner, the
+                // repository's migrator only runs on provisioning.
+                policy: mode == .apply && runner == nil ? .apply : .refusePending,
                 connections: connections,
                 configuration: { [weak self] id, path in
                     do {
