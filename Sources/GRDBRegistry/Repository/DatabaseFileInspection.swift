@@ -25,18 +25,27 @@ import GRDB
 /// The caller's configuration is kept but for `readonly` (it carries the
 /// encryption key of an encrypted file: the cipher VFS hands SQLite's URI
 /// parameters down to the unix VFS, which honours them).
-struct DatabaseFileInspection {
+///
+/// Other owners of a file read it the same way before they open a writer
+/// on it (``read(atPath:configuration:_:)``):
+///
+/// ```swift
+/// let tables = try DatabaseFileInspection.read(atPath: "catalog.sqlite") { db in
+///     try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table'")
+/// }
+/// ```
+public struct DatabaseFileInspection: Sendable {
     /// The name of the database, for errors.
-    var name: String
+    let name: String
     /// The database file.
-    var path: String
-    var migrator: DatabaseMigrator?
-    var policy: RepositoryDatabase.MigrationPolicy
-    var invariants: [DatabaseInvariant]
+    let path: String
+    let migrator: DatabaseMigrator?
+    let policy: RepositoryDatabase.MigrationPolicy
+    let invariants: [DatabaseInvariant]
     /// The caller's configuration: the key of an encrypted file, the
     /// preparations of every connection.
-    var configuration: Configuration
-    var onEvent: (@Sendable (ManagedDatabase.Event) -> Void)?
+    let configuration: Configuration
+    let onEvent: (@Sendable (ManagedDatabase.Event) -> Void)?
 
     /// What the inspection found in a file it does not refuse.
     enum Outcome: Equatable {
@@ -56,8 +65,38 @@ struct DatabaseFileInspection {
     /// ``InvariantViolation``, or the error of reading it (a damaged file,
     /// a wrong key).
     func inspect() throws -> Outcome {
+        guard FileManager.default.fileExists(atPath: path) else { return .noFile }
+        return try Self.read(atPath: path, configuration: configuration) { db in
+            let pending = try Self.pendingMigrations(db, database: name, migrator: migrator, policy: policy)
+            guard pending.isEmpty else { return .pending(pending) }
+            try checkInvariants(db)
+            return .upToDate
+        }
+    }
+
+    /// Reads the existing database file at `path` through a connection
+    /// that leaves it as it was: no byte of the file or of its `-wal`
+    /// changes, and no `-wal`, `-shm` or `-journal` is created beside it
+    /// (but the `-shm` of a `-wal` that lost it, which SQLite needs to read
+    /// the WAL, and rebuilds from it).
+    ///
+    /// ```swift
+    /// let applied = try DatabaseFileInspection.read(atPath: path, configuration: configuration) { db in
+    ///     try migrator.appliedIdentifiers(db)
+    /// }
+    /// ```
+    ///
+    /// - parameter path: An existing database file.
+    /// - parameter configuration: The configuration of its connections
+    ///   (an encryption key, for example); opened read-only.
+    /// - throws: The error of opening or reading the file: SQLite's (a
+    ///   missing or damaged file), or the encryption's (a wrong key).
+    public static func read<T>(
+        atPath path: String,
+        configuration: Configuration = Configuration(),
+        _ value: (Database) throws -> T
+    ) throws -> T {
         let fileManager = FileManager.default
-        guard fileManager.fileExists(atPath: path) else { return .noFile }
         let parameters: String
         if !fileManager.fileExists(atPath: path + "-wal") {
             parameters = "immutable=1"
@@ -68,14 +107,9 @@ struct DatabaseFileInspection {
         }
         var configuration = configuration
         configuration.readonly = true
-        let queue = try DatabaseQueue(path: Self.uri(path, parameters), configuration: configuration)
+        let queue = try DatabaseQueue(path: uri(path, parameters), configuration: configuration)
         defer { try? queue.close() }
-        return try queue.read { db in
-            let pending = try Self.pendingMigrations(db, database: name, migrator: migrator, policy: policy)
-            guard pending.isEmpty else { return .pending(pending) }
-            try checkInvariants(db)
-            return .upToDate
-        }
+        return try queue.read(value)
     }
 
     /// The full check of the invariants, as the repository runs it at

@@ -93,7 +93,7 @@ extension DatabaseService {
                             if let key { runner.prepareConfiguration = { try $0.encrypt(with: key) } }
                             var logger = logger
                             logger[metadataKey: "database"] = "tenants/\(id)"
-                            try Self.migrate(tenant: "tenants/\(id)", at: path, with: runner, mode: mode, logger: logger)
+                            try Self.migrate(tenant: "tenants/\(id)", at: path, with: runner, mode: mode, configuration: configuration, logger: logger)
                         }
                         // Replicated before the first lease, so before any
                         // write is acknowledged. A provision calls this for
@@ -176,12 +176,22 @@ extension DatabaseService {
     }
 
     /// Applies (apply) or checks (verify) the migrations of an existing tenant.
-    private static func migrate(tenant name: String, at path: String, with runner: DatabaseMigrationRunner, mode: MigrationMode, logger: Logger) throws {
+    private static func migrate(tenant name: String, at path: String, with runner: DatabaseMigrationRunner, mode: MigrationMode, configuration: Configuration, logger: Logger) throws {
         switch mode {
         case .skip:
             return
         case .verify:
-            let status = try runner.status(ofDatabaseAt: path)
+            // Read through a connection that leaves a refused tenant as it
+            // was: a plain read-only one creates a -wal and a -shm beside
+            // a WAL file, and leaves them.
+            let status: MigrationStatus
+            do {
+                status = try DatabaseFileInspection.read(atPath: path, configuration: configuration) { db in
+                    try runner.status(db, path: path)
+                }
+            } catch let error as DatabaseError {
+                throw MigrationError.cannotOpen(path: path, reason: error.message ?? "\(error.resultCode)")
+            }
             if !status.modified.isEmpty {
                 throw MigrationError.modifiedMigrations(path: path, identifiers: status.modified)
             }
