@@ -179,6 +179,30 @@ import Testing
         #expect("\(future)" == "players was migrated by a newer version of the application: it has applied migrations this one does not have (0004_create_trophy.sql). It was left untouched: open it with the version that migrated it (or a newer one), or restore a backup made before the upgrade.")
     }
 
+    /// A `-wal` whose `-shm` is gone (files copied after a crash) can't be
+    /// read without an index: the inspection lets SQLite rebuild the
+    /// `-shm`, as the writer would, and the file and its WAL (the data)
+    /// stay byte for byte what they were.
+    @Test(arguments: [false, true])
+    func aWALWithoutItsIndexGetsOnlyTheIndexBack(encrypted: Bool) async throws {
+        let directory = try TemporaryDirectory()
+        let root = try directory.subdirectory("data")
+        let path = root + "/players.sqlite"
+        try Self.makeFile(.foreign, .walNotCheckpointed, encrypted: encrypted, at: path)
+        try FileManager.default.removeItem(atPath: path + "-shm")
+        let before = try Self.snapshot(root)
+        #expect(before.keys.sorted() == ["players.sqlite", "players.sqlite-wal"])
+        // The foreign table is only in the WAL: the refusal proves it was read.
+        #expect(throws: DatabaseRepositoryError.foreignDatabase(database: "players", tables: ["invoice"])) {
+            try PlayerRepository(path: path, configuration: Self.configuration(encrypted: encrypted))
+        }
+        let after = try Self.snapshot(root)
+        #expect(after.keys.sorted() == ["players.sqlite", "players.sqlite-shm", "players.sqlite-wal"])
+        for (file, bytes) in before {
+            #expect(after[file] == bytes, "\(file) changed")
+        }
+    }
+
     /// Under `.refusePending`, another tool migrates the file, and may run
     /// ahead of the application (a deployment that migrates first): its
     /// migrations are not refused as from a newer version.
