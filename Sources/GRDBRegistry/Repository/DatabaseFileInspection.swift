@@ -89,6 +89,8 @@ public struct DatabaseFileInspection: Sendable {
     /// - parameter path: An existing database file.
     /// - parameter configuration: The configuration of its connections
     ///   (an encryption key, for example); opened read-only.
+    /// - parameter value: Reads the database, in a read transaction.
+    /// - returns: What `value` returns.
     /// - throws: The error of opening or reading the file: SQLite's (a
     ///   missing or damaged file), or the encryption's (a wrong key).
     public static func read<T>(
