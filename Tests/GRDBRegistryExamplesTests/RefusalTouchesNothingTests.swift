@@ -179,6 +179,35 @@ import Testing
         #expect("\(future)" == "players was migrated by a newer version of the application: it has applied migrations this one does not have (0004_create_trophy.sql). It was left untouched: open it with the version that migrated it (or a newer one), or restore a backup made before the upgrade.")
     }
 
+    /// A file that is not a database (damaged, or another kind of file)
+    /// "was left untouched", the error says: nothing is created beside it.
+    @Test(arguments: [false, true], Opener.allCases)
+    func aFileThatIsNotADatabaseIsLeftUnchanged(encrypted: Bool, opener: Opener) async throws {
+        let directory = try TemporaryDirectory()
+        let root = try directory.subdirectory("tenants")
+        let id = try TenantID("victim")
+        let path = TenantLayout(root: URL(fileURLWithPath: root)).path(of: id)
+        try Data(String(repeating: "tenant,players\nacme,3\n", count: 300).utf8).write(to: URL(fileURLWithPath: path))
+        let before = try Self.snapshot(root)
+        let configuration = try Self.configuration(encrypted: encrypted)
+        let tenants = try TenantDirectory<PlayerRepository>(root: URL(fileURLWithPath: root), configuration: { _, _ in configuration })
+        do {
+            switch opener {
+            case .repository:
+                _ = try PlayerRepository(path: path, configuration: configuration)
+            case .tenantDirectory:
+                _ = try await tenants.lease(id)
+            }
+            Issue.record("encrypted: \(encrypted), \(opener): the file was opened")
+        } catch {
+            if !encrypted {
+                #expect("\(error)".contains("left untouched"), "\(error)")
+            }
+        }
+        await tenants.close()
+        #expect(try Self.snapshot(root) == before, "encrypted: \(encrypted), \(opener)")
+    }
+
     /// A `-wal` whose `-shm` is gone (files copied after a crash) can't be
     /// read without an index: the inspection lets SQLite rebuild the
     /// `-shm`, as the writer would, and the file and its WAL (the data)
