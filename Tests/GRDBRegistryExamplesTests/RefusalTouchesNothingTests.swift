@@ -59,7 +59,11 @@ import Testing
 
     /// Writes the refused file at `path`, in the `journal` state.
     static func makeFile(_ refusal: Refusal, _ journal: Journal, encrypted: Bool, at path: String) throws {
-        try makeFile(journal, encrypted: encrypted, at: path) { queue in
+        try makeFile(refusal, journal, configuration: configuration(encrypted: encrypted), at: path)
+    }
+
+    static func makeFile(_ refusal: Refusal, _ journal: Journal, configuration: Configuration, at path: String) throws {
+        try makeFile(journal, configuration: configuration, at: path) { queue in
             switch refusal {
             case .foreign:
                 try queue.write { db in
@@ -78,7 +82,10 @@ import Testing
 
     /// Writes a database at `path` with `populate`, in the `journal` state.
     static func makeFile(_ journal: Journal, encrypted: Bool, at path: String, populate: (DatabaseQueue) throws -> Void) throws {
-        let configuration = try configuration(encrypted: encrypted)
+        try makeFile(journal, configuration: configuration(encrypted: encrypted), at: path, populate: populate)
+    }
+
+    static func makeFile(_ journal: Journal, configuration: Configuration, at path: String, populate: (DatabaseQueue) throws -> Void) throws {
         // The not-checkpointed state is a copy of the files of an open
         // connection, as a killed process leaves them.
         let scratch = journal == .walNotCheckpointed ? path + ".scratch" : path
@@ -206,6 +213,35 @@ import Testing
         }
         await tenants.close()
         #expect(try Self.snapshot(root) == before, "encrypted: \(encrypted), \(opener)")
+    }
+
+    /// A file encrypted with a plaintext header (its salt kept outside the
+    /// file, set on each connection by the configuration) is inspected
+    /// with its configuration too: refused unchanged, or opened.
+    @Test(arguments: Journal.allCases)
+    func aFileWithAPlaintextHeaderIsInspectedWithItsConfiguration(_ journal: Journal) async throws {
+        let directory = try TemporaryDirectory()
+        var configuration = Configuration()
+        try configuration.encrypt(
+            with: Self.key, kdfIterations: 64,
+            plaintextHeader: CipherPlaintextHeader(salt: Data((0..<16).map { UInt8($0 * 7) })))
+        let root = try directory.subdirectory("data")
+        let foreign = root + "/foreign.sqlite"
+        try Self.makeFile(.foreign, journal, configuration: configuration, at: foreign)
+        let before = try Self.snapshot(root)
+        #expect(throws: DatabaseRepositoryError.foreignDatabase(database: "players", tables: ["invoice"])) {
+            try PlayerRepository(path: foreign, configuration: configuration)
+        }
+        #expect(try Self.snapshot(root) == before)
+
+        let accepted = try directory.subdirectory("accepted") + "/players.sqlite"
+        try Self.makeFile(journal, configuration: configuration, at: accepted) { queue in
+            try PlayerRepository.migrator.migrate(queue)
+            try queue.write { db in try db.execute(sql: "INSERT INTO player (name, score) VALUES ('Arthur', 10)") }
+        }
+        let players = try PlayerRepository(path: accepted, configuration: configuration)
+        #expect(try await players.reader.read { db in try Player.fetchCount(db) } == 1)
+        try players.close()
     }
 
     /// A `-wal` whose `-shm` is gone (files copied after a crash) can't be
