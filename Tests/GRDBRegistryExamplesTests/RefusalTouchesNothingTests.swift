@@ -244,6 +244,38 @@ import Testing
         try players.close()
     }
 
+    /// A crash in a rollback-journal transaction leaves a hot journal,
+    /// which only a writer can roll back: the repository opens the file
+    /// as before (SQLite's recovery), with the committed state only.
+    @Test(arguments: [false, true])
+    func aFileWithAHotJournalIsRecoveredByTheWriter(encrypted: Bool) async throws {
+        let directory = try TemporaryDirectory()
+        let configuration = try Self.configuration(encrypted: encrypted)
+        let original = try directory.subdirectory("original") + "/players.sqlite"
+        let crashed = try directory.subdirectory("crashed") + "/players.sqlite"
+        let queue = try DatabaseQueue(path: original, configuration: configuration)
+        try PlayerRepository.migrator.migrate(queue)
+        try await queue.write { db in try db.execute(sql: "INSERT INTO player (name, score) VALUES ('Arthur', 10)") }
+        // A transaction big enough to spill pages into the file before
+        // its commit, copied as a crash leaves it: file and journal.
+        try queue.inDatabase { db in try db.execute(sql: "PRAGMA cache_size = 2") }
+        try queue.inTransaction { db in
+            for index in 0..<500 {
+                try db.execute(sql: "INSERT INTO player (name, score) VALUES (?, 1)", arguments: ["Player \(index) " + String(repeating: "x", count: 400)])
+            }
+            for suffix in ["", "-journal"] {
+                try FileManager.default.copyItem(atPath: original + suffix, toPath: crashed + suffix)
+            }
+            return .rollback
+        }
+        try queue.close()
+        #expect(FileManager.default.fileExists(atPath: crashed + "-journal"))
+
+        let players = try PlayerRepository(path: crashed, configuration: configuration)
+        #expect(try await players.reader.read { db in try String.fetchAll(db, sql: "SELECT name FROM player") } == ["Arthur"])
+        try players.close()
+    }
+
     /// A `-wal` whose `-shm` is gone (files copied after a crash) can't be
     /// read without an index: the inspection lets SQLite rebuild the
     /// `-shm`, as the writer would, and the file and its WAL (the data)

@@ -11,9 +11,16 @@ import GRDB
 /// So every reason to refuse an existing file is looked for first,
 /// through a connection that cannot write, lock or create anything:
 ///
+/// - A `-journal` beside the file (a rollback-journal transaction of
+///   another process, or one a crash interrupted): `mode=ro`, which reads
+///   under SQLite's locks. A hot journal (a crash) can only be rolled back
+///   by a writer: the file is not inspected, and the checks run on the
+///   writer after that recovery, as before.
 /// - No `-wal` beside the file: `immutable=1`. SQLite reads the file as
 ///   read-only media: no lock, no `-wal`, `-shm` or `-journal`. Without
-///   a WAL, the file alone is the whole database.
+///   a WAL, the file alone is the whole database. (A transaction another
+///   process would start in the meantime is not seen: the writer checks
+///   the migrations again, and the first checked write the invariants.)
 /// - A `-wal` and its `-shm`: `mode=ro&readonly_shm=1`. SQLite reads the
 ///   WAL (the committed transactions of the file may be there), and builds
 ///   its index in memory rather than writing read marks into the `-shm`.
@@ -51,6 +58,9 @@ public struct DatabaseFileInspection: Sendable {
     enum Outcome: Equatable {
         /// No file: the writer creates it, and the checks run there.
         case noFile
+        /// A hot journal (a crash in a rollback-journal transaction): only
+        /// a writer can roll it back, and the checks run there, after.
+        case hotJournal
         /// Every migration applied, and the invariants hold.
         case upToDate
         /// Migrations to apply, with the writer (under ``RepositoryDatabase/MigrationPolicy/apply``).
@@ -66,11 +76,15 @@ public struct DatabaseFileInspection: Sendable {
     /// a wrong key).
     func inspect() throws -> Outcome {
         guard FileManager.default.fileExists(atPath: path) else { return .noFile }
-        return try Self.read(atPath: path, configuration: configuration) { db in
-            let pending = try Self.pendingMigrations(db, database: name, migrator: migrator, policy: policy)
-            guard pending.isEmpty else { return .pending(pending) }
-            try checkInvariants(db)
-            return .upToDate
+        do {
+            return try Self.read(atPath: path, configuration: configuration) { db in
+                let pending = try Self.pendingMigrations(db, database: name, migrator: migrator, policy: policy)
+                guard pending.isEmpty else { return .pending(pending) }
+                try checkInvariants(db)
+                return .upToDate
+            }
+        } catch let error as DatabaseError where error.extendedResultCode == .SQLITE_READONLY_ROLLBACK {
+            return .hotJournal
         }
     }
 
@@ -78,7 +92,9 @@ public struct DatabaseFileInspection: Sendable {
     /// that leaves it as it was: no byte of the file or of its `-wal`
     /// changes, and no `-wal`, `-shm` or `-journal` is created beside it
     /// (but the `-shm` of a `-wal` that lost it, which SQLite needs to read
-    /// the WAL, and rebuilds from it).
+    /// the WAL, and rebuilds from it). A file with a hot journal (a crash
+    /// in a rollback-journal transaction) throws `SQLITE_READONLY_ROLLBACK`:
+    /// only a writer can recover it.
     ///
     /// ```swift
     /// let applied = try DatabaseFileInspection.read(atPath: path, configuration: configuration) { db in
@@ -100,7 +116,9 @@ public struct DatabaseFileInspection: Sendable {
     ) throws -> T {
         let fileManager = FileManager.default
         let parameters: String
-        if !fileManager.fileExists(atPath: path + "-wal") {
+        if fileManager.fileExists(atPath: path + "-journal") {
+            parameters = "mode=ro"
+        } else if !fileManager.fileExists(atPath: path + "-wal") {
             parameters = "immutable=1"
         } else if fileManager.fileExists(atPath: path + "-shm") {
             parameters = "mode=ro&readonly_shm=1"

@@ -80,10 +80,19 @@ extension DatabaseService {
             // Refused before the writer opens, since opening it writes (a
             // pool switches a rollback-journal file to WAL): a refused
             // file stays as it was, with nothing created beside it.
-            if FileManager.default.fileExists(atPath: database.path) {
-                let status = try DatabaseFileInspection.read(atPath: database.path, configuration: grdbConfiguration) { db in
-                    try made.status(db, path: database.path)
-                }
+            // (A hot journal can only be rolled back by the writer: the
+            // checks then run on it, after that recovery.)
+            let status: MigrationStatus?
+            do {
+                status = FileManager.default.fileExists(atPath: database.path)
+                    ? try DatabaseFileInspection.read(atPath: database.path, configuration: grdbConfiguration) { db in
+                        try made.status(db, path: database.path)
+                    }
+                    : nil
+            } catch let error as DatabaseError where error.extendedResultCode == .SQLITE_READONLY_ROLLBACK {
+                status = nil
+            }
+            if let status {
                 do {
                     try checkMigrationStatus(status, of: database, runner: made)
                 } catch {
