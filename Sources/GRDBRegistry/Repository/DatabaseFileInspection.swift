@@ -9,7 +9,7 @@ import GRDB
 /// rollback-journal file to WAL (bytes 18 and 19 of its header, through a
 /// new `-wal`), and may commit into a new WAL before anything is read.
 /// So every reason to refuse an existing file is looked for first,
-/// through a connection that cannot write, lock or create anything:
+/// through a read-only connection that creates nothing beside the file:
 ///
 /// - A `-journal` beside the file (a rollback-journal transaction of
 ///   another process, or one a crash interrupted): `mode=ro`, which reads
