@@ -60,7 +60,7 @@ let package = Package(
         ),
         .testTarget(
             name: "GRDBRegistryExamplesTests",
-            dependencies: ["TestSupport", "GRDBRegistryExamples", "GRDBMigrations"]
+            dependencies: ["TestSupport", "GRDBRegistryExamples", "GRDBMigrations", "GRDBCipher"]
         ),
 
         // MARK: Daemon embedding: service lifecycle, configuration, logs, metrics

@@ -41,6 +41,12 @@ public enum DatabaseRepositoryError: Error, CustomStringConvertible, Sendable, E
     /// migrations: another application's database, or another schema. The
     /// repository refuses it rather than migrating (writing to) it.
     case foreignDatabase(database: String, tables: [String])
+    /// The database has applied migrations that the repository does not
+    /// have: a newer version of the application migrated it. The
+    /// repository (whose migrator owns the schema, under
+    /// ``RepositoryDatabase/MigrationPolicy/apply``) refuses it rather
+    /// than writing to a schema it does not know.
+    case unknownMigrations(database: String, migrations: [String])
 
     public var description: String {
         switch self {
@@ -55,6 +61,8 @@ public enum DatabaseRepositoryError: Error, CustomStringConvertible, Sendable, E
             return "\(violation.database) was changed outside its repository (another process or connection), and now breaks invariant \(violation.invariant): \(violation.offendingRows.joined(separator: "; "))\(more). Writes are refused until the data is repaired (or restored from a backup)."
         case let .foreignDatabase(database, tables):
             return "\(database) is not a database of this repository: it has tables (\(tables.prefix(5).joined(separator: ", "))) but none of its migrations. It was left untouched: put the right file back, or move this one away to start empty."
+        case let .unknownMigrations(database, migrations):
+            return "\(database) was migrated by a newer version of the application: it has applied migrations this one does not have (\(migrations.joined(separator: ", "))). It was left untouched: open it with the version that migrated it (or a newer one), or restore a backup made before the upgrade."
         }
     }
 }

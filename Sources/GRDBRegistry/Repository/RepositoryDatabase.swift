@@ -59,13 +59,25 @@ import Tracing
 /// - Opening checks the invariants, so a file edited by another tool into
 ///   a broken state is detected, not trusted. A file with tables but none of
 ///   the migrations (another schema) is refused with
-///   ``DatabaseRepositoryError/foreignDatabase(database:tables:)``, not migrated.
+///   ``DatabaseRepositoryError/foreignDatabase(database:tables:)``, not
+///   migrated; a file migrated by a newer version of the application, with
+///   ``DatabaseRepositoryError/unknownMigrations(database:migrations:)``.
+/// - A file refused at open is left as it was, byte for byte, with no
+///   `-wal`, `-shm` or `-journal` created beside it: it is looked at
+///   through a connection that cannot write before the writer opens.
 public final class RepositoryDatabase: TopLevelDatabaseReader, Sendable {
     /// What opening does with migrations that are not applied yet.
     public enum MigrationPolicy: Sendable, Equatable {
-        /// Apply them.
+        /// Apply them: the repository's migrator owns the schema, and a
+        /// file with applied migrations it does not have (migrated by a
+        /// newer version of the application) is refused with
+        /// ``DatabaseRepositoryError/unknownMigrations(database:migrations:)``.
         case apply
-        /// Throw ``DatabaseRepositoryError/pendingMigrations(database:migrations:)``.
+        /// Throw ``DatabaseRepositoryError/pendingMigrations(database:migrations:)``:
+        /// another tool migrates the file (`registryctl migrate`, a
+        /// daemon's migration runner), and may apply migrations before the
+        /// application that knows them is deployed, so applied migrations
+        /// the migrator does not have are accepted.
         case refusePending
     }
 
@@ -102,7 +114,11 @@ public final class RepositoryDatabase: TopLevelDatabaseReader, Sendable {
     ///   checkpoints go (``DatabaseSpan``): none by default.
     /// - throws: ``RepositoryOperationError`` (an SQLite error, naming the
     ///   database: a damaged file, a full disk), ``DatabaseRepositoryError``,
-    ///   or the ``InvariantViolation`` of an existing file that breaks an invariant.
+    ///   or the ``InvariantViolation`` of an existing file that breaks an
+    ///   invariant. An existing file refused this way (foreign, from a
+    ///   newer version, with pending migrations under
+    ///   ``MigrationPolicy/refusePending``, breaking an invariant) is left
+    ///   unchanged, with no file created beside it.
     public convenience init(
         path: String,
         name: String? = nil,
@@ -115,13 +131,25 @@ public final class RepositoryDatabase: TopLevelDatabaseReader, Sendable {
         onEvent: (@Sendable (ManagedDatabase.Event) -> Void)? = nil,
         tracer: any Tracer = NoOpTracer()
     ) throws {
-        let managed = try RepositoryOperationError.naming(name ?? path, .open) {
-            try ManagedDatabase(
-                path: path, name: name ?? path, connection: .pool, configuration: configuration,
+        let name = name ?? path
+        let (managed, inspection) = try RepositoryOperationError.naming(name, .open) {
+            // Already open here: inspecting it would only hide that error.
+            if connections.isOpen(atPath: path) { throw DatabaseRepositoryError.alreadyOpen(database: name) }
+            // Every refusal of an existing file happens before the writer
+            // opens, since opening it writes (see DatabaseFileInspection).
+            let inspection = try DatabaseFileInspection(
+                name: name, path: path, migrator: migrator, policy: policy, invariants: invariants,
+                configuration: configuration, onEvent: onEvent
+            ).inspect()
+            let managed = try ManagedDatabase(
+                path: path, name: name, connection: .pool, configuration: configuration,
                 connections: connections, checks: [.writeGate, .invariants(invariants)], enforcing: false,
                 checkpointOnClose: checkpointOnClose, onEvent: onEvent, tracer: tracer)
+            return (managed, inspection)
         }
-        try self.init(managed: managed, migrator: migrator, policy: policy, invariants: invariants)
+        try self.init(
+            managed: managed, migrator: migrator, policy: policy, invariants: invariants,
+            invariantsHeld: inspection == .upToDate)
     }
 
     /// A repository database over `writer`, which it now owns: an
@@ -154,10 +182,15 @@ public final class RepositoryDatabase: TopLevelDatabaseReader, Sendable {
         let managed = ManagedDatabase(
             name: name, writer: writer, checks: [.writeGate, .invariants(invariants)], enforcing: false,
             checkpointOnClose: checkpointOnClose, onEvent: onEvent, release: { try $0.close() }, tracer: tracer)
-        try self.init(managed: managed, migrator: migrator, policy: policy, invariants: invariants)
+        try self.init(managed: managed, migrator: migrator, policy: policy, invariants: invariants, invariantsHeld: false)
     }
 
-    private init(managed: ManagedDatabase, migrator: DatabaseMigrator?, policy: MigrationPolicy, invariants: [DatabaseInvariant]) throws {
+    /// - parameter invariantsHeld: Whether the inspection of the file
+    ///   found it migrated and its invariants holding, just before the
+    ///   writer opened: they are not checked again. (A commit of another
+    ///   process in between is an out-of-band write, which the first
+    ///   checked write checks.)
+    private init(managed: ManagedDatabase, migrator: DatabaseMigrator?, policy: MigrationPolicy, invariants: [DatabaseInvariant], invariantsHeld: Bool) throws {
         let writer = managed.writer
         let name = managed.name
         let commitPolicy = managed.policy
@@ -165,35 +198,21 @@ public final class RepositoryDatabase: TopLevelDatabaseReader, Sendable {
             try RepositoryOperationError.naming(name, .open) {
                 // One read for the common case (a migrated database): the
                 // pending migrations, and the invariants when there are none.
+                // The same rules as the inspection of an existing file, for
+                // a writer given as is, a new file, or a file changed since.
                 let pending = try writer.read { db in
-                    let applied = try migrator?.appliedIdentifiers(db) ?? []
-                    if migrator != nil, applied.isEmpty {
-                        // Migrating a file of another schema would write to
-                        // it: a foreign file is refused, never adopted.
-                        let tables = try String.fetchAll(db, sql: """
-                            SELECT name FROM sqlite_master
-                            WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' AND name NOT LIKE '\\_litestream\\_%' ESCAPE '\\' AND name <> 'grdb_migrations'
-                            ORDER BY name
-                            """)
-                        if !tables.isEmpty { throw DatabaseRepositoryError.foreignDatabase(database: name, tables: tables) }
-                    }
-                    let pending = migrator?.migrations.filter { !applied.contains($0) } ?? []
-                    if pending.isEmpty { try commitPolicy.checkInvariants(db) }
+                    let pending = try DatabaseFileInspection.pendingMigrations(db, database: name, migrator: migrator, policy: policy)
+                    if pending.isEmpty, !invariantsHeld { try commitPolicy.checkInvariants(db) }
                     return pending
                 }
                 if let migrator, !pending.isEmpty {
-                    switch policy {
-                    case .refusePending:
-                        throw DatabaseRepositoryError.pendingMigrations(database: name, migrations: pending)
-                    case .apply:
-                        // Migrations change the schema, which invariants
-                        // may depend on: they are checked right after.
-                        try managed.tracing.withSpan(.migrate, database: name) { span in
-                            span?.attributes[DatabaseSpan.Attribute.migrationCount] = pending.count
-                            try migrator.migrate(writer)
-                        }
-                        try writer.read { db in try commitPolicy.checkInvariants(db) }
+                    // Migrations change the schema, which invariants
+                    // may depend on: they are checked right after.
+                    try managed.tracing.withSpan(.migrate, database: name) { span in
+                        span?.attributes[DatabaseSpan.Attribute.migrationCount] = pending.count
+                        try migrator.migrate(writer)
                     }
+                    try writer.read { db in try commitPolicy.checkInvariants(db) }
                 }
             }
             managed.enforceChecks()

@@ -72,6 +72,42 @@ extension DatabaseService {
         let metrics = StatementMetrics(database: database.name)
         grdbConfiguration.prepareDatabase { db in metrics.install(in: db) }
 
+        var runner: DatabaseMigrationRunner?
+        if let folder = database.migrations, configuration.migrationMode != .skip, let migrationSet = hooks.migrationSet {
+            var made = DatabaseMigrationRunner(set: try migrationSet(database.name, URL(fileURLWithPath: folder)))
+            made.busyTimeout = database.busyTimeout
+            runner = made
+            // Refused before the writer opens, since opening it writes (a
+            // pool switches a rollback-journal file to WAL): a refused
+            // file stays as it was, with nothing created beside it.
+            // (A hot journal can only be rolled back by the writer: the
+            // checks then run on it, after that recovery.)
+            let status: MigrationStatus?
+            do {
+                status = FileManager.default.fileExists(atPath: database.path)
+                    ? try DatabaseFileInspection.read(atPath: database.path, configuration: grdbConfiguration) { db in
+                        try made.status(db, path: database.path)
+                    }
+                    : nil
+            } catch let error as DatabaseError where error.extendedResultCode == .SQLITE_READONLY_ROLLBACK {
+                status = nil
+            }
+            if let status {
+                do {
+                    try checkMigrationStatus(status, of: database, runner: made)
+                } catch {
+                    // The events the same refusal reports on the writer.
+                    if configuration.migrationMode == .apply {
+                        self.observer(.migrationRun(database: database.name, result: "failed", applied: 0))
+                        logger.error("migration failed", metadata: ["error": "\(error)"])
+                    } else {
+                        self.observer(.migrationRun(database: database.name, result: "verified", applied: 0))
+                    }
+                    throw error
+                }
+            }
+        }
+
         let observer = self.observer
         let name = database.name
         let managed: ManagedDatabase
@@ -93,9 +129,7 @@ extension DatabaseService {
 
         var pending: [String] = []
         do {
-            if let folder = database.migrations, configuration.migrationMode != .skip, let migrationSet = hooks.migrationSet {
-                var runner = DatabaseMigrationRunner(set: try migrationSet(database.name, URL(fileURLWithPath: folder)))
-                runner.busyTimeout = database.busyTimeout
+            if let runner {
                 pending = try tracing.withSpan(.migrate, database: database.name) { _ in
                     try migrate(managed.writer, with: runner, database: database, logger: logger)
                 }
@@ -116,12 +150,7 @@ extension DatabaseService {
         case .verify:
             observer(.migrationRun(database: database.name, result: "verified", applied: 0))
             let status = try writer.read { try runner.status($0, path: database.path) }
-            if !status.modified.isEmpty {
-                throw MigrationError.modifiedMigrations(path: database.path, identifiers: status.modified)
-            }
-            if !status.pending.isEmpty {
-                throw DatabaseServiceError.pendingMigrations(database: database.name, migrations: status.pending)
-            }
+            try checkMigrationStatus(status, of: database, runner: runner)
             return []
         case .apply:
             let report: MigrationReport
@@ -137,6 +166,19 @@ extension DatabaseService {
                 logger.info("migrations applied", metadata: ["migrations": "\(report.applied.joined(separator: ","))"])
             }
             return []
+        }
+    }
+
+    /// The refusals of the migration mode: edited migrations, and in
+    /// verify mode pending ones. Checked on the file before its writer
+    /// opens, and again on the writer (another process may have changed
+    /// the file in between).
+    private func checkMigrationStatus(_ status: MigrationStatus, of database: RegistryConfiguration.Database, runner: DatabaseMigrationRunner) throws {
+        if !status.modified.isEmpty, configuration.migrationMode == .verify || !runner.acceptsModifiedMigrations {
+            throw MigrationError.modifiedMigrations(path: database.path, identifiers: status.modified)
+        }
+        if configuration.migrationMode == .verify, !status.pending.isEmpty {
+            throw DatabaseServiceError.pendingMigrations(database: database.name, migrations: status.pending)
         }
     }
 

@@ -75,9 +75,11 @@ extension DatabaseService {
             let directory = try TenantDirectory<Repository>(
                 root: URL(fileURLWithPath: tenants.root),
                 maxOpen: tenants.maxOpen,
-                // The runner applies or verifies first; the repository's own
-                // migrator only runs in apply mode (on provisioning, too).
-                policy: mode == .apply ? .apply : .refusePending,
+                // The runner applies or verifies first, from the migration
+                // folder, which may be ahead of the repository's own
+                // migrator (a deployment migrates first): with a runner, the
+                // repository's migrator only runs on provisioning.
+                policy: mode == .apply && runner == nil ? .apply : .refusePending,
                 connections: connections,
                 configuration: { [weak self] id, path in
                     do {
@@ -94,7 +96,7 @@ extension DatabaseService {
                             logger[metadataKey: "database"] = "tenants/\(id)"
                             // Runs inside the directory's open span (task-local context).
                             try tracing.withSpan(.migrate, database: "tenants/\(id)") { _ in
-                                try Self.migrate(tenant: "tenants/\(id)", at: path, with: runner, mode: mode, logger: logger)
+                                try Self.migrate(tenant: "tenants/\(id)", at: path, with: runner, mode: mode, configuration: configuration, logger: logger)
                             }
                         }
                         // Replicated before the first lease, so before any
@@ -179,12 +181,22 @@ extension DatabaseService {
     }
 
     /// Applies (apply) or checks (verify) the migrations of an existing tenant.
-    private static func migrate(tenant name: String, at path: String, with runner: DatabaseMigrationRunner, mode: MigrationMode, logger: Logger) throws {
+    private static func migrate(tenant name: String, at path: String, with runner: DatabaseMigrationRunner, mode: MigrationMode, configuration: Configuration, logger: Logger) throws {
         switch mode {
         case .skip:
             return
         case .verify:
-            let status = try runner.status(ofDatabaseAt: path)
+            // Read through a connection that leaves a refused tenant as it
+            // was: a plain read-only one creates a -wal and a -shm beside
+            // a WAL file, and leaves them.
+            let status: MigrationStatus
+            do {
+                status = try DatabaseFileInspection.read(atPath: path, configuration: configuration) { db in
+                    try runner.status(db, path: path)
+                }
+            } catch let error as DatabaseError {
+                throw MigrationError.cannotOpen(path: path, reason: error.message ?? "\(error.resultCode)")
+            }
             if !status.modified.isEmpty {
                 throw MigrationError.modifiedMigrations(path: path, identifiers: status.modified)
             }
