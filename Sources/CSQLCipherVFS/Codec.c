@@ -125,11 +125,13 @@ HIDDEN int valid_page_size(int pageSize) {
 
 /// Whether the plaintext header fits the page geometry: the encrypted part
 /// of page 1 must be at least one AES block, or encryption would run
-/// backwards over the header (a heap overflow).
+/// backwards over the header (a heap overflow); and the header must stop
+/// before the auto-vacuum flag (MAX_PLAINTEXT_HEADER).
 HIDDEN int codec_geometry_is_valid(const Codec *codec) {
     int encrypted = codec->pageSize - codec->reserve;
     return valid_page_size(codec->pageSize)
-        && codec->plaintextHeaderSize >= 0 && codec->plaintextHeaderSize % 16 == 0
+        && codec->plaintextHeaderSize >= 0 && codec->plaintextHeaderSize <= MAX_PLAINTEXT_HEADER
+        && codec->plaintextHeaderSize % 16 == 0
         && codec->plaintextHeaderSize < encrypted && encrypted % 16 == 0;
 }
 

@@ -231,6 +231,12 @@ static int pragma_control(CipherFile *file, char **args) {
         if (end == value || *end != '\0' || size < 0 || size % 16 != 0 || size >= pageSize - reserve) {
             return pragma_error(args, "PRAGMA cipher_plaintext_header_size: a multiple of 16 below the page's encrypted size (SQLCipher recommends 32), or 0");
         }
+        // Bytes 48 and up of SQLite's header (the auto-vacuum flag at 52)
+        // must be authenticated: a larger header would let anyone who can
+        // write the file switch on the zero-page exemption.
+        if (size > MAX_PLAINTEXT_HEADER) {
+            return pragma_error(args, "PRAGMA cipher_plaintext_header_size: at most 48 bytes (SQLCipher recommends 32): a larger header leaves SQLite's auto-vacuum flag unauthenticated");
+        }
         if (file->codec && file->codec->derived) {
             return pragma_error(args, "PRAGMA cipher_plaintext_header_size: set it before the first access to the database");
         }

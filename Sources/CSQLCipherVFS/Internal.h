@@ -37,6 +37,11 @@
 #define KEY_SIZE 32
 #define IV_SIZE 16
 #define MAX_RESERVE 80
+/// The largest plaintext header: SQLite's header fields from byte 48 on
+/// (52-55: the auto-vacuum flag, which exempts all-zero pages from their
+/// HMAC check) must come from the authenticated part of page 1, never from
+/// bytes anyone can write (review security-2, L3). SQLCipher recommends 32.
+#define MAX_PLAINTEXT_HEADER 48
 
 static const unsigned char SQLITE_MAGIC[16] = "SQLite format 3";
 

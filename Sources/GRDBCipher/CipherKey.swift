@@ -70,18 +70,22 @@ public enum CipherCompatibility: Int32, Sendable, Equatable {
 /// `PRAGMA cipher_salt = "x'<salt in hex>'"`. Such a file looks plain to
 /// ``CipherDatabase/isEncrypted(atPath:)``.
 public struct CipherPlaintextHeader: Sendable, Equatable {
-    /// The bytes of page 1 left in plaintext: a multiple of 16 (SQLCipher
+    /// The bytes of page 1 left in plaintext: 16, 32 or 48 (SQLCipher
     /// recommends 32: the magic string and the page size, file format and
     /// reserved-space fields of SQLite's header).
     public let size: Int
     /// The 16-byte salt of the key derivation.
     public let salt: Data
 
-    /// - throws: ``CipherError/invalidKey(_:)`` when `size` is not a
-    ///   positive multiple of 16 below 1000, or `salt` does not have 16 bytes.
+    /// - throws: ``CipherError/invalidKey(_:)`` when `size` is not 16, 32
+    ///   or 48, or `salt` does not have 16 bytes. A larger header would
+    ///   leave SQLite's header fields from byte 48 on (the auto-vacuum flag
+    ///   at 52, which exempts all-zero pages from their HMAC check) outside
+    ///   the authenticated part of the page: anyone able to write the file
+    ///   could then erase pages undetected.
     public init(size: Int = 32, salt: Data) throws {
-        guard size > 0, size % 16 == 0, size < 1000 else {
-            throw CipherError.invalidKey("a plaintext header size is a positive multiple of 16 below 1000 (32 is recommended), not \(size)")
+        guard size > 0, size % 16 == 0, size <= 48 else {
+            throw CipherError.invalidKey("a plaintext header size is 16, 32 or 48 (32 is recommended), not \(size): a larger header leaves SQLite's auto-vacuum flag unauthenticated")
         }
         guard salt.count == 16 else { throw CipherError.invalidKey("a salt has 16 bytes, not \(salt.count)") }
         self.size = size
