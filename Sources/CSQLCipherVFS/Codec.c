@@ -70,6 +70,7 @@ HIDDEN void secret_free(void *memory, size_t size) {
 
 HIDDEN void codec_free(Codec *codec) {
     if (!codec) return;
+    if (codec->holdsCacheEntry) kdf_cache_release(codec->cacheDigest);
     EVP_CIPHER_CTX_free(codec->encryptor);
     EVP_CIPHER_CTX_free(codec->decryptor);
     secret_free(codec->passphrase, (size_t)codec->passphraseLength);

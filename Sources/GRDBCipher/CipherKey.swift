@@ -7,8 +7,14 @@ import Foundation
 /// let raw = try CipherKey.raw(Data(repeating: 7, count: 32))    // no key derivation
 /// ```
 ///
-/// A key never prints: its description is `<redacted>`.
-public struct CipherKey: Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible {
+/// A key never prints: its description is `<redacted>`, and `dump` or a
+/// `Mirror` show no field of it.
+///
+/// A passphrase is a string of bytes that SQLCipher reads up to its
+/// length; one with a NUL byte is refused where it is used (opening,
+/// re-keying, copying) with ``CipherError/invalidKey(_:)``, never cut
+/// short, so that a shorter passphrase can't open the database.
+public struct CipherKey: Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     /// The key as SQLCipher's `PRAGMA key` takes it: a passphrase, or
     /// `x'<hex>'` for a raw key.
     let sqlcipherValue: String
@@ -35,6 +41,23 @@ public struct CipherKey: Sendable, Equatable, CustomStringConvertible, CustomDeb
 
     public var description: String { "<redacted>" }
     public var debugDescription: String { "CipherKey(<redacted>)" }
+    public var customMirror: Mirror { Mirror(self, children: [], displayStyle: .struct) }
+
+    /// Throws ``CipherError/invalidKey(_:)`` for a passphrase with a NUL
+    /// byte: C code reading it as a string would stop there.
+    func checked() throws {
+        if sqlcipherValue.utf8.contains(0) {
+            throw CipherError.invalidKey("a passphrase can't contain a NUL byte (it would be cut there, and the shorter passphrase would open the database): use a raw key for binary secrets")
+        }
+    }
+
+    /// Calls `body` with the key's bytes and their count, as the VFS takes
+    /// them, after ``checked()``.
+    func withBytes<Result>(_ body: (UnsafePointer<CChar>, Int32) throws -> Result) throws -> Result {
+        try checked()
+        let count = Int32(sqlcipherValue.utf8.count)
+        return try sqlcipherValue.withCString { try body($0, count) }
+    }
 }
 
 /// The SQLCipher file format version.

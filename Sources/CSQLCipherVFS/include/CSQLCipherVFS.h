@@ -75,6 +75,10 @@ void grdbcipher_clear_kdf_cache(void);
 /// The number of key derivations (PBKDF2 runs) performed so far.
 long grdbcipher_kdf_count(void);
 
+/// The number of derived keys in the cache: one per passphrase, salt and
+/// parameters that an open connection uses (bounded by the cache's limit).
+long grdbcipher_kdf_cache_count(void);
+
 /// Whether a file starts with the SQLite magic header ("SQLite format 3"):
 /// 1 plaintext, 0 not (encrypted, or another format), -1 missing or empty.
 int grdbcipher_file_is_plaintext(const char *path);

@@ -283,7 +283,8 @@ public struct LitestreamRestore: Sendable {
             process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
             process.arguments = [replication.litestream] + arguments
         }
-        process.environment = environment
+        // Litestream needs the rest (cloud credentials), never a key.
+        process.environment = configuration.childEnvironment(environment)
         let pipe = Pipe()
         process.standardOutput = pipe
         process.standardError = pipe
