@@ -79,3 +79,44 @@ import Testing
         try rekeyed.close()
     }
 }
+
+/// Review security-2, L6: the VFS restricted a new keyed file with
+/// `chmod(path)`, which follows a link put in place of the file after
+/// SQLite opened it.
+@Suite struct NewFileModeTests {
+    @Test func aNewKeyedFileSwappedForALinkDoesNotChangeTheLinksTarget() throws {
+        let directory = try TemporaryDirectory()
+        let outside = directory.path("outside")
+        FileManager.default.createFile(atPath: outside, contents: Data())
+        #expect(chmod(outside, 0o644) == 0)
+        let path = directory.path("db.sqlite")
+        try CipherVFS.register()
+        let queue = try DatabaseQueue(path: path)
+        try queue.inDatabase { db in
+            // SQLite created and opened the empty file; it is swapped for
+            // a link before the key reaches the VFS.
+            #expect(rename(path, directory.path("moved")) == 0)
+            #expect(symlink(outside, path) == 0)
+            try db.execute(sql: "PRAGMA key = \"x'\(String(repeating: "ab", count: 32))'\"")
+        }
+        try queue.close()
+        var status = stat()
+        #expect(stat(outside, &status) == 0)
+        #expect(status.st_mode & 0o7777 == 0o644)
+    }
+
+    @Test func aNewKeyedFileIsForItsOwnerOnly() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("db.sqlite")
+        try CipherVFS.register()
+        let queue = try DatabaseQueue(path: path)
+        try queue.inDatabase { db in
+            try db.execute(sql: "PRAGMA key = \"x'\(String(repeating: "ab", count: 32))'\"")
+            try db.execute(sql: "CREATE TABLE t(x)")
+        }
+        try queue.close()
+        var status = stat()
+        #expect(stat(path, &status) == 0)
+        #expect(status.st_mode & 0o7777 == 0o600)
+    }
+}

@@ -45,7 +45,7 @@ public final class BackupSet: Sendable {
     public init(creatingAt directory: URL, tool: String = BackupManifest.defaultTool, logger: Logger) throws {
         let directory = directory.standardizedFileURL
         do {
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            try DatabaseConnections.createDirectory(atPath: directory.path, mode: 0o700)
         } catch {
             throw BackupError.fileSystem(path: directory.path, operation: "create directory", reason: "\(error)")
         }
@@ -77,7 +77,7 @@ public final class BackupSet: Sendable {
         defer { if !added { _ = state.withLock { $0.reserved.remove("\(kind.rawValue) \(name)") } } }
         let folder = directory.appendingPathComponent(Self.folder(of: kind))
         do {
-            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            try DatabaseConnections.createDirectory(atPath: folder.path, mode: 0o700)
         } catch {
             throw BackupError.fileSystem(path: folder.path, operation: "create directory", reason: "\(error)")
         }

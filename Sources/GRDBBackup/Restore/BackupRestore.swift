@@ -119,7 +119,7 @@ public struct BackupRestore: Sendable {
         let name = "tenant \(target.rawValue)"
         // A new data directory: its tenants root may not exist yet.
         do {
-            try FileManager.default.createDirectory(at: layout.root, withIntermediateDirectories: true)
+            try DatabaseConnections.createDirectory(atPath: layout.root.path, mode: 0o700)
         } catch {
             throw BackupError.fileSystem(path: layout.root.path, operation: "create directory", reason: "\(error)")
         }
@@ -158,7 +158,7 @@ public struct BackupRestore: Sendable {
         let entry = try manifest.entry(.database, named: name)
         let destination = URL(fileURLWithPath: path).standardizedFileURL
         do {
-            try FileManager.default.createDirectory(at: destination.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try DatabaseConnections.createDirectory(atPath: destination.deletingLastPathComponent().path, mode: 0o700)
         } catch {
             throw BackupError.fileSystem(path: destination.deletingLastPathComponent().path, operation: "create directory", reason: "\(error)")
         }

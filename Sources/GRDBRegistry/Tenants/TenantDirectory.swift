@@ -140,7 +140,8 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
         willRemove: (@Sendable (TenantID, _ path: String) throws -> Void)? = nil
     ) throws {
         precondition(maxOpen > 0, "maxOpen must be positive")
-        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        // 0700 (the connections' directoryMode) from its creation.
+        try connections.createDirectory(atPath: root.path)
         self.root = root.standardizedFileURL
         self.layout = TenantLayout(root: root)
         self.maxOpen = maxOpen

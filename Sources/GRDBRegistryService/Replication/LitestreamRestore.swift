@@ -123,7 +123,7 @@ public struct LitestreamRestore: Sendable {
         let layout = tenants.layout
         let path = layout.path(of: id)
         try Self.refuseExisting(path)
-        try FileManager.default.createDirectory(atPath: tenants.root, withIntermediateDirectories: true)
+        try DatabaseConnections.createDirectory(atPath: tenants.root, mode: 0o700)
         let temporary = layout.provisioningPath(for: id)
         var published = false
         defer { if !published { Files.removeDatabase(temporary) } }
@@ -157,7 +157,7 @@ public struct LitestreamRestore: Sendable {
         } catch {
             throw ReplicationError.restoreFailed(database: "tenants/\(id)", reason: "\(error)")
         }
-        try FileManager.default.createDirectory(atPath: tenants.root, withIntermediateDirectories: true)
+        try DatabaseConnections.createDirectory(atPath: tenants.root, mode: 0o700)
         let layout = tenants.layout
         return try restore(
             name: "tenants/\(id)", from: replicaURL, at: date, to: layout.path(of: id),
@@ -171,7 +171,7 @@ public struct LitestreamRestore: Sendable {
             throw ReplicationError.restoreFailed(database: name, reason: "no database of that name in the configuration")
         }
         let destination = URL(fileURLWithPath: database.path)
-        try FileManager.default.createDirectory(at: destination.deletingLastPathComponent(), withIntermediateDirectories: true)
+        try DatabaseConnections.createDirectory(atPath: destination.deletingLastPathComponent().path, mode: 0o700)
         let temporary = destination.deletingLastPathComponent()
             .appendingPathComponent(".\(destination.lastPathComponent).restore-\(UUID().uuidString)").path
         return try restore(
