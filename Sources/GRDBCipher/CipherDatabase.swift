@@ -245,7 +245,11 @@ public enum CipherDatabase {
         kdfIterations: Int? = nil,
         pageSize: Int? = nil
     ) throws -> CipherInspection {
-        let queue = try self.queue(atPath: path, key: key, compatibility: compatibility, kdfIterations: kdfIterations, pageSize: pageSize)
+        // The file to check may come from anywhere.
+        var configuration = Configuration()
+        configuration.distrustSchema()
+        let queue = try self.queue(atPath: path, key: key, compatibility: compatibility, kdfIterations: kdfIterations, pageSize: pageSize,
+                                   configuration: configuration)
         defer { try? queue.close() }
         return try queue.inDatabase { db in
             var version: Int32 = 0, pageSize: Int32 = 0, reserve: Int32 = 0, iterations: Int32 = 0, header: Int32 = 0

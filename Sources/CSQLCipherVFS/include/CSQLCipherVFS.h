@@ -92,4 +92,12 @@ int grdbcipher_file_is_plaintext(const char *path);
 /// copy of them until the next checkpoint.
 int grdbcipher_verify_pages(sqlite3 *db, const unsigned int *superseded, int supersededCount);
 
+/// Readies `db` for a database file that did not come from this process:
+/// SQLite's defensive mode (SQLITE_DBCONFIG_DEFENSIVE: no writes to the
+/// schema table or shadow tables, no journal_mode=OFF) and an untrusted
+/// schema (SQLITE_DBCONFIG_TRUSTED_SCHEMA off, as PRAGMA trusted_schema=OFF:
+/// views and triggers can't call functions with side effects, nor virtual
+/// tables). Reads nothing. SQLITE_OK, or SQLite's error.
+int grdbcipher_distrust_schema(sqlite3 *db);
+
 #endif

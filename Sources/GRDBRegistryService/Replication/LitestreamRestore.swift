@@ -222,6 +222,9 @@ public struct LitestreamRestore: Sendable {
     /// Integrity, migrations and invariants of the restored file; leaves
     /// no WAL beside it. Returns the pending migrations.
     private func check(_ path: String, name: String, checks: BackupRestore.Checks, configuration: Configuration) throws -> [String] {
+        // A replica or a kept backup is a file from elsewhere.
+        var configuration = configuration
+        configuration.distrustSchema()
         let queue: DatabaseQueue
         do {
             queue = try DatabaseQueue(path: path, configuration: configuration)
@@ -239,10 +242,16 @@ public struct LitestreamRestore: Sendable {
                 if !status.unknown.isEmpty { throw ReplicationError.unknownMigrations(database: name, identifiers: status.unknown) }
                 if !status.modified.isEmpty { throw ReplicationError.modifiedMigrations(database: name, identifiers: status.modified) }
                 pending = status.pending
+                // Before any invariant (or, once published, migration) runs on it.
+                try queue.read { db in try UntrustedDatabase.refuseUnknownSchemaObjects(in: db, migrations: set, database: name) }
             }
             // No WAL left beside the file that is linked into place.
             try queue.writeWithoutTransaction { _ = try $0.checkpoint(.truncate) }
         } catch let error as ReplicationError {
+            try? queue.close()
+            throw error
+        } catch let error as BackupError {
+            // The schema check's typed error, as a backup restore throws it.
             try? queue.close()
             throw error
         } catch {
