@@ -33,7 +33,7 @@ import Synchronization
 ///
 /// ```swift
 /// let connections = DatabaseConnections(fileMode: 0o660)    // folders 0770
-/// let tenants = try TenantDirectory(root: root, connections: connections)
+/// let tenants = try TenantDirectory<PlayerRepository>(root: root, connections: connections)
 /// ```
 ///
 /// Existing files and folders keep their mode.
