@@ -366,6 +366,7 @@ import Testing
         // 32 bytes with a NUL in the middle: refused, not cut at the NUL.
         let binary = directory.path("binary.key")
         try Data([0x41, 0x42, 0x00] + [UInt8](repeating: 0x99, count: 29)).write(to: URL(fileURLWithPath: binary))
+        chmod(binary, 0o600)
         let before = try fileBytes(path)
         let refused = try Registryctl.run(["status", "--database", path, "--migrations", Self.playersSet, "--key-file", binary])
         #expect(refused.status != 0)
