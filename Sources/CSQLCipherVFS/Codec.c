@@ -70,6 +70,7 @@ HIDDEN void secret_free(void *memory, size_t size) {
 
 HIDDEN void codec_free(Codec *codec) {
     if (!codec) return;
+    if (codec->holdsCacheEntry) kdf_cache_release(codec->cacheDigest);
     EVP_CIPHER_CTX_free(codec->encryptor);
     EVP_CIPHER_CTX_free(codec->decryptor);
     secret_free(codec->passphrase, (size_t)codec->passphraseLength);
@@ -125,11 +126,13 @@ HIDDEN int valid_page_size(int pageSize) {
 
 /// Whether the plaintext header fits the page geometry: the encrypted part
 /// of page 1 must be at least one AES block, or encryption would run
-/// backwards over the header (a heap overflow).
+/// backwards over the header (a heap overflow); and the header must stop
+/// before the auto-vacuum flag (MAX_PLAINTEXT_HEADER).
 HIDDEN int codec_geometry_is_valid(const Codec *codec) {
     int encrypted = codec->pageSize - codec->reserve;
     return valid_page_size(codec->pageSize)
-        && codec->plaintextHeaderSize >= 0 && codec->plaintextHeaderSize % 16 == 0
+        && codec->plaintextHeaderSize >= 0 && codec->plaintextHeaderSize <= MAX_PLAINTEXT_HEADER
+        && codec->plaintextHeaderSize % 16 == 0
         && codec->plaintextHeaderSize < encrypted && encrypted % 16 == 0;
 }
 

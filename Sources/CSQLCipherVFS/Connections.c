@@ -101,3 +101,13 @@ int grdbcipher_verify_pages(sqlite3 *db, const unsigned int *superseded, int sup
     sqlite3_free(page);
     return result;
 }
+
+int grdbcipher_distrust_schema(sqlite3 *db) {
+    // sqlite3_db_config is variadic: Swift can't call it.
+    int defensive = 0, trusted = 1;
+    int rc = sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, 1, &defensive);
+    if (rc != SQLITE_OK) return rc;
+    rc = sqlite3_db_config(db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, &trusted);
+    if (rc != SQLITE_OK) return rc;
+    return defensive == 1 && trusted == 0 ? SQLITE_OK : SQLITE_ERROR;
+}

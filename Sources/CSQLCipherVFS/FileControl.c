@@ -4,6 +4,8 @@
 
 #include "Internal.h"
 #include <sys/stat.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 /// The schema name under which the connection knows `file` ("main", or an
 /// attached name), or NULL.
@@ -21,10 +23,25 @@ static const char *schema_name(CipherFile *file) {
 /// A new, empty database file that gets a key is made readable by its owner
 /// only (0600): its ciphertext is enough to guess a passphrase offline.
 /// Its journal and WAL take its mode when SQLite creates them.
+///
+/// SQLite gives no access to its descriptor, so the name is opened again,
+/// without following a link (O_NOFOLLOW), and the mode changed on that
+/// descriptor (fchmod) only when it is an empty regular file of this
+/// process's user with a single name: what SQLite just created. A name
+/// swapped meanwhile for a link, or for a hard link to another file,
+/// changes nothing (review security-2, L6).
 static void restrict_new_file(CipherFile *file) {
     const char *schema = schema_name(file);
     const char *path = schema ? sqlite3_db_filename(file->db, schema) : NULL;
-    if (path && *path) chmod(path, 0600);
+    if (!path || !*path) return;
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return;
+    struct stat status;
+    if (fstat(fd, &status) == 0 && S_ISREG(status.st_mode) && status.st_size == 0
+        && status.st_nlink == 1 && status.st_uid == geteuid() && (status.st_mode & 07777) != 0600) {
+        fchmod(fd, 0600);
+    }
+    close(fd);
 }
 
 /// Gives SQLite the codec's page size, and a new database the codec's
@@ -230,6 +247,12 @@ static int pragma_control(CipherFile *file, char **args) {
         long size = strtol(value, &end, 10);
         if (end == value || *end != '\0' || size < 0 || size % 16 != 0 || size >= pageSize - reserve) {
             return pragma_error(args, "PRAGMA cipher_plaintext_header_size: a multiple of 16 below the page's encrypted size (SQLCipher recommends 32), or 0");
+        }
+        // Bytes 48 and up of SQLite's header (the auto-vacuum flag at 52)
+        // must be authenticated: a larger header would let anyone who can
+        // write the file switch on the zero-page exemption.
+        if (size > MAX_PLAINTEXT_HEADER) {
+            return pragma_error(args, "PRAGMA cipher_plaintext_header_size: at most 48 bytes (SQLCipher recommends 32): a larger header leaves SQLite's auto-vacuum flag unauthenticated");
         }
         if (file->codec && file->codec->derived) {
             return pragma_error(args, "PRAGMA cipher_plaintext_header_size: set it before the first access to the database");

@@ -37,6 +37,11 @@
 #define KEY_SIZE 32
 #define IV_SIZE 16
 #define MAX_RESERVE 80
+/// The largest plaintext header: SQLite's header fields from byte 48 on
+/// (52-55: the auto-vacuum flag, which exempts all-zero pages from their
+/// HMAC check) must come from the authenticated part of page 1, never from
+/// bytes anyone can write (review security-2, L3). SQLCipher recommends 32.
+#define MAX_PLAINTEXT_HEADER 48
 
 static const unsigned char SQLITE_MAGIC[16] = "SQLite format 3";
 
@@ -63,6 +68,11 @@ typedef struct Codec {
     unsigned char key[KEY_SIZE];
     unsigned char hmacKey[KEY_SIZE];
     int derived;
+    // The key came from, or went into, the cache of derived keys under
+    // this digest: the entry lives while a codec holds it (review
+    // security-2, L4), and codec_free releases it.
+    int holdsCacheEntry;
+    unsigned char cacheDigest[32];
     // SQLCipher 4's plaintext header option: page 1's first bytes (a
     // multiple of 16) stay as SQLite wrote them, and the salt, no longer in
     // the file, must be given (hasExplicitSalt). 0: the salt is there.
@@ -167,6 +177,7 @@ HIDDEN int codec_geometry_is_valid(const Codec *codec);
 HIDDEN int valid_page_size(int pageSize);
 HIDDEN int page_is_zero(const unsigned char *page, int length);
 HIDDEN void codec_free(Codec *codec);
+HIDDEN void kdf_cache_release(const unsigned char digest[32]);
 HIDDEN void *secret_alloc(size_t size);
 HIDDEN void secret_free(void *memory, size_t size);
 HIDDEN int codec_encrypt(Codec *codec, unsigned int pgno, const unsigned char *in, unsigned char *out);

@@ -6,11 +6,14 @@ typedef struct CacheEntry {
     struct CacheEntry *next;
     unsigned char digest[32];    // HMAC-SHA256 of passphrase, salt and parameters, under cacheKey
     unsigned char key[KEY_SIZE];
+    int users;                   // codecs holding it (holdsCacheEntry)
 } CacheEntry;
 
-// At most this many derived keys are kept, the most recently used first:
-// enough for the tenants a process opens in turn, without keeping every
-// key it ever derived.
+// At most this many derived keys are kept, the most recently used first.
+// An entry lives while a connection of its file holds it: the connections
+// of a pool, and a file opened again while open, skip PBKDF2; once the last
+// one closes (or re-keys), the entry is wiped, so that a closed database's
+// key does not stay in memory (review security-2, L4).
 #define CACHE_LIMIT 64
 
 static pthread_mutex_t cacheMutex = PTHREAD_MUTEX_INITIALIZER;
@@ -42,6 +45,31 @@ void grdbcipher_clear_kdf_cache(void) {
     pthread_mutex_lock(&cacheMutex);
     clear_cache_locked();
     pthread_mutex_unlock(&cacheMutex);
+}
+
+/// One codec holding the entry under `digest` is gone (freed, or replaced
+/// by a re-key): the last one wipes it.
+HIDDEN void kdf_cache_release(const unsigned char digest[32]) {
+    pthread_mutex_lock(&cacheMutex);
+    for (CacheEntry **link = &cacheHead; *link; link = &(*link)->next) {
+        CacheEntry *entry = *link;
+        if (CRYPTO_memcmp(entry->digest, digest, 32) == 0) {
+            if (--entry->users <= 0) {
+                *link = entry->next;
+                secret_free(entry, sizeof(CacheEntry));
+            }
+            break;
+        }
+    }
+    pthread_mutex_unlock(&cacheMutex);
+}
+
+long grdbcipher_kdf_cache_count(void) {
+    pthread_mutex_lock(&cacheMutex);
+    long count = 0;
+    for (CacheEntry *entry = cacheHead; entry; entry = entry->next) count++;
+    pthread_mutex_unlock(&cacheMutex);
+    return count;
 }
 
 long grdbcipher_kdf_count(void) {
@@ -103,6 +131,11 @@ HIDDEN int codec_derive(Codec *codec) {
                 CacheEntry *entry = *link;
                 if (CRYPTO_memcmp(entry->digest, digest, 32) == 0) {
                     memcpy(codec->key, entry->key, KEY_SIZE);
+                    if (!codec->holdsCacheEntry) {
+                        entry->users++;
+                        codec->holdsCacheEntry = 1;
+                        memcpy(codec->cacheDigest, digest, 32);
+                    }
                     // Most recently used first.
                     *link = entry->next;
                     entry->next = cacheHead;
@@ -126,6 +159,9 @@ HIDDEN int codec_derive(Codec *codec) {
                 if (entry) {
                     memcpy(entry->digest, digest, 32);
                     memcpy(entry->key, codec->key, KEY_SIZE);
+                    entry->users = 1;
+                    codec->holdsCacheEntry = 1;
+                    memcpy(codec->cacheDigest, digest, 32);
                     entry->next = cacheHead;
                     cacheHead = entry;
                     // Drop the least recently used beyond the limit.

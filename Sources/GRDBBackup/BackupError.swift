@@ -39,6 +39,11 @@ public enum BackupError: Error, Sendable, Equatable, CustomStringConvertible {
     case unknownMigrations(database: String, identifiers: [String])
     /// The restored database applied migration files that are not the configured ones.
     case modifiedMigrations(database: String, identifiers: [String])
+    /// The database holds schema objects (tables, indexes, triggers,
+    /// views) that the migrations it applied do not create, each named
+    /// `<type> <name>`: it was not made by this application, or was
+    /// tampered with. Nothing ran on it.
+    case unknownSchemaObjects(database: String, objects: [String])
     /// The destination is open in another connection (a running daemon).
     case destinationInUse(path: String)
     /// With `force`, the destination could not be locked, so nothing proves
@@ -77,6 +82,8 @@ public enum BackupError: Error, Sendable, Equatable, CustomStringConvertible {
             return "\(database): the backup applied migrations the configured set does not have (\(identifiers.joined(separator: ", "))): restore it with the migration folder it was made with"
         case let .modifiedMigrations(database, identifiers):
             return "\(database): the backup applied other versions of \(identifiers.joined(separator: ", ")) than the configured migration files: restore it with the migration folder it was made with"
+        case let .unknownSchemaObjects(database, objects):
+            return "\(database): the file holds schema objects that its migrations do not create (\(objects.joined(separator: ", "))); it was not made by this application's migrations, or was tampered with: it is refused, and nothing ran on it"
         case let .destinationInUse(path):
             return "\(path) is open in another process (a running daemon?): stop it, then restore"
         case let .destinationNotLockable(path, reason):

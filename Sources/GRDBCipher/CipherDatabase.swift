@@ -1,6 +1,7 @@
 import CSQLCipherVFS
 import Foundation
 import GRDB
+import Synchronization
 
 /// Opening, re-keying, encrypting and decrypting database files in the
 /// SQLCipher format.
@@ -68,9 +69,8 @@ public enum CipherDatabase {
     /// - throws: ``CipherError/operationFailed(path:reason:)``.
     public static func rekey(_ db: Database, to key: CipherKey) throws {
         var message: UnsafeMutablePointer<CChar>?
-        let value = key.sqlcipherValue
-        let rc = value.withCString { pointer in
-            grdbcipher_rekey(db.sqliteConnection, pointer, Int32(strlen(pointer)), &message)
+        let rc = try key.withBytes { pointer, count in
+            grdbcipher_rekey(db.sqliteConnection, pointer, count, &message)
         }
         let reason = message.map { String(cString: $0) }
         sqlite3_free(message)
@@ -245,7 +245,11 @@ public enum CipherDatabase {
         kdfIterations: Int? = nil,
         pageSize: Int? = nil
     ) throws -> CipherInspection {
-        let queue = try self.queue(atPath: path, key: key, compatibility: compatibility, kdfIterations: kdfIterations, pageSize: pageSize)
+        // The file to check may come from anywhere.
+        var configuration = Configuration()
+        configuration.distrustSchema()
+        let queue = try self.queue(atPath: path, key: key, compatibility: compatibility, kdfIterations: kdfIterations, pageSize: pageSize,
+                                   configuration: configuration)
         defer { try? queue.close() }
         return try queue.inDatabase { db in
             var version: Int32 = 0, pageSize: Int32 = 0, reserve: Int32 = 0, iterations: Int32 = 0, header: Int32 = 0
@@ -309,10 +313,14 @@ public enum CipherDatabase {
     ///
     /// PBKDF2 costs about 0.1–0.3 s per derivation at the v4 default, and
     /// every connection of a pool derives the key of its database. The
-    /// cache keeps derived keys in process memory, keyed by a hash of the
-    /// passphrase, the salt and the parameters: opening many tenants, or
-    /// reopening one, skips the KDF. The trade-off: derived keys stay in
-    /// memory until ``clearKeyCache()``, where a memory dump would find them.
+    /// cache keeps derived keys in process memory, keyed by an HMAC of the
+    /// passphrase, the salt and the parameters, for as long as a
+    /// connection of their database is open: the other connections of a
+    /// pool, and a file opened again while it is open, skip the KDF. When
+    /// the last connection that uses a key closes, or re-keys, its entry is
+    /// wiped: a closed database's key does not stay in memory. The
+    /// trade-off: the keys of open databases stay in memory, where a
+    /// memory dump would find them, until ``clearKeyCache()``.
     public static func setKeyCacheEnabled(_ enabled: Bool) {
         grdbcipher_set_kdf_cache(enabled ? 1 : 0)
     }
@@ -325,6 +333,11 @@ public enum CipherDatabase {
     /// The number of key derivations performed by the process.
     public static var keyDerivationCount: Int {
         Int(grdbcipher_kdf_count())
+    }
+
+    /// The number of derived keys in the cache.
+    static var cachedKeyCount: Int {
+        Int(grdbcipher_kdf_cache_count())
     }
 
     // MARK: - Read-ahead
@@ -376,6 +389,8 @@ public enum CipherDatabase {
         configuration: Configuration
     ) throws -> Configuration {
         try CipherVFS.register()
+        // Refused before anything is created.
+        try key?.checked()
         var configuration = configuration
         if configuration.label == nil { configuration.label = path }
         switch (isEncrypted(atPath: path), key) {
@@ -471,19 +486,33 @@ public enum CipherDatabase {
     /// asked, every page authentic, SQLite's integrity check, and the same
     /// tables with the same row counts. The destination is created 0600
     /// first (it must not exist); on any failure it is removed.
-    private static func copy(from queue: DatabaseQueue, sourcePath: String, source: CopyFormat, to destination: String, target: CopyFormat) throws {
+    ///
+    /// With `keepingDescriptor`, the descriptor of the created file stays
+    /// open and is returned, with its `fstat`, for the caller to close;
+    /// otherwise it is closed, and -1 is returned.
+    @discardableResult
+    private static func copy(
+        from queue: DatabaseQueue, sourcePath: String, source: CopyFormat, to destination: String, target: CopyFormat,
+        keepingDescriptor: Bool = false
+    ) throws -> (descriptor: Int32, status: stat) {
         try CipherVFS.register()
+        try source.key?.checked()
+        try target.key?.checked()
         if target.key != nil {
             try CipherVFS.validate(pageSize: target.pageSize, compatibility: target.compatibility, plaintextHeader: nil)
         }
-        let descriptor = open(destination, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        // O_NOFOLLOW: a dangling link at the destination is refused, not
+        // followed to create a file elsewhere.
+        let descriptor = open(destination, O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else {
             if errno == EEXIST { throw CipherError.destinationExists(path: destination) }
             throw CipherError.operationFailed(path: destination, reason: "can't create the file (\(String(cString: strerror(errno))))")
         }
-        close(descriptor)
+        var created = stat()
+        fstat(descriptor, &created)
         var done = false
         defer {
+            if !done || !keepingDescriptor { close(descriptor) }
             if !done {
                 grdbcipher_clear_pending_key(destination)
                 for suffix in ["", "-journal", "-wal", "-shm"] { unlink(destination + suffix) }
@@ -501,9 +530,8 @@ public enum CipherDatabase {
                 try db.execute(sql: "PRAGMA page_size = \(target.pageSize)")
                 var reserve = target.compatibility.reserveBytes
                 _ = sqlite3_file_control(connection, "main", SQLITE_FCNTL_RESERVE_BYTES, &reserve)
-                let value = key.sqlcipherValue
-                let rc = value.withCString { pointer in
-                    grdbcipher_set_pending_key(destination, pointer, Int32(strlen(pointer)), target.compatibility.rawValue,
+                let rc = try key.withBytes { pointer, count in
+                    grdbcipher_set_pending_key(destination, pointer, count, target.compatibility.rawValue,
                                                Int32(target.kdfIterations ?? 0), Int32(target.pageSize))
                 }
                 guard rc == SQLITE_OK else { throw CipherError.operationFailed(path: destination, reason: "can't register the new key (SQLite error \(rc))") }
@@ -533,6 +561,7 @@ public enum CipherDatabase {
         if let problem { throw CipherError.operationFailed(path: destination, reason: "the copy fails its check: \(problem)") }
         guard counts == sourceCounts else { throw CipherError.operationFailed(path: destination, reason: "the copy does not have every row of the source") }
         done = true
+        return (keepingDescriptor ? descriptor : -1, created)
     }
 
     private static func plainProblem(_ db: Database) throws -> String? {
@@ -551,11 +580,28 @@ public enum CipherDatabase {
         }
     }
 
+    /// Called by ``replaceInPlace(path:source:target:)`` with the path of
+    /// the checked copy, after its last close and before it takes the
+    /// original's mode, owner and name: the moment a local user who can
+    /// write the directory would swap it for a symbolic link. Tests only.
+    static let willReplace = Mutex<(@Sendable (_ copyPath: String) throws -> Void)?>(nil)
+
     /// Encrypts or re-keys the file at `path` through a checked copy that
     /// replaces it with rename(2), under an exclusive lock held from the
-    /// first read to the rename, keeping the original's mode and owner.
+    /// first read to the rename, keeping the original's permission bits
+    /// (not setuid, setgid or sticky) and owner.
+    ///
+    /// The directory may be writable by another user than the one running
+    /// this (root re-keying a service's files): everything done to the
+    /// copy after its creation goes through the descriptor of the file
+    /// created with `O_EXCL`, and the rename through the directory's
+    /// descriptor, once the name is checked to still be that file. A name
+    /// swapped for a link is refused; no path is followed to a file this
+    /// did not create.
     private static func replaceInPlace(path: String, source: CopyFormat, target: CopyFormat) throws {
         try CipherVFS.register()
+        try source.key?.checked()
+        try target.key?.checked()
         // SQLite resolves symbolic links in the names it opens: the file
         // replaced is the one SQLite reads, not a link to it.
         guard let resolved = realpath(path, nil) else {
@@ -563,10 +609,21 @@ public enum CipherDatabase {
         }
         let sourcePath = String(cString: resolved)
         free(resolved)
+        let sourceURL = URL(fileURLWithPath: sourcePath)
+        let sourceName = sourceURL.lastPathComponent
+        let directory = open(sourceURL.deletingLastPathComponent().path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard directory >= 0 else {
+            throw CipherError.operationFailed(path: path, reason: "can't open the file's directory (\(String(cString: strerror(errno))))")
+        }
+        defer { close(directory) }
         var status = stat()
-        guard stat(sourcePath, &status) == 0 else { throw CipherError.operationFailed(path: path, reason: "can't read the file's mode") }
-        let targetPath = sourcePath + ".rekey-\(UUID().uuidString)"
-        defer { for suffix in ["", "-journal", "-wal", "-shm"] { unlink(targetPath + suffix) } }
+        guard fstatat(directory, sourceName, &status, AT_SYMLINK_NOFOLLOW) == 0, status.st_mode & S_IFMT == S_IFREG else {
+            throw CipherError.operationFailed(path: path, reason: "can't read the file's mode, or it is not a regular file")
+        }
+        let targetName = sourceName + ".rekey-\(UUID().uuidString)"
+        let targetPath = sourceURL.deletingLastPathComponent().appendingPathComponent(targetName).path
+        // unlinkat removes names, never what a link points to.
+        defer { for suffix in ["", "-journal", "-wal", "-shm"] { unlinkat(directory, targetName + suffix, 0) } }
         var configuration = Configuration()
         // Other connections can't write from the first read to the rename:
         // the connection keeps its exclusive lock after its first write
@@ -589,19 +646,30 @@ public enum CipherDatabase {
             // The copies of re-keys killed before their rename. Safe under
             // the lock: a re-key still running would hold it.
             removeLeftoverCopies(of: sourcePath)
-            try copy(from: queue, sourcePath: sourcePath, source: source, to: targetPath, target: target)
-            // The original's mode and owner, before the new file takes its name.
-            guard chmod(targetPath, status.st_mode & 0o7777) == 0 else {
+            let copy = try self.copy(from: queue, sourcePath: sourcePath, source: source, to: targetPath, target: target, keepingDescriptor: true)
+            defer { close(copy.descriptor) }
+            try willReplace.withLock { $0 }?(targetPath)
+            // The name must still be the file created above: a link or
+            // another file put there is refused, never followed.
+            var named = stat()
+            guard fstatat(directory, targetName, &named, AT_SYMLINK_NOFOLLOW) == 0,
+                  named.st_dev == copy.status.st_dev, named.st_ino == copy.status.st_ino else {
+                throw CipherError.operationFailed(
+                    path: path, reason: "the new file \(targetPath) was replaced by another file or a link while it was written: is another user writing in the directory? Nothing was renamed")
+            }
+            // The original's permission bits and owner, before the new file
+            // takes its name. No setuid, setgid or sticky bit: they have no
+            // place on a database.
+            guard fchmod(copy.descriptor, status.st_mode & 0o777) == 0 else {
                 throw CipherError.operationFailed(path: path, reason: "can't give the new file the original's mode (\(String(cString: strerror(errno))))")
             }
-            var copied = stat()
-            if stat(targetPath, &copied) == 0, copied.st_uid != status.st_uid || copied.st_gid != status.st_gid {
-                guard chown(targetPath, status.st_uid, status.st_gid) == 0 else {
+            if copy.status.st_uid != status.st_uid || copy.status.st_gid != status.st_gid {
+                guard fchown(copy.descriptor, status.st_uid, status.st_gid) == 0 else {
                     throw CipherError.operationFailed(path: path, reason: "can't give the new file the original's owner (\(String(cString: strerror(errno))))")
                 }
             }
             // The old file stays valid until this rename, which is atomic.
-            guard rename(targetPath, sourcePath) == 0 else {
+            guard renameat(directory, targetName, directory, sourceName) == 0 else {
                 throw CipherError.operationFailed(path: path, reason: "rename failed (\(String(cString: strerror(errno))))")
             }
         } catch {

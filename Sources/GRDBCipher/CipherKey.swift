@@ -7,8 +7,14 @@ import Foundation
 /// let raw = try CipherKey.raw(Data(repeating: 7, count: 32))    // no key derivation
 /// ```
 ///
-/// A key never prints: its description is `<redacted>`.
-public struct CipherKey: Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible {
+/// A key never prints: its description is `<redacted>`, and `dump` or a
+/// `Mirror` show no field of it.
+///
+/// A passphrase is a string of bytes that SQLCipher reads up to its
+/// length; one with a NUL byte is refused where it is used (opening,
+/// re-keying, copying) with ``CipherError/invalidKey(_:)``, never cut
+/// short, so that a shorter passphrase can't open the database.
+public struct CipherKey: Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     /// The key as SQLCipher's `PRAGMA key` takes it: a passphrase, or
     /// `x'<hex>'` for a raw key.
     let sqlcipherValue: String
@@ -35,6 +41,23 @@ public struct CipherKey: Sendable, Equatable, CustomStringConvertible, CustomDeb
 
     public var description: String { "<redacted>" }
     public var debugDescription: String { "CipherKey(<redacted>)" }
+    public var customMirror: Mirror { Mirror(self, children: [], displayStyle: .struct) }
+
+    /// Throws ``CipherError/invalidKey(_:)`` for a passphrase with a NUL
+    /// byte: C code reading it as a string would stop there.
+    func checked() throws {
+        if sqlcipherValue.utf8.contains(0) {
+            throw CipherError.invalidKey("a passphrase can't contain a NUL byte (it would be cut there, and the shorter passphrase would open the database): use a raw key for binary secrets")
+        }
+    }
+
+    /// Calls `body` with the key's bytes and their count, as the VFS takes
+    /// them, after ``checked()``.
+    func withBytes<Result>(_ body: (UnsafePointer<CChar>, Int32) throws -> Result) throws -> Result {
+        try checked()
+        let count = Int32(sqlcipherValue.utf8.count)
+        return try sqlcipherValue.withCString { try body($0, count) }
+    }
 }
 
 /// The SQLCipher file format version.
@@ -70,18 +93,22 @@ public enum CipherCompatibility: Int32, Sendable, Equatable {
 /// `PRAGMA cipher_salt = "x'<salt in hex>'"`. Such a file looks plain to
 /// ``CipherDatabase/isEncrypted(atPath:)``.
 public struct CipherPlaintextHeader: Sendable, Equatable {
-    /// The bytes of page 1 left in plaintext: a multiple of 16 (SQLCipher
+    /// The bytes of page 1 left in plaintext: 16, 32 or 48 (SQLCipher
     /// recommends 32: the magic string and the page size, file format and
     /// reserved-space fields of SQLite's header).
     public let size: Int
     /// The 16-byte salt of the key derivation.
     public let salt: Data
 
-    /// - throws: ``CipherError/invalidKey(_:)`` when `size` is not a
-    ///   positive multiple of 16 below 1000, or `salt` does not have 16 bytes.
+    /// - throws: ``CipherError/invalidKey(_:)`` when `size` is not 16, 32
+    ///   or 48, or `salt` does not have 16 bytes. A larger header would
+    ///   leave SQLite's header fields from byte 48 on (the auto-vacuum flag
+    ///   at 52, which exempts all-zero pages from their HMAC check) outside
+    ///   the authenticated part of the page: anyone able to write the file
+    ///   could then erase pages undetected.
     public init(size: Int = 32, salt: Data) throws {
-        guard size > 0, size % 16 == 0, size < 1000 else {
-            throw CipherError.invalidKey("a plaintext header size is a positive multiple of 16 below 1000 (32 is recommended), not \(size)")
+        guard size > 0, size % 16 == 0, size <= 48 else {
+            throw CipherError.invalidKey("a plaintext header size is 16, 32 or 48 (32 is recommended), not \(size): a larger header leaves SQLite's auto-vacuum flag unauthenticated")
         }
         guard salt.count == 16 else { throw CipherError.invalidKey("a salt has 16 bytes, not \(salt.count)") }
         self.size = size

@@ -42,6 +42,7 @@ extension Configuration {
         plaintextHeader: CipherPlaintextHeader? = nil,
         pageSize: Int? = nil
     ) throws {
+        try key.checked()
         try encrypt(compatibility: compatibility, kdfIterations: kdfIterations, plaintextHeader: plaintextHeader, pageSize: pageSize) { _ in key }
     }
 
@@ -83,9 +84,8 @@ extension Configuration {
         prepareDatabase { db in
             let connection = db.sqliteConnection
             let path = sqlite3_db_filename(connection, "main").map { String(cString: $0) } ?? ""
-            let value = try keyProvider(path).sqlcipherValue
-            let rc = value.withCString { pointer in
-                grdbcipher_set_key(connection, pointer, Int32(strlen(pointer)), compatibility.rawValue, iterations)
+            let rc = try keyProvider(path).withBytes { pointer, count in
+                grdbcipher_set_key(connection, pointer, count, compatibility.rawValue, iterations)
             }
             guard rc == SQLITE_OK else { throw CipherError.invalidKey("SQLite error \(rc)") }
             // Before anything reads the file. The VFS gives a new database

@@ -155,6 +155,7 @@ struct VerifyCommand: ParsableCommand {
     private func checkPlain(_ path: String) throws {
         var configuration = Configuration()
         configuration.readonly = true
+        configuration.distrustSchema()
         let integrity: [String]
         do {
             let queue = try DatabaseQueue(path: path, configuration: configuration)

@@ -16,10 +16,18 @@ static int run(const char *path, const char *key, const char *change) {
     char sql[256];
     snprintf(sql, sizeof sql, "PRAGMA key = \"%s\"", key);
     if (exec(db, sql) != SQLITE_OK) return 2;
-    if (exec(db, "PRAGMA cipher_plaintext_header_size = 2000") != SQLITE_OK) return 3;
-    // The change that no longer fits is refused; the database stays usable.
-    if (exec(db, change) == SQLITE_OK) return 4;
-    // The passphrase variant of the review: the key set again afterwards.
+    // A header that could not fit is refused outright now (at most 48
+    // bytes, review security-2 L3). The largest one left fits every
+    // geometry: the change goes through, with no memory error.
+    if (exec(db, "PRAGMA cipher_plaintext_header_size = 2000") == SQLITE_OK) return 3;
+    if (exec(db, "PRAGMA cipher_plaintext_header_size = 48") != SQLITE_OK) return 3;
+    if (exec(db, change) != SQLITE_OK) return 4;
+    sqlite3_close(db);
+    // A 48-byte header works end to end.
+    unlink(path);
+    if (sqlite3_open(path, &db) != SQLITE_OK) return 5;
+    if (exec(db, "PRAGMA cipher_plaintext_header_size = 48") != SQLITE_OK) return 5;
+    if (exec(db, "PRAGMA cipher_salt = \"x'00112233445566778899aabbccddeeff'\"") != SQLITE_OK) return 5;
     if (exec(db, sql) != SQLITE_OK) return 5;
     if (exec(db, "CREATE TABLE t(x); INSERT INTO t VALUES (randomblob(3000))") != SQLITE_OK) return 6;
     if (exec(db, "SELECT * FROM t") != SQLITE_OK) return 7;

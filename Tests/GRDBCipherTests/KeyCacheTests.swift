@@ -12,23 +12,73 @@ import Testing
             try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
             defer { try? FileManager.default.removeItem(atPath: directory) }
             /// Opens (creating) database `index` with its own passphrase:
-            /// the number of key derivations it took.
-            func derivations(_ index: Int) throws -> Int {
+            /// the open queue, and the number of key derivations it took.
+            func open(_ index: Int) throws -> (DatabaseQueue, Int) {
                 let before = CipherDatabase.keyDerivationCount
                 let queue = try CipherDatabase.queue(atPath: "\(directory)/\(index).sqlite", key: .passphrase("key \(index)"), kdfIterations: 64)
                 try queue.write { db in try db.execute(sql: "CREATE TABLE IF NOT EXISTS t(x)") }
-                try queue.close()
-                return CipherDatabase.keyDerivationCount - before
+                return (queue, CipherDatabase.keyDerivationCount - before)
             }
             CipherDatabase.setKeyCacheEnabled(true)
-            guard try derivations(0) == 1, try derivations(0) == 0 else { exit(1) }
-            // 64 other keys push key 0 out of the cache.
-            for index in 1...64 { guard try derivations(index) == 1 else { exit(2) } }
-            guard try derivations(64) == 0, try derivations(0) == 1 else { exit(3) }
+            let (first, firstCount) = try open(0)
+            // A second connection to an open database skips the KDF.
+            let (second, secondCount) = try open(0)
+            guard firstCount == 1, secondCount == 0 else { exit(1) }
+            // 64 other keys in use push key 0 out of the cache.
+            var others: [DatabaseQueue] = []
+            for index in 1...64 {
+                let (queue, count) = try open(index)
+                guard count == 1 else { exit(2) }
+                others.append(queue)
+            }
+            guard CipherDatabase.cachedKeyCount == 64 else { exit(3) }
+            let (third, thirdCount) = try open(0)
+            guard thirdCount == 1 else { exit(3) }
+            for queue in others + [first, second, third] { try queue.close() }
+            // Closed: nothing kept.
+            guard CipherDatabase.cachedKeyCount == 0 else { exit(4) }
             // Disabling empties the cache: re-enabled, it starts afresh.
+            let (held, _) = try open(64)
             CipherDatabase.setKeyCacheEnabled(false)
+            guard CipherDatabase.cachedKeyCount == 0 else { exit(5) }
             CipherDatabase.setKeyCacheEnabled(true)
-            guard try derivations(64) == 1 else { exit(4) }
+            let (again, againCount) = try open(64)
+            guard againCount == 1 else { exit(6) }
+            try held.close()
+            try again.close()
+            exit(0)
+        }
+    }
+
+    /// Review security-2, L4: a derived key stayed cached after its
+    /// database closed, and after a re-key replaced it.
+    @Test func aDatabasesDerivedKeyLeavesTheCacheWhenItClosesOrIsRekeyed() async {
+        await #expect(processExitsWith: .success) {
+            let directory = "/tmp/GRDBCipherTests-kdf-close-\(getpid())"
+            try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            CipherDatabase.setKeyCacheEnabled(true)
+            let path = "\(directory)/db.sqlite"
+            // A pool: its connections share one entry while it is open.
+            let pool = try CipherDatabase.pool(atPath: path, key: .passphrase("old"), kdfIterations: 64)
+            try pool.write { db in try db.execute(sql: "CREATE TABLE t(x); INSERT INTO t VALUES (1)") }
+            _ = try pool.read { db in try Int.fetchOne(db, sql: "SELECT x FROM t") }
+            guard CipherDatabase.cachedKeyCount == 1 else { exit(1) }
+            try pool.close()
+            guard CipherDatabase.cachedKeyCount == 0 else { exit(2) }
+            // A re-key of the file: neither key is left.
+            try CipherDatabase.rekey(atPath: path, from: .passphrase("old"), to: .passphrase("new"), kdfIterations: 64)
+            guard CipherDatabase.cachedKeyCount == 0 else { exit(3) }
+            // A re-key of an open connection: the old key's entry goes at
+            // once, the new one's when it closes.
+            let queue = try CipherDatabase.queue(atPath: path, key: .passphrase("new"), kdfIterations: 64)
+            try queue.inDatabase { db in
+                try db.execute(sql: "PRAGMA journal_mode = DELETE")
+                try CipherDatabase.rekey(db, to: .passphrase("newer"))
+            }
+            guard CipherDatabase.cachedKeyCount == 1 else { exit(4) }
+            try queue.close()
+            guard CipherDatabase.cachedKeyCount == 0 else { exit(5) }
             exit(0)
         }
     }

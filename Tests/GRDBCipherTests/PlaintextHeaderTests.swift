@@ -90,6 +90,51 @@ import Testing
         #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == before)
     }
 
+    /// Review security-2, L3: a header of 64 bytes or more left SQLite's
+    /// auto-vacuum flag (bytes 52-55), which exempts all-zero pages from
+    /// their HMAC check, outside the authenticated bytes.
+    @Test func headersThatWouldExposeTheAutoVacuumFlagAreRefused() throws {
+        for size in [64, 80, 512, 992] {
+            #expect(throws: CipherError.self) { try CipherPlaintextHeader(size: size, salt: salt) }
+        }
+        #expect(try CipherPlaintextHeader(size: 48, salt: salt).size == 48)
+        let directory = try TemporaryDirectory()
+        let path = directory.path("db.sqlite")
+        let queue = try CipherDatabase.queue(atPath: path, key: .passphrase("x"), kdfIterations: fastIterations)
+        try queue.inDatabase { db in
+            #expect(throws: DatabaseError.self) { try db.execute(sql: "PRAGMA cipher_plaintext_header_size = 64") }
+        }
+        try queue.close()
+    }
+
+    /// With the largest header left (48 bytes), the tampering of repro n1
+    /// (setting the auto-vacuum flag, zeroing a page) is detected.
+    @Test func aZeroedPageIsDetectedWithTheLargestHeader() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("db.sqlite")
+        var configuration = Configuration()
+        try configuration.encrypt(with: .passphrase("x"), kdfIterations: fastIterations,
+                                  plaintextHeader: CipherPlaintextHeader(size: 48, salt: salt))
+        let queue = try DatabaseQueue(path: path, configuration: configuration)
+        try queue.write { db in
+            try db.execute(sql: "CREATE TABLE b(id INTEGER PRIMARY KEY, big BLOB)")
+            try db.execute(sql: "INSERT INTO b VALUES (1, replace(hex(zeroblob(7000)), '00', 'BA'))")
+        }
+        try queue.close()
+        let handle = try #require(FileHandle(forUpdatingAtPath: path))
+        let size = try handle.seekToEnd()
+        try handle.seek(toOffset: 52)
+        handle.write(Data([0, 0, 0, 1]))
+        try handle.seek(toOffset: size - 4096)
+        handle.write(Data(count: 4096))
+        try handle.close()
+        #expect(throws: (any Error).self) {
+            let reopened = try DatabaseQueue(path: path, configuration: configuration)
+            defer { try? reopened.close() }
+            _ = try reopened.read { try Data.fetchOne($0, sql: "SELECT big FROM b") }
+        }
+    }
+
     @Test func invalidSizesAndSaltsAreRejected() throws {
         #expect(throws: CipherError.self) { try CipherPlaintextHeader(size: 24, salt: salt) }
         #expect(throws: CipherError.self) { try CipherPlaintextHeader(size: 32, salt: Data(count: 8)) }

@@ -9,6 +9,7 @@ import Testing
         let directory = try TemporaryDirectory()
         let path = directory.path("key")
         try Data([0x61, 0x00, 0xff, 0x0a, 0x0d, 0x0a]).write(to: URL(fileURLWithPath: path))
+        chmod(path, 0o600)    // key files open to others are refused
         #expect(try KeySource.file(path).read().bytes == Data([0x61, 0x00, 0xff, 0x0a]))
         #expect(try KeySource.environment("K").read(environment: ["K": "pass\n"]).bytes == Data("pass".utf8))
         #expect(throws: KeySourceError.environmentVariableNotSet("K")) { try KeySource.environment("K").read(environment: [:]) }

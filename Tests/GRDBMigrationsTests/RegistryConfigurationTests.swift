@@ -104,6 +104,7 @@ import Testing
         let directory = try TemporaryDirectory()
         let shortKey = directory.path("short.key")
         try Data("0123".utf8).write(to: URL(fileURLWithPath: shortKey))
+        chmod(shortKey, 0o600)    // key files open to others are refused
         let configuration = RegistryConfiguration(
             databases: [
                 .init(name: "secret", path: directory.path("secret.sqlite"), key: .environment("SECRET_KEY")),

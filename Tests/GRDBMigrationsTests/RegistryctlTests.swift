@@ -223,6 +223,7 @@ import Testing
         let path = directory.path("db.sqlite")
         let keyFile = directory.path("key")
         try Data("secret\n".utf8).write(to: URL(fileURLWithPath: keyFile))
+        chmod(keyFile, 0o600)
 
         let migrated = try Registryctl.run(
             ["migrate", "--database", path, "--migrations", Self.playersSet, "--key-env", "REGISTRY_TEST_KEY"],
@@ -354,6 +355,7 @@ import Testing
         // A passphrase with non-ASCII UTF-8 is used whole, as the library reads it.
         let passphraseFile = directory.path("passphrase.key")
         try Data("clé secrète\n".utf8).write(to: URL(fileURLWithPath: passphraseFile))
+        chmod(passphraseFile, 0o600)
         let migrated = try Registryctl.run(["migrate", "--database", path, "--migrations", Self.playersSet, "--key-file", passphraseFile])
         #expect(migrated.status == 0, "\(migrated.stderr)\(migrated.stdout)")
         let queue = try CipherDatabase.queue(atPath: path, key: CipherKey(KeySource.file(passphraseFile).read()))
@@ -364,6 +366,7 @@ import Testing
         // 32 bytes with a NUL in the middle: refused, not cut at the NUL.
         let binary = directory.path("binary.key")
         try Data([0x41, 0x42, 0x00] + [UInt8](repeating: 0x99, count: 29)).write(to: URL(fileURLWithPath: binary))
+        chmod(binary, 0o600)
         let before = try fileBytes(path)
         let refused = try Registryctl.run(["status", "--database", path, "--migrations", Self.playersSet, "--key-file", binary])
         #expect(refused.status != 0)
@@ -375,6 +378,7 @@ import Testing
         let rawKey = Data([0x41, 0x42, 0x00] + [UInt8](repeating: 0x99, count: 29))
         let hexFile = directory.path("raw.key")
         try Data(("x'" + rawKey.map { String(format: "%02x", $0) }.joined() + "'\n").utf8).write(to: URL(fileURLWithPath: hexFile))
+        chmod(hexFile, 0o600)
         let rawQueue = try CipherDatabase.queue(atPath: raw, key: .raw(rawKey))
         try rawQueue.write { db in try db.execute(sql: "CREATE TABLE marker(a)") }
         try rawQueue.close()
@@ -457,6 +461,9 @@ struct KeyedDataDirectory {
         try FileManager.default.createDirectory(atPath: directory.path("tenants"), withIntermediateDirectories: true)
         try Data(Self.oldMaster.utf8).write(to: URL(fileURLWithPath: directory.path("master.key")))
         try Data((Self.newMaster + "\n").utf8).write(to: URL(fileURLWithPath: directory.path("new-master.key")))
+        // Key files are readable by their owner only, or refused.
+        chmod(directory.path("master.key"), 0o600)
+        chmod(directory.path("new-master.key"), 0o600)
         try Data("""
             {
               "databases": {
@@ -606,6 +613,7 @@ extension RegistryctlTests {
 
         // The configuration's key source now holds the new key: verify agrees.
         try Data(KeyedDataDirectory.newMaster.utf8).write(to: URL(fileURLWithPath: data.masterKeyFile))
+        chmod(data.masterKeyFile, 0o600)
         let verify = try Registryctl.run(["verify", "--config", data.config, "--json"], environment: data.environment)
         #expect(verify.status == 0, "\(verify.stdout)\(verify.stderr)")
         #expect(try VerifyDocument(verify).databases.filter { $0.kind == "tenant" }.count == 4)
@@ -615,6 +623,7 @@ extension RegistryctlTests {
         #expect(same.status == 2)
         #expect(same.stderr.contains("the new master key is the configured one"), "\(same.stderr)")
         try Data("not a master key".utf8).write(to: URL(fileURLWithPath: data.newMasterKeyFile))
+        chmod(data.newMasterKeyFile, 0o600)
         let invalid = try Registryctl.run(["rekey", "--config", data.config, "--tenants", "--new-key-file", data.newMasterKeyFile])
         #expect(invalid.status == 2)
         #expect(invalid.stderr.contains("a tenant master key is 32 random bytes"), "\(invalid.stderr)")

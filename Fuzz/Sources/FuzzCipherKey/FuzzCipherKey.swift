@@ -57,6 +57,8 @@ public func fuzz(_ start: UnsafePointer<UInt8>, _ count: Int) -> CInt {
     let keyFile = directory.appendingPathComponent("key")
     do {
         try data.write(to: keyFile)
+        // Key files open to others are refused before they are read.
+        chmod(keyFile.path, 0o600)
     } catch {
         fatalError("can't write the key file: \(error)")
     }

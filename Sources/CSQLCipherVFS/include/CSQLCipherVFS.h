@@ -75,6 +75,10 @@ void grdbcipher_clear_kdf_cache(void);
 /// The number of key derivations (PBKDF2 runs) performed so far.
 long grdbcipher_kdf_count(void);
 
+/// The number of derived keys in the cache: one per passphrase, salt and
+/// parameters that an open connection uses (bounded by the cache's limit).
+long grdbcipher_kdf_cache_count(void);
+
 /// Whether a file starts with the SQLite magic header ("SQLite format 3"):
 /// 1 plaintext, 0 not (encrypted, or another format), -1 missing or empty.
 int grdbcipher_file_is_plaintext(const char *path);
@@ -87,5 +91,13 @@ int grdbcipher_file_is_plaintext(const char *path);
 /// the WAL (which SQLite's reads check), and the main file may hold a torn
 /// copy of them until the next checkpoint.
 int grdbcipher_verify_pages(sqlite3 *db, const unsigned int *superseded, int supersededCount);
+
+/// Readies `db` for a database file that did not come from this process:
+/// SQLite's defensive mode (SQLITE_DBCONFIG_DEFENSIVE: no writes to the
+/// schema table or shadow tables, no journal_mode=OFF) and an untrusted
+/// schema (SQLITE_DBCONFIG_TRUSTED_SCHEMA off, as PRAGMA trusted_schema=OFF:
+/// views and triggers can't call functions with side effects, nor virtual
+/// tables). Reads nothing. SQLITE_OK, or SQLite's error.
+int grdbcipher_distrust_schema(sqlite3 *db);
 
 #endif

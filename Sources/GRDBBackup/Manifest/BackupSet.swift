@@ -50,7 +50,7 @@ public final class BackupSet: Sendable {
         self.tracing = DatabaseTracing(tracer)
         let directory = directory.standardizedFileURL
         do {
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            try DatabaseConnections.createDirectory(atPath: directory.path, mode: 0o700)
         } catch {
             throw BackupError.fileSystem(path: directory.path, operation: "create directory", reason: "\(error)")
         }
@@ -82,7 +82,7 @@ public final class BackupSet: Sendable {
         defer { if !added { _ = state.withLock { $0.reserved.remove("\(kind.rawValue) \(name)") } } }
         let folder = directory.appendingPathComponent(Self.folder(of: kind))
         do {
-            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            try DatabaseConnections.createDirectory(atPath: folder.path, mode: 0o700)
         } catch {
             throw BackupError.fileSystem(path: folder.path, operation: "create directory", reason: "\(error)")
         }

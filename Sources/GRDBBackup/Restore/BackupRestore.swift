@@ -27,7 +27,10 @@ import Tracing
 ///    configured key (a tenant's derives from the master key, its id and
 ///    the salt in the file), every page's HMAC, `integrity_check`; its
 ///    migrations are the manifest's, and known to the configured set with
-///    the same checksums; the invariants hold.
+///    the same checksums; it holds no table, index, trigger or view that
+///    those migrations do not create (``UntrustedDatabase``); the
+///    invariants hold. The copy is opened in SQLite's defensive mode with
+///    `trusted_schema=OFF`.
 /// 4. It is flushed and linked to the destination's name (or, with
 ///    `force`, renamed over it once the old file is locked), and the
 ///    directory flushed.
@@ -128,7 +131,7 @@ public struct BackupRestore: Sendable {
         let name = "tenant \(target.rawValue)"
         // A new data directory: its tenants root may not exist yet.
         do {
-            try FileManager.default.createDirectory(at: layout.root, withIntermediateDirectories: true)
+            try DatabaseConnections.createDirectory(atPath: layout.root.path, mode: 0o700)
         } catch {
             throw BackupError.fileSystem(path: layout.root.path, operation: "create directory", reason: "\(error)")
         }
@@ -169,7 +172,7 @@ public struct BackupRestore: Sendable {
         let entry = try manifest.entry(.database, named: name)
         let destination = URL(fileURLWithPath: path).standardizedFileURL
         do {
-            try FileManager.default.createDirectory(at: destination.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try DatabaseConnections.createDirectory(atPath: destination.deletingLastPathComponent().path, mode: 0o700)
         } catch {
             throw BackupError.fileSystem(path: destination.deletingLastPathComponent().path, operation: "create directory", reason: "\(error)")
         }
@@ -259,6 +262,10 @@ public struct BackupRestore: Sendable {
                 if !status.unknown.isEmpty { throw BackupError.unknownMigrations(database: name, identifiers: status.unknown) }
                 if !status.modified.isEmpty { throw BackupError.modifiedMigrations(database: name, identifiers: status.modified) }
                 pending = status.pending
+            }
+            // Before any invariant (or, once published, migration) runs on it.
+            if let set = checks.migrations {
+                try queue.read { db in try UntrustedDatabase.refuseUnknownSchemaObjects(in: db, migrations: set, database: name) }
             }
         } catch let error as BackupError {
             try? queue.close()

@@ -39,11 +39,13 @@ enum DatabaseChecks {
         }
     }
 
-    /// A read-only connection to a copy.
+    /// A read-only connection to a copy, which may come from anywhere
+    /// (``UntrustedDatabase``): defensive, untrusted schema.
     static func open(path: String, encryption: BackupEncryption?) throws -> DatabaseQueue {
         var configuration = Configuration()
         configuration.readonly = true
         configuration.label = "GRDBBackup"
+        configuration.distrustSchema()
         return try CipherDatabase.queue(
             atPath: path, key: encryption?.key, compatibility: encryption?.compatibility ?? .v4,
             kdfIterations: encryption?.kdfIterations, pageSize: encryption?.pageSize, configuration: configuration)

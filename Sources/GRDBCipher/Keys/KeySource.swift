@@ -26,6 +26,11 @@ public enum KeySource: Sendable, Hashable, CustomStringConvertible {
 
     /// Reads the secret.
     ///
+    /// A key file must be accessible to its owner only (mode 0600 or
+    /// 0400): one that its group or other users can read or write is
+    /// refused with ``KeySourceError/accessibleToOthers(path:mode:)``,
+    /// unread.
+    ///
     /// - throws: ``KeySourceError``, saying what to fix.
     public func read(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> DatabaseSecret {
         switch self {
@@ -35,9 +40,24 @@ public enum KeySource: Sendable, Hashable, CustomStringConvertible {
             }
             return DatabaseSecret(bytes: Self.trimmingFinalNewline(Data(value.utf8)))
         case .file(let path):
+            let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+            guard descriptor >= 0 else {
+                throw KeySourceError.unreadableFile(path: path, reason: String(cString: strerror(errno)))
+            }
+            let handle = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
+            // The mode of the file read, not of a path that could change
+            // in between. Any access for the group or others is refused.
+            var status = stat()
+            guard fstat(descriptor, &status) == 0 else {
+                throw KeySourceError.unreadableFile(path: path, reason: String(cString: strerror(errno)))
+            }
+            let mode = status.st_mode & 0o777
+            if mode & 0o077 != 0 {
+                throw KeySourceError.accessibleToOthers(path: path, mode: Int(mode))
+            }
             let data: Data
             do {
-                data = try Data(contentsOf: URL(fileURLWithPath: path))
+                data = try handle.readToEnd() ?? Data()
             } catch {
                 throw KeySourceError.unreadableFile(path: path, reason: (error as NSError).localizedDescription)
             }
@@ -88,6 +108,9 @@ public enum KeySourceError: Error, Equatable, Sendable, CustomStringConvertible 
     case unreadableFile(path: String, reason: String)
     /// The key file is empty, or holds only a newline.
     case emptyFile(path: String)
+    /// The key file's mode lets its group or other users read or write it
+    /// (`mode`, the permission bits): it is refused, unread.
+    case accessibleToOthers(path: String, mode: Int)
 
     public var description: String {
         switch self {
@@ -97,6 +120,9 @@ public enum KeySourceError: Error, Equatable, Sendable, CustomStringConvertible 
             return "cannot read key file \(path): \(reason)"
         case .emptyFile(let path):
             return "key file \(path) is empty: write the key in it"
+        case .accessibleToOthers(let path, let mode):
+            return "key file \(path) has mode \(String(mode, radix: 8)), so its group or other users can read or change it: "
+                + "make it readable by its owner only (chmod 600 \(path)), and replace the key if others may have read it"
         }
     }
 }

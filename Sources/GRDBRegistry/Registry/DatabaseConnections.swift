@@ -21,6 +21,22 @@ import Synchronization
 /// file return the open connection, whatever configuration they pass.
 /// Asking for a `DatabaseQueue` on a file that is open as a `DatabasePool`
 /// (or the reverse) throws ``DatabaseConnectionsError/connectionKindMismatch(path:open:requested:)``.
+///
+/// ## File modes
+///
+/// A database file that does not exist is created with ``fileMode``
+/// (0600: readable and writable by its owner only) before SQLite opens it,
+/// and SQLite gives its journal, WAL and WAL index the same mode. Folders
+/// that ``TenantDirectory`` creates get ``directoryMode`` (0700). Processes
+/// of another user that need access (a group of operators, a backup agent)
+/// get it through a group:
+///
+/// ```swift
+/// let connections = DatabaseConnections(fileMode: 0o660)    // folders 0770
+/// let tenants = try TenantDirectory<PlayerRepository>(root: root, connections: connections)
+/// ```
+///
+/// Existing files and folders keep their mode.
 public final class DatabaseConnections: Sendable {
     /// The connections of the process.
     public static let shared = DatabaseConnections()
@@ -37,8 +53,21 @@ public final class DatabaseConnections: Sendable {
 
     private let state = Mutex(State())
 
+    /// The permission bits of the database files this creates (0600 by
+    /// default); see "File modes" above.
+    public let fileMode: mode_t
+
     /// Creates an independent set of connections. Most apps use ``shared``.
-    public init() { }
+    ///
+    /// - parameter fileMode: The permission bits of new database files
+    ///   (0600 by default: the owner only); 0660 gives the file's group
+    ///   access too. Only read and write bits are allowed: setuid, setgid,
+    ///   sticky and execute bits have no place on a database.
+    public init(fileMode: mode_t = 0o600) {
+        precondition(fileMode & ~0o666 == 0 && fileMode & 0o600 == 0o600,
+                     "fileMode must give its owner read and write, and only read and write bits (0600, 0640, 0660)")
+        self.fileMode = fileMode
+    }
 
     /// Returns the `DatabasePool` open on the file at `path`, opening it
     /// if needed.
@@ -48,7 +77,8 @@ public final class DatabaseConnections: Sendable {
     /// ```
     public func pool(atPath path: String, configuration: Configuration = Configuration()) throws -> DatabasePool {
         try connection(atPath: path, kind: "DatabasePool") {
-            try DatabasePool(path: $0, configuration: configuration)
+            if !configuration.readonly { createDatabaseFile(atPath: $0) }
+            return try DatabasePool(path: $0, configuration: configuration)
         }
     }
 
@@ -60,7 +90,8 @@ public final class DatabaseConnections: Sendable {
     /// ```
     public func queue(atPath path: String, configuration: Configuration = Configuration()) throws -> DatabaseQueue {
         try connection(atPath: path, kind: "DatabaseQueue") {
-            try DatabaseQueue(path: $0, configuration: configuration)
+            if !configuration.readonly { createDatabaseFile(atPath: $0) }
+            return try DatabaseQueue(path: $0, configuration: configuration)
         }
     }
 
@@ -170,12 +201,17 @@ public enum DatabaseConnectionsError: Error, CustomStringConvertible, Sendable, 
     /// The path does not name a database file.
     case invalidPath(String)
 
+    /// A folder could not be created.
+    case cannotCreate(path: String, reason: String)
+
     public var description: String {
         switch self {
         case let .connectionKindMismatch(path, open, requested):
             return "\(path) is already open as a \(open) in this process; a \(requested) can't be opened on it. Use the same kind of connection for every registration of this file."
         case let .invalidPath(path):
             return "\(String(reflecting: path)) is not a database file path: in-memory databases can't be shared, create them with DatabaseQueue() directly."
+        case let .cannotCreate(path, reason):
+            return "can't create the folder \(path): \(reason). Create it, or give this process the right to write its parent."
         }
     }
 }

@@ -147,7 +147,8 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
         tracer: any Tracer = NoOpTracer()
     ) throws {
         precondition(maxOpen > 0, "maxOpen must be positive")
-        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        // 0700 (the connections' directoryMode) from its creation.
+        try connections.createDirectory(atPath: root.path)
         self.root = root.standardizedFileURL
         self.layout = TenantLayout(root: root)
         self.maxOpen = maxOpen

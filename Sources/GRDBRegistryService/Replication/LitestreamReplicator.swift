@@ -308,7 +308,8 @@ public final class LitestreamReplicator: Service, Sendable {
             process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
             process.arguments = [replication.litestream, "replicate", "-config", configPath]
         }
-        process.environment = environment
+        // Litestream needs the rest (cloud credentials), never a key.
+        process.environment = configuration.childEnvironment(environment)
         do {
             try process.run()
         } catch {

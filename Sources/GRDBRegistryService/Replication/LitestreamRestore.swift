@@ -123,7 +123,7 @@ public struct LitestreamRestore: Sendable {
         let layout = tenants.layout
         let path = layout.path(of: id)
         try Self.refuseExisting(path)
-        try FileManager.default.createDirectory(atPath: tenants.root, withIntermediateDirectories: true)
+        try DatabaseConnections.createDirectory(atPath: tenants.root, mode: 0o700)
         let temporary = layout.provisioningPath(for: id)
         var published = false
         defer { if !published { Files.removeDatabase(temporary) } }
@@ -157,7 +157,7 @@ public struct LitestreamRestore: Sendable {
         } catch {
             throw ReplicationError.restoreFailed(database: "tenants/\(id)", reason: "\(error)")
         }
-        try FileManager.default.createDirectory(atPath: tenants.root, withIntermediateDirectories: true)
+        try DatabaseConnections.createDirectory(atPath: tenants.root, mode: 0o700)
         let layout = tenants.layout
         return try restore(
             name: "tenants/\(id)", from: replicaURL, at: date, to: layout.path(of: id),
@@ -171,7 +171,7 @@ public struct LitestreamRestore: Sendable {
             throw ReplicationError.restoreFailed(database: name, reason: "no database of that name in the configuration")
         }
         let destination = URL(fileURLWithPath: database.path)
-        try FileManager.default.createDirectory(at: destination.deletingLastPathComponent(), withIntermediateDirectories: true)
+        try DatabaseConnections.createDirectory(atPath: destination.deletingLastPathComponent().path, mode: 0o700)
         let temporary = destination.deletingLastPathComponent()
             .appendingPathComponent(".\(destination.lastPathComponent).restore-\(UUID().uuidString)").path
         return try restore(
@@ -222,6 +222,9 @@ public struct LitestreamRestore: Sendable {
     /// Integrity, migrations and invariants of the restored file; leaves
     /// no WAL beside it. Returns the pending migrations.
     private func check(_ path: String, name: String, checks: BackupRestore.Checks, configuration: Configuration) throws -> [String] {
+        // A replica or a kept backup is a file from elsewhere.
+        var configuration = configuration
+        configuration.distrustSchema()
         let queue: DatabaseQueue
         do {
             queue = try DatabaseQueue(path: path, configuration: configuration)
@@ -239,10 +242,16 @@ public struct LitestreamRestore: Sendable {
                 if !status.unknown.isEmpty { throw ReplicationError.unknownMigrations(database: name, identifiers: status.unknown) }
                 if !status.modified.isEmpty { throw ReplicationError.modifiedMigrations(database: name, identifiers: status.modified) }
                 pending = status.pending
+                // Before any invariant (or, once published, migration) runs on it.
+                try queue.read { db in try UntrustedDatabase.refuseUnknownSchemaObjects(in: db, migrations: set, database: name) }
             }
             // No WAL left beside the file that is linked into place.
             try queue.writeWithoutTransaction { _ = try $0.checkpoint(.truncate) }
         } catch let error as ReplicationError {
+            try? queue.close()
+            throw error
+        } catch let error as BackupError {
+            // The schema check's typed error, as a backup restore throws it.
             try? queue.close()
             throw error
         } catch {
@@ -283,7 +292,8 @@ public struct LitestreamRestore: Sendable {
             process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
             process.arguments = [replication.litestream] + arguments
         }
-        process.environment = environment
+        // Litestream needs the rest (cloud credentials), never a key.
+        process.environment = configuration.childEnvironment(environment)
         let pipe = Pipe()
         process.standardOutput = pipe
         process.standardError = pipe

@@ -77,6 +77,7 @@ import Testing
         let newMasterKey = data.appendingPathComponent("new-master.key")
         let hex = (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
         try Data(hex.utf8).write(to: newMasterKey)
+        chmod(newMasterKey.path, 0o600)    // key files open to others are refused
         let rekey = try Self.run(registryctl, ["rekey", "--config", config, "--tenants", "--new-key-file", newMasterKey.path])
         #expect(rekey.status == 0, "\(rekey.output)")
         #expect(rekey.output.contains("vault: re-keyed"), "\(rekey.output)")
