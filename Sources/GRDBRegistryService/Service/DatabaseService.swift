@@ -91,6 +91,8 @@ public final class DatabaseService: Service, Sendable {
         var tenants: Tenants?
         var tenantFailures = 0
         var lastTenantError: String?
+        /// The descriptor budget the tenant directory was made with.
+        var fileDescriptors: FileDescriptorBudget?
     }
 
     /// The configuration the service runs.
@@ -103,6 +105,8 @@ public final class DatabaseService: Service, Sendable {
     /// The replicator of the configuration's `replication` section: it
     /// registers plain tenants as they open and retires removed ones.
     let replicator: LitestreamReplicator?
+    /// Descriptors kept for what is not a tenant (see ``FileDescriptorBudget``).
+    let reservedFileDescriptors: Int
     let state = Mutex(State())
 
     /// Creates a service for the databases of `configuration`. Nothing is
@@ -134,6 +138,12 @@ public final class DatabaseService: Service, Sendable {
     ///   ``LitestreamReplicator`` of the same configuration, which the
     ///   service hands each plain tenant as it opens, and each tenant it
     ///   removes.
+    /// - parameter reservedFileDescriptors: Descriptors kept for what is
+    ///   not a tenant database (the connections and streams of an HTTP
+    ///   server, logs, sockets). The service raises the soft limit of open
+    ///   files toward the hard one at start, and lowers `tenants.maxOpen`
+    ///   when the limit, less the descriptors in use and this reserve,
+    ///   leaves room for fewer tenants (``FileDescriptorBudget``).
     public init(
         configuration: RegistryConfiguration,
         environment: [String: String] = ProcessInfo.processInfo.environment,
@@ -141,7 +151,8 @@ public final class DatabaseService: Service, Sendable {
         connections: DatabaseConnections = .shared,
         observer: DatabaseServiceObserver = .metrics(),
         hooks: Hooks = Hooks(),
-        replicator: LitestreamReplicator? = nil
+        replicator: LitestreamReplicator? = nil,
+        reservedFileDescriptors: Int = 256
     ) {
         self.configuration = configuration
         self.environment = environment
@@ -150,6 +161,7 @@ public final class DatabaseService: Service, Sendable {
         self.observer = observer
         self.hooks = hooks
         self.replicator = replicator
+        self.reservedFileDescriptors = max(0, reservedFileDescriptors)
     }
 
     // MARK: - Service
