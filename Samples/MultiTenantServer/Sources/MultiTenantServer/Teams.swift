@@ -182,6 +182,9 @@ final class ActiveTeam: Sendable {
     /// The team's players: reads, and the permitted writes.
     var players: PlayerRepository { lease.repository }
 
+    /// How to end each running stream (``endStreams()``).
+    private let streamStoppers = Mutex<(next: Int, all: [Int: @Sendable () -> Void])>((0, [:]))
+
     /// Players being added now (``reservePlayer(maximum:)``).
     private let addsInFlight = Mutex(0)
 
@@ -270,7 +273,7 @@ final class ActiveTeam: Sendable {
             // every stream two more task switches.
             defer { slot.release() }
             try await withGracefulShutdownHandler {
-                try await Self.forward(updates, heartbeat: heartbeat, to: &writer)
+                try await forward(updates, heartbeat: heartbeat, to: &writer)
             } onGracefulShutdown: { [weak self] in
                 self?.endStreams()
             }
@@ -284,13 +287,24 @@ final class ActiveTeam: Sendable {
     /// alive, and a client that left is found by the failed write. The
     /// latest update waits in one slot (never a queue): a slow reader
     /// skips values, never makes memory grow.
-    private static func forward(
+    private func forward(
         _ updates: AsyncThrowingStream<Leaderboard, any Error>,
         heartbeat: Duration,
         to writer: inout some ResponseBodyWriter
     ) async throws {
         let pending = PendingUpdate()
         let (wakes, wake) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        // `endStreams` ends this stream even if something else keeps the
+        // query (and so its updates) alive.
+        let stopper = streamStoppers.withLock { stoppers in
+            stoppers.next += 1
+            stoppers.all[stoppers.next] = {
+                pending.state.withLock { if $0.end == nil { $0.end = .success(()) } }
+                wake.finish()
+            }
+            return stoppers.next
+        }
+        defer { _ = streamStoppers.withLock { $0.all.removeValue(forKey: stopper) } }
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
                 do {
@@ -338,6 +352,11 @@ final class ActiveTeam: Sendable {
             defer { live = nil }
             return live
         }
+        let stoppers = streamStoppers.withLock { stoppers in
+            defer { stoppers.all = [:] }
+            return Array(stoppers.all.values)
+        }
+        for stop in stoppers { stop() }
         // Deallocated here, outside the lock: finishing a stream calls
         // back into the query, never into `live`.
         _ = dropped

@@ -22,9 +22,9 @@ import Testing
             #expect(ContinuousClock.now - start < .seconds(5))
             // A connection that keeps asking stays open past the timeout.
             let busy = try RawConnection(port: server.port)
-            for _ in 0..<4 {
+            for round in 1...4 {
                 try busy.send(RawConnection.request("/health/live"))
-                let reply = busy.read(timeout: .seconds(5)) { $0.components(separatedBy: "HTTP/1.1 200").count > 1 }
+                let reply = busy.read(timeout: .seconds(5)) { $0.components(separatedBy: "HTTP/1.1 200").count > round }
                 #expect(!reply.closed)
                 try await Task.sleep(for: .milliseconds(600))
             }
@@ -64,7 +64,8 @@ import Testing
     @Test func streamsAreCappedPerTenantAndInTotal() async throws {
         let data = temporaryTestDirectory()
         defer { try? FileManager.default.removeItem(at: data) }
-        let environment = ["MTS_MAX_STREAMS_PER_TENANT": "2", "MTS_MAX_STREAMS": "3"]
+        // A client that leaves is seen at the next write: a heartbeat.
+        let environment = ["MTS_MAX_STREAMS_PER_TENANT": "2", "MTS_MAX_STREAMS": "3", "MTS_SSE_HEARTBEAT": "1"]
         try await withTestServer(dataDirectory: data, environment: environment) { server, api in
             let acme = try await api.createTenant(#"{"id":"acme"}"#)
             let globex = try await api.createTenant(#"{"id":"globex"}"#)
@@ -88,7 +89,7 @@ import Testing
             #expect(total.hasPrefix("HTTP/1.1 429"), "\(total)")
             // A stream that ends gives its slot back.
             open.removeFirst()
-            try await Task.sleep(for: .milliseconds(500))
+            try await Task.sleep(for: .milliseconds(2500))
             let (back, backHead) = try stream("acme", acme)
             #expect(backHead.hasPrefix("HTTP/1.1 200"), "\(backHead)")
             let ready = try await api.send(.GET, "/health/ready")
@@ -109,8 +110,9 @@ import Testing
             let first = connection.read(timeout: .seconds(10)) { $0.contains("event: leaderboard") }
             #expect(first.text.contains("event: leaderboard"), "\(first.text)")
             let start = ContinuousClock.now
-            let beats = connection.read(timeout: .seconds(10)) { $0.components(separatedBy: "\n: \u{2665}\n").count > 2 }
-            #expect(beats.text.components(separatedBy: "\n: \u{2665}\n").count > 2, "\(beats.text)")
+            // (Not "\n: ♥": the chunked encoding puts "\r\n" before it, one Character.)
+            let beats = connection.read(timeout: .seconds(10)) { $0.components(separatedBy: ": \u{2665}").count > 2 }
+            #expect(beats.text.components(separatedBy: ": \u{2665}").count > 2, "\(beats.text)")
             #expect(ContinuousClock.now - start < .seconds(4))
             #expect(try await api.send(.POST, "/tenants/acme/players", json: #"{"name":"Arthur","score":3}"#, token: acme).status == 201)
             let event = connection.read(timeout: .seconds(10)) { $0.contains("Arthur") }
@@ -144,9 +146,11 @@ import Testing
             struct Ready: Decodable { var openTenants: Int }
             let ready = try await api.send(.GET, "/health/ready")
             #expect(try ready.json(Ready.self).openTenants <= 4, "\(ready.body)")
-            // The first teams' streams ended; the last ones still stream.
-            #expect(streams[0].read(timeout: .seconds(5)).closed)
-            #expect(!streams[9].read(timeout: .milliseconds(300)).closed)
+            // The first teams' streams ended (the last chunk of their
+            // answer came); the last ones still stream.
+            let ended = { (text: String) in text.hasSuffix("\r\n0\r\n\r\n") }
+            #expect(ended(streams[0].read(timeout: .seconds(5), until: ended).text))
+            #expect(!ended(streams[9].read(timeout: .milliseconds(300), until: ended).text))
         }
     }
 }
