@@ -109,12 +109,16 @@ import Testing
                 #expect(try await api.send(.GET, "/tenants/acme/players", token: wrong).status == 401)
                 durations.append(ContinuousClock.now - start)
             }
-            #expect(durations.prefix(5).allSatisfy { $0 < .milliseconds(200) }, "\(durations)")
+            // The server waits 250 ms for the 6th, 750 ms for the 8th;
+            // the first five and good tokens don't wait (compared with the
+            // 8th rather than with a fixed time: the machine may be busy).
             #expect(durations[5] >= .milliseconds(250), "\(durations)")
             #expect(durations[7] >= .milliseconds(750), "\(durations)")
+            let free = durations.prefix(5).max() ?? .zero
+            #expect(free < durations[7] - .milliseconds(400), "\(durations)")
             let start = ContinuousClock.now
             #expect(try await api.send(.GET, "/tenants/acme/players", token: acme).status == 200)
-            #expect(ContinuousClock.now - start < .milliseconds(200))
+            #expect(ContinuousClock.now - start < durations[7] - .milliseconds(400), "\(durations)")
             let metrics = try await api.send(.GET, "/metrics", token: ServerProcess.operatorToken)
             #expect(metrics.body.contains("mts_failed_signins_total 8"), "\(metrics.body.prefix(3000))")
         }
