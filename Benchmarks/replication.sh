@@ -55,7 +55,7 @@ cleanup() {
     exit "$status"
 }
 trap cleanup EXIT
-export MTS_OPERATOR_TOKEN="benchmark-operator-token-$RANDOM$RANDOM"
+export MTS_OPERATOR_TOKEN="benchmark-operator-token-$(od -An -tx1 -N16 /dev/urandom | tr -d " \n")"
 
 # A data directory with its registry.json; $2 = "on" adds replication.
 configure() {

@@ -21,7 +21,7 @@ players=20
 work=$(mktemp -d)
 pids=()
 trap 'for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"' EXIT
-export MTS_OPERATOR_TOKEN="benchmark-operator-token-$RANDOM$RANDOM"
+export MTS_OPERATOR_TOKEN="benchmark-operator-token-$(od -An -tx1 -N16 /dev/urandom | tr -d " \n")"
 source Benchmarks/lib/servers.sh
 start sample "$bin/MultiTenantServer" --port 0 --data "$work/data"
 pid=${pids[0]}

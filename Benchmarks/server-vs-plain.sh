@@ -40,7 +40,10 @@ cleanup() {
     rm -rf "$work"
 }
 trap cleanup EXIT
-export MTS_OPERATOR_TOKEN="benchmark-operator-token-$RANDOM$RANDOM"
+export MTS_OPERATOR_TOKEN="benchmark-operator-token-$(od -An -tx1 -N16 /dev/urandom | tr -d " \n")"
+# The fan-out's subscribers all watch one tenant: above the sample's
+# default caps on streams (16 per tenant, 512 in all) and connections.
+export MTS_MAX_STREAMS_PER_TENANT=$((subscribers + 16)) MTS_MAX_STREAMS=$((subscribers + 16)) MTS_MAX_CONNECTIONS=$((subscribers + 1024))
 
 start sample "$sample_bin/MultiTenantServer" --port 0 --data "$work/sample-data"
 start plain "$plain_bin/PlainServer" --port 0 --data "$work/plain-data"

@@ -50,6 +50,8 @@ let package = Package(
                 .product(name: "GRDBBackup", package: "GRDBRegistry"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Hummingbird", package: "hummingbird"),
+                // HTTPS (--tls-cert, --tls-key): swift-nio-ssl through Hummingbird.
+                .product(name: "HummingbirdTLS", package: "hummingbird"),
                 // Tenant moves: the source pushes the copy to the target.
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "HummingbirdAuth", package: "hummingbird-auth"),

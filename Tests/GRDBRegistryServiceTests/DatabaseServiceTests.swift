@@ -121,7 +121,11 @@ import Testing
             observer: DatabaseServiceObserver { event in events.withLock { $0.append(event) } })
         let tenants = try service.tenants(of: PlayerRepository.self)
         try tenants.provision(TenantID("observed"))
-        #expect(service.health().tenants == ServiceHealth.Tenants(openCount: 0, failures: 0, lastError: nil))
+        #expect(service.health().tenants == ServiceHealth.Tenants(
+            openCount: 0, failures: 0, lastError: nil,
+            // The budget the directory was made with (FileDescriptorBudgetTests).
+            fileDescriptors: service.health().tenants?.fileDescriptors))
+        #expect(service.health().tenants?.fileDescriptors?.maxOpen == 4)
         try await testGracefulShutdown { trigger in
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { try await service.run() }

@@ -2,8 +2,9 @@ import Foundation
 import GRDBRegistry
 import TenantRequests
 
-// The JSON bodies of the sample server (TenantRequests, the library the
-// server decodes them with): every input decodes to a valid value or fails
+// The JSON bodies of every route of the sample server that decodes one
+// (TenantRequests, the library the server decodes them with: POST /tenants,
+// POST and PUT …/players, POST /admin/tenants/{t}/move): every input decodes to a valid value or fails
 // with a DecodingError (Hummingbird's 400), never a crash or another error.
 // A decoded value re-encodes to JSON that decodes to the same value, and a
 // decoded tenant id is a valid TenantID (it becomes a file name).
@@ -38,5 +39,10 @@ public func fuzz(_ start: UnsafePointer<UInt8>, _ count: Int) -> CInt {
     }
     check(NewPlayer.self, data)
     check(PlayerUpdate.self, data)
+    check(MoveRequest.self, data)
+    // Names are bounded (TenantRequests.maxNameLength): a longer one never decodes.
+    if let player = try? JSONDecoder().decode(NewPlayer.self, from: data), player.name.count > maxNameLength {
+        fatalError("NewPlayer decoded with a name of \(player.name.count) characters")
+    }
     return 0
 }

@@ -69,6 +69,8 @@ public struct DatabaseServiceObserver: Sendable {
     /// `grdbregistry_open_databases`, `grdbregistry_open_tenants`,
     /// `grdbregistry_tenant_open_failures_total`,
     /// `grdbregistry_invariant_violations_total` (by database and invariant).
+    /// Tenants are labelled `database="tenants"`, never by id: the log names
+    /// the tenant.
     ///
     /// ```swift
     /// let service = DatabaseService(configuration: configuration, logger: logger, observer: .metrics())

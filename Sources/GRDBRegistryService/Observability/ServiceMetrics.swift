@@ -33,7 +33,7 @@ final class ServiceMetrics: Sendable {
         case let .database(name, event):
             let counters = counters.withLock { counters in
                 if let existing = counters[name] { return existing }
-                let new = Counters(database: name)
+                let new = Counters(database: Self.label(of: name))
                 counters[name] = new
                 return new
             }
@@ -46,7 +46,7 @@ final class ServiceMetrics: Sendable {
             case let .invariantViolated(invariant), let .outOfBandWriteBrokeInvariant(invariant):
                 // The service reports these as `.invariantViolated`; an
                 // observer fed directly counts them the same way.
-                Counter(label: "grdbregistry_invariant_violations_total", dimensions: [("database", name), ("invariant", invariant)]).increment()
+                Counter(label: "grdbregistry_invariant_violations_total", dimensions: [("database", Self.label(of: name)), ("invariant", invariant)]).increment()
             }
         case let .migrationRun(database, result, applied):
             Counter(label: "grdbregistry_migration_runs_total", dimensions: [("database", database), ("result", result)]).increment()
@@ -60,7 +60,15 @@ final class ServiceMetrics: Sendable {
         case .tenantOpenFailed:
             tenantFailures.increment()
         case let .invariantViolated(database, invariant):
-            Counter(label: "grdbregistry_invariant_violations_total", dimensions: [("database", database), ("invariant", invariant)]).increment()
+            Counter(label: "grdbregistry_invariant_violations_total", dimensions: [("database", Self.label(of: database)), ("invariant", invariant)]).increment()
         }
+    }
+
+    /// The `database` label of a database: `tenants` for every tenant
+    /// (`tenants/<id>`). A tenant id in a label would publish who the
+    /// tenants are to whoever reads the metrics, and make one series per
+    /// tenant; the log names the tenant.
+    static func label(of database: String) -> String {
+        database.hasPrefix("tenants/") ? "tenants" : database
     }
 }

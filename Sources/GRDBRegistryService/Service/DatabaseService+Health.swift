@@ -7,8 +7,8 @@ extension DatabaseService {
     /// if !health.isHealthy { logger.warning("\(health)") }
     /// ```
     public func health() -> ServiceHealth {
-        let (phase, opened, tenants, failures, lastError) = state.withLock { state in
-            (state.phase, state.databases, state.tenants, state.tenantFailures, state.lastTenantError)
+        let (phase, opened, tenants, failures, lastError, budget) = state.withLock { state in
+            (state.phase, state.databases, state.tenants, state.tenantFailures, state.lastTenantError, state.fileDescriptors)
         }
         let databases = configuration.databases.map { configured in
             guard let open = opened[configured.name] else {
@@ -24,7 +24,7 @@ extension DatabaseService {
         }
         var tenantHealth: ServiceHealth.Tenants?
         if let tenants {
-            tenantHealth = ServiceHealth.Tenants(openCount: tenants.openCount(), failures: failures, lastError: lastError)
+            tenantHealth = ServiceHealth.Tenants(openCount: tenants.openCount(), failures: failures, lastError: lastError, fileDescriptors: budget)
         }
         return ServiceHealth(phase: phase, databases: databases, tenants: tenantHealth)
     }

@@ -15,6 +15,12 @@ extension DatabaseService {
             state.phase = .starting
         }
         try checkConfiguration()
+        // Each open tenant holds about 5 descriptors: a soft limit of
+        // 1,024 (systemd's default) runs out after about 200 tenants.
+        let raised = FileDescriptorBudget.raiseSoftLimit()
+        if raised.after != raised.before {
+            logger.info("raised the soft limit of open files", metadata: ["from": "\(raised.before)", "to": "\(raised.after)"])
+        }
         for database in configuration.databases {
             let open = try open(database)
             let count = state.withLock { state in

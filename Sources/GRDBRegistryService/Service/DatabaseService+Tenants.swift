@@ -72,9 +72,22 @@ extension DatabaseService {
             // The last writes reach the replica before the files go.
             var willRemove: (@Sendable (TenantID, String) throws -> Void)?
             if let replicator { willRemove = { id, path in try replicator.retireTenant(id, path: path) } }
+            // The cap that fits the limit of open files, so that the
+            // last tenants don't fail with "unable to open database file".
+            FileDescriptorBudget.raiseSoftLimit()
+            let budget = FileDescriptorBudget.current(configuredMaxOpen: tenants.maxOpen, reserved: reservedFileDescriptors)
+            guard budget.maxOpen >= min(tenants.maxOpen, FileDescriptorBudget.minimumMaxOpen) else {
+                throw DatabaseServiceError.fileDescriptorLimitTooLow(budget)
+            }
+            if budget.isCapped {
+                logger.warning("tenants.maxOpen lowered to fit the limit of open files", metadata: ["budget": "\(budget)"])
+            } else {
+                logger.info("file descriptor budget", metadata: ["budget": "\(budget)"])
+            }
+            state.fileDescriptors = budget
             let directory = try TenantDirectory<Repository>(
                 root: URL(fileURLWithPath: tenants.root),
-                maxOpen: tenants.maxOpen,
+                maxOpen: budget.maxOpen,
                 // The runner applies or verifies first, from the migration
                 // folder, which may be ahead of the repository's own
                 // migrator (a deployment migrates first): with a runner, the
@@ -108,6 +121,9 @@ extension DatabaseService {
                         }
                         return configuration
                     } catch {
+                        // "unable to open database file" says nothing of
+                        // the cause when it is the limit of open files.
+                        let error = FileDescriptorBudget.diagnose(error, database: "tenants/\(id)") ?? error
                         self?.recordTenantFailure(id, error)
                         throw error
                     }

@@ -92,6 +92,8 @@ public final class DatabaseService: Service, Sendable {
         var tenants: Tenants?
         var tenantFailures = 0
         var lastTenantError: String?
+        /// The descriptor budget the tenant directory was made with.
+        var fileDescriptors: FileDescriptorBudget?
     }
 
     /// The configuration the service runs.
@@ -106,6 +108,8 @@ public final class DatabaseService: Service, Sendable {
     let replicator: LitestreamReplicator?
     /// Where the spans of the databases and tenants go (``/GRDBRegistry/DatabaseSpan``).
     let tracing: DatabaseTracing
+    /// Descriptors kept for what is not a tenant (see ``FileDescriptorBudget``).
+    let reservedFileDescriptors: Int
     let state = Mutex(State())
 
     /// Creates a service for the databases of `configuration`. Nothing is
@@ -137,6 +141,12 @@ public final class DatabaseService: Service, Sendable {
     ///   ``LitestreamReplicator`` of the same configuration, which the
     ///   service hands each plain tenant as it opens, and each tenant it
     ///   removes.
+    /// - parameter reservedFileDescriptors: Descriptors kept for what is
+    ///   not a tenant database (the connections and streams of an HTTP
+    ///   server, logs, sockets). The service raises the soft limit of open
+    ///   files toward the hard one at start, and lowers `tenants.maxOpen`
+    ///   when the limit, less the descriptors in use and this reserve,
+    ///   leaves room for fewer tenants (``FileDescriptorBudget``).
     /// - parameter tracer: Where the spans of the service's databases and
     ///   tenants go (``/GRDBRegistry/DatabaseSpan``): leases, openings,
     ///   migrations, writes, checkpoints. None by default.
@@ -148,6 +158,7 @@ public final class DatabaseService: Service, Sendable {
         observer: DatabaseServiceObserver = .metrics(),
         hooks: Hooks = Hooks(),
         replicator: LitestreamReplicator? = nil,
+        reservedFileDescriptors: Int = 256,
         tracer: any Tracer = NoOpTracer()
     ) {
         self.configuration = configuration
@@ -157,6 +168,7 @@ public final class DatabaseService: Service, Sendable {
         self.observer = observer
         self.hooks = hooks
         self.replicator = replicator
+        self.reservedFileDescriptors = max(0, reservedFileDescriptors)
         self.tracing = DatabaseTracing(tracer)
     }
 

@@ -15,6 +15,14 @@ public enum DatabaseServiceError: Error, CustomStringConvertible, Sendable, Equa
     /// Another component of the process opened the file before the service.
     case alreadyOpen(database: String, path: String)
 
+    /// SQLite could not open a file of `database` because the process
+    /// holds as many descriptors as its soft limit allows (`EMFILE`).
+    case tooManyOpenFiles(database: String, softLimit: Int, inUse: Int)
+
+    /// The limit of open files leaves no room for tenants once the
+    /// descriptors in use and the reserve are set aside.
+    case fileDescriptorLimitTooLow(FileDescriptorBudget)
+
     public var description: String {
         switch self {
         case let .unknownDatabase(name, knownNames):
@@ -27,6 +35,10 @@ public enum DatabaseServiceError: Error, CustomStringConvertible, Sendable, Equa
             return "The configuration can't run:\n" + problems.map { "  - \($0)" }.joined(separator: "\n")
         case let .alreadyOpen(database, path):
             return "Database \(database) (\(path)) is already open in this process: the service must open its databases first, so that its write gate and metrics see every write."
+        case let .tooManyOpenFiles(database, softLimit, inUse):
+            return "Database \(database) can't open: too many open files (EMFILE, \(inUse) open of a soft limit of \(softLimit)). Raise the limit (`ulimit -n`, or LimitNOFILE= in a systemd unit), or lower tenants.maxOpen."
+        case let .fileDescriptorLimitTooLow(budget):
+            return "The limit of open files is too low to open tenants (\(budget)): at least \(FileDescriptorBudget.minimumMaxOpen) tenants need \(FileDescriptorBudget.minimumMaxOpen * FileDescriptorBudget.descriptorsPerTenant) descriptors beyond the reserve. Raise `ulimit -n` (or LimitNOFILE= in a systemd unit)."
         }
     }
 }

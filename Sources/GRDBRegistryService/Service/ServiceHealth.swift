@@ -29,6 +29,9 @@ public struct ServiceHealth: Sendable, Equatable, CustomStringConvertible {
         public var failures: Int
         /// The last of those failures, `"<tenant>: <error>"`.
         public var lastError: String?
+        /// The limit of open files and the `maxOpen` it leaves room for,
+        /// as the directory was made.
+        public var fileDescriptors: FileDescriptorBudget?
     }
 
     /// Where the service is in its life.
@@ -54,6 +57,7 @@ public struct ServiceHealth: Sendable, Equatable, CustomStringConvertible {
             var line = "tenants: \(tenants.openCount) open, \(tenants.failures) failed"
             if let lastError = tenants.lastError { line += " (last: \(lastError))" }
             lines.append(line)
+            if let budget = tenants.fileDescriptors { lines.append(budget.description) }
         }
         return lines.joined(separator: "\n")
     }

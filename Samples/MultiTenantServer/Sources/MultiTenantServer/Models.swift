@@ -50,6 +50,26 @@ struct ReadinessResponse: ResponseEncodable {
     var healthy: Bool
     var databases: [String: String]
     var openTenants: Int
+    /// The limit of open files and what it leaves for tenants
+    /// (`FileDescriptorBudget`), once the tenants' directory exists.
+    var fileDescriptors: FileDescriptors?
+    /// Open connections and event streams, against their caps.
+    var connections: Usage
+    var streams: Usage
+
+    struct FileDescriptors: Codable, Sendable {
+        var softLimit: Int
+        var hardLimit: Int
+        var inUse: Int?
+        var reserved: Int
+        var maxOpen: Int
+        var configuredMaxOpen: Int
+    }
+
+    struct Usage: Codable, Sendable {
+        var current: Int
+        var limit: Int
+    }
 }
 
 extension Player: @retroactive ResponseEncodable { }

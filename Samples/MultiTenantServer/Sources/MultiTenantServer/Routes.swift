@@ -4,6 +4,7 @@ import GRDBRegistry
 import GRDBRegistryExamples
 import GRDBRegistryService
 import Hummingbird
+import TenantRequests
 import Prometheus
 
 /// The REST and SSE endpoints of the server, and its page.
@@ -28,12 +29,24 @@ struct Routes: Sendable {
                 states[database.name] = "\(database.isOpen ? "open" : "closed"), \(database.isMigrated ? "migrated" : "pending"), \(database.isWritable ? "writable" : "read-only")"
             }
             let healthy = health.isHealthy && state.readyOrNil != nil
-            let response = ReadinessResponse(phase: health.phase.rawValue, healthy: healthy, databases: states, openTenants: state.readyOrNil?.directory.openCount ?? 0)
+            let budget = health.tenants?.fileDescriptors.map {
+                ReadinessResponse.FileDescriptors(
+                    softLimit: $0.softLimit, hardLimit: $0.hardLimit, inUse: FileDescriptorBudget.openDescriptorCount(),
+                    reserved: $0.reserved, maxOpen: $0.maxOpen, configuredMaxOpen: $0.configuredMaxOpen)
+            }
+            let response = ReadinessResponse(
+                phase: health.phase.rawValue, healthy: healthy, databases: states,
+                openTenants: state.readyOrNil?.directory.openCount ?? 0, fileDescriptors: budget,
+                connections: .init(current: state.connections.current, limit: state.connections.limit),
+                streams: .init(current: state.streams.count, limit: state.streams.maxTotal))
             return EditedResponse(status: healthy ? .ok : .serviceUnavailable, response: response)
         }
         // Prometheus text format: the library's metrics (per database, open
-        // tenants) and the HTTP server's (per route and status).
-        router.get("metrics") { _, _ -> Response in
+        // tenants) and the HTTP server's (per route and status). For the
+        // operator only (the scraper gets the operator token): they say
+        // how busy each route is, and no tenant id is a label.
+        router.get("metrics") { _, context -> Response in
+            try context.requireOperator()
             var headers = HTTPFields()
             headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
             return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: metrics.emitToBuffer())))
@@ -63,13 +76,17 @@ struct Routes: Sendable {
         // token). The old token stops working before the answer.
         router.post("tenants/:tenant/token") { request, context -> IssuedToken in
             let requested = try context.parameters.require("tenant")
+            let byOperator: Bool
             switch try context.requireSignedIn() {
-            case .operator: break
-            case let .tenant(tenant) where tenant.id == requested: break
+            case .operator: byOperator = true
+            case let .tenant(tenant) where tenant.id == requested: byOperator = false
             case .tenant: throw HTTPError(.notFound, message: "Unknown tenant \(requested).")
             }
             // The token hash moves with the tenant: no rotation mid-move.
-            let admission = try moves.admit(request, tenant: requested, writes: true)
+            // The operator of a moved tenant gets 409 with the target, never
+            // a redirect: a client that re-sends `Authorization` on
+            // redirects would hand the operator token to the target.
+            let admission = try moves.admit(request, tenant: requested, writes: true, redirects: !byOperator)
             defer { admission.end() }
             return try await rotateToken(of: requested)
         }
@@ -83,6 +100,10 @@ struct Routes: Sendable {
         tenant.post("players") { request, context -> EditedResponse<Player> in
             let team = try context.team()
             let body = try await request.decode(as: NewPlayer.self, context: context)
+            // A quota of players per team (MTS_MAX_PLAYERS): a team can't
+            // grow its leaderboard, and every stream's events, unbounded.
+            let reservation = try await team.reservePlayer(maximum: state.limits.maxPlayers)
+            defer { reservation.end() }
             let player = try await mapErrors { try await team.players.add(name: body.name, score: body.score ?? 0, team: body.team) }
             team.acknowledgeWrite()
             return EditedResponse(status: .created, response: player)
@@ -114,8 +135,12 @@ struct Routes: Sendable {
         tenant.get("leaderboard") { _, context -> Response in
             try await context.team().leaderboard().response()
         }
+        // Capped per tenant and in total (429 with Retry-After); a
+        // comment line every MTS_SSE_HEARTBEAT seconds of silence.
         tenant.get("leaderboard/stream") { _, context -> Response in
-            try context.team().stream()
+            let team = try context.team()
+            let slot = try state.streams.acquire(team.id.rawValue)
+            return team.stream(heartbeat: .seconds(state.limits.heartbeatSeconds), slot: slot)
         }
     }
 

@@ -5,23 +5,41 @@ import GRDBMigrations
 import GRDBRegistryExamples
 import GRDBRegistryService
 import Hummingbird
+import HummingbirdCore
+import HummingbirdTLS
 import Logging
 import Metrics
 import Prometheus
 import ServiceLifecycle
 
-/// Command-line settings: `MultiTenantServer [--host H] [--port P] [--data DIR]`.
+/// Command-line settings: `MultiTenantServer [--host H] [--port P] [--data DIR]
+/// [--tls-cert PEM --tls-key PEM] [--behind-tls-proxy]`.
 /// Port 0 picks a free port; the server prints the one it listens on. The
-/// environment gives defaults that arguments override: `PORT`, and
-/// `MTS_DATA` for the data directory.
+/// environment gives defaults that arguments override: `PORT`, `MTS_DATA`
+/// for the data directory, `MTS_TLS_CERT` and `MTS_TLS_KEY`. The limits
+/// (``ServerLimits``) come from the environment only.
+///
+/// Off loopback, bearer tokens and plaintext tenants' rows would travel in
+/// clear: the server refuses a non-loopback `--host` unless it serves TLS
+/// itself (`--tls-cert`, `--tls-key`) or `--behind-tls-proxy` says a
+/// reverse proxy on the same host terminates TLS for it.
 struct ServerSettings: Sendable {
     var host = "127.0.0.1"
     var port = 8080
     var dataDirectory = "data"
+    /// PEM files of the certificate chain and its private key: HTTPS.
+    var tlsCertificate: String?
+    var tlsKey: String?
+    /// A reverse proxy terminates TLS: plain HTTP off loopback is allowed.
+    var behindTLSProxy = false
+    var limits: ServerLimits
 
     init(arguments: [String], environment: [String: String]) throws {
         if let port = environment["PORT"].flatMap(Int.init) { self.port = port }
         if let data = environment["MTS_DATA"], !data.isEmpty { dataDirectory = data }
+        tlsCertificate = environment["MTS_TLS_CERT"].flatMap { $0.isEmpty ? nil : $0 }
+        tlsKey = environment["MTS_TLS_KEY"].flatMap { $0.isEmpty ? nil : $0 }
+        limits = try ServerLimits(environment: environment)
         var iterator = arguments.makeIterator()
         while let argument = iterator.next() {
             switch argument {
@@ -33,9 +51,29 @@ struct ServerSettings: Sendable {
                 }
                 self.port = port
             case "--data": dataDirectory = try value(after: argument, &iterator)
+            case "--tls-cert": tlsCertificate = try value(after: argument, &iterator)
+            case "--tls-key": tlsKey = try value(after: argument, &iterator)
+            case "--behind-tls-proxy": behindTLSProxy = true
             default: throw UsageError(message: "unknown argument \(argument)")
             }
         }
+        guard (tlsCertificate == nil) == (tlsKey == nil) else {
+            throw UsageError(message: "--tls-cert and --tls-key go together: give both PEM files, or neither")
+        }
+        if !Self.isLoopback(host) && tlsCertificate == nil && !behindTLSProxy {
+            throw UsageError(message: "--host \(host) is not a loopback address, and the server would speak plain HTTP: tokens and tenant data would travel in clear. Give --tls-cert and --tls-key, or --behind-tls-proxy when a reverse proxy terminates TLS for this server")
+        }
+    }
+
+    /// Whether the server speaks HTTPS itself.
+    var usesTLS: Bool { tlsCertificate != nil }
+    var scheme: String { usesTLS ? "https" : "http" }
+
+    /// `localhost`, 127.0.0.0/8 and `::1`.
+    static func isLoopback(_ host: String) -> Bool {
+        if host == "localhost" || host == "::1" || host == "[::1]" { return true }
+        let parts = host.split(separator: ".", omittingEmptySubsequences: false)
+        return parts.count == 4 && parts[0] == "127" && parts.allSatisfy { UInt8($0) != nil }
     }
 
     private func value(after option: String, _ iterator: inout IndexingIterator<[String]>) throws -> String {
@@ -46,7 +84,7 @@ struct ServerSettings: Sendable {
 
 struct UsageError: Error, CustomStringConvertible {
     var message: String
-    var description: String { "\(message)\nusage: MultiTenantServer [--host HOST] [--port PORT] [--data DIRECTORY]" }
+    var description: String { "\(message)\nusage: MultiTenantServer [--host HOST] [--port PORT] [--data DIRECTORY] [--tls-cert PEM --tls-key PEM] [--behind-tls-proxy]" }
 }
 
 @main
@@ -71,8 +109,15 @@ struct MultiTenantServer {
             return logger
         }()
         let environment = ProcessInfo.processInfo.environment
+        // Each open tenant holds about 5 descriptors: the soft limit goes
+        // up to the hard one, the connections get half of what it leaves
+        // at most, and the tenant directory's maxOpen fits in the rest
+        // (DatabaseService, FileDescriptorBudget).
+        FileDescriptorBudget.raiseSoftLimit()
+        let limits = settings.limits.fitting(softLimit: FileDescriptorBudget.limits().soft)
         let data = URL(fileURLWithPath: settings.dataDirectory).standardizedFileURL
-        try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
+        // 0700 from mkdir(2): it holds the secrets and the tenants.
+        try SecretFiles.createDirectory(at: data)
 
         // Metrics of the library (per database, open tenants) and of the
         // HTTP server, in Prometheus format at /metrics. An executable
@@ -90,6 +135,8 @@ struct MultiTenantServer {
             try writeDefaultConfiguration(to: configurationFile, data: data)
         }
         let configuration = try RegistryConfiguration.load(contentsOf: configurationFile)
+        // A master key file others may read is refused, as token files are.
+        try SecretFiles.checkExisting(at: data.appendingPathComponent("master.key"))
         // The operator token creates tenants: from MTS_OPERATOR_TOKEN, or
         // a file made on first start.
         let operatorToken = try SharedToken.load(.operator, environment: environment, keyFile: data.appendingPathComponent("operator.token"))
@@ -101,19 +148,41 @@ struct MultiTenantServer {
         let replicator = try Replication.replicator(configuration: configuration, logger: logger)
         // Traces, when the OTEL_* variables ask for them (Tracing/).
         let tracing = try ServerTracing.start(environment: environment, logger: logger)
-        let databases = DatabaseService(configuration: configuration, logger: logger, replicator: replicator, tracer: tracing.tracer)
-        let state = ServerState(databases: databases, operatorToken: operatorToken, logger: logger)
+        let databases = DatabaseService(
+            configuration: configuration, logger: logger, replicator: replicator,
+            reservedFileDescriptors: limits.reservedFileDescriptors, tracer: tracing.tracer)
+        let state = ServerState(databases: databases, operatorToken: operatorToken, logger: logger, limits: limits)
 
         let router = Router(context: ServerRequestContext.self)
         if tracing.service != nil { router.add(middleware: TracingMiddleware()) }
+        router.add(middleware: SecurityHeadersMiddleware())
         router.add(middleware: FailureLogMiddleware(logger: logger))
         router.add(middleware: RequestMetricsMiddleware())
         router.add(middleware: BearerAuthenticator(state: state))
         let moves = TenantMoves(state: state, data: data, peerToken: peerToken, environment: environment, logger: logger)
         Routes(state: state, metrics: metrics, page: try WebPage.load(), moves: moves).add(to: router)
 
+        // Idle connections close (a partial request included), and one
+        // beyond the cap gets 429 (ConnectionLimiter).
+        let connections = state.connections
+        let http1 = HTTP1Channel.Configuration(
+            additionalChannelHandlers: [ConnectionLimiter(count: connections)],
+            idleTimeout: .seconds(Int64(limits.idleTimeoutSeconds)))
+        let server: HTTPServerBuilder
+        if let certificate = settings.tlsCertificate, let key = settings.tlsKey {
+            server = try .tls(.http1(configuration: http1), tlsConfiguration: try Self.tlsConfiguration(certificate: certificate, key: key))
+        } else {
+            server = .http1(configuration: http1)
+        }
+        logger.info("limits", metadata: [
+            "max_connections": "\(limits.maxConnections)", "max_streams": "\(limits.maxStreams)",
+            "max_streams_per_tenant": "\(limits.maxStreamsPerTenant)", "idle_timeout_s": "\(limits.idleTimeoutSeconds)",
+            "tls": "\(settings.usesTLS ? "on" : settings.behindTLSProxy ? "proxy" : "off (loopback)")",
+        ])
+
         let app = Application(
             router: router,
+            server: server,
             configuration: .init(address: .hostname(settings.host, port: settings.port), serverName: "MultiTenantServer"),
             onServerRunning: { channel in
                 // Announce the server once its databases are ready: until
@@ -127,9 +196,9 @@ struct MultiTenantServer {
                 }
                 let port = channel.localAddress?.port ?? settings.port
                 // Unbuffered: scripts and tests read the port from this line.
-                say("listening on http://\(settings.host):\(port)")
-                say("open http://\(settings.host):\(port)/ and sign in with a tenant token; create a tenant with the operator token (from \(operatorToken.source)):")
-                say("  curl -X POST http://\(settings.host):\(port)/tenants -H \"Authorization: Bearer $(cat \(data.appendingPathComponent("operator.token").path))\" -d '{\"id\":\"acme\"}'")
+                say("listening on \(settings.scheme)://\(settings.host):\(port)")
+                say("open \(settings.scheme)://\(settings.host):\(port)/ and sign in with a tenant token; create a tenant with the operator token (from \(operatorToken.source)):")
+                say("  curl -X POST \(settings.scheme)://\(settings.host):\(port)/tenants -H \"Authorization: Bearer $(cat \(data.appendingPathComponent("operator.token").path))\" -d '{\"id\":\"acme\"}'")
             },
             logger: logger)
 
@@ -150,6 +219,24 @@ struct MultiTenantServer {
         groupConfiguration.maximumCancellationDuration = .seconds(10)
         try await ServiceGroup(configuration: groupConfiguration).run()
         say("stopped")
+    }
+
+    /// The server side of TLS: the PEM certificate chain and private key,
+    /// TLS 1.2 at least.
+    static func tlsConfiguration(certificate: String, key: String) throws -> TLSConfiguration {
+        let chain: [NIOSSLCertificate]
+        let privateKey: NIOSSLPrivateKey
+        do {
+            chain = try NIOSSLCertificate.fromPEMFile(certificate)
+            privateKey = try NIOSSLPrivateKey(file: key, format: .pem)
+        } catch {
+            throw UsageError(message: "cannot load the TLS certificate \(certificate) and key \(key) (PEM files expected): \(error)")
+        }
+        guard !chain.isEmpty else { throw UsageError(message: "the TLS certificate file \(certificate) holds no certificate") }
+        var configuration = TLSConfiguration.makeServerConfiguration(
+            certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(privateKey))
+        configuration.minimumTLSVersion = .tlsv12
+        return configuration
     }
 
     /// Installs the migration sets the server ships: the catalog's (bundled
@@ -191,13 +278,10 @@ struct MultiTenantServer {
         if ProcessInfo.processInfo.environment["MTS_MASTER_KEY"] != nil {
             masterKey = ["env": "MTS_MASTER_KEY"]
         } else {
-            let keyFile = data.appendingPathComponent("master.key").path
-            if !FileManager.default.fileExists(atPath: keyFile) {
+            // Private from the first byte (SecretFiles).
+            try SecretFiles.createUnlessPresent(at: data.appendingPathComponent("master.key")) {
                 var generator = SystemRandomNumberGenerator()
-                let hex = (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &generator)) }.joined()
-                guard FileManager.default.createFile(atPath: keyFile, contents: Data(hex.utf8), attributes: [.posixPermissions: 0o600]) else {
-                    throw UsageError(message: "cannot create the master key file \(keyFile)")
-                }
+                return Data((0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &generator)) }.joined().utf8)
             }
             masterKey = ["file": "master.key"]
         }

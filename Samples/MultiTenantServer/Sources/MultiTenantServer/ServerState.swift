@@ -30,15 +30,30 @@ final class ServerState: Sendable {
     let databases: DatabaseService
     let operatorToken: SharedToken
     let logger: Logger
+    /// What a client or tenant may hold (ServerLimits).
+    let limits: ServerLimits
+    /// The open connections (ConnectionLimiter).
+    let connections: ConnectionCount
+    /// Event streams, per tenant and in total.
+    let streams: Slots
+    /// Tenant imports at once (Moves/), one per tenant.
+    let imports: Slots
+    /// Failed sign-ins per client address.
+    let signIns: SignInThrottle
     /// Tenant creations, one at a time: a creation checks the catalog, the
     /// tenant file, then writes both.
     let creations = SerialQueue()
     private let ready = Mutex<Ready?>(nil)
 
-    init(databases: DatabaseService, operatorToken: SharedToken, logger: Logger) {
+    init(databases: DatabaseService, operatorToken: SharedToken, logger: Logger, limits: ServerLimits) {
         self.databases = databases
         self.operatorToken = operatorToken
         self.logger = logger
+        self.limits = limits
+        self.connections = ConnectionCount(limit: limits.maxConnections)
+        self.streams = Slots(what: "event streams", maxTotal: limits.maxStreams, maxPerTenant: limits.maxStreamsPerTenant)
+        self.imports = Slots(what: "imports", maxTotal: limits.maxImports, maxPerTenant: 1)
+        self.signIns = SignInThrottle(freeFailures: limits.freeSignInFailures)
     }
 
     /// Waits until the databases are ready, and fills the registry.

@@ -11,8 +11,9 @@ import Synchronization
 /// its team here with one lock (``TenantMiddleware``).
 ///
 /// The most recently used teams stay active (their databases open) up to
-/// a capacity; the least recently used one is dropped beyond it. A request
-/// still running on a dropped team keeps it, and its lease, until it ends.
+/// a capacity; the least recently used one is dropped beyond it, and its
+/// event streams end. A request still running on a dropped team keeps it,
+/// and its lease, until it ends.
 final class ActiveTeams: Sendable {
     private struct Entry {
         var scope: TeamScope
@@ -79,15 +80,22 @@ final class ActiveTeams: Sendable {
         var registry = registry
         registry[CurrentTeamKey.self] = team
         let created = TeamScope(team: team, registry: registry)
-        return state.withLock { state in
-            if let entry = state.active[rawID] { return entry.scope }
+        let (scope, evicted) = state.withLock { state -> (TeamScope, TeamScope?) in
+            if let entry = state.active[rawID] { return (entry.scope, nil) }
             state.clock &+= 1
             state.active[rawID] = Entry(scope: created, lastUse: state.clock)
+            var evicted: TeamScope?
             if state.active.count > capacity, let oldest = state.active.min(by: { $0.value.lastUse < $1.value.lastUse })?.key {
-                state.active[oldest] = nil
+                evicted = state.active.removeValue(forKey: oldest)?.scope
             }
-            return created
+            return (created, evicted)
         }
+        // A dropped team's streams end (their clients reconnect, which
+        // makes it active again): a stream must not keep a lease beyond
+        // the directory's cap, or idle streams of many teams would keep
+        // every database open.
+        evicted?.team.endStreams()
+        return scope
     }
 
     /// Drops team `id` before its database goes (a tenant that moved
@@ -109,6 +117,28 @@ final class ActiveTeams: Sendable {
 struct TeamScope: Sendable {
     let team: ActiveTeam
     let registry: DatabaseRegistry
+}
+
+/// The latest update of a stream not written yet, and how its updates
+/// ended (shared by the stream's reader and writer tasks).
+private final class PendingUpdate: Sendable {
+    let state = Mutex<(value: Leaderboard?, end: Result<Void, any Error>?)>((nil, nil))
+}
+
+/// A place for a player being added (``ActiveTeam/reservePlayer(maximum:)``).
+final class PlayerReservation: Sendable {
+    private let release: Mutex<(@Sendable () -> Void)?>
+
+    init(_ release: @escaping @Sendable () -> Void) {
+        self.release = Mutex(release)
+    }
+
+    func end() {
+        release.withLock { release in
+            defer { release = nil }
+            return release
+        }?()
+    }
 }
 
 /// The acknowledged writes of a team: counted after their commit, before
@@ -152,6 +182,28 @@ final class ActiveTeam: Sendable {
     /// The team's players: reads, and the permitted writes.
     var players: PlayerRepository { lease.repository }
 
+    /// How to end each running stream (``endStreams()``).
+    private let streamStoppers = Mutex<(next: Int, all: [Int: @Sendable () -> Void])>((0, [:]))
+
+    /// Players being added now (``reservePlayer(maximum:)``).
+    private let addsInFlight = Mutex(0)
+
+    /// Room for one more player within `maximum`, held until ``PlayerReservation/end()``,
+    /// or 409. Adds in flight count as added: the quota is never passed,
+    /// though concurrent adds near it may be refused a little early.
+    func reservePlayer(maximum: Int) async throws -> PlayerReservation {
+        addsInFlight.withLock { $0 += 1 }
+        let reservation = PlayerReservation { [self] in addsInFlight.withLock { $0 -= 1 } }
+        let count = try await players.reader.read { db in try Player.fetchCount(db) }
+        // Adds still in flight after the read may not be in the count:
+        // counted on top (one of them is this one).
+        if count + addsInFlight.withLock({ $0 }) > maximum {
+            reservation.end()
+            throw HTTPError(.conflict, message: "This team has \(count) players, the most a team may have is \(maximum): delete some first.")
+        }
+        return reservation
+    }
+
     /// Counts an acknowledged write: call it after the commit, before
     /// answering.
     func acknowledgeWrite() {
@@ -186,7 +238,11 @@ final class ActiveTeam: Sendable {
     /// `GET /tenants/{id}/leaderboard/stream`: one `leaderboard` event per
     /// change. All streams of a team share one query: a write costs one
     /// fetch and one JSON encoding, whatever the number of streams.
-    func stream() -> Response {
+    ///
+    /// - parameter heartbeat: The longest silence of the stream: a
+    ///   comment line then goes.
+    /// - parameter slot: The stream's slot (``Slots``), released when it ends.
+    func stream(heartbeat: Duration, slot: Slots.Slot) -> Response {
         let query = live.withLock { live in
             if let live { return live }
             let query = Query(
@@ -203,26 +259,89 @@ final class ActiveTeam: Sendable {
         headers[.cacheControl] = "no-cache"
         return Response(status: .ok, headers: headers, body: ResponseBody { [self] writer in
             // The stream ends when the client leaves (the write throws),
-            // when the server shuts down gracefully (`endStreams`), or when
-            // the team's database closes or fails (the query's updates end,
-            // with the error, which ends the response). It holds the team,
-            // whose lease keeps the database open and whose `live` keeps
-            // the query.
+            // when the server shuts down gracefully (`endStreams`), when
+            // the team is dropped from the active teams (`endStreams`: a
+            // stream never keeps a lease beyond the directory's cap), or
+            // when the team's database closes or fails (the query's
+            // updates end, with the error, which ends the response). It
+            // holds the team, whose lease keeps the database open and
+            // whose `live` keeps the query, and its stream slot.
             //
             // A graceful shutdown handler, registered once per stream,
             // rather than `cancelOnGracefulShutdown()` on the sequence:
             // that one merges two sequences, which costs every event of
             // every stream two more task switches.
+            defer { slot.release() }
             try await withGracefulShutdownHandler {
-                for try await value in updates {
-                    try await writer.write(value.encoded.event)
-                }
+                try await forward(updates, heartbeat: heartbeat, to: &writer)
             } onGracefulShutdown: { [weak self] in
                 self?.endStreams()
             }
             try await writer.finish(nil)
             withExtendedLifetime(self) { }
         })
+    }
+
+    /// Writes each update as an event, and a comment line (`: ♥`) when
+    /// no event went for `heartbeat`: proxies and clients see the stream
+    /// alive, and a client that left is found by the failed write. The
+    /// latest update waits in one slot (never a queue): a slow reader
+    /// skips values, never makes memory grow.
+    private func forward(
+        _ updates: AsyncThrowingStream<Leaderboard, any Error>,
+        heartbeat: Duration,
+        to writer: inout some ResponseBodyWriter
+    ) async throws {
+        let pending = PendingUpdate()
+        let (wakes, wake) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        // `endStreams` ends this stream even if something else keeps the
+        // query (and so its updates) alive.
+        let stopper = streamStoppers.withLock { stoppers in
+            stoppers.next += 1
+            stoppers.all[stoppers.next] = {
+                pending.state.withLock { if $0.end == nil { $0.end = .success(()) } }
+                wake.finish()
+            }
+            return stoppers.next
+        }
+        defer { _ = streamStoppers.withLock { $0.all.removeValue(forKey: stopper) } }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                do {
+                    for try await value in updates {
+                        pending.state.withLock { $0.value = value }
+                        wake.yield()
+                    }
+                    pending.state.withLock { $0.end = .success(()) }
+                } catch {
+                    pending.state.withLock { $0.end = .failure(error) }
+                }
+                wake.finish()
+            }
+            group.addTask {
+                while !Task.isCancelled {
+                    try await Task.sleep(for: heartbeat)
+                    wake.yield()
+                }
+            }
+            defer { group.cancelAll() }
+            var lastWrite = ContinuousClock.now
+            for await _ in wakes {
+                let value = pending.state.withLock { pending in
+                    defer { pending.value = nil }
+                    return pending.value
+                }
+                if let value {
+                    try await writer.write(value.encoded.event)
+                    lastWrite = .now
+                } else if ContinuousClock.now - lastWrite >= heartbeat * 0.9 {
+                    try await writer.write(ByteBuffer(string: ": \u{2665}\n\n"))
+                    lastWrite = .now
+                }
+                if pending.state.withLock({ $0.value == nil && $0.end != nil }) { break }
+            }
+            if case let .failure(error)? = pending.state.withLock({ $0.end }) { throw error }
+        }
     }
 
     /// Ends every stream of the team: drops the live query, and a query
@@ -233,6 +352,11 @@ final class ActiveTeam: Sendable {
             defer { live = nil }
             return live
         }
+        let stoppers = streamStoppers.withLock { stoppers in
+            defer { stoppers.all = [:] }
+            return Array(stoppers.all.values)
+        }
+        for stop in stoppers { stop() }
         // Deallocated here, outside the lock: finishing a stream calls
         // back into the query, never into `live`.
         _ = dropped

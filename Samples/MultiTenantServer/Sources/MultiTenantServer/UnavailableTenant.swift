@@ -5,9 +5,11 @@ import Hummingbird
 
 // A tenant whose database can't be opened (a damaged or foreign file, a
 // full disk, a failing migration, a key that doesn't fit) answers
-// 503 Service Unavailable, with a JSON body that names the tenant and the
-// problem, `{"error":{"message":"tenants/acme is unavailable: …"}}`:
-// the server is fine, that one database needs its operator. The other
+// 503 Service Unavailable, with a JSON body that names the tenant and an
+// error id, `{"error":{"message":"Tenant acme is unavailable: …","id":"…"}}`
+// (FailureLogMiddleware): the server is fine, that one database needs its
+// operator, who finds the problem in the log by that id. The detail (SQL,
+// paths, migration text) never goes to the client. The other
 // tenants keep answering; nothing is written to the damaged file. (Without
 // these conformances, Hummingbird would answer an opaque 500.)
 
@@ -26,7 +28,7 @@ extension RepositoryOperationError: @retroactive HTTPResponseError {
     }
 
     public func response(from request: Request, context: some RequestContext) throws -> Response {
-        try HTTPError(status, message: "\(database) is unavailable: \(self)").response(from: request, context: context)
+        try HTTPError(status, message: "\(database) is unavailable: the server log names the problem.").response(from: request, context: context)
     }
 }
 
@@ -36,7 +38,7 @@ extension MigrationError: @retroactive HTTPResponseError {
     public var status: HTTPResponse.Status { .serviceUnavailable }
 
     public func response(from request: Request, context: some RequestContext) throws -> Response {
-        try HTTPError(status, message: "The tenant database is unavailable: \(self)").response(from: request, context: context)
+        try HTTPError(status, message: "The tenant database is unavailable: the server log names the problem.").response(from: request, context: context)
     }
 }
 

@@ -8,6 +8,23 @@ import GRDBRegistry
 // `JSONDecoder`) gets a validated value or a `DecodingError`, which
 // Hummingbird answers with 400 Bad Request.
 
+/// The longest name (of a tenant, a player or a player's team), in
+/// characters: a request can't store megabytes that every leaderboard read
+/// and event then carries. Longer names are refused when decoding (400).
+public let maxNameLength = 100
+
+/// `value` when it is at most ``maxNameLength`` characters; a
+/// `DecodingError` otherwise.
+func checkedName<Key: CodingKey>(_ value: String?, forKey key: Key, in container: KeyedDecodingContainer<Key>) throws -> String? {
+    guard let value else { return nil }
+    // Counted in UTF-8 bytes first: a long string is refused without
+    // walking its grapheme clusters.
+    guard value.utf8.count <= maxNameLength * 4, value.count <= maxNameLength else {
+        throw DecodingError.dataCorruptedError(forKey: key, in: container, debugDescription: "\(key.stringValue) is longer than \(maxNameLength) characters")
+    }
+    return value
+}
+
 /// The body of `POST /tenants`.
 ///
 /// ```swift
@@ -38,13 +55,14 @@ public struct NewTenant: Codable, Sendable, Equatable {
             throw DecodingError.dataCorruptedError(forKey: .id, in: container, debugDescription: "Invalid tenant id: \(error)")
         }
         self.id = id
-        name = try container.decodeIfPresent(String.self, forKey: .name)
+        name = try checkedName(container.decodeIfPresent(String.self, forKey: .name), forKey: .name, in: container)
         encrypted = try container.decodeIfPresent(Bool.self, forKey: .encrypted)
     }
 }
 
 /// The body of `POST /tenants/{id}/players`. The repository's invariants
-/// check the values (a 422 when they fail); decoding checks the types.
+/// check the values (a 422 when they fail); decoding checks the types,
+/// and the length of names (``maxNameLength``).
 ///
 /// ```swift
 /// let body = try JSONDecoder().decode(NewPlayer.self, from: Data(#"{"name":"Arthur","score":10}"#.utf8))
@@ -58,6 +76,15 @@ public struct NewPlayer: Codable, Sendable, Equatable {
         self.name = name
         self.score = score
         self.team = team
+    }
+
+    private enum CodingKeys: String, CodingKey { case name, score, team }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        name = try checkedName(container.decode(String.self, forKey: .name), forKey: .name, in: container) ?? ""
+        score = try container.decodeIfPresent(Int.self, forKey: .score)
+        team = try checkedName(container.decodeIfPresent(String.self, forKey: .team), forKey: .team, in: container)
     }
 }
 
@@ -73,5 +100,39 @@ public struct PlayerUpdate: Codable, Sendable, Equatable {
     public init(name: String? = nil, score: Int? = nil) {
         self.name = name
         self.score = score
+    }
+
+    private enum CodingKeys: String, CodingKey { case name, score }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        name = try checkedName(container.decodeIfPresent(String.self, forKey: .name), forKey: .name, in: container)
+        score = try container.decodeIfPresent(Int.self, forKey: .score)
+    }
+}
+
+/// The body of `POST /admin/tenants/{id}/move`: the base URL of the
+/// target server (checked by the move, which accepts only a bare
+/// `http(s)://host[:port]`); at most 2,048 bytes.
+///
+/// ```swift
+/// let body = try JSONDecoder().decode(MoveRequest.self, from: Data(#"{"target":"https://10.0.0.2:8443"}"#.utf8))
+/// ```
+public struct MoveRequest: Codable, Sendable, Equatable {
+    public var target: String
+
+    public init(target: String) {
+        self.target = target
+    }
+
+    private enum CodingKeys: String, CodingKey { case target }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        let target = try container.decode(String.self, forKey: .target)
+        guard target.utf8.count <= 2048 else {
+            throw DecodingError.dataCorruptedError(forKey: .target, in: container, debugDescription: "target is longer than 2048 bytes")
+        }
+        self.target = target
     }
 }

@@ -70,7 +70,7 @@ import Testing
             // The error says what failed, and on which file.
             #expect(log.contains("error=") && log.contains("broken.sqlite"), "\(log)")
 
-            let metrics = try await api.send(.GET, "/metrics")
+            let metrics = try await api.send(.GET, "/metrics", token: ServerProcess.operatorToken)
             #expect(metrics.status == 200)
             for name in ["grdbregistry_open_tenants", "grdbregistry_commits_total", "grdbregistry_invariant_violations_total", "hb_requests"] {
                 #expect(metrics.body.contains(name), "\(name) missing from /metrics:\n\(metrics.body)")

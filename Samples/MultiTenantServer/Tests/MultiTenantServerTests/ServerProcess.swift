@@ -80,6 +80,11 @@ final class ServerProcess: Sendable {
         return process.terminationStatus
     }
 
+    /// The path of the server executable the tests run.
+    static func executablePath() throws -> String {
+        try executable().path
+    }
+
     private static func executable() throws -> URL {
         var directory = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
         for _ in 0..<4 {
@@ -133,10 +138,17 @@ final class OutputBuffer: Sendable {
         data.withLock { String(decoding: $0, as: UTF8.self) }
     }
 
+    /// The port of the line "listening on http(s)://HOST:PORT".
     var listeningPort: Int? {
-        guard let range = text.range(of: "listening on http://127.0.0.1:") else { return nil }
-        let digits = text[range.upperBound...].prefix { $0.isNumber }
-        return Int(digits)
+        let text = text
+        // Not Hummingbird's log line "… listening on 127.0.0.1:PORT".
+        guard let range = text.range(of: "listening on http") else { return nil }
+        let rest = text[text.index(range.upperBound, offsetBy: -4)...]
+        guard rest.hasPrefix("http://") || rest.hasPrefix("https://") else { return nil }
+        let line = rest.prefix { $0 != "\n" }
+        // The whole line: its port has all its digits.
+        guard rest.count > line.count, let colon = line.lastIndex(of: ":") else { return nil }
+        return Int(line[line.index(after: colon)...].prefix { $0.isNumber })
     }
 }
 

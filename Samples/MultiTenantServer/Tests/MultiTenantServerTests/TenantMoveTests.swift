@@ -140,6 +140,11 @@ import Testing
                 #expect(anonymous.status == 401)
                 let rotation = try await Self.send(client, .POST, source.baseURL + "/tenants/\(tenant)/token", token: tokens[tenant])
                 #expect(rotation.status == 307 && rotation.location == targetURL + "/tenants/\(tenant)/token")
+                // The operator is never redirected (issue 26, S6): a client
+                // that re-sends Authorization on redirects would hand the
+                // operator token to the target. 409, naming the target.
+                let byOperator = try await Self.send(client, .POST, source.baseURL + "/tenants/\(tenant)/token", token: ServerProcess.operatorToken)
+                #expect(byOperator.status == 409 && byOperator.location == nil && byOperator.body.contains(targetURL.replacingOccurrences(of: "http://", with: "")), "\(byOperator.status) \(byOperator.body)")
                 // Closed and set aside: no live file, the copy it sent kept.
                 #expect(!FileManager.default.fileExists(atPath: sourceData.appendingPathComponent("tenants/\(tenant).sqlite").path))
                 if let move = moves[tenant] {

@@ -78,7 +78,8 @@ enum Tokens {
 
 /// A token shared out of band, which a bearer presents: from the
 /// environment, or from a key file in the data directory, created with a
-/// random token on first start (mode 0600) so that the README's command
+/// random token on first start (mode 0600 from its first byte, see
+/// ``SecretFiles``) so that the README's command
 /// works as is. Two roles, never interchangeable:
 ///
 /// - ``Role/operator`` (`MTS_OPERATOR_TOKEN`, `operator.token`): creates,
@@ -121,22 +122,23 @@ struct SharedToken: Sendable {
     /// peer token); nil for the operator token, which it only checks.
     let presented: String?
 
+    /// The fewest characters of a token from the environment or a file:
+    /// 32 (128 bits of hex, 192 of base64). Generated tokens are 68.
+    static let minimumLength = 32
+
     static func load(_ role: Role, environment: [String: String], keyFile: URL) throws -> SharedToken {
         if let token = environment[role.variable] {
-            guard token.utf8.count >= 16 else {
-                throw UsageError(message: "\(role.variable) is too short: use at least 16 characters (e.g. `openssl rand -hex 32`)")
+            guard token.utf8.count >= minimumLength else {
+                throw UsageError(message: "\(role.variable) is too short: use at least \(minimumLength) characters (e.g. `openssl rand -hex 32`)")
             }
             return SharedToken(role: role, token: token, source: "the environment variable \(role.variable)")
         }
-        if !FileManager.default.fileExists(atPath: keyFile.path) {
-            let created = FileManager.default.createFile(
-                atPath: keyFile.path, contents: Data((Tokens.generate() + "\n").utf8),
-                attributes: [.posixPermissions: 0o600])
-            guard created else { throw UsageError(message: "cannot create the \(role.name) file \(keyFile.path)") }
-        }
-        let contents = try String(contentsOf: keyFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
-        guard contents.utf8.count >= 16 else {
-            throw UsageError(message: "the \(role.name) file \(keyFile.path) holds fewer than 16 characters: delete it to get a new token")
+        // Private from the first byte (SecretFiles), and refused when
+        // others may read it.
+        try SecretFiles.createUnlessPresent(at: keyFile) { Data((Tokens.generate() + "\n").utf8) }
+        let contents = String(decoding: try SecretFiles.read(at: keyFile), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        guard contents.utf8.count >= minimumLength else {
+            throw UsageError(message: "the \(role.name) file \(keyFile.path) holds fewer than \(minimumLength) characters: delete it to get a new token")
         }
         return SharedToken(role: role, token: contents, source: "the file \(keyFile.path)")
     }

@@ -17,6 +17,10 @@ struct BearerAuthenticator: AuthenticatorMiddleware {
         if state.operatorToken.accepts(bearer.token) {
             return .operator
         }
+        // A token that signs nobody in: counted, and slowed down per
+        // address beyond a few (SignInThrottle).
+        let delay = state.signIns.recordFailure(from: context.clientAddress ?? "unknown")
+        if delay > .zero { try await Task.sleep(for: delay) }
         return nil
     }
 }

@@ -1,31 +1,73 @@
+import Foundation
+import HTTPTypes
 import Hummingbird
 import Logging
 
-/// Logs every 5xx answer with the database it concerns and the error: a
-/// server error is the server's to explain, never silent.
+/// Logs every 5xx answer with the database it concerns, the error, and an
+/// error id, and answers the client with that id and a generic message: a
+/// server error is the server's to explain, never silent, and its detail
+/// (server paths, SQL, migration text) stays in the log.
+///
+/// The body of a 5xx is `{"error":{"message":"…","id":"<error id>"}}`.
+/// Errors the server wrote for clients keep their message (an
+/// `HTTPError`, such as "The server is shutting down") or their whole
+/// answer (``ClientFacingError``, such as a frozen tenant's 503 with
+/// `Retry-After`); any other error (a database's, a migration's, a
+/// cipher's) gets a generic message.
 struct FailureLogMiddleware<Context: RequestContext>: RouterMiddleware {
     let logger: Logger
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         do {
-            let response = try await next(request, context)
+            var response = try await next(request, context)
             if response.status.code >= 500 {
-                log(request, status: response.status, error: nil)
+                let id = Self.newErrorID()
+                log(request, status: response.status, error: nil, id: id)
+                response.headers[Self.errorIDField] = id
             }
             return response
         } catch {
             let status = (error as? any HTTPResponseError)?.status ?? .internalServerError
-            if status.code >= 500 { log(request, status: status, error: error) }
-            throw error
+            guard status.code >= 500 else { throw error }
+            let id = Self.newErrorID()
+            log(request, status: status, error: error, id: id)
+            if error is any ClientFacingError { throw error }
+            if let error = error as? HTTPError {
+                throw ServerFailure(status: status, id: id, message: error.body ?? Self.genericMessage(status, path: request.uri.path), headers: error.headers)
+            }
+            throw ServerFailure(status: status, id: id, message: Self.genericMessage(status, path: request.uri.path), headers: [:])
         }
     }
 
-    private func log(_ request: Request, status: HTTPResponse.Status, error: (any Error)?) {
+    private func log(_ request: Request, status: HTTPResponse.Status, error: (any Error)?, id: String) {
         logger.error("\(request.method) \(request.uri.path) failed", metadata: [
             "status": "\(status.code)",
+            "error_id": "\(id)",
             "database": "\(Self.database(of: request.uri.path))",
             "error": "\(error.map { String(reflecting: $0) } ?? "none")",
         ])
+    }
+
+    /// `X-Error-Id`: the id of a 5xx, also in its body and in the log.
+    static var errorIDField: HTTPField.Name { HTTPField.Name("X-Error-Id")! }
+
+    /// 16 random hex digits: unique enough to find one line in a log.
+    static func newErrorID() -> String {
+        var generator = SystemRandomNumberGenerator()
+        return String(UInt64.random(in: .min ... .max, using: &generator), radix: 16).leftPadded(to: 16)
+    }
+
+    /// What a client learns of a failure it can't act on.
+    static func genericMessage(_ status: HTTPResponse.Status, path: String) -> String {
+        let database = database(of: path)
+        switch status {
+        case .serviceUnavailable where database.hasPrefix("tenants/"):
+            return "Tenant \(database.dropFirst("tenants/".count)) is unavailable: its database needs the operator, who will find the cause in the server log by the error id."
+        case .serviceUnavailable:
+            return "The service is unavailable: retry later."
+        default:
+            return "Internal server error: the operator will find the cause in the server log by the error id."
+        }
     }
 
     /// The database a path concerns: `tenants/<id>` under a tenant, the
@@ -34,5 +76,42 @@ struct FailureLogMiddleware<Context: RequestContext>: RouterMiddleware {
         let components = path.split(separator: "/")
         if components.count >= 2, components[0] == "tenants" { return "tenants/\(components[1])" }
         return "catalog"
+    }
+}
+
+/// A 5xx error the server wrote for the client, answered as it is (its
+/// headers included): ``FailureLogMiddleware`` logs it, and doesn't make
+/// it generic.
+protocol ClientFacingError: HTTPResponseError { }
+
+/// A 5xx answer: a message for the client and the error id of the log line
+/// that has the detail.
+struct ServerFailure: HTTPResponseError {
+    var status: HTTPResponse.Status
+    var id: String
+    var message: String
+    var headers: HTTPFields
+
+    func response(from request: Request, context: some RequestContext) throws -> Response {
+        var headers = headers
+        headers[.contentType] = "application/json; charset=utf-8"
+        headers[FailureLogMiddleware<BasicRequestContext>.errorIDField] = id
+        let body = try JSONEncoder().encode(FailureBody(error: .init(message: message, id: id)))
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: body)))
+    }
+}
+
+/// `{"error":{"message":"…","id":"…"}}`.
+private struct FailureBody: Encodable {
+    struct Detail: Encodable {
+        var message: String
+        var id: String
+    }
+    var error: Detail
+}
+
+private extension String {
+    func leftPadded(to length: Int) -> String {
+        count >= length ? self : String(repeating: "0", count: length - count) + self
     }
 }

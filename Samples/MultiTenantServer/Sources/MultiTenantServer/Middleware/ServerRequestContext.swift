@@ -18,9 +18,12 @@ struct ServerRequestContext: AuthRequestContext, RequestContext {
     var identity: SignedIn?
     /// On tenant routes, the team that ``TenantMiddleware`` resolved.
     var tenant: TenantID?
+    /// The peer's IP address (a proxy's, behind one), for SignInThrottle.
+    let clientAddress: String?
 
     init(source: Source) {
         coreContext = .init(source: source)
+        clientAddress = source.channel.remoteAddress?.ipAddress
     }
 
     /// The team of this request, inside its scope.

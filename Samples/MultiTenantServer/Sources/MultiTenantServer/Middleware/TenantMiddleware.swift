@@ -1,5 +1,6 @@
 import GRDBRegistry
 import GRDBRegistryExamples
+import GRDBRegistryService
 import Hummingbird
 
 /// Resolves the team of a request under `/tenants/{tenant}` once: checks
@@ -36,9 +37,29 @@ struct TenantMiddleware: RouterMiddleware {
             // Listed in the catalog, but its database is gone: data loss,
             // the server's to explain (500, logged), not a 404.
             throw HTTPError(.internalServerError, message: "The database of tenant \(requested) is missing.")
+        } catch {
+            // "unable to open database file" when the process is out of
+            // descriptors: the log says so (EMFILE), the client gets 503.
+            if let exhausted = FileDescriptorBudget.diagnose(error, database: "tenants/\(requested)") {
+                throw DescriptorsExhausted(cause: exhausted)
+            }
+            throw error
         }
         var context = context
         context.tenant = scope.team.id
         return try await withRegistry(scope.registry) { try await next(request, context) }
+    }
+}
+
+/// 503: the process is out of file descriptors (EMFILE). The log line
+/// (FailureLogMiddleware) has the limit and the fix.
+struct DescriptorsExhausted: HTTPResponseError, CustomStringConvertible {
+    var cause: DatabaseServiceError
+    var status: HTTPResponse.Status { .serviceUnavailable }
+    var description: String { cause.description }
+
+    func response(from request: Request, context: some RequestContext) throws -> Response {
+        try HTTPError(.serviceUnavailable, headers: [.retryAfter: "\(ServerLimits.retryAfterSeconds)"], message: "The server is out of resources: retry later.")
+            .response(from: request, context: context)
     }
 }

@@ -6,9 +6,6 @@ import GRDBRegistry
 import Hummingbird
 
 /// `POST /admin/tenants/{t}/move`: `{"target": "http://127.0.0.1:8081"}`.
-struct MoveRequest: Decodable, Sendable {
-    var target: String
-}
 
 /// The answer to a move that completed.
 struct MoveResponse: ResponseEncodable, Sendable {

@@ -118,6 +118,10 @@ extension TenantMoves {
 
         // The body, into a backup directory of its own: the copy and the
         // manifest, as GRDBBackup wrote them on the source.
+        // One import per tenant, MTS_MAX_IMPORTS at once (429 beyond): N
+        // concurrent imports would write N copies before any check.
+        let slot = try state.imports.acquire(tenant)
+        defer { slot.release() }
         let incoming = data.appendingPathComponent("moves/incoming/\(tenant)-\(UUID().uuidString.lowercased())")
         defer { try? FileManager.default.removeItem(at: incoming) }
         try await receive(request.body, into: incoming.appendingPathComponent(entry.path), expectedSize: entry.size)
@@ -209,10 +213,10 @@ extension TenantMoves {
     /// Writes the request body to `file` (new, owner-only), refusing more
     /// than `expectedSize` bytes as soon as they arrive, and fewer at the end.
     private func receive(_ body: RequestBody, into file: URL, expectedSize: Int) async throws {
-        try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        guard FileManager.default.createFile(atPath: file.path, contents: nil, attributes: [.posixPermissions: 0o600]) else {
-            throw HTTPError(.internalServerError, message: "Can't create \(file.path).")
-        }
+        // 0700 and 0600 from the first byte (SecretFiles): a descriptor
+        // opened on a wider file would read the tenant written afterwards.
+        try SecretFiles.createDirectory(at: file.deletingLastPathComponent())
+        try SecretFiles.create(at: file, contents: Data())
         let handle = try FileHandle(forWritingTo: file)
         defer { try? handle.close() }
         var received = 0

@@ -192,7 +192,10 @@ final class TenantMoves: Sendable {
     ///
     /// - parameter writes: Whether the request writes; by default, any
     ///   method but GET and HEAD.
-    func admit(_ request: Request, tenant: String, writes: Bool? = nil) throws -> Admission {
+    /// - parameter redirects: Whether a moved tenant answers 307 to its
+    ///   target; false (the operator's requests) answers 409 with the
+    ///   target in the body, so that no credential follows a redirect.
+    func admit(_ request: Request, tenant: String, writes: Bool? = nil, redirects: Bool = true) throws -> Admission {
         let isWrite = writes ?? !(request.method == .get || request.method == .head)
         try status.withLock { status in
             guard status.loaded else {
@@ -200,6 +203,9 @@ final class TenantMoves: Sendable {
             }
             switch status.phases[tenant] {
             case let .moved(_, target)?:
+                guard redirects else {
+                    throw HTTPError(.conflict, message: "Tenant \(tenant) moved to \(target): send this request there, with that server's operator token.")
+                }
                 throw TenantMovedAway(location: target + request.uri.description)
             case .moving?:
                 if isWrite { throw TenantFrozen(tenant: tenant) }
@@ -311,7 +317,7 @@ struct TenantMovedAway: HTTPResponseError {
 }
 
 /// 503 with `Retry-After`: the tenant's writes are frozen while it moves.
-struct TenantFrozen: HTTPResponseError {
+struct TenantFrozen: ClientFacingError {
     var tenant: String
     var status: HTTPResponse.Status { .serviceUnavailable }
 
