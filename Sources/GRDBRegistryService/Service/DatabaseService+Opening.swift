@@ -15,7 +15,7 @@ extension DatabaseService {
             state.phase = .starting
         }
         try checkConfiguration()
-        // Each open tenant holds about 5 descriptors: a soft limit of
+        // Each open tenant holds about 7 descriptors: a soft limit of
         // 1,024 (systemd's default) runs out after about 200 tenants.
         let raised = FileDescriptorBudget.raiseSoftLimit()
         if raised.after != raised.before {

@@ -28,10 +28,13 @@ import GRDB
 /// print(budget.maxOpen)   // 256 when the limit allows it, fewer otherwise
 /// ```
 public struct FileDescriptorBudget: Sendable, Equatable, CustomStringConvertible {
-    /// The descriptors an open tenant holds, measured: 1,303 with 256 open
-    /// tenants (a writer and a reader in WAL mode, with their `-wal` and
-    /// `-shm`), so 5 each with a margin.
-    public static let descriptorsPerTenant = 5
+    /// The descriptors an open tenant holds, measured on the sample server
+    /// (40 tenants written and read: 281 more descriptors, 7 each): the
+    /// writer's file, `-wal` and `-shm`; a pool reader's file and `-wal`;
+    /// the read-only connection of its read-only readers and observations
+    /// (``/GRDBRegistry/ReadOnlyDatabaseReader``), file and `-wal` (SQLite
+    /// shares one `-shm` descriptor per file in a process).
+    public static let descriptorsPerTenant = 7
 
     /// The fewest tenants the service accepts to keep open: below that,
     /// the limit is too small to serve anyone, and the start fails.

@@ -109,7 +109,7 @@ struct MultiTenantServer {
             return logger
         }()
         let environment = ProcessInfo.processInfo.environment
-        // Each open tenant holds about 5 descriptors: the soft limit goes
+        // Each open tenant holds about 7 descriptors: the soft limit goes
         // up to the hard one, the connections get half of what it leaves
         // at most, and the tenant directory's maxOpen fits in the rest
         // (DatabaseService, FileDescriptorBudget).

@@ -57,8 +57,8 @@ import Testing
         let config = data.appendingPathComponent("registry.json").path
         let status = try Self.run(registryctl, ["status", "--config", config])
         #expect(status.status == 0, "\(status.output)")
-        #expect(status.output.contains("acme: 3 applied, 0 pending"), "\(status.output)")
-        #expect(status.output.contains("vault: 3 applied, 0 pending"), "\(status.output)")
+        #expect(status.output.contains("acme: 4 applied, 0 pending"), "\(status.output)")
+        #expect(status.output.contains("vault: 4 applied, 0 pending"), "\(status.output)")
         #expect(status.output.contains("catalog: 3 applied, 0 pending"), "\(status.output)")
 
         let migrate = try Self.run(registryctl, ["migrate", "--config", config, "--jobs", "2"])
