@@ -30,6 +30,8 @@ cleanup() {
 }
 trap cleanup EXIT
 export MTS_OPERATOR_TOKEN="benchmark-operator-token-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
+# The player quota (10,000 by default) would refuse the big tenant's writes.
+export MTS_MAX_PLAYERS=100000000
 source Benchmarks/lib/servers.sh
 sample_release
 

@@ -105,7 +105,7 @@ struct Routes: Sendable {
             let reservation = try await team.reservePlayer(maximum: state.limits.maxPlayers)
             defer { reservation.end() }
             let player = try await mapErrors { try await team.players.add(name: body.name, score: body.score ?? 0, team: body.team) }
-            team.acknowledgeWrite()
+            team.acknowledgeWrite(playersAdded: 1)
             return EditedResponse(status: .created, response: player)
         }
         tenant.put("players/:player") { request, context -> Player in
@@ -127,7 +127,7 @@ struct Routes: Sendable {
             guard deleted else {
                 throw HTTPError(.notFound, message: "No player \(id) in this team.")
             }
-            team.acknowledgeWrite()
+            team.acknowledgeWrite(playersAdded: -1)
             return .noContent
         }
         // From memory (see ActiveTeam): no SQLite read while the

@@ -188,13 +188,27 @@ final class ActiveTeam: Sendable {
     /// Players being added now (``reservePlayer(maximum:)``).
     private let addsInFlight = Mutex(0)
 
+    /// The number of players, as of the last count plus the adds and
+    /// deletes acknowledged since: counting a big team's players at each
+    /// add would cost every write a scan of the team (issue 23).
+    private let knownPlayerCount = Mutex<Int?>(nil)
+
+    /// Far from the quota, the known count decides; within this margin,
+    /// the players are counted again, so that the quota is exact.
+    static let recountMargin = 256
+
     /// Room for one more player within `maximum`, held until ``PlayerReservation/end()``,
     /// or 409. Adds in flight count as added: the quota is never passed,
     /// though concurrent adds near it may be refused a little early.
     func reservePlayer(maximum: Int) async throws -> PlayerReservation {
         addsInFlight.withLock { $0 += 1 }
         let reservation = PlayerReservation { [self] in addsInFlight.withLock { $0 -= 1 } }
+        if let known = knownPlayerCount.withLock({ $0 }),
+           known + addsInFlight.withLock({ $0 }) + Self.recountMargin <= maximum {
+            return reservation
+        }
         let count = try await players.reader.read { db in try Player.fetchCount(db) }
+        knownPlayerCount.withLock { $0 = count }
         // Adds still in flight after the read may not be in the count:
         // counted on top (one of them is this one).
         if count + addsInFlight.withLock({ $0 }) > maximum {
@@ -205,9 +219,11 @@ final class ActiveTeam: Sendable {
     }
 
     /// Counts an acknowledged write: call it after the commit, before
-    /// answering.
-    func acknowledgeWrite() {
+    /// answering. `playersAdded` (1 for an add, -1 for a delete) keeps the
+    /// known number of players for the quota.
+    func acknowledgeWrite(playersAdded: Int = 0) {
         writes.value.add(1, ordering: .releasing)
+        if playersAdded != 0 { knownPlayerCount.withLock { $0 = $0.map { $0 + playersAdded } } }
     }
 
     /// The leaderboard, with every write acknowledged so far.
