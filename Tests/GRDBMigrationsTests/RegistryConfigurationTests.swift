@@ -27,7 +27,7 @@ import Testing
             "extra: unknown key",
             "databases.players.path: missing",
             "databases.players.connection: must be pool or queue, not \"socket\"",
-            "databases.players.busyTimeoutSeconds: must be a number of seconds (0 or more)",
+            "databases.players.busyTimeoutSeconds: must be a number of seconds (0 to 3153600000)",
             "databases.secret.key: give one key source, \"env\" or \"file\", not both",
             "databases.plain.key: must be {\"env\": \"VARIABLE\"} or {\"file\": \"path\"}; keys are never written in the configuration",
             "databases.bad name: invalid database name",
@@ -42,6 +42,26 @@ import Testing
         }
         #expect(problems.count == expected.count + 1, "\(problems)")  // + masterKey: must be {"env"…}
         #expect("\(try #require(error))".hasPrefix("Invalid configuration <configuration>:\n  - "))
+    }
+
+    /// Found by FuzzConfiguration: a duration too large for `Duration`'s
+    /// milliseconds trapped (a crash of the daemon at start), where it
+    /// must be a problem of the file like any other.
+    @Test func durationsTooLargeOrInfiniteAreProblemsNotCrashes() throws {
+        let json = """
+        {
+          "databases": { "players": { "path": "p.sqlite", "busyTimeoutSeconds": 1e300 } },
+          "shutdownTimeoutSeconds": 1e19
+        }
+        """
+        let error = #expect(throws: RegistryConfigurationError.self) {
+            try RegistryConfiguration.parse(
+                Data(json.utf8), baseDirectory: URL(fileURLWithPath: "/srv"),
+                environment: ["GRDBREGISTRY_SHUTDOWN_TIMEOUT": "inf"])
+        }
+        let problems = try #require(error).problems
+        #expect(problems.contains { $0.hasPrefix("databases.players.busyTimeoutSeconds: must be a number of seconds (0 to 3153600000)") }, "\(problems)")
+        #expect(problems.contains { $0.hasPrefix("GRDBREGISTRY_SHUTDOWN_TIMEOUT: must be a positive number of seconds (at most 3153600000)") }, "\(problems)")
     }
 
     @Test func relativePathsResolveAgainstTheFileAndTheEnvironmentOverrides() throws {

@@ -366,16 +366,16 @@ private struct Builder {
 
         var shutdownTimeout = Duration.seconds(10)
         if let override = environment["GRDBREGISTRY_SHUTDOWN_TIMEOUT"] {
-            if let seconds = Double(override), seconds > 0 {
-                shutdownTimeout = .milliseconds(Int64(seconds * 1000))
+            if let seconds = Double(override), let duration = Self.duration(seconds: seconds, allowingZero: false) {
+                shutdownTimeout = duration
             } else {
-                log.add("GRDBREGISTRY_SHUTDOWN_TIMEOUT", "must be a positive number of seconds, not \(String(reflecting: override))")
+                log.add("GRDBREGISTRY_SHUTDOWN_TIMEOUT", "must be a positive number of seconds (at most \(Self.maximumSeconds)), not \(String(reflecting: override))")
             }
         } else if let seconds = model.shutdownTimeoutSeconds {
-            if seconds > 0 {
-                shutdownTimeout = .milliseconds(Int64(seconds * 1000))
+            if let duration = Self.duration(seconds: seconds, allowingZero: false) {
+                shutdownTimeout = duration
             } else {
-                log.add("shutdownTimeoutSeconds", "must be a positive number of seconds")
+                log.add("shutdownTimeoutSeconds", "must be a positive number of seconds (at most \(Self.maximumSeconds))")
             }
         }
 
@@ -389,17 +389,29 @@ private struct Builder {
 
     private func busyTimeout(override: String?, _ seconds: Double?, at: String, default: Duration) -> Duration {
         if let override, let text = environment[override] {
-            guard let value = Double(text), value >= 0 else {
-                log.add(override, "must be a number of seconds (0 or more), not \(String(reflecting: text))")
+            guard let value = Double(text), let duration = Self.duration(seconds: value, allowingZero: true) else {
+                log.add(override, "must be a number of seconds (0 to \(Self.maximumSeconds)), not \(String(reflecting: text))")
                 return `default`
             }
-            return .milliseconds(Int64(value * 1000))
+            return duration
         }
         guard let seconds else { return `default` }
-        guard seconds >= 0 else {
-            log.add(at, "must be a number of seconds (0 or more)")
+        guard let duration = Self.duration(seconds: seconds, allowingZero: true) else {
+            log.add(at, "must be a number of seconds (0 to \(Self.maximumSeconds))")
             return `default`
         }
+        return duration
+    }
+
+    /// The longest duration a setting takes: a century, far beyond any
+    /// useful timeout, and far within `Duration`'s milliseconds in `Int64`
+    /// (a larger number, or infinity, would trap when converted).
+    static let maximumSeconds = 100 * 365 * 24 * 3600
+
+    /// `seconds` as a duration, or nil when it is not a finite number from
+    /// 0 (or above 0) to ``maximumSeconds``.
+    static func duration(seconds: Double, allowingZero: Bool) -> Duration? {
+        guard seconds.isFinite, seconds <= Double(maximumSeconds), allowingZero ? seconds >= 0 : seconds > 0 else { return nil }
         return .milliseconds(Int64(seconds * 1000))
     }
 
@@ -483,18 +495,18 @@ extension Builder {
         }
         var interval = Duration.seconds(3600)
         if let seconds = model.encryptedBackupIntervalSeconds {
-            if seconds > 0 {
-                interval = .milliseconds(Int64(seconds * 1000))
+            if let duration = Self.duration(seconds: seconds, allowingZero: false) {
+                interval = duration
             } else {
-                log.add("replication.encryptedBackupIntervalSeconds", "must be a positive number of seconds")
+                log.add("replication.encryptedBackupIntervalSeconds", "must be a positive number of seconds (at most \(Self.maximumSeconds))")
             }
         }
         var retention = RegistryConfiguration.Replication.defaultRemovedTenantRetention
         if let seconds = model.removedTenantRetentionSeconds {
-            if seconds >= 0 && seconds.isFinite {
-                retention = .milliseconds(Int64(seconds * 1000))
+            if let duration = Self.duration(seconds: seconds, allowingZero: true) {
+                retention = duration
             } else {
-                log.add("replication.removedTenantRetentionSeconds", "must be zero (delete at removal) or a positive number of seconds")
+                log.add("replication.removedTenantRetentionSeconds", "must be zero (delete at removal) or a positive number of seconds (at most \(Self.maximumSeconds))")
             }
         }
         let backups = model.encryptedBackupDirectory.map(resolve)
