@@ -21,19 +21,11 @@ rounds=${4:-3}
 command -v wrk >/dev/null || { echo "wrk is missing: run scripts/bootstrap" >&2; exit 1; }
 command -v sqlite3 >/dev/null || { echo "sqlite3 is missing: run scripts/bootstrap" >&2; exit 1; }
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$work"
-}
-trap cleanup EXIT
-export MTS_OPERATOR_TOKEN="benchmark-operator-token-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
-# The player quota (10,000 by default) would refuse the big tenant's writes.
-export MTS_MAX_PLAYERS=100000000
 source Benchmarks/lib/servers.sh
 sample_release
+begin_run
+# The player quota (10,000 by default) would refuse the big tenant's writes.
+export MTS_MAX_PLAYERS=100000000
 
 start first "$sample_bin/MultiTenantServer" --port 0 --data "$work/data"
 create_tenant "$first" small 20 "$work/small"

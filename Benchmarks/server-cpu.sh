@@ -12,18 +12,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v wrk >/dev/null || { echo "wrk is missing: run scripts/bootstrap" >&2; exit 1; }
-if [ -n "${SAMPLE_BIN:-}" ]; then bin=$SAMPLE_BIN; else
-    swift build -c release --package-path Samples/MultiTenantServer --product MultiTenantServer >&2
-    bin="$(swift build -c release --package-path Samples/MultiTenantServer --show-bin-path)"
-fi
+source Benchmarks/lib/servers.sh
+sample_release
 tenants=100
 players=20
-work=$(mktemp -d)
-pids=()
-trap 'for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"' EXIT
-export MTS_OPERATOR_TOKEN="benchmark-operator-token-$(od -An -tx1 -N16 /dev/urandom | tr -d " \n")"
-source Benchmarks/lib/servers.sh
-start sample "$bin/MultiTenantServer" --port 0 --data "$work/data"
+begin_run
+start sample "$sample_bin/MultiTenantServer" --port 0 --data "$work/data"
 pid=${pids[0]}
 seed "$sample" "$work/tenants"
 export WRK_SCRIPTS="$PWD/Benchmarks/wrk"

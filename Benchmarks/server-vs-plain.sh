@@ -32,15 +32,7 @@ if [ -n "${PLAIN_BIN:-}" ]; then plain_bin=$PLAIN_BIN; else
     plain_bin="$(swift build -c release --package-path Benchmarks/PlainServer --show-bin-path)"
 fi
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$work"
-}
-trap cleanup EXIT
-export MTS_OPERATOR_TOKEN="benchmark-operator-token-$(od -An -tx1 -N16 /dev/urandom | tr -d " \n")"
+begin_run
 # The fan-out's subscribers all watch one tenant: above the sample's
 # default caps on streams (16 per tenant, 512 in all) and connections.
 export MTS_MAX_STREAMS_PER_TENANT=$((subscribers + 16)) MTS_MAX_STREAMS=$((subscribers + 16)) MTS_MAX_CONNECTIONS=$((subscribers + 1024))

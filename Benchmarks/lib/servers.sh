@@ -1,7 +1,23 @@
 # Sourced by the benchmark scripts that run the sample server (and the
-# plain one): starting a server and seeding its tenants. The caller sets
-# `work` (a scratch folder), `pids` (an array its cleanup kills and
-# waits for), `tenants`, `players` and exports MTS_OPERATOR_TOKEN.
+# plain one): the run's scratch folder, starting a server and seeding its
+# tenants. The caller calls begin_run first, and sets `tenants` and
+# `players` for seed.
+
+# Makes the scratch folder `work` and the array `pids` of the servers that
+# the exit stops (and waits for) before deleting the folder, and exports a
+# random MTS_OPERATOR_TOKEN (the sample wants at least 32 characters).
+begin_run() {
+    work=$(mktemp -d)
+    pids=()
+    trap end_run EXIT
+    export MTS_OPERATOR_TOKEN="benchmark-operator-token-$(od -An -tx1 -N16 /dev/urandom | tr -d " \n")"
+}
+
+end_run() {
+    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$work"
+}
 
 # Starts a server; sets the variable named $1 to its base URL once it
 # listens. Not in a command substitution: its subshell would keep the pid
