@@ -94,6 +94,8 @@ public final class DatabaseService: Service, Sendable {
         var lastTenantError: String?
         /// The descriptor budget the tenant directory was made with.
         var fileDescriptors: FileDescriptorBudget?
+        /// Built on first use, with the master key read once.
+        var tenantStorage: TenantStorage?
     }
 
     /// The configuration the service runs.
@@ -131,7 +133,8 @@ public final class DatabaseService: Service, Sendable {
     ///   its files through: a file open in it already (by another component)
     ///   blocks the start, because the service must be the only owner of
     ///   its files. Components of the process that read the same files
-    ///   must share this set.
+    ///   must share this set. By default, a set of the service's own: the
+    ///   service never shares connections through a process-wide default.
     /// - parameter observer: Where the service reports commits, refusals,
     ///   migrations and open counts.
     /// - parameter hooks: How migration sets are loaded and encrypted
@@ -154,7 +157,7 @@ public final class DatabaseService: Service, Sendable {
         configuration: RegistryConfiguration,
         environment: [String: String] = ProcessInfo.processInfo.environment,
         logger: Logger,
-        connections: DatabaseConnections = .shared,
+        connections: DatabaseConnections = DatabaseConnections(),
         observer: DatabaseServiceObserver = .metrics(),
         hooks: Hooks = Hooks(),
         replicator: LitestreamReplicator? = nil,

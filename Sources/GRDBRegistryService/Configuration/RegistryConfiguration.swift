@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import GRDBCipher
+import GRDBMigrations
 import GRDBRegistry
 
 /// The databases of a registry, as the daemon (`DatabaseService`) and
@@ -116,7 +117,7 @@ public struct RegistryConfiguration: Sendable, Equatable {
         public var busyTimeout: Duration
 
         public init(
-            root: String, migrations: String? = nil, maxOpen: Int = 256, masterKey: KeySource? = nil,
+            root: String, migrations: String? = nil, maxOpen: Int = Tenants.defaultMaxOpen, masterKey: KeySource? = nil,
             allowPlaintextTenants: Bool = false, busyTimeout: Duration = RegistryConfiguration.defaultBusyTimeout
         ) {
             self.root = root
@@ -127,14 +128,24 @@ public struct RegistryConfiguration: Sendable, Equatable {
             self.busyTimeout = busyTimeout
         }
 
+        /// The largest number of tenant databases kept open when the file
+        /// says nothing (the service may lower it to fit the limit of open
+        /// files: see ``FileDescriptorBudget``).
+        public static let defaultMaxOpen = 256
+
         /// The file layout of the tenants.
         public var layout: TenantLayout { TenantLayout(root: URL(fileURLWithPath: root)) }
     }
 
-    /// The busy timeout when the file gives none: long enough for a
-    /// migration of another process to commit, short enough that a stuck
-    /// lock surfaces as an error.
-    public static let defaultBusyTimeout = Duration.seconds(5)
+    /// The busy timeout when the file gives none: the migration runner's
+    /// (``/GRDBMigrations/DatabaseMigrationRunner/defaultBusyTimeout``),
+    /// long enough for a migration of another process to commit, short
+    /// enough that a stuck lock surfaces as an error.
+    public static let defaultBusyTimeout = DatabaseMigrationRunner.defaultBusyTimeout
+
+    /// How long a graceful shutdown waits for in-flight writes when the
+    /// file says nothing.
+    public static let defaultShutdownTimeout = Duration.seconds(10)
 
     /// The named databases, sorted by name.
     public var databases: [Database]
@@ -152,7 +163,7 @@ public struct RegistryConfiguration: Sendable, Equatable {
         databases: [Database],
         tenants: Tenants? = nil,
         migrationMode: MigrationMode = .apply,
-        shutdownTimeout: Duration = .seconds(10)
+        shutdownTimeout: Duration = RegistryConfiguration.defaultShutdownTimeout
     ) {
         self.databases = databases
         self.tenants = tenants
