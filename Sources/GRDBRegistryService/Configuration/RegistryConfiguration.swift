@@ -27,6 +27,40 @@ import GRDBRegistry
 /// ```swift
 /// let configuration = try RegistryConfiguration.load(contentsOf: URL(fileURLWithPath: "registry.json"))
 /// ```
+///
+/// ## Topics
+///
+/// ### Loading a file
+///
+/// - <doc:Configuration>
+/// - ``load(contentsOf:environment:)``
+/// - ``parse(_:baseDirectory:file:environment:)``
+/// - ``problems(environment:)``
+/// - ``RegistryConfigurationError``
+///
+/// ### Building one in code
+///
+/// - ``init(databases:tenants:migrationMode:shutdownTimeout:)``
+/// - ``Database``
+/// - ``Cipher``
+/// - ``ConnectionKind``
+/// - ``Tenants``
+/// - ``Replication``
+///
+/// ### Reading it
+///
+/// - ``databases``
+/// - ``database(named:)``
+/// - ``tenants``
+/// - ``tenantEncryption(environment:)``
+/// - ``migrationMode``
+/// - ``shutdownTimeout``
+/// - ``replication``
+///
+/// ### Defaults
+///
+/// - ``defaultBusyTimeout``
+/// - ``defaultShutdownTimeout``
 public struct RegistryConfiguration: Sendable, Equatable {
     /// A named database.
     public struct Database: Sendable, Equatable {

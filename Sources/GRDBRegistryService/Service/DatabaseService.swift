@@ -35,7 +35,7 @@ import Tracing
 /// problem at once), opens each database through the injected
 /// ``/GRDBRegistry/DatabaseConnections``, applies, verifies or skips its
 /// migrations through ``/GRDBMigrations/DatabaseMigrationRunner`` (see
-/// ``/GRDBMigrations/MigrationMode``: an applied file edited
+/// ``MigrationMode``: an applied file edited
 /// since blocks the start, naming the file), then reports readiness
 /// (``waitUntilReady()``, ``health()``). Tenants follow the same mode when
 /// they open. Every connection, tenants included, waits up to its
@@ -64,6 +64,38 @@ import Tracing
 /// ``DatabaseServiceObserver`` (swift-metrics by default). The service
 /// keeps no process-wide state. Keys never appear in logs, errors or
 /// metrics.
+///
+/// ## Topics
+///
+/// ### Creating and running the service
+///
+/// - ``init(configuration:environment:logger:connections:observer:hooks:replicator:reservedFileDescriptors:tracer:)``
+/// - ``Hooks``
+/// - ``configuration``
+/// - ``run()``
+/// - ``waitUntilReady()``
+/// - ``phase``
+/// - ``Phase``
+///
+/// ### Named databases
+///
+/// - ``database(named:)``
+/// - ``context(named:)``
+/// - ``writer(named:)``
+/// - ``registry(_:)``
+/// - ``RegistryEntry``
+///
+/// ### Tenants
+///
+/// - ``tenants(of:)``
+/// - ``tenantStorage()``
+/// - ``tenantConfiguration(for:encrypted:)``
+///
+/// ### Health
+///
+/// - ``health()``
+/// - ``ServiceHealth``
+/// - ``DatabaseServiceError``
 public final class DatabaseService: Service, Sendable {
     /// Where the service is in its life.
     public enum Phase: String, Sendable, Equatable {
