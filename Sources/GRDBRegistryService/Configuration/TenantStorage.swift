@@ -112,9 +112,10 @@ public struct TenantStorage: Sendable {
     // MARK: - Names and files
 
     /// The one spelling of tenant `id` in logs, metrics, spans, errors,
-    /// backups and registry lookups: `tenants/<id>`.
+    /// backups and registry lookups: `tenants/<id>`
+    /// (``/GRDBRegistry/TenantID/databaseName``).
     public static func name(of id: TenantID) -> String {
-        "tenants/\(id.rawValue)"
+        id.databaseName
     }
 
     /// The database file of tenant `id`.
@@ -267,7 +268,7 @@ public struct TenantStorage: Sendable {
     /// `<encryptedBackupDirectory>/tenants/<id>.sqlite`.
     public func encryptedBackupPath(for id: TenantID) -> String? {
         replication?.encryptedBackupDirectory.map {
-            URL(fileURLWithPath: $0).appendingPathComponent("\(Self.name(of: id)).\(TenantLayout.fileExtension)").path
+            URL(fileURLWithPath: $0).appendingPathComponent("\(id.databaseName).\(TenantLayout.fileExtension)").path
         }
     }
 }
