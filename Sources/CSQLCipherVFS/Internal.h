@@ -177,15 +177,17 @@ HIDDEN int codec_geometry_is_valid(const Codec *codec);
 HIDDEN int valid_page_size(int pageSize);
 HIDDEN int page_is_zero(const unsigned char *page, int length);
 HIDDEN void codec_free(Codec *codec);
-HIDDEN void kdf_cache_release(const unsigned char digest[32]);
-HIDDEN void *secret_alloc(size_t size);
-HIDDEN void secret_free(void *memory, size_t size);
 HIDDEN int codec_encrypt(Codec *codec, unsigned int pgno, const unsigned char *in, unsigned char *out);
 HIDDEN int page_decrypt(const Codec *codec, EVP_CIPHER_CTX *decryptor, unsigned int pgno, const unsigned char *in, unsigned char *out);
 HIDDEN int codec_decrypt(Codec *codec, unsigned int pgno, unsigned char *page);
 
+// Secrets.c
+HIDDEN void *secret_alloc(size_t size);
+HIDDEN void secret_free(void *memory, size_t size);
+
 // KeyDerivation.c
 HIDDEN int codec_derive(Codec *codec);
+HIDDEN void kdf_cache_release(const unsigned char digest[32]);
 
 // PendingKeys.c
 HIDDEN int take_pending_key(const char *path, Codec **codec);
@@ -209,14 +211,23 @@ HIDDEN int wal_previous_checksum(CipherFile *file, sqlite3_int64 offset, int fra
 HIDDEN int wal_cipher_checksum(CipherFile *file, sqlite3_int64 offset, const unsigned char *header, const unsigned char *page, int pageSize, unsigned char *out);
 HIDDEN int wal_flush_header(CipherFile *file);
 
-// IOMethods.c
+// CipherFile.c
 HIDDEN unsigned char *file_buffer(CipherFile *file, int size);
 HIDDEN Codec *file_codec(CipherFile *file);
 HIDDEN int load_salt(CipherFile *file);
-HIDDEN int read_main(CipherFile *file, unsigned char *out, int amount, sqlite3_int64 offset);
-HIDDEN CipherFile *main_file(sqlite3 *db);
-HIDDEN int inherit_key(CipherFile *file);
 HIDDEN void apply_pending_truncate(CipherFile *file);
+HIDDEN int verify_key(CipherFile *file);
+HIDDEN int refuse_shape(CipherFile *file, Codec *codec, const char *what, int amount, sqlite3_int64 offset, int writing);
+HIDDEN int read_main(CipherFile *file, unsigned char *out, int amount, sqlite3_int64 offset);
+HIDDEN int write_main(CipherFile *file, const unsigned char *in, int amount, sqlite3_int64 offset);
+
+// Journal.c
+HIDDEN int read_journal(CipherFile *file, Codec *codec, unsigned char *buffer, int amount, sqlite3_int64 offset);
+HIDDEN int write_journal(CipherFile *file, Codec *codec, const unsigned char *buffer, int amount, sqlite3_int64 offset);
+
+// WAL.c
+HIDDEN int read_wal(CipherFile *file, Codec *codec, unsigned char *buffer, int amount, sqlite3_int64 offset);
+HIDDEN int write_wal(CipherFile *file, Codec *codec, const unsigned char *buffer, int amount, sqlite3_int64 offset);
 
 // FileControl.c
 HIDDEN int set_file_key(CipherFile *file, const void *key, int nKey, int version, int kdfIterations);
@@ -224,7 +235,10 @@ HIDDEN int file_rekey(CipherFile *file, const void *key, int nKey, char **messag
 HIDDEN void reserve_for_new_database(CipherFile *file);
 HIDDEN int cipherFileControl(sqlite3_file *pFile, int op, void *pArg);
 
-// IOMethods.c
+// IOMethods.c: the top of the file layer. Only VFS.c and Connections.c
+// (the public API) use it; nothing it calls refers back to it.
 HIDDEN extern const sqlite3_io_methods cipherMethods;
+HIDDEN CipherFile *main_file(sqlite3 *db);
+HIDDEN int inherit_key(CipherFile *file);
 
 #endif
