@@ -100,10 +100,11 @@ extension CipherDatabase {
         }
         if badPage > 0 { return "page \(badPage) failed its HMAC check (tampered, damaged, or erased with zeros)" }
         if badPage < 0 { return "the file can't be read" }
-        let integrity = try String.fetchAll(db, sql: "PRAGMA integrity_check")
-        return integrity == ["ok"] ? nil : integrity.joined(separator: "; ")
+        return try plainProblem(db)
     }
 
+    /// SQLite's integrity check alone: what a plain database (a decrypted
+    /// copy) can be checked for, and the last step of ``problem(in:)``.
     static func plainProblem(_ db: Database) throws -> String? {
         let integrity = try String.fetchAll(db, sql: "PRAGMA integrity_check")
         return integrity == ["ok"] ? nil : integrity.joined(separator: "; ")
