@@ -167,6 +167,20 @@ static inline void write_be32(unsigned char *p, unsigned int value) {
     p[2] = (unsigned char)(value >> 8); p[3] = (unsigned char)value;
 }
 
+// What crosses files, one section per file, in layer order: a file uses
+// only what the sections above its own declare, so no two files call each
+// other (GRDBCipherTests' VFSLayeringTests checks it). VFS.c and
+// Connections.c, the public C API (CSQLCipherVFS.h), come last and declare
+// nothing here.
+
+// Secrets.c
+HIDDEN void *secret_alloc(size_t size);
+HIDDEN void secret_free(void *memory, size_t size);
+
+// KeyDerivation.c
+HIDDEN int codec_derive(Codec *codec);
+HIDDEN void kdf_cache_release(const unsigned char digest[32]);
+
 // Codec.c
 HIDDEN int parse_hex(const char *hex, int length, unsigned char *out);
 HIDDEN const char *blob_literal_digits(const char *text, int length);
@@ -181,14 +195,6 @@ HIDDEN int codec_encrypt(Codec *codec, unsigned int pgno, const unsigned char *i
 HIDDEN int page_decrypt(const Codec *codec, EVP_CIPHER_CTX *decryptor, unsigned int pgno, const unsigned char *in, unsigned char *out);
 HIDDEN int codec_decrypt(Codec *codec, unsigned int pgno, unsigned char *page);
 
-// Secrets.c
-HIDDEN void *secret_alloc(size_t size);
-HIDDEN void secret_free(void *memory, size_t size);
-
-// KeyDerivation.c
-HIDDEN int codec_derive(Codec *codec);
-HIDDEN void kdf_cache_release(const unsigned char digest[32]);
-
 // PendingKeys.c
 HIDDEN int take_pending_key(const char *path, Codec **codec);
 HIDDEN char *canonical_path(const char *path);
@@ -197,19 +203,6 @@ HIDDEN char *canonical_path(const char *path);
 HIDDEN void read_ahead_note(CipherFile *file, unsigned int pgno);
 HIDDEN int read_ahead_take(CipherFile *file, unsigned int pgno, unsigned char *page);
 HIDDEN void read_ahead_free(CipherFile *file);
-
-// TempFiles.c
-HIDDEN int temp_read(CipherFile *file, unsigned char *out, int amount, sqlite3_int64 offset);
-HIDDEN int temp_write(CipherFile *file, const unsigned char *in, int amount, sqlite3_int64 offset);
-HIDDEN int temp_truncate(CipherFile *file, sqlite3_int64 size);
-
-// Checksums.c
-HIDDEN unsigned int journal_sample_sum(const unsigned char *page, int pageSize);
-HIDDEN void wal_checksum(int bigEndian, const unsigned char *data, int length, unsigned int sum[2]);
-HIDDEN int wal_big_endian(CipherFile *file);
-HIDDEN int wal_previous_checksum(CipherFile *file, sqlite3_int64 offset, int frameSize, unsigned int sum[2]);
-HIDDEN int wal_cipher_checksum(CipherFile *file, sqlite3_int64 offset, const unsigned char *header, const unsigned char *page, int pageSize, unsigned char *out);
-HIDDEN int wal_flush_header(CipherFile *file);
 
 // CipherFile.c
 HIDDEN unsigned char *file_buffer(CipherFile *file, int size);
@@ -220,6 +213,19 @@ HIDDEN int verify_key(CipherFile *file);
 HIDDEN int refuse_shape(CipherFile *file, Codec *codec, const char *what, int amount, sqlite3_int64 offset, int writing);
 HIDDEN int read_main(CipherFile *file, unsigned char *out, int amount, sqlite3_int64 offset);
 HIDDEN int write_main(CipherFile *file, const unsigned char *in, int amount, sqlite3_int64 offset);
+
+// Checksums.c
+HIDDEN unsigned int journal_sample_sum(const unsigned char *page, int pageSize);
+HIDDEN void wal_checksum(int bigEndian, const unsigned char *data, int length, unsigned int sum[2]);
+HIDDEN int wal_big_endian(CipherFile *file);
+HIDDEN int wal_previous_checksum(CipherFile *file, sqlite3_int64 offset, int frameSize, unsigned int sum[2]);
+HIDDEN int wal_cipher_checksum(CipherFile *file, sqlite3_int64 offset, const unsigned char *header, const unsigned char *page, int pageSize, unsigned char *out);
+HIDDEN int wal_flush_header(CipherFile *file);
+
+// TempFiles.c
+HIDDEN int temp_read(CipherFile *file, unsigned char *out, int amount, sqlite3_int64 offset);
+HIDDEN int temp_write(CipherFile *file, const unsigned char *in, int amount, sqlite3_int64 offset);
+HIDDEN int temp_truncate(CipherFile *file, sqlite3_int64 size);
 
 // Journal.c
 HIDDEN int read_journal(CipherFile *file, Codec *codec, unsigned char *buffer, int amount, sqlite3_int64 offset);
@@ -235,8 +241,7 @@ HIDDEN int file_rekey(CipherFile *file, const void *key, int nKey, char **messag
 HIDDEN void reserve_for_new_database(CipherFile *file);
 HIDDEN int cipherFileControl(sqlite3_file *pFile, int op, void *pArg);
 
-// IOMethods.c: the top of the file layer. Only VFS.c and Connections.c
-// (the public API) use it; nothing it calls refers back to it.
+// IOMethods.c
 HIDDEN extern const sqlite3_io_methods cipherMethods;
 HIDDEN CipherFile *main_file(sqlite3 *db);
 HIDDEN int inherit_key(CipherFile *file);
