@@ -147,13 +147,13 @@ extension TenantMoves {
                 self.logger.warning("replacing the orphan database of a tenant without a catalog row", metadata: ["database": "tenants/\(tenant)"])
                 try ready.directory.remove(id, force: true)
             }
-            guard let tenants = self.state.databases.configuration.tenants, let layout = ready.directory.layout else {
+            guard let layout = ready.directory.layout else {
                 throw HTTPError(.internalServerError, message: "This server has no tenants directory.")
             }
             do {
-                let checks = BackupRestore.Checks(
-                    migrations: try tenants.migrations.map { try MigrationSet(directory: URL(fileURLWithPath: $0)) },
-                    invariants: PlayerRepository.invariants)
+                // What a valid tenant is belongs to its repository type:
+                // its migration set (loaded once) and its invariants.
+                let checks = BackupRestore.Checks(migrations: PlayerRepository.migrationSet, invariants: PlayerRepository.invariants)
                 try BackupRestore(from: incoming, logger: self.logger).restoreTenant(
                     id, into: layout, encryption: try self.state.databases.configuration.tenantEncryption(), checks: checks)
             } catch {
