@@ -308,9 +308,9 @@ struct MultiTenantServer {
 
     /// The configuration of a new data directory. The catalog's and tenants'
     /// schemas are the sets linked under <data>/migrations. Encrypted
-    /// teams get keys derived from a master key: MTS_MASTER_KEY when set,
+    /// tenants get keys derived from a master key: MTS_MASTER_KEY when set,
     /// else a key file made now (a demo's convenience: keep a real master
-    /// key out of the data directory). Teams may be plain or encrypted, as
+    /// key out of the data directory). Tenants may be plain or encrypted, as
     /// their creator asks, hence `allowPlaintextTenants`.
     static func writeDefaultConfiguration(to file: URL, data: URL) throws {
         let masterKey: [String: String]
