@@ -155,7 +155,7 @@ struct Routes: Sendable {
             // leaves behind. Nobody ever got its token, so it holds no
             // acknowledged data: start it again from scratch.
             if try ready.directory.exists(id) {
-                state.logger.warning("re-creating the orphan database of a tenant without a catalog row", metadata: ["database": "tenants/\(id)"])
+                state.logger.warning("re-creating the orphan database of a tenant without a catalog row", metadata: ["database": "\(id.databaseName)"])
                 try ready.directory.remove(id)
             }
             let encrypted = body.encrypted ?? false

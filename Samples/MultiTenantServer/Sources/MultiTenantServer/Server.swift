@@ -6,6 +6,7 @@ import Darwin
 import Foundation
 import GRDB
 import GRDBRegistry
+import GRDBCipher
 import GRDBMigrations
 import GRDBRegistryExamples
 import GRDBRegistryService
@@ -313,27 +314,27 @@ struct MultiTenantServer {
     /// key out of the data directory). Tenants may be plain or encrypted, as
     /// their creator asks, hence `allowPlaintextTenants`.
     static func writeDefaultConfiguration(to file: URL, data: URL) throws {
-        let masterKey: [String: String]
+        let masterKey: KeySource
         if ProcessInfo.processInfo.environment["MTS_MASTER_KEY"] != nil {
-            masterKey = ["env": "MTS_MASTER_KEY"]
+            masterKey = .environment("MTS_MASTER_KEY")
         } else {
             // Private from the first byte (SecretFiles).
             try SecretFiles.createUnlessPresent(at: data.appendingPathComponent("master.key")) {
                 var generator = SystemRandomNumberGenerator()
                 return Data((0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &generator)) }.joined().utf8)
             }
-            masterKey = ["file": "master.key"]
+            masterKey = .file(data.appendingPathComponent("master.key").path)
         }
-        let document: [String: Any] = [
-            "databases": ["catalog": ["path": "catalog.sqlite", "migrations": "migrations/catalog"]],
-            "tenants": [
-                "root": "tenants", "migrations": "migrations/players", "maxOpen": 256,
-                "masterKey": masterKey, "allowPlaintextTenants": true,
-            ],
-            "shutdownTimeoutSeconds": 5,
-        ]
-        let json = try JSONSerialization.data(withJSONObject: document, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
-        try json.write(to: file)
+        let migrations = data.appendingPathComponent("migrations")
+        let configuration = RegistryConfiguration(
+            databases: [.init(name: "catalog", path: data.appendingPathComponent("catalog.sqlite").path, migrations: migrations.appendingPathComponent("catalog").path)],
+            tenants: .init(
+                root: data.appendingPathComponent("tenants").path, migrations: migrations.appendingPathComponent("players").path,
+                maxOpen: 256, masterKey: masterKey, allowPlaintextTenants: true),
+            shutdownTimeout: .seconds(5))
+        // The library's one writer of the format: paths relative to the
+        // data directory, so that it can move as a whole.
+        try configuration.fileContents(relativeTo: data).write(to: file)
     }
 
     static func say(_ line: String) {

@@ -116,10 +116,10 @@ extension TenantMoves {
             do {
                 try await endFreeze(tenant, moveID: moveID, ready: ready)
             } catch {
-                logger.error("move abandoned, but the catalog could not record it: the tenant stays frozen", metadata: ["database": "tenants/\(tenant)", "error": "\(error)"])
+                logger.error("move abandoned, but the catalog could not record it: the tenant stays frozen", metadata: ["database": "\(id.databaseName)", "error": "\(error)"])
                 return "stays frozen here (writes get 503): the catalog could not record the end of the move (\(error))"
             }
-            logger.info("move abandoned: the tenant takes writes again", metadata: ["database": "tenants/\(tenant)", "move": "\(moveID)"])
+            logger.info("move abandoned: the tenant takes writes again", metadata: ["database": "\(id.databaseName)", "move": "\(moveID)"])
             return "is writable here"
         }
         do {
@@ -144,7 +144,7 @@ extension TenantMoves {
                 throw HTTPError(.notFound, message: "Tenant \(tenant) disappeared from the catalog.")
             }
             let backup = try BackupSet(creatingAt: outgoing, tool: "MultiTenantServer move \(moveID)", logger: logger)
-            let entry = try backup.addTenant(id, in: layout, encryption: try state.databases.configuration.tenantEncryption())
+            let entry = try backup.addTenant(id, in: layout, encryption: try state.databases.tenantStorage().encryption)
             copy = (entry, try backup.finish(), row)
         } catch {
             let now = await rollBack(outgoing, targetLacksIt: before == .absent)
@@ -160,7 +160,7 @@ extension TenantMoves {
                 // The answer is lost: did the target keep it? Ask it to abort.
                 let after = try? await peer.abort()
                 guard let after, after != .imported else {
-                    logger.error("move outcome unknown: the tenant stays frozen", metadata: ["database": "tenants/\(tenant)", "target": "\(target)", "error": "\(error)"])
+                    logger.error("move outcome unknown: the tenant stays frozen", metadata: ["database": "\(id.databaseName)", "target": "\(target)", "error": "\(error)"])
                     throw HTTPError(.badGateway, message: "The target \(target) did not answer the transfer (\(error)) nor its abort: the outcome is unknown, so tenant \(tenant) stays frozen here (writes get 503). Run this move again to resume it.")
                 }
                 let now = await rollBack(outgoing, targetLacksIt: true)
@@ -181,7 +181,7 @@ extension TenantMoves {
         }
         markMoved(tenant, moveID: moveID, target: target)
         let frozen = ContinuousClock.now - frozenAt
-        logger.info("tenant moved", metadata: ["database": "tenants/\(tenant)", "target": "\(target)", "move": "\(moveID)", "frozen": "\(frozen)"])
+        logger.info("tenant moved", metadata: ["database": "\(id.databaseName)", "target": "\(target)", "move": "\(moveID)", "frozen": "\(frozen)"])
 
         // Requests admitted before the redirect finish, then the live
         // files go (the move's own lease first).
@@ -189,7 +189,7 @@ extension TenantMoves {
         do {
             try await removeLiveFiles(of: id, ready: ready)
         } catch {
-            logger.error("the moved tenant's live files could not be removed", metadata: ["database": "tenants/\(tenant)", "error": "\(error)"])
+            logger.error("the moved tenant's live files could not be removed", metadata: ["database": "\(id.databaseName)", "error": "\(error)"])
         }
         var keptAt = data.appendingPathComponent("moved/\(tenant)-\(moveID)")
         do {

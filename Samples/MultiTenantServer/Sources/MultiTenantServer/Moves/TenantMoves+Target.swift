@@ -51,9 +51,9 @@ extension TenantMoves {
                 do {
                     try await self.removeLiveFiles(of: id, ready: ready)
                 } catch {
-                    self.logger.error("an aborted import left its file", metadata: ["database": "tenants/\(tenant)", "error": "\(error)"])
+                    self.logger.error("an aborted import left its file", metadata: ["database": "\(id.databaseName)", "error": "\(error)"])
                 }
-                self.logger.info("import aborted by its source", metadata: ["database": "tenants/\(tenant)", "move": "\(moveID)"])
+                self.logger.info("import aborted by its source", metadata: ["database": "\(id.databaseName)", "move": "\(moveID)"])
             }
             let row = try await catalog.move(of: tenant)
             return MovePeer.StateDocument(state: Self.importState(row, moveID: moveID))
@@ -130,7 +130,7 @@ extension TenantMoves {
             // A file without a catalog row holds no acknowledged data (a
             // creation or an import that failed): replaced, as a creation does.
             if try ready.directory.exists(id) {
-                self.logger.warning("replacing the orphan database of a tenant without a catalog row", metadata: ["database": "tenants/\(tenant)"])
+                self.logger.warning("replacing the orphan database of a tenant without a catalog row", metadata: ["database": "\(id.databaseName)"])
                 try ready.directory.remove(id, force: true)
             }
             guard let layout = ready.directory.layout else {
@@ -141,7 +141,7 @@ extension TenantMoves {
                 // its migration set (loaded once) and its invariants.
                 let checks = BackupRestore.Checks(migrations: PlayerRepository.migrationSet, invariants: PlayerRepository.invariants)
                 try BackupRestore(from: incoming, logger: self.logger).restoreTenant(
-                    id, into: layout, encryption: try self.state.databases.configuration.tenantEncryption(), checks: checks)
+                    id, into: layout, encryption: try self.state.databases.tenantStorage().encryption, checks: checks)
             } catch {
                 throw HTTPError(.unprocessableContent, message: "The copy of tenant \(tenant) fails its checks: \(error)")
             }
@@ -166,9 +166,9 @@ extension TenantMoves {
                 self.clearMoved(tenant)
                 do {
                     let removed = try self.removeKeptCopies(of: tenant)
-                    self.logger.info("tenant moved back here", metadata: ["database": "tenants/\(tenant)", "removed": "\(removed)"])
+                    self.logger.info("tenant moved back here", metadata: ["database": "\(id.databaseName)", "removed": "\(removed)"])
                 } catch {
-                    self.logger.warning("the copy an earlier move kept could not be removed", metadata: ["database": "tenants/\(tenant)", "error": "\(error)"])
+                    self.logger.warning("the copy an earlier move kept could not be removed", metadata: ["database": "\(id.databaseName)", "error": "\(error)"])
                 }
             }
             // Listed: from here on the import is acknowledged, whatever
@@ -177,9 +177,9 @@ extension TenantMoves {
                 let hash = transfer.tenant.tokenHash
                 try await ready.catalog.waitUntil { $0.tenants[tenant].map { $0.tokenHash == hash } ?? false }
             } catch {
-                self.logger.warning("the catalog view is late on an imported tenant", metadata: ["database": "tenants/\(tenant)", "error": "\(error)"])
+                self.logger.warning("the catalog view is late on an imported tenant", metadata: ["database": "\(id.databaseName)", "error": "\(error)"])
             }
-            self.logger.info("tenant imported", metadata: ["database": "tenants/\(tenant)", "move": "\(transfer.moveID)", "size": "\(entry.size)"])
+            self.logger.info("tenant imported", metadata: ["database": "\(id.databaseName)", "move": "\(transfer.moveID)", "size": "\(entry.size)"])
             return true
         }
         return EditedResponse(status: created ? .created : .ok, response: done)
