@@ -8,12 +8,26 @@ public enum ManagedDatabaseError: Error, CustomStringConvertible, Sendable, Equa
     /// is gone.
     case closed(database: String)
 
+    /// Writes are frozen (``ManagedDatabase/freezeWrites(timeout:)``): the
+    /// write was refused before it started, or its commit rolled back.
+    /// Retry later: a server answers 503 with `Retry-After`.
+    case writesFrozen(database: String)
+
+    /// ``ManagedDatabase/freezeWrites(timeout:)`` gave up: writes queued
+    /// before it were still running after `timeout`. The freeze was
+    /// withdrawn: writes go through as before.
+    case freezeTimedOut(database: String, timeout: Duration)
+
     public var description: String {
         switch self {
         case let .notAcceptingWrites(database):
             return "\(database) is shutting down and accepts no more writes: the transaction was rolled back. Retry on another instance, or after restart."
         case let .closed(database):
             return "\(database) is closed: open it again to read or observe it."
+        case let .writesFrozen(database):
+            return "\(database) accepts no writes for now (its writes are frozen, during a move or a maintenance): nothing was written. Retry in a moment."
+        case let .freezeTimedOut(database, timeout):
+            return "The writes of \(database) did not finish within \(timeout), so it was not frozen: writes go on as before. Retry when it is less busy, or with a longer timeout."
         }
     }
 }

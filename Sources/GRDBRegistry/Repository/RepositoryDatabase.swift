@@ -239,6 +239,10 @@ public final class RepositoryDatabase: TopLevelDatabaseReader, Sendable {
     /// Where queryables observing this database share their observations.
     public var sharedObservations: SharedObservations? { managed.sharedObservations }
 
+    /// The number of transactions committed since the database opened:
+    /// see ``ManagedDatabase/commitCount`` (read your writes from memory).
+    public var commitCount: Int { managed.commitCount }
+
     /// A read-only context, for queryables.
     public var context: DatabaseContext {
         managed.context.readOnly()

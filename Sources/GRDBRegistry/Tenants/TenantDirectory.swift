@@ -34,8 +34,10 @@ import Tracing
 ///   never evicted: every use holds a ``TenantLease`` (``lease(_:)``,
 ///   ``withRepository(_:_:)``, and the readers of the contexts returned by
 ///   the key-path subscript (``subscript(_:)``), which a live ``Query``
-///   keeps). When every open
-///   tenant is in use, the cap is exceeded until leases are released.
+///   keeps). When every open tenant is in use, the cap is exceeded until
+///   leases are released, and the least recently used leased tenants are
+///   asked back: their repositories end what holds leases for long (see
+///   ``TenantRepository/directoryWantsTenantBack(_:)``).
 /// - **Shutdown.** ``close(drainTimeout:)`` drains, checkpoints and closes
 ///   every tenant, leased or not.
 public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseContainer, Sendable {
@@ -57,6 +59,9 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
         var generation: UInt64
         var leases = 0
         var lastUse: UInt64
+        /// Whether the repository was asked to give the tenant back
+        /// (over the cap) since its last lease: asked once per lease.
+        var reclaimAsked = false
         /// Called once the opening or closing ends: with nil to look again,
         /// or with the error of the opening.
         var waiters: [@Sendable ((any Error)?) -> Void] = []
@@ -275,6 +280,8 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
             if repository != nil { reportOpenCount() }
             finishClosing(id, generation: generation)
         }
+        // Its streams end now, rather than with the errors of a closed database.
+        repository?.directoryWantsTenantBack(.removal)
         try? repository?.managedDatabase.close()
         // Closed: no write can land between the hook and the deletion. A
         // failed hook leaves the files; the next lease opens them again.
@@ -501,6 +508,7 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
             }
             return open
         }
+        for (_, _, repository) in open { repository.directoryWantsTenantBack(.shutdown) }
         await withTaskGroup(of: Void.self) { group in
             for (id, generation, repository) in open {
                 group.addTask {
@@ -534,6 +542,7 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
                 case let .open(repository):
                     slot.leases += 1
                     slot.lastUse = state.clock
+                    slot.reclaimAsked = false
                     state.slots[id] = slot
                     return .leased(repository, generation: slot.generation)
                 case .opening, .closing:
@@ -584,23 +593,23 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
     /// waiters, and evicts beyond the cap.
     private func finishOpening(_ id: TenantID, generation: UInt64, _ result: Result<Repository, any Error>) throws -> Repository {
         defer { closes.leave() }
-        let (waiters, evicted, closeNow): ([@Sendable ((any Error)?) -> Void], [(TenantID, UInt64, Repository)], Repository?) = state.withLock { state in
+        let (waiters, over, closeNow): ([@Sendable ((any Error)?) -> Void], OverCapacity, Repository?) = state.withLock { state in
             guard let slot = state.slots[id], slot.generation == generation else {
                 // Unreachable: only the opener replaces an opening slot.
-                return ([], [], try? result.get())
+                return ([], OverCapacity(), try? result.get())
             }
             switch result {
             case let .success(repository):
                 if state.isClosed {
                     state.slots[id] = nil
-                    return (slot.waiters, [], repository)
+                    return (slot.waiters, OverCapacity(), repository)
                 }
                 state.slots[id] = Slot(phase: .open(repository), generation: generation, leases: 1, lastUse: state.clock)
                 state.openCount += 1
                 return (slot.waiters, evictIdle(&state), nil)
             case .failure:
                 state.slots[id] = nil
-                return (slot.waiters, [], nil)
+                return (slot.waiters, OverCapacity(), nil)
             }
         }
         if let closeNow {
@@ -615,7 +624,7 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
         }
         let error: (any Error)? = closeNow != nil ? TenantError.directoryClosed : result.failure
         for waiter in waiters { waiter(error) }
-        scheduleClose(evicted)
+        handle(over)
         reportOpenCount()
         if let error { throw error }
         return try result.get()
@@ -638,20 +647,29 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
 
     /// Bookkeeping only: it runs in `TenantLease.deinit`.
     private func release(_ id: TenantID, generation: UInt64) {
-        let evicted = state.withLock { state -> [(TenantID, UInt64, Repository)] in
-            guard var slot = state.slots[id], slot.generation == generation else { return [] }
+        let over = state.withLock { state -> OverCapacity in
+            guard var slot = state.slots[id], slot.generation == generation else { return OverCapacity() }
             state.clock += 1
             slot.leases -= 1
             slot.lastUse = state.clock
             state.slots[id] = slot
             return evictIdle(&state)
         }
-        scheduleClose(evicted)
+        handle(over)
+    }
+
+    /// What is over the cap: the idle tenants to close, and the leased
+    /// ones whose repositories are asked to give them back.
+    private struct OverCapacity {
+        var evicted: [(TenantID, UInt64, Repository)] = []
+        var asked: [Repository] = []
     }
 
     /// Picks the least recently used idle tenants to close until the cap
-    /// holds, and marks them closing.
-    private func evictIdle(_ state: inout State) -> [(TenantID, UInt64, Repository)] {
+    /// holds, and marks them closing. When the leased ones alone pass the
+    /// cap, picks the least recently used of them to ask back (see
+    /// ``TenantRepository/directoryWantsTenantBack(_:)``), once per lease.
+    private func evictIdle(_ state: inout State) -> OverCapacity {
         var evicted: [(TenantID, UInt64, Repository)] = []
         while state.openCount > maxOpen {
             // A linear scan per eviction: over the cap, a lease usually
@@ -667,7 +685,32 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
             state.openCount -= 1
             evicted.append((oldest.id, oldest.slot.generation, oldest.repository))
         }
-        return evicted
+        var asked: [Repository] = []
+        guard state.openCount > maxOpen else { return OverCapacity(evicted: evicted) }
+        var alreadyAsked = state.slots.values.count(where: { slot in
+            guard case .open = slot.phase else { return false }
+            return slot.reclaimAsked
+        })
+        while state.openCount - alreadyAsked > maxOpen {
+            var oldest: (id: TenantID, lastUse: UInt64, repository: Repository)?
+            for (id, slot) in state.slots where slot.leases > 0 && !slot.reclaimAsked {
+                if case let .open(repository) = slot.phase, slot.lastUse < oldest?.lastUse ?? .max {
+                    oldest = (id, slot.lastUse, repository)
+                }
+            }
+            guard let oldest else { break }
+            state.slots[oldest.id]?.reclaimAsked = true
+            alreadyAsked += 1
+            asked.append(oldest.repository)
+        }
+        return OverCapacity(evicted: evicted, asked: asked)
+    }
+
+    /// Asks the repositories over the cap to give their tenants back, and
+    /// closes the evicted tenants on the directory's queue.
+    private func handle(_ over: OverCapacity) {
+        for repository in over.asked { repository.directoryWantsTenantBack(.overCapacity) }
+        scheduleClose(over.evicted)
     }
 
     /// Checkpoints and closes evicted tenants on the directory's queue.

@@ -45,11 +45,54 @@ public protocol TenantRepository: TopLevelDatabaseReader, Sendable {
     /// The managed database of the repository: the directory drains,
     /// checkpoints and closes it.
     var managedDatabase: ManagedDatabase { get }
+
+    /// Called when the directory wants this tenant closed while leases
+    /// on it live: end what holds them for long (server-sent event
+    /// streams, long polls), so that they release their leases and the
+    /// tenant closes. Requests that end on their own need nothing.
+    ///
+    /// ```swift
+    /// func directoryWantsTenantBack(_ reason: TenantReclaim) {
+    ///     liveLeaderboard.endStreams()   // clients reconnect, which leases it again
+    /// }
+    /// ```
+    ///
+    /// The directory calls it outside its lock, on the thread where it
+    /// decides: after a lease or a release beyond the cap
+    /// (``TenantReclaim/overCapacity``, for the least recently used leased
+    /// tenants, once per lease), in ``TenantDirectory/remove(_:force:)``
+    /// (``TenantReclaim/removal``) and in
+    /// ``TenantDirectory/close(drainTimeout:)`` (``TenantReclaim/shutdown``).
+    /// It must be quick and must not block, nor lease from the directory.
+    /// The default does nothing.
+    func directoryWantsTenantBack(_ reason: TenantReclaim)
 }
 
 extension TenantRepository {
     /// Shares observations with every context of the tenant.
     public var sharedObservations: SharedObservations? { managedDatabase.sharedObservations }
+
+    /// Nothing holds this tenant's leases for long.
+    public func directoryWantsTenantBack(_ reason: TenantReclaim) { }
+
+    /// The number of transactions committed on the tenant since it
+    /// opened: see ``ManagedDatabase/commitCount`` (read your writes from
+    /// memory). A tenant that closes and opens again counts from its
+    /// migrations again: keep what is tagged with it in the repository,
+    /// which opens with it.
+    public var commitCount: Int { managedDatabase.commitCount }
+}
+
+/// Why a ``TenantDirectory`` wants a tenant in use closed
+/// (``TenantRepository/directoryWantsTenantBack(_:)``).
+public enum TenantReclaim: Sendable, Equatable {
+    /// More tenants are open than the directory's `maxOpen`, and none of
+    /// the others is idle: this one is the least recently leased.
+    case overCapacity
+    /// The tenant is being removed (``TenantDirectory/remove(_:force:)``).
+    case removal
+    /// The directory shuts down (``TenantDirectory/close(drainTimeout:)``).
+    case shutdown
 }
 
 /// What a ``TenantDirectory`` hands to ``TenantRepository/openTenant(_:)``:
