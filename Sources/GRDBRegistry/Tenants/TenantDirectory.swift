@@ -202,9 +202,10 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
         FileManager.default.fileExists(atPath: try path(of: id))
     }
 
-    /// Creates and migrates the database of a new tenant, atomically: the
-    /// database is built under a temporary name, closed, then renamed. A
-    /// failure leaves no file behind. Blocking I/O.
+    /// Creates and migrates the database of a new tenant, atomically and
+    /// durably: the database is built under a temporary name, closed,
+    /// flushed to the disk, then linked to its name, and the directory
+    /// flushed. A failure leaves no file behind. Blocking I/O.
     ///
     /// - parameter id: The new tenant.
     /// - parameter configuration: The configuration of the new database;
@@ -213,13 +214,15 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
     ///   An encrypted tenant is provisioned with its key here.
     /// - throws: ``TenantError/alreadyExists(_:)``, or the error of the
     ///   migrations, or ``RepositoryOperationError`` when the new database
-    ///   can't be checkpointed into its file (a full disk).
+    ///   can't be checkpointed into its file (a full disk), or
+    ///   ``TenantError/fileSystem(_:path:operation:reason:)`` when it can't
+    ///   be flushed or named. A failure leaves no file behind.
     public func provision(_ id: TenantID, configuration: Configuration? = nil) throws {
         let path = try path(of: id)
         guard let layout else { throw TenantError.notConfigured }
         if FileManager.default.fileExists(atPath: path) { throw TenantError.alreadyExists(id) }
         let temporary = layout.provisioningPath(for: id)
-        defer { Self.removeFiles(of: temporary) }
+        defer { DurableFiles.removeDatabase(temporary) }
         let repository = try Repository.openTenant(opening(
             id, path: temporary, policy: .apply,
             configuration: configuration ?? self.configuration(id, path)))
@@ -240,11 +243,21 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
                 database: repository.managedDatabase.name, operation: .write,
                 underlying: DatabaseError(resultCode: .SQLITE_IOERR, message: "the new database kept \(walSize) bytes of WAL after its checkpoint"))
         }
+        // Durable before it has its name, and its name durable before
+        // this returns: a power loss leaves no tenant, or the whole one.
         // link(2) fails if the destination exists: two concurrent
         // provisions of one id can't both succeed.
-        guard link(temporary, path) == 0 else {
-            if errno == EEXIST { throw TenantError.alreadyExists(id) }
-            throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: path])
+        do throws(DurableFiles.Failure) {
+            try DurableFiles.syncFile(temporary)
+            try DurableFiles.publish(temporary, as: path, replacing: false)
+        } catch {
+            if error.exists { throw TenantError.alreadyExists(id) }
+            // Linked, but its name may not survive a power loss: not
+            // created, as promised (nobody leased an id not created yet).
+            if FileManager.default.fileExists(atPath: path), !FileManager.default.fileExists(atPath: temporary) {
+                DurableFiles.removeDatabase(path)
+            }
+            throw TenantError.fileSystem(id, path: error.path, operation: error.operation, reason: error.reason)
         }
     }
 
@@ -286,13 +299,7 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
         // Closed: no write can land between the hook and the deletion. A
         // failed hook leaves the files; the next lease opens them again.
         try willRemove?(id, path)
-        Self.removeFiles(of: path)
-    }
-
-    private static func removeFiles(of path: String) {
-        for suffix in ["", "-wal", "-shm", "-journal"] {
-            try? FileManager.default.removeItem(atPath: path + suffix)
-        }
+        DurableFiles.removeDatabase(path)
     }
 
     // MARK: - Using tenants
