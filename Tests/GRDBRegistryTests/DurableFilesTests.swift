@@ -90,10 +90,7 @@ private struct PlainTenant: TenantRepository {
     let database: RepositoryDatabase
 
     static func openTenant(_ opening: TenantOpening) throws -> PlainTenant {
-        try PlainTenant(database: RepositoryDatabase(
-            path: opening.path, name: opening.name, migrator: migrator, policy: opening.policy,
-            invariants: [], configuration: opening.configuration, connections: opening.connections,
-            checkpointOnClose: opening.checkpointOnClose, onEvent: opening.onEvent, tracer: opening.tracer))
+        try PlainTenant(database: RepositoryDatabase(opening: opening, migrator: migrator, invariants: []))
     }
 
     var reader: any DatabaseReader { get throws { try database.reader } }

@@ -283,7 +283,7 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
     ///   private in-memory database.
     public var readOnlyReader: ReadOnlyDatabaseReader {
         get throws {
-            try ReadOnlyDatabaseReader(try reader, connection: readOnlyConnection, retaining: nil)
+            try ReadOnlyDatabaseReader(try reader, connection: readOnlyConnection, retaining: nil, observations: sharedObservations)
         }
     }
 

@@ -152,6 +152,27 @@ public final class RepositoryDatabase: TopLevelDatabaseReader, Sendable {
             invariantsHeld: inspection == .upToDate)
     }
 
+    /// Opens the database of a tenant as its ``TenantDirectory`` decided
+    /// (``TenantOpening``: path, name, migration policy, configuration,
+    /// connection set, observer, checkpoint, tracer), migrates it and
+    /// checks its invariants: a ``TenantRepository/openTenant(_:)`` in one
+    /// line.
+    ///
+    /// ```swift
+    /// static func openTenant(_ opening: TenantOpening) throws -> NotesRepository {
+    ///     try NotesRepository(database: RepositoryDatabase(opening: opening, migrator: migrator, invariants: invariants))
+    /// }
+    /// ```
+    ///
+    /// - throws: The errors of
+    ///   ``init(path:name:migrator:policy:invariants:configuration:connections:checkpointOnClose:onEvent:tracer:)``.
+    public convenience init(opening: TenantOpening, migrator: DatabaseMigrator?, invariants: [DatabaseInvariant]) throws {
+        try self.init(
+            path: opening.path, name: opening.name, migrator: migrator, policy: opening.policy,
+            invariants: invariants, configuration: opening.configuration, connections: opening.connections,
+            checkpointOnClose: opening.checkpointOnClose, onEvent: opening.onEvent, tracer: opening.tracer)
+    }
+
     /// A repository database over `writer`, which it now owns: an
     /// in-memory `DatabaseQueue.inMemoryWithReadOnlyAccess()` for tests (a
     /// private `DatabaseQueue()` has no connection for ``reader``), or a
