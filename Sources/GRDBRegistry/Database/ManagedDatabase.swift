@@ -31,6 +31,46 @@ import Tracing
 ///
 /// Closing and checkpointing are blocking SQLite I/O: call them off the
 /// request path.
+///
+/// ## Topics
+///
+/// ### Opening
+///
+/// - ``init(path:name:connection:configuration:connections:checks:checkpointOnClose:onEvent:tracer:)``
+/// - ``init(name:writer:checks:checkpointOnClose:onEvent:tracer:)``
+/// - ``Connection``
+/// - ``name``
+///
+/// ### Reading
+///
+/// - ``reader``
+/// - ``readOnlyReader``
+/// - ``context``
+/// - ``sharedObservations``
+///
+/// ### Writing
+///
+/// - ``write(_:)-6ft3j``
+/// - ``writer``
+/// - ``commitCount``
+/// - ``isAcceptingWrites``
+///
+/// ### Freezing writes
+///
+/// - ``freezeWrites(timeout:)``
+/// - ``isFrozen``
+///
+/// ### Shutting down
+///
+/// - ``drain(timeout:)``
+/// - ``checkpoint(_:)``
+/// - ``checkpointOnClose``
+/// - ``close()``
+/// - ``isClosed``
+///
+/// ### Events
+///
+/// - ``Event``
 public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
     /// What happens to the commits of a managed database, for metrics.
     public enum Event: Sendable, Equatable {

@@ -65,6 +65,33 @@ import Tracing
 /// - A file refused at open is left as it was, byte for byte, with no
 ///   `-wal`, `-shm` or `-journal` created beside it: it is looked at
 ///   through a connection that cannot write before the writer opens.
+///
+/// ## Topics
+///
+/// ### Opening
+///
+/// - ``init(path:name:migrator:policy:invariants:configuration:connections:checkpointOnClose:onEvent:tracer:)``
+/// - ``init(opening:migrator:invariants:)``
+/// - ``init(writer:name:migrator:policy:invariants:checkpointOnClose:onEvent:tracer:)``
+/// - ``MigrationPolicy``
+/// - ``name``
+///
+/// ### Reading
+///
+/// - ``reader``
+/// - ``context``
+/// - ``sharedObservations``
+/// - ``commitCount``
+///
+/// ### Writing
+///
+/// - ``write(_:)-86uhg``
+/// - ``invariants``
+///
+/// ### The managed database
+///
+/// - ``managed``
+/// - ``close()``
 public final class RepositoryDatabase: TopLevelDatabaseReader, Sendable {
     /// What opening does with migrations that are not applied yet.
     public enum MigrationPolicy: Sendable, Equatable {

@@ -40,6 +40,42 @@ import Tracing
 ///   ``TenantRepository/directoryWantsTenantBack(_:)``).
 /// - **Shutdown.** ``close(drainTimeout:)`` drains, checkpoints and closes
 ///   every tenant, leased or not.
+///
+/// ## Topics
+///
+/// ### Creating a directory
+///
+/// - ``init(root:maxOpen:policy:connections:configuration:onEvent:checkpointOnClose:willRemove:tracer:)``
+/// - ``notConfigured``
+/// - ``root``
+/// - ``layout``
+/// - ``maxOpen``
+/// - ``policy``
+/// - ``connections``
+///
+/// ### Tenant files
+///
+/// - ``path(of:)``
+/// - ``tenants()``
+/// - ``exists(_:)``
+/// - ``provision(_:configuration:)``
+/// - ``remove(_:force:)``
+///
+/// ### Using tenants
+///
+/// - ``lease(_:)``
+/// - ``leaseBlocking(_:)``
+/// - ``withRepository(_:_:)``
+/// - ``forEachTenant(maxConcurrency:_:)``
+/// - ``subscript(_:)``
+/// - ``value(named:)``
+///
+/// ### Open tenants
+///
+/// - ``openCount``
+/// - ``isOpen(_:)``
+/// - ``closeIdleTenants()``
+/// - ``close(drainTimeout:)``
 public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseContainer, Sendable {
     /// The directory of tenant databases, or nil for ``notConfigured``.
     public let root: URL?
