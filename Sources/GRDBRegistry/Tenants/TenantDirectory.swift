@@ -211,7 +211,7 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
     ///   opening it.
     public func lease(_ id: TenantID) async throws -> TenantLease<Repository> {
         let tracing = tracing
-        return try await tracing.withSpan(.lease, database: "tenants/\(id)") { span in
+        return try await tracing.withSpan(.lease, database: id.databaseName) { span in
             let path = try path(of: id)
             while true {
                 switch try attempt(id) {
@@ -423,7 +423,7 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
     /// under `context` (the lease's span, or the current one).
     private func open(_ id: TenantID, path: String, context: ServiceContext?) -> Result<Repository, any Error> {
         Result {
-            try tracing.withSpan(.open, database: "tenants/\(id)", context: context) { _ in
+            try tracing.withSpan(.open, database: id.databaseName, context: context) { _ in
                 guard FileManager.default.fileExists(atPath: path) else { throw TenantError.unknownTenant(id) }
                 return try Repository.openTenant(opening(id, path: path, policy: policy, configuration: configuration(id, path)))
             }

@@ -124,7 +124,7 @@ public struct TenantOpening: Sendable {
 
     /// The name of the tenant's database in errors, logs and metrics:
     /// `tenants/<id>`.
-    public var name: String { "tenants/\(id)" }
+    public var name: String { id.databaseName }
 
     /// The opening of tenant `id`'s database at `path`: the directory
     /// builds it; build one yourself to open a tenant's repository outside
