@@ -360,8 +360,12 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
     /// cached = (value, required)                    // loaded before the read
     /// ```
     ///
-    /// A live ``Query`` does the same in its request's `fetch`: on the
-    /// writer (a fetch after a commit), load the count before the `SELECT`.
+    /// Don't tag from inside a queryable's `fetch` on a read-only
+    /// connection (the contexts of a ``RepositoryDatabase`` or a tenant
+    /// lease): its snapshot may begin before the count loads, and a count
+    /// newer than the snapshot would claim writes it lacks. On the writer
+    /// (GRDB's fetch right after a commit, where no other commit can
+    /// happen), loading the count before the `SELECT` is exact.
     ///
     /// Loading it is one atomic read.
     public var commitCount: Int {
