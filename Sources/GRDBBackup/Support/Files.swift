@@ -30,7 +30,7 @@ package enum Files {
     }
 
     /// Removes a database file and the journal, WAL and WAL index SQLite
-    /// may have left next to it (``DurableFiles``, in GRDBRegistry).
+    /// may have left next to it (`DurableFiles`, in GRDBRegistry).
     package static func removeDatabase(_ path: String) {
         DurableFiles.removeDatabase(path)
     }
@@ -56,7 +56,7 @@ package enum Files {
         try backupError { () throws(DurableFiles.Failure) in try DurableFiles.publish(temporary, as: path, replacing: replacing) }
     }
 
-    /// Runs a step of ``DurableFiles``, with its failure as a ``BackupError``.
+    /// Runs a step of `DurableFiles`, with its failure as a `BackupError`.
     private static func backupError(_ body: () throws(DurableFiles.Failure) -> Void) throws {
         do {
             try body()
