@@ -319,11 +319,11 @@ public struct PlayerRepository: TopLevelDatabaseReader, TenantRepository, Sendab
     /// path, migration policy, configuration, connections, checkpoint, and
     /// the observer of its events.
     public static func openTenant(_ opening: TenantOpening) throws -> PlayerRepository {
-        try PlayerRepository(
-            path: opening.path, name: opening.name, policy: opening.policy,
-            configuration: opening.configuration, connections: opening.connections,
-            checkpointOnClose: opening.checkpointOnClose, onEvent: opening.onEvent,
-            tracer: opening.tracer)
+        try PlayerRepository(database: RepositoryDatabase(opening: opening, migrator: migrator, invariants: invariants))
+    }
+
+    private init(database: RepositoryDatabase) {
+        self.database = database
     }
 
     /// The managed database: the tenant directory drains, checkpoints

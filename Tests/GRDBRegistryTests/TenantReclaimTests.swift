@@ -23,10 +23,7 @@ private final class StreamingTenant: TenantRepository {
     }
 
     static func openTenant(_ opening: TenantOpening) throws -> StreamingTenant {
-        try StreamingTenant(database: RepositoryDatabase(
-            path: opening.path, name: opening.name, migrator: migrator, policy: opening.policy,
-            invariants: [], configuration: opening.configuration, connections: opening.connections,
-            checkpointOnClose: opening.checkpointOnClose, onEvent: opening.onEvent, tracer: opening.tracer))
+        try StreamingTenant(database: RepositoryDatabase(opening: opening, migrator: migrator, invariants: []))
     }
 
     var reader: any DatabaseReader { get throws { try database.reader } }

@@ -44,6 +44,10 @@ final class CommitPolicy: TransactionObserver, Sendable {
     /// commit, before the write that made it returns: an atomic, so that
     /// reading it on every request costs no lock.
     private let commits = Atomic<Int>(0)
+    /// The number of freezes not ended yet, mirrored from the state on
+    /// each change under its lock: every checked write reads it, without
+    /// taking the lock.
+    private let freezeCount = Atomic<Int>(0)
 
     init(database: String, checks: [CommitCheck], enforcing: Bool, onEvent: (@Sendable (ManagedDatabase.Event) -> Void)?) {
         self.database = database
@@ -124,6 +128,7 @@ final class CommitPolicy: TransactionObserver, Sendable {
         state.withLock { state in
             state.nextFreeze += 1
             state.freezes.insert(state.nextFreeze)
+            freezeCount.store(state.freezes.count, ordering: .releasing)
             return state.nextFreeze
         }
     }
@@ -142,12 +147,13 @@ final class CommitPolicy: TransactionObserver, Sendable {
         state.withLock { state in
             state.freezes.remove(freeze)
             state.sealedFreezes.remove(freeze)
+            freezeCount.store(state.freezes.count, ordering: .releasing)
         }
     }
 
     /// Whether a freeze is in effect (checked writes are refused).
     var isFrozen: Bool {
-        state.withLock { !$0.freezes.isEmpty }
+        freezeCount.load(ordering: .acquiring) > 0
     }
 
     /// Throws the first broken invariant, after reporting it: over the

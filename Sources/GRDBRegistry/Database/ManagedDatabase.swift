@@ -31,6 +31,46 @@ import Tracing
 ///
 /// Closing and checkpointing are blocking SQLite I/O: call them off the
 /// request path.
+///
+/// ## Topics
+///
+/// ### Opening
+///
+/// - ``init(path:name:connection:configuration:connections:checks:checkpointOnClose:onEvent:tracer:)``
+/// - ``init(name:writer:checks:checkpointOnClose:onEvent:tracer:)``
+/// - ``Connection``
+/// - ``name``
+///
+/// ### Reading
+///
+/// - ``reader``
+/// - ``readOnlyReader``
+/// - ``context``
+/// - ``sharedObservations``
+///
+/// ### Writing
+///
+/// - ``write(_:)-6ft3j``
+/// - ``writer``
+/// - ``commitCount``
+/// - ``isAcceptingWrites``
+///
+/// ### Freezing writes
+///
+/// - ``freezeWrites(timeout:)``
+/// - ``isFrozen``
+///
+/// ### Shutting down
+///
+/// - ``drain(timeout:)``
+/// - ``checkpoint(_:)``
+/// - ``checkpointOnClose``
+/// - ``close()``
+/// - ``isClosed``
+///
+/// ### Events
+///
+/// - ``Event``
 public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
     /// What happens to the commits of a managed database, for metrics.
     public enum Event: Sendable, Equatable {
@@ -283,7 +323,7 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
     ///   private in-memory database.
     public var readOnlyReader: ReadOnlyDatabaseReader {
         get throws {
-            try ReadOnlyDatabaseReader(try reader, connection: readOnlyConnection, retaining: nil)
+            try ReadOnlyDatabaseReader(try reader, connection: readOnlyConnection, retaining: nil, observations: sharedObservations)
         }
     }
 
@@ -320,8 +360,12 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
     /// cached = (value, required)                    // loaded before the read
     /// ```
     ///
-    /// A live ``Query`` does the same in its request's `fetch`: on the
-    /// writer (a fetch after a commit), load the count before the `SELECT`.
+    /// Don't tag from inside a queryable's `fetch` on a read-only
+    /// connection (the contexts of a ``RepositoryDatabase`` or a tenant
+    /// lease): its snapshot may begin before the count loads, and a count
+    /// newer than the snapshot would claim writes it lacks. On the writer
+    /// (GRDB's fetch right after a commit, where no other commit can
+    /// happen), loading the count before the `SELECT` is exact.
     ///
     /// Loading it is one atomic read.
     public var commitCount: Int {

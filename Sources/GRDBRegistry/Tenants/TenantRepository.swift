@@ -17,11 +17,7 @@ import Tracing
 ///
 ///     static func openTenant(_ opening: TenantOpening) throws -> NotesRepository {
 ///         // Everything the directory decided for this tenant goes through.
-///         try NotesRepository(database: RepositoryDatabase(
-///             path: opening.path, name: opening.name, migrator: migrator, policy: opening.policy,
-///             invariants: [], configuration: opening.configuration, connections: opening.connections,
-///             checkpointOnClose: opening.checkpointOnClose, onEvent: opening.onEvent,
-///             tracer: opening.tracer))
+///         try NotesRepository(database: RepositoryDatabase(opening: opening, migrator: migrator, invariants: []))
 ///     }
 ///
 ///     var reader: any DatabaseReader { get throws { try database.reader } }
@@ -101,11 +97,7 @@ public enum TenantReclaim: Sendable, Equatable {
 /// daemon's connection set and observer) rather than process-wide defaults.
 ///
 /// ```swift
-/// let database = try RepositoryDatabase(
-///     path: opening.path, name: opening.name, migrator: migrator, policy: opening.policy,
-///     invariants: invariants, configuration: opening.configuration,
-///     connections: opening.connections, checkpointOnClose: opening.checkpointOnClose,
-///     onEvent: opening.onEvent, tracer: opening.tracer)
+/// let database = try RepositoryDatabase(opening: opening, migrator: migrator, invariants: invariants)
 /// ```
 public struct TenantOpening: Sendable {
     /// The tenant.
@@ -132,7 +124,7 @@ public struct TenantOpening: Sendable {
 
     /// The name of the tenant's database in errors, logs and metrics:
     /// `tenants/<id>`.
-    public var name: String { "tenants/\(id)" }
+    public var name: String { id.databaseName }
 
     /// The opening of tenant `id`'s database at `path`: the directory
     /// builds it; build one yourself to open a tenant's repository outside
