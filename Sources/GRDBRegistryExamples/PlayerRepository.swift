@@ -32,7 +32,7 @@ import Tracing
 /// Reads go through ``reader`` and ``context``, which are read-only.
 /// Each tenant of a `TenantDirectory` of players is one
 /// `PlayerRepository` (see ``openTenant(_:)``).
-public struct PlayerRepository: TopLevelDatabaseReader, TenantRepository, Sendable {
+public struct PlayerRepository: TopLevelDatabaseReader, TenantRepository, MigrationSetProviding, Sendable {
     private let database: RepositoryDatabase
 
     /// The invariants of a players database.
