@@ -11,13 +11,17 @@ extension TenantStorage {
     ///   not exist yet means no tenant (a daemon that has created none)
     ///   rather than an error.
     func commandLineSelection(_ tenant: String?, missingRootIsEmpty: Bool = false) throws -> [TenantID] {
+        if tenant == nil, !rootExists {
+            if missingRootIsEmpty { return [] }
+            throw ValidationError("The tenants root \(layout.root.path) does not exist.")
+        }
         let selection: Selection
         do {
             selection = try self.selection(tenant)
-        } catch TenantStorageError.missingRoot(_) where missingRootIsEmpty {
-            return []
-        } catch let error as TenantStorageError {
-            throw ValidationError(error.description)
+        } catch let error as TenantIDError {
+            throw ValidationError("Invalid tenant id \(String(reflecting: tenant ?? "")): \(error)")
+        } catch TenantError.unknownTenant(let id) {
+            throw ValidationError("No tenant \(String(reflecting: id.rawValue)): \(path(of: id)) does not exist.")
         }
         for warning in selection.warnings {
             ProgressReporter.write("registryctl: warning: \(warning)\n")
@@ -27,13 +31,13 @@ extension TenantStorage {
 }
 
 extension RegistryConfiguration {
-    /// The storage of the configuration's tenants, with a missing master
-    /// key as a usage error.
+    /// The storage of the configuration's tenants, with no `tenants`
+    /// section as a usage error.
     func tenantStorage() throws -> TenantStorage {
         do {
             return try TenantStorage(configuration: self)
-        } catch let error as TenantStorageError {
-            throw ValidationError(error.description)
+        } catch TenantError.notConfigured {
+            throw ValidationError("The configuration has no \"tenants\" section.")
         }
     }
 }

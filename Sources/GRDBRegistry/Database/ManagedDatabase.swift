@@ -102,7 +102,9 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
     }
 
     /// The kind of connection to open on a file.
-    public enum Connection: Sendable, Equatable {
+    /// The kind of GRDB connection, also the `connection` value of a
+    /// configuration file (`"pool"`, `"queue"`).
+    public enum Connection: String, Sendable, Equatable, CaseIterable {
         /// A `DatabasePool` (WAL mode: concurrent reads).
         case pool
         /// A `DatabaseQueue`.

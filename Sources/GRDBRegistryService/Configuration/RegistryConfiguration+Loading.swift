@@ -1,5 +1,6 @@
 import Foundation
 import GRDBCipher
+import GRDBRegistry
 import Synchronization
 
 extension RegistryConfiguration {
@@ -109,9 +110,9 @@ private struct Builder {
             }
             var path = database.path.map(resolve)
             if let override = environment[overrideName], !override.isEmpty { path = resolve(override) }
-            var connection = RegistryConfiguration.ConnectionKind.pool
+            var connection = ManagedDatabase.Connection.pool
             if let value = database.connection {
-                if let kind = RegistryConfiguration.ConnectionKind(rawValue: value) {
+                if let kind = ManagedDatabase.Connection(rawValue: value) {
                     connection = kind
                 } else {
                     log.add("\(at).connection", "must be pool or queue, not \(String(reflecting: value))")

@@ -44,7 +44,6 @@ import GRDBRegistry
 /// - ``init(databases:tenants:migrationMode:shutdownTimeout:)``
 /// - ``Database``
 /// - ``Cipher``
-/// - ``ConnectionKind``
 /// - ``Tenants``
 /// - ``Replication``
 ///
@@ -76,14 +75,14 @@ public struct RegistryConfiguration: Sendable, Equatable {
         /// The SQLCipher format of the encrypted file (with a `key`).
         public var cipher: Cipher
         /// `pool` (default) or `queue`.
-        public var connection: ConnectionKind
+        public var connection: ManagedDatabase.Connection
         /// How long a connection waits for another one's lock before it
         /// fails with `SQLITE_BUSY`.
         public var busyTimeout: Duration
 
         public init(
             name: String, path: String, migrations: String? = nil, key: KeySource? = nil, cipher: Cipher = Cipher(),
-            connection: ConnectionKind = .pool, busyTimeout: Duration = RegistryConfiguration.defaultBusyTimeout
+            connection: ManagedDatabase.Connection = .pool, busyTimeout: Duration = RegistryConfiguration.defaultBusyTimeout
         ) {
             self.name = name
             self.path = path
@@ -127,12 +126,6 @@ public struct RegistryConfiguration: Sendable, Equatable {
         public func apply(_ key: CipherKey, to configuration: inout GRDB.Configuration) throws {
             try configuration.encrypt(with: key, compatibility: compatibility, pageSize: pageSize)
         }
-    }
-
-    /// The kind of GRDB connection opened on a named database.
-    public enum ConnectionKind: String, Sendable, Equatable, CaseIterable {
-        case pool
-        case queue
     }
 
     /// A directory of one database per tenant (see ``/GRDBRegistry/TenantLayout``).

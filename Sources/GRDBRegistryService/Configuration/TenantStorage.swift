@@ -28,7 +28,6 @@ import GRDBRegistry
 /// ### Building the storage of a configuration
 ///
 /// - ``init(configuration:environment:)``
-/// - ``TenantStorageError``
 ///
 /// ### Names and files
 ///
@@ -37,6 +36,7 @@ import GRDBRegistry
 /// - ``path(of:)``
 /// - ``selection(_:)``
 /// - ``Selection``
+/// - ``rootExists``
 ///
 /// ### Keys and connections
 ///
@@ -86,12 +86,12 @@ public struct TenantStorage: Sendable {
     ///   section (and `replication`, `migrationMode`) describe the storage.
     /// - parameter environment: Where `env` key sources and the
     ///   `GRDBREGISTRY_*` overrides are read (the process's by default).
-    /// - throws: ``TenantStorageError/notConfigured`` when the
+    /// - throws: ``/GRDBRegistry/TenantError/notConfigured`` when the
     ///   configuration has no `tenants`; the errors of
     ///   ``RegistryConfiguration/tenantEncryption(environment:)`` when the
     ///   master key can't be read.
     public init(configuration: RegistryConfiguration, environment: [String: String] = ProcessInfo.processInfo.environment) throws {
-        guard let tenants = configuration.tenants else { throw TenantStorageError.notConfigured }
+        guard let tenants = configuration.tenants else { throw TenantError.notConfigured }
         self.init(
             layout: tenants.layout, encryption: try configuration.tenantEncryption(environment: environment),
             migrations: tenants.migrations.map { URL(fileURLWithPath: $0) }, migrationMode: configuration.migrationMode,
@@ -135,7 +135,8 @@ public struct TenantStorage: Sendable {
     }
 
     /// The tenant named `tenant`, whose file must exist, or every tenant of
-    /// the folder when `tenant` is nil.
+    /// the folder when `tenant` is nil (none when the folder does not exist
+    /// yet: no tenant was created).
     ///
     /// A name never creates a tenant: tenants are created by the
     /// application (``/GRDBRegistry/TenantDirectory/provision(_:configuration:)``),
@@ -145,26 +146,16 @@ public struct TenantStorage: Sendable {
     /// for id in try storage.selection(nil).tenants { print(storage.path(of: id)) }
     /// ```
     ///
-    /// - throws: ``TenantStorageError/invalidTenant(_:reason:)``,
-    ///   ``TenantStorageError/unknownTenant(_:path:)`` or
-    ///   ``TenantStorageError/missingRoot(_:)``.
+    /// - throws: ``/GRDBRegistry/TenantIDError`` for an invalid id;
+    ///   ``/GRDBRegistry/TenantError/unknownTenant(_:)`` when its file does
+    ///   not exist.
     public func selection(_ tenant: String?) throws -> Selection {
         if let tenant {
-            let id: TenantID
-            do {
-                id = try TenantID(tenant)
-            } catch {
-                throw TenantStorageError.invalidTenant(tenant, reason: "\(error)")
-            }
-            guard FileManager.default.fileExists(atPath: path(of: id)) else {
-                throw TenantStorageError.unknownTenant(tenant, path: path(of: id))
-            }
+            let id = try TenantID(tenant)
+            guard FileManager.default.fileExists(atPath: path(of: id)) else { throw TenantError.unknownTenant(id) }
             return Selection(tenants: [id], warnings: [])
         }
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: layout.root.path, isDirectory: &isDirectory), isDirectory.boolValue else {
-            throw TenantStorageError.missingRoot(layout.root.path)
-        }
+        guard rootExists else { return Selection(tenants: [], warnings: []) }
         let listing = try layout.listing()
         let root = layout.root.path
         return Selection(
@@ -174,6 +165,12 @@ public struct TenantStorage: Sendable {
             } + listing.provisioningLeftovers.map {
                 "\($0) in \(root) is left by a tenant creation that did not finish: skipped (delete it)"
             })
+    }
+
+    /// Whether the tenants folder exists (it does once a tenant was created).
+    public var rootExists: Bool {
+        var isDirectory: ObjCBool = false
+        return FileManager.default.fileExists(atPath: layout.root.path, isDirectory: &isDirectory) && isDirectory.boolValue
     }
 
     /// The tenant whose database file is `path`, by the layout's rules
@@ -271,31 +268,6 @@ public struct TenantStorage: Sendable {
     public func encryptedBackupPath(for id: TenantID) -> String? {
         replication?.encryptedBackupDirectory.map {
             URL(fileURLWithPath: $0).appendingPathComponent("\(id.databaseName).\(TenantLayout.fileExtension)").path
-        }
-    }
-}
-
-/// Why a ``TenantStorage`` can't be built or can't find a tenant.
-public enum TenantStorageError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// The configuration has no `tenants` section.
-    case notConfigured
-    /// `tenant` is not a valid tenant id.
-    case invalidTenant(String, reason: String)
-    /// No file for `tenant`: tools never create a tenant.
-    case unknownTenant(String, path: String)
-    /// The tenants folder does not exist.
-    case missingRoot(String)
-
-    public var description: String {
-        switch self {
-        case .notConfigured:
-            "The configuration has no \"tenants\" section: add one with a \"root\" folder."
-        case let .invalidTenant(tenant, reason):
-            "Invalid tenant id \(String(reflecting: tenant)): \(reason)"
-        case let .unknownTenant(tenant, path):
-            "No tenant \(String(reflecting: tenant)): \(path) does not exist."
-        case let .missingRoot(path):
-            "The tenants root \(path) does not exist."
         }
     }
 }

@@ -106,7 +106,7 @@ extension DatabaseService {
             managed = try ManagedDatabase(
                 path: database.path,
                 name: database.name,
-                connection: database.connection == .queue ? .queue : .pool,
+                connection: database.connection,
                 configuration: grdbConfiguration,
                 connections: connections,
                 checks: [.writeGate],

@@ -126,7 +126,7 @@ extension DatabaseService {
         let storage: TenantStorage
         do {
             storage = try TenantStorage(configuration: configuration, environment: environment)
-        } catch TenantStorageError.notConfigured {
+        } catch TenantError.notConfigured {
             throw DatabaseServiceError.unknownDatabase("tenants", knownNames: configuration.databases.map(\.name))
         } catch {
             throw DatabaseServiceError.invalidConfiguration(problems: ["tenants.masterKey: \(error)"])
