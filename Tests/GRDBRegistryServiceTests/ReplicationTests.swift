@@ -175,11 +175,9 @@ private func files(under url: URL) -> [URL] {
                 _ = try await tenants.withRepository(vault) { try await $0.add(name: "\(marker)-\(index)", score: index) }
             }
             _ = try await tenants.withRepository(open) { try await $0.add(name: "visible", score: 1) }
-            // Wait for a backup taken after the writes.
-            try await Task.sleep(for: .milliseconds(300))
+            // A backup taken after the writes.
             await replicator.registerNow()
-            try await Task.sleep(for: .milliseconds(300))
-            await replicator.registerNow()
+            await replicator.encryptedBackups.backUpNow()
             let status = replicator.status
             #expect(status.registered == [try tenants.path(of: open)])
             #expect(status.refused == [try tenants.path(of: vault)])

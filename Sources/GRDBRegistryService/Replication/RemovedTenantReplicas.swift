@@ -26,25 +26,25 @@ import GRDBRegistry
 /// Replicas elsewhere than `file://` (S3…) can't be moved or listed
 /// without their provider's tools: they stay at `<replica>/tenants/<id>`,
 /// for the provider's lifecycle rules to expire.
-public struct RemovedTenantReplicas: Sendable {
+package struct RemovedTenantReplicas: Sendable {
     /// One removal of a tenant, and what it left.
-    public struct Entry: Sendable, Equatable {
+    package struct Entry: Sendable, Equatable {
         /// The removed tenant.
-        public var tenant: TenantID
+        package var tenant: TenantID
         /// When it was removed (to the millisecond).
-        public var removedAt: Date
+        package var removedAt: Date
         /// The Litestream replica kept aside (`file://…`), if the tenant
         /// was replicated.
-        public var replicaURL: String?
+        package var replicaURL: String?
         /// The encrypted backup kept aside, if the tenant was encrypted.
-        public var encryptedBackup: String?
+        package var encryptedBackup: String?
     }
 
     /// The replication section whose replica and backup directory hold
     /// the removed tenants.
-    public let replication: RegistryConfiguration.Replication
+    package let replication: RegistryConfiguration.Replication
 
-    public init(replication: RegistryConfiguration.Replication) {
+    package init(replication: RegistryConfiguration.Replication) {
         self.replication = replication
     }
 
@@ -54,7 +54,7 @@ public struct RemovedTenantReplicas: Sendable {
     /// ```swift
     /// let tenants = RemovedTenantReplicas(replication: replication).replicaRoot?.appendingPathComponent("tenants")
     /// ```
-    public var replicaRoot: URL? {
+    package var replicaRoot: URL? {
         guard replication.replica.hasPrefix("file://") else { return nil }
         return URL(fileURLWithPath: String(replication.replica.dropFirst("file://".count)))
     }
@@ -104,7 +104,7 @@ public struct RemovedTenantReplicas: Sendable {
 
     /// What is kept of removed tenants (of `id` only, when given), the
     /// most recent removal first for each tenant.
-    public func entries(of id: TenantID? = nil) throws -> [Entry] {
+    package func entries(of id: TenantID? = nil) throws -> [Entry] {
         var entries: [String: Entry] = [:]
         func scan(_ folder: URL?, _ record: (inout Entry, URL) -> Void) {
             guard let folder else { return }
