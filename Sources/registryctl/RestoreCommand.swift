@@ -3,6 +3,7 @@ import Foundation
 import GRDBBackup
 import GRDBCipher
 import GRDBMigrations
+import GRDBRegistryService
 import GRDBRegistry
 
 /// `registryctl restore`: puts databases and tenants of a backup back in

@@ -329,7 +329,7 @@ private struct Builder {
             }
             if let root {
                 tenants = RegistryConfiguration.Tenants(
-                    root: root, migrations: model.migrations.map(resolve), maxOpen: max(1, model.maxOpen ?? 256),
+                    root: root, migrations: model.migrations.map(resolve), maxOpen: max(1, model.maxOpen ?? RegistryConfiguration.Tenants.defaultMaxOpen),
                     masterKey: resolve(model.masterKey?.source),
                     allowPlaintextTenants: model.allowPlaintextTenants ?? false, busyTimeout: timeout)
             }
@@ -364,7 +364,7 @@ private struct Builder {
             }
         }
 
-        var shutdownTimeout = Duration.seconds(10)
+        var shutdownTimeout = RegistryConfiguration.defaultShutdownTimeout
         if let override = environment["GRDBREGISTRY_SHUTDOWN_TIMEOUT"] {
             if let seconds = Double(override), let duration = Self.duration(seconds: seconds, allowingZero: false) {
                 shutdownTimeout = duration
@@ -485,7 +485,7 @@ extension Builder {
         var socket = model.socket.map(resolve)
         if socket == nil {
             if startsReplicator {
-                socket = baseDirectory.appendingPathComponent("litestream.sock").standardizedFileURL.path
+                socket = RegistryConfiguration.Replication.defaultSocket(in: baseDirectory)
             } else {
                 log.add("replication.socket", "missing (the control socket of the running replicator, with \"startReplicator\": false)")
             }
@@ -493,7 +493,7 @@ extension Builder {
         if let path = socket, path.utf8.count > RegistryConfiguration.Replication.maximumSocketPathLength {
             log.add("replication.socket", "\(path) is longer than \(RegistryConfiguration.Replication.maximumSocketPathLength) bytes, too long for a Unix socket: give a shorter path")
         }
-        var interval = Duration.seconds(3600)
+        var interval = RegistryConfiguration.Replication.defaultEncryptedBackupInterval
         if let seconds = model.encryptedBackupIntervalSeconds {
             if let duration = Self.duration(seconds: seconds, allowingZero: false) {
                 interval = duration
