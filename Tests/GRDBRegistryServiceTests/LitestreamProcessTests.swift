@@ -177,6 +177,48 @@ private func run(_ executable: LitestreamExecutable, _ arguments: [String]) thro
         }
     }
 
+    /// The master key is read once: a key file removed while the daemon
+    /// runs stops nothing (it takes effect at the next start), where a key
+    /// read at every scan would leave the tenants without backups.
+    @Test func theMasterKeyIsReadOnce() async throws {
+        let directory = try TemporaryDirectory()
+        let keyFile = directory.path("master.key")
+        try Data(Self.master.utf8).write(to: URL(fileURLWithPath: keyFile))
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: keyFile)
+        let configuration = try RegistryConfiguration.parse(Data(#"""
+            {"tenants": {"root": "tenants", "migrations": "\#(repositoryRoot.path)/Migrations/players", "masterKey": {"file": "master.key"}},
+             "replication": {"replica": "replica", "litestream": "\#(litestreamPath)",
+                             "encryptedBackupDirectory": "backups", "encryptedBackupIntervalSeconds": 0.2}}
+            """#.utf8), baseDirectory: directory.url, environment: [:])
+        let encryption = try configuration.tenantEncryption(environment: [:])
+        let daemon = try ReplicatedDaemon(configuration: configuration, scanInterval: .milliseconds(100))
+        let vault = try TenantID("vault")
+        @Sendable func names() -> [String]? {
+            let backup = directory.path("backups/tenants/vault.sqlite")
+            do {
+                var keyed = Configuration()
+                keyed.readonly = true
+                try keyed.encrypt(with: try #require(try encryption.key(forTenant: "vault", atPath: backup)))
+                let queue = try DatabaseQueue(path: backup, configuration: keyed)
+                defer { try? queue.close() }
+                return try queue.read { try String.fetchAll($0, sql: "SELECT name FROM player ORDER BY score") }
+            } catch {
+                return nil
+            }
+        }
+        try await daemon.run {
+            try daemon.tenants.provision(vault)
+            _ = try await daemon.tenants.withRepository(vault) { try await $0.add(name: "first", score: 1) }
+            try await eventually(within: 30) { names() == ["first"] }
+            try FileManager.default.removeItem(atPath: keyFile)
+            _ = try await daemon.tenants.withRepository(vault) { try await $0.add(name: "second", score: 2) }
+            try await eventually(within: 30) { names() == ["first", "second"] }
+            await daemon.replicator.registerNow()
+            #expect(daemon.replicator.encryptedBackups.status.lastError == nil)
+            #expect(daemon.replicator.status.lastError == nil)
+        }
+    }
+
     /// Fail closed: a replicator whose configuration has encrypted backups,
     /// run without its schedule, does not start (the encrypted tenants
     /// would silently go without backups), and leaves no Litestream behind.

@@ -126,7 +126,7 @@ public final class EncryptedBackupSchedule: Service, Sendable {
     /// await replicator.encryptedBackups.backUpNow()
     /// ```
     public func backUpNow() async {
-        guard let directory = replication.encryptedBackupDirectory else { return }
+        guard replication.encryptedBackupDirectory != nil else { return }
         let present = candidates.present { record(error: $0) }
         state.withLock { $0.retiring.formIntersection(Set(present.map(\.path))) }
         for candidate in present {
@@ -138,7 +138,7 @@ public final class EncryptedBackupSchedule: Service, Sendable {
                 record(error: "\(candidate.name): \(error)")
                 continue
             }
-            let destination = Self.destination(of: candidate, in: directory)
+            guard let destination = candidate.encryptedBackupPath else { continue }
             do {
                 // Under the lock: never beside the last backup of a tenant
                 // being removed, which it would write again after that one
@@ -175,18 +175,13 @@ public final class EncryptedBackupSchedule: Service, Sendable {
     /// The last backup of `candidate`, an encrypted tenant being removed, so
     /// that the backup kept aside has every write. Blocking.
     func backUpLastTime(_ candidate: ReplicationCandidate, encryption: BackupEncryption) throws {
-        guard let directory = replication.encryptedBackupDirectory else { return }
+        guard let destination = candidate.encryptedBackupPath else { return }
         try copying.withLock { _ in
-            try Self.backUp(candidate, encryption: encryption, to: Self.destination(of: candidate, in: directory))
+            try Self.backUp(candidate, encryption: encryption, to: destination)
         }
     }
 
     // MARK: - Copies
-
-    /// `<directory>/<name>.sqlite`: `tenants/<id>.sqlite` for a tenant.
-    private static func destination(of candidate: ReplicationCandidate, in directory: String) -> String {
-        URL(fileURLWithPath: directory).appendingPathComponent(candidate.name + ".sqlite").path
-    }
 
     /// A checked copy under a fresh name (`DatabaseBackup` never
     /// overwrites), then `rename(2)` over the previous backup: a failure

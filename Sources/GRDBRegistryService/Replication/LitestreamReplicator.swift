@@ -327,8 +327,8 @@ public final class LitestreamReplicator: Service, Sendable {
                 // Retired meanwhile by a removal: nothing left to do.
                 guard try await BlockingWork.run({ () throws -> Bool in try self.unregisterLocked(path: path) }) else { continue }
                 logger.info("replication stopped: database removed", metadata: ["path": "\(path)"])
-                if let id = self.candidates.tenantID(ofPath: path) {
-                    try RemovedTenantReplicas(replication: replication).keep(id, removedAt: Date())
+                if let storage = try self.candidates.storage(), let id = storage.tenantID(ofPath: path) {
+                    try RemovedTenantReplicas(replication: replication).keep(id, from: storage, removedAt: Date())
                 }
             } catch {
                 record(error: "unregister \(path): \(error)")
@@ -425,9 +425,12 @@ public final class LitestreamReplicator: Service, Sendable {
         }
         if registered { return }
         try waitUntilReadyBlocking()
+        guard let storage = try candidates.storage(), storage.path(of: id) == path else {
+            throw ReplicationError.litestreamRefused(reason: "\(path) is not the file the configuration gives tenant \(id): not registered")
+        }
+        var candidate = candidates.tenant(id, in: storage)
         // The service opens it without a key: the policy says plain.
-        let candidate = ReplicationCandidate(
-            name: "tenants/\(id)", path: path, replicaURL: replication.replicaURL(forTenant: id.rawValue), tenant: id, key: { nil })
+        candidate.key = { nil }
         guard try registerLocked(candidate) else { throw ReplicationError.notPlain(path: path) }
     }
 
@@ -447,7 +450,10 @@ public final class LitestreamReplicator: Service, Sendable {
         encryptedBackups.beginRetiring(path: path)
         do {
             try waitUntilReadyBlocking()
-            let candidate = try candidates.tenant(id, path: path)
+            guard let storage = try candidates.storage(), storage.path(of: id) == path else {
+                throw ReplicationError.removalFailed(tenant: id.rawValue, reason: "\(path) is not the file the configuration gives the tenant")
+            }
+            let candidate = candidates.tenant(id, in: storage)
             if let keyed = try candidate.key() {
                 // Encrypted: a last backup, so that the one kept aside has
                 // every write.
@@ -462,7 +468,7 @@ public final class LitestreamReplicator: Service, Sendable {
                 }
                 try unregisterLocked(path: path)
             }
-            let kept = try RemovedTenantReplicas(replication: replication).keep(id, removedAt: Date())
+            let kept = try RemovedTenantReplicas(replication: replication).keep(id, from: storage, removedAt: Date())
             logger.info("tenant removed: replication stopped", metadata: [
                 "tenant": "\(id)", "kept": "\(kept?.replicaURL ?? kept?.encryptedBackup ?? "nothing")",
                 "retention": "\(replication.removedTenantRetention)"])

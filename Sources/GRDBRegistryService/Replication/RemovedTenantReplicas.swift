@@ -68,15 +68,17 @@ package struct RemovedTenantReplicas: Sendable {
     }
 
     /// Moves aside (or, with a zero retention, deletes) the replica and the
-    /// encrypted backup of tenant `id`, removed at `removedAt`.
+    /// encrypted backup of tenant `id`, removed at `removedAt`, from where
+    /// `storage` keeps them (``TenantStorage/replicaURL(for:)``,
+    /// ``TenantStorage/encryptedBackupPath(for:)``).
     ///
     /// - returns: What was kept, or nil when there was nothing to keep.
     @discardableResult
-    func keep(_ id: TenantID, removedAt: Date) throws -> Entry? {
+    func keep(_ id: TenantID, from storage: TenantStorage, removedAt: Date) throws -> Entry? {
         let stamp = Self.stamp(removedAt)
         var entry = Entry(tenant: id, removedAt: Self.date(fromStamp: stamp) ?? removedAt)
-        if let root = replicaRoot, let removed = removedReplicas {
-            let replica = root.appendingPathComponent("tenants/\(id.rawValue)")
+        if let removed = removedReplicas, let url = storage.replicaURL(for: id), url.hasPrefix("file://") {
+            let replica = URL(fileURLWithPath: String(url.dropFirst("file://".count)))
             if FileManager.default.fileExists(atPath: replica.path) {
                 if replication.removedTenantRetention == .zero {
                     try FileManager.default.removeItem(at: replica)
@@ -87,14 +89,13 @@ package struct RemovedTenantReplicas: Sendable {
                 }
             }
         }
-        if let directory = replication.encryptedBackupDirectory, let removed = removedBackups {
-            let backup = URL(fileURLWithPath: directory).appendingPathComponent("tenants/\(id.rawValue).sqlite")
-            if FileManager.default.fileExists(atPath: backup.path) {
+        if let removed = removedBackups, let backup = storage.encryptedBackupPath(for: id) {
+            if FileManager.default.fileExists(atPath: backup) {
                 if replication.removedTenantRetention == .zero {
-                    try FileManager.default.removeItem(at: backup)
+                    try FileManager.default.removeItem(atPath: backup)
                 } else {
                     let destination = removed.appendingPathComponent("\(id.rawValue)/\(stamp).sqlite")
-                    try Self.move(backup, to: destination)
+                    try Self.move(URL(fileURLWithPath: backup), to: destination)
                     entry.encryptedBackup = destination.path
                 }
             }

@@ -1,17 +1,20 @@
 import Foundation
 import GRDBBackup
 import GRDBCipher
-import GRDBMigrations
 import GRDBRegistry
 import Synchronization
 
 /// A database of the configuration, as replication sees it: its name in
-/// logs and spans, its file, its replica, and the key it is encrypted with.
+/// logs and spans, its file, its replica, its encrypted backup, and the
+/// key it is encrypted with.
 struct ReplicationCandidate: Sendable {
-    /// A configured database's name, or `tenants/<id>`.
+    /// A configured database's name, or `tenants/<id>` (``TenantStorage/name(of:)``).
     var name: String
     var path: String
     var replicaURL: String
+    /// Where its scheduled encrypted backup goes, when the configuration
+    /// has an `encryptedBackupDirectory`.
+    var encryptedBackupPath: String?
     /// The tenant, when the candidate is one.
     var tenant: TenantID?
     /// The key and cipher settings the configuration gives it, or nil
@@ -24,14 +27,16 @@ struct ReplicationCandidate: Sendable {
 /// ``LitestreamReplicator`` (which registers the plain ones) and the
 /// ``EncryptedBackupSchedule`` (which copies the encrypted ones).
 ///
-/// The tenants' master key is read once, at the first scan that succeeds
-/// (a missing key is reported at each scan until it appears), not at
-/// every scan.
+/// Every tenant question (name, file, listing, key, replica, backup path,
+/// which file is a tenant) is the ``TenantStorage``'s, built once, at the
+/// first scan that can read the master key: the key is not read again.
+/// A missing key leaves the tenants out of that scan, and is reported, until
+/// it can be read.
 final class ReplicationCandidates: Sendable {
     let configuration: RegistryConfiguration
     let replication: RegistryConfiguration.Replication
     private let environment: [String: String]
-    private let tenantEncryption = Mutex<TenantEncryption?>(nil)
+    private let builtStorage = Mutex<TenantStorage?>(nil)
 
     init(configuration: RegistryConfiguration, replication: RegistryConfiguration.Replication, environment: [String: String]) {
         self.configuration = configuration
@@ -39,12 +44,20 @@ final class ReplicationCandidates: Sendable {
         self.environment = environment
     }
 
-    /// The tenants' key policy, its master key read once.
-    func encryption() throws -> TenantEncryption {
-        if let encryption = tenantEncryption.withLock({ $0 }) { return encryption }
-        let encryption = try configuration.tenantEncryption(environment: environment)
-        tenantEncryption.withLock { $0 = encryption }
-        return encryption
+    /// The storage of the configuration's tenants, built once; nil when the
+    /// configuration has none.
+    ///
+    /// - throws: The error of ``TenantStorage/init(configuration:environment:)``
+    ///   when the master key can't be read (tried again at the next call).
+    func storage() throws -> TenantStorage? {
+        guard configuration.tenants != nil else { return nil }
+        if let storage = builtStorage.withLock({ $0 }) { return storage }
+        let storage = try TenantStorage(configuration: configuration, environment: environment)
+        return builtStorage.withLock { built in
+            if let built { return built }
+            built = storage
+            return storage
+        }
     }
 
     /// Every database of the configuration that exists now. A tenants'
@@ -57,6 +70,9 @@ final class ReplicationCandidates: Sendable {
             let source = database.key
             candidates.append(ReplicationCandidate(
                 name: database.name, path: database.path, replicaURL: replication.replicaURL(forDatabase: database.name),
+                encryptedBackupPath: replication.encryptedBackupDirectory.map {
+                    URL(fileURLWithPath: $0).appendingPathComponent(database.name + ".sqlite").path
+                },
                 key: {
                     guard let source else { return nil }
                     return try BackupEncryption(
@@ -64,42 +80,29 @@ final class ReplicationCandidates: Sendable {
                         compatibility: database.cipher.compatibility, pageSize: database.cipher.pageSize)
                 }))
         }
-        if let tenants = configuration.tenants {
-            let encryption: TenantEncryption
-            do {
-                encryption = try self.encryption()
-            } catch {
-                problem("tenants.masterKey: \(error)")
-                return candidates
+        do {
+            guard let storage = try storage() else { return candidates }
+            for id in (try? storage.layout.tenants()) ?? [] {
+                candidates.append(tenant(id, in: storage))
             }
-            let layout = tenants.layout
-            for id in (try? layout.tenants()) ?? [] {
-                candidates.append(tenant(id, path: layout.path(of: id), encryption: encryption))
-            }
+        } catch {
+            problem("tenants.masterKey: \(error)")
         }
         return candidates
     }
 
-    /// Tenant `id`, whose file is `path`.
-    func tenant(_ id: TenantID, path: String) throws -> ReplicationCandidate {
-        tenant(id, path: path, encryption: try encryption())
-    }
-
-    private func tenant(_ id: TenantID, path: String, encryption: TenantEncryption) -> ReplicationCandidate {
+    /// Tenant `id`, as the storage has it.
+    func tenant(_ id: TenantID, in storage: TenantStorage) -> ReplicationCandidate {
         ReplicationCandidate(
-            name: "tenants/\(id)", path: path, replicaURL: replication.replicaURL(forTenant: id.rawValue), tenant: id,
-            key: {
-                guard let key = try encryption.key(forTenant: id.rawValue, atPath: path) else { return nil }
-                return BackupEncryption(key: key)
-            })
+            name: TenantStorage.name(of: id), path: storage.path(of: id),
+            replicaURL: replication.replicaURL(forTenant: id.rawValue),
+            encryptedBackupPath: storage.encryptedBackupPath(for: id), tenant: id,
+            key: { try storage.backupEncryption(for: id) })
     }
 
-    /// The tenant whose file is `path`, if it is one.
+    /// The tenant whose file is `path`, if it is one (the layout's rules).
     func tenantID(ofPath path: String) -> TenantID? {
-        guard let layout = configuration.tenants?.layout else { return nil }
-        let url = URL(fileURLWithPath: path)
-        guard url.deletingLastPathComponent().standardizedFileURL.path == layout.root.path else { return nil }
-        return try? TenantID(url.deletingPathExtension().lastPathComponent)
+        (try? storage())??.tenantID(ofPath: path)
     }
 
     /// The name of the database at `path` in spans, as the library names
@@ -107,13 +110,7 @@ final class ReplicationCandidates: Sendable {
     /// path itself for a file the configuration does not name.
     func displayName(ofDatabaseAt path: String) -> String {
         if let database = configuration.databases.first(where: { $0.path == path }) { return database.name }
-        if let root = configuration.tenants?.root {
-            let layout = TenantLayout(root: URL(fileURLWithPath: root))
-            let file = URL(fileURLWithPath: path)
-            if let id = try? TenantID(file.deletingPathExtension().lastPathComponent), layout.path(of: id) == file.standardizedFileURL.path {
-                return "tenants/\(id)"
-            }
-        }
+        if let id = tenantID(ofPath: path) { return TenantStorage.name(of: id) }
         return path
     }
 }
