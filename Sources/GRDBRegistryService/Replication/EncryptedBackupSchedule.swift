@@ -2,7 +2,6 @@ import Foundation
 import GRDB
 import GRDBBackup
 import GRDBCipher
-import GRDBMigrations
 import GRDBRegistry
 import Logging
 import ServiceLifecycle

@@ -1,5 +1,4 @@
 import Foundation
-import GRDBMigrations
 
 /// The `litestream` executable of a configuration, and how the library
 /// starts it: the one launcher of `litestream replicate` (the replicator)

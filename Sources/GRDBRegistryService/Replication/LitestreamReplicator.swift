@@ -1,6 +1,5 @@
 import Foundation
 import GRDBBackup
-import GRDBMigrations
 import GRDBRegistry
 import Logging
 import ServiceLifecycle
