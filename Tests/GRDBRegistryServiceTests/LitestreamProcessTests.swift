@@ -134,11 +134,11 @@ private func run(_ executable: LitestreamExecutable, _ arguments: [String]) thro
 @Suite struct EncryptedBackupScheduleTests {
     private static let master = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
-    private static func configuration(in directory: TemporaryDirectory) throws -> RegistryConfiguration {
+    private static func configuration(in directory: TemporaryDirectory, interval: String = "0.2") throws -> RegistryConfiguration {
         try RegistryConfiguration.parse(Data(#"""
             {"tenants": {"root": "tenants", "migrations": "\#(repositoryRoot.path)/Migrations/players", "masterKey": {"env": "SCHEDULE_MASTER_KEY"}},
              "replication": {"replica": "replica", "litestream": "\#(litestreamPath)",
-                             "encryptedBackupDirectory": "backups", "encryptedBackupIntervalSeconds": 0.2}}
+                             "encryptedBackupDirectory": "backups", "encryptedBackupIntervalSeconds": \#(interval)}}
             """#.utf8), baseDirectory: directory.url, environment: ["SCHEDULE_MASTER_KEY": master])
     }
 
@@ -176,6 +176,31 @@ private func run(_ executable: LitestreamExecutable, _ arguments: [String]) thro
             #expect(daemon.replicator.encryptedBackups.status.backedUp == [try daemon.tenants.path(of: vault)])
             #expect(daemon.replicator.status.backedUp == [try daemon.tenants.path(of: vault)])
             #expect(daemon.replicator.status.registered.isEmpty)
+        }
+    }
+
+    /// A removed encrypted tenant gets no scheduled backup beside the last
+    /// one kept aside; a tenant created again under its id, after the
+    /// replicator's next scan, is backed up again (without waiting for a
+    /// scheduled round, which may be an hour away).
+    @Test func aTenantCreatedAgainAfterItsRemovalIsBackedUpAgain() async throws {
+        let directory = try TemporaryDirectory()
+        let configuration = try Self.configuration(in: directory, interval: "3600")
+        let daemon = try ReplicatedDaemon(configuration: configuration, environment: ["SCHEDULE_MASTER_KEY": Self.master], scanInterval: .seconds(3600))
+        let secret = try TenantID("secret")
+        try await daemon.run {
+            try daemon.tenants.provision(secret)
+            _ = try await daemon.tenants.withRepository(secret) { try await $0.add(name: "old", score: 1) }
+            try daemon.tenants.remove(secret)
+            #expect(Self.names(inBackupOf: secret, configuration: configuration, in: directory) == nil)
+            let kept = try RemovedTenantReplicas(replication: try #require(configuration.replication)).entries(of: secret)
+            #expect(kept.count == 1 && kept.first?.encryptedBackup != nil)
+
+            await daemon.replicator.registerNow()
+            try daemon.tenants.provision(secret)
+            _ = try await daemon.tenants.withRepository(secret) { try await $0.add(name: "new", score: 2) }
+            await daemon.replicator.encryptedBackups.backUpNow()
+            #expect(Self.names(inBackupOf: secret, configuration: configuration, in: directory) == ["new"])
         }
     }
 

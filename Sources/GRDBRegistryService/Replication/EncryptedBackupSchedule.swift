@@ -127,7 +127,7 @@ public final class EncryptedBackupSchedule: Service, Sendable {
     public func backUpNow() async {
         guard replication.encryptedBackupDirectory != nil else { return }
         let present = candidates.present { record(error: $0) }
-        state.withLock { $0.retiring.formIntersection(Set(present.map(\.path))) }
+        endRetiring(notIn: Set(present.map(\.path)))
         for candidate in present {
             let encryption: BackupEncryption
             do {
@@ -169,6 +169,14 @@ public final class EncryptedBackupSchedule: Service, Sendable {
     /// Lets the scheduled backups of `path` go on: its removal failed.
     func endRetiring(path: String) {
         state.withLock { _ = $0.retiring.remove(path) }
+    }
+
+    /// Forgets the removals whose files are gone (not in `present`): a
+    /// tenant created again under the id is backed up. The replicator's
+    /// scan calls it, so that it happens within a scan interval, not at the
+    /// next backup.
+    func endRetiring(notIn present: Set<String>) {
+        state.withLock { $0.retiring.formIntersection(present) }
     }
 
     /// The last backup of `candidate`, an encrypted tenant being removed, so

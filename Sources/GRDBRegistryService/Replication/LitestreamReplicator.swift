@@ -337,6 +337,7 @@ public final class LitestreamReplicator: Service, Sendable {
             state.retiring.formIntersection(present)
             state.status.refused.formIntersection(present)
         }
+        encryptedBackups.endRetiring(notIn: present)
         do {
             for entry in try RemovedTenantReplicas(replication: replication).prune() {
                 logger.info("replica of a removed tenant deleted: its retention passed", metadata: [
