@@ -36,6 +36,7 @@ import GRDBRegistry
 /// - ``load(contentsOf:environment:)``
 /// - ``parse(_:baseDirectory:file:environment:)``
 /// - ``problems(environment:)``
+/// - ``fileContents(relativeTo:)``
 /// - ``RegistryConfigurationError``
 ///
 /// ### Building one in code

@@ -82,6 +82,8 @@ public struct TenantStorage: Sendable {
 
     /// The storage of the configuration's tenants.
     ///
+    /// - parameter configuration: The configuration, whose `tenants`
+    ///   section (and `replication`, `migrationMode`) describe the storage.
     /// - parameter environment: Where `env` key sources and the
     ///   `GRDBREGISTRY_*` overrides are read (the process's by default).
     /// - throws: ``TenantStorageError/notConfigured`` when the
@@ -112,9 +114,10 @@ public struct TenantStorage: Sendable {
     // MARK: - Names and files
 
     /// The one spelling of tenant `id` in logs, metrics, spans, errors,
-    /// backups and registry lookups: `tenants/<id>`.
+    /// backups and registry lookups: `tenants/<id>`
+    /// (``/GRDBRegistry/TenantID/databaseName``).
     public static func name(of id: TenantID) -> String {
-        "tenants/\(id.rawValue)"
+        id.databaseName
     }
 
     /// The database file of tenant `id`.
@@ -267,7 +270,7 @@ public struct TenantStorage: Sendable {
     /// `<encryptedBackupDirectory>/tenants/<id>.sqlite`.
     public func encryptedBackupPath(for id: TenantID) -> String? {
         replication?.encryptedBackupDirectory.map {
-            URL(fileURLWithPath: $0).appendingPathComponent("\(Self.name(of: id)).\(TenantLayout.fileExtension)").path
+            URL(fileURLWithPath: $0).appendingPathComponent("\(id.databaseName).\(TenantLayout.fileExtension)").path
         }
     }
 }
