@@ -1,6 +1,7 @@
 // The README's replication example: with a `replication` section, the
 // daemon runs a Litestream replicator and hands it to its database
-// service, which registers each plain tenant as it opens.
+// service, which registers each plain tenant as it opens; its encrypted
+// backups run beside it.
 // snippet.hide
 import Foundation
 import GRDBMigrations
@@ -20,6 +21,7 @@ let httpServer = HTTPServer()
 // snippet.show
 let replicator = try LitestreamReplicator(configuration: configuration, logger: logger)
 let databases = DatabaseService(configuration: configuration, logger: logger, replicator: replicator)
-let group = ServiceGroup(configuration: .init(services: [databases, replicator, httpServer], logger: logger))
+let group = ServiceGroup(configuration: .init(
+    services: [databases, replicator, replicator.encryptedBackups, httpServer], logger: logger))
 // snippet.hide
 try await group.run()

@@ -62,7 +62,7 @@ let databases = DatabaseService(
 // Databases first: a group stops its services in reverse order, so the
 // server stops before the databases drain and close.
 var services: [any Service] = [databases]
-if let replicator { services.append(replicator) }
+if let replicator { services += [replicator, replicator.encryptedBackups] }
 services.append(GameServer(databases: databases))
 
 let group = ServiceGroup(configuration: ServiceGroupConfiguration(

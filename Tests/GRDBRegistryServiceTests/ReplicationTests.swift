@@ -175,11 +175,9 @@ private func files(under url: URL) -> [URL] {
                 _ = try await tenants.withRepository(vault) { try await $0.add(name: "\(marker)-\(index)", score: index) }
             }
             _ = try await tenants.withRepository(open) { try await $0.add(name: "visible", score: 1) }
-            // Wait for a backup taken after the writes.
-            try await Task.sleep(for: .milliseconds(300))
+            // A backup taken after the writes.
             await replicator.registerNow()
-            try await Task.sleep(for: .milliseconds(300))
-            await replicator.registerNow()
+            await replicator.encryptedBackups.backUpNow()
             let status = replicator.status
             #expect(status.registered == [try tenants.path(of: open)])
             #expect(status.refused == [try tenants.path(of: vault)])
@@ -343,9 +341,16 @@ private func files(under url: URL) -> [URL] {
         }
         let acme = try TenantID("acme")
         let removedAt = Date(timeIntervalSince1970: 1_800_000_000.25)
-        let kept = RemovedTenantReplicas(replication: .init(replica: "file://" + directory.path("replica"), removedTenantRetention: .seconds(3600)))
+        // The tenant's live replica is where its storage says.
+        func storage(_ replication: RegistryConfiguration.Replication) throws -> TenantStorage {
+            var configuration = RegistryConfiguration(databases: [], tenants: .init(root: directory.path("tenants")))
+            configuration.replication = replication
+            return try TenantStorage(configuration: configuration, environment: [:])
+        }
+        let retained = RegistryConfiguration.Replication(replica: "file://" + directory.path("replica"), removedTenantRetention: .seconds(3600))
+        let kept = RemovedTenantReplicas(replication: retained)
         _ = try replicaOf("acme")
-        let entry = try #require(try kept.keep(acme, removedAt: removedAt))
+        let entry = try #require(try kept.keep(acme, from: storage(retained), removedAt: removedAt))
         #expect(entry.removedAt == removedAt)
         #expect(try kept.entries() == [entry])
         #expect(!FileManager.default.fileExists(atPath: directory.path("replica/tenants/acme")))
@@ -355,9 +360,10 @@ private func files(under url: URL) -> [URL] {
         #expect(try kept.entries().isEmpty)
         #expect(!FileManager.default.fileExists(atPath: String(try #require(entry.replicaURL).dropFirst("file://".count))))
 
-        let deleted = RemovedTenantReplicas(replication: .init(replica: "file://" + directory.path("replica"), removedTenantRetention: .zero))
+        let zero = RegistryConfiguration.Replication(replica: "file://" + directory.path("replica"), removedTenantRetention: .zero)
+        let deleted = RemovedTenantReplicas(replication: zero)
         _ = try replicaOf("acme")
-        #expect(try deleted.keep(acme, removedAt: removedAt) == nil)
+        #expect(try deleted.keep(acme, from: storage(zero), removedAt: removedAt) == nil)
         #expect(!FileManager.default.fileExists(atPath: directory.path("replica/tenants/acme")))
         #expect(try deleted.entries().isEmpty)
     }

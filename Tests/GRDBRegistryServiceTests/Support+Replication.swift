@@ -43,6 +43,7 @@ struct ReplicatedDaemon {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { try await service.run() }
                 group.addTask { try await replicator.run() }
+                group.addTask { try await replicator.encryptedBackups.run() }
                 try await service.waitUntilReady()
                 try await replicator.waitUntilReady()
                 try await body()

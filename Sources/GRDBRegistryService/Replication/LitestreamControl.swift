@@ -14,51 +14,36 @@ import Darwin
 ///
 /// Requests are HTTP/1.0, so that Litestream's Go server answers with a
 /// plain body and closes the connection (no chunked encoding to decode).
-/// Calls block: run them off the cooperative thread pool.
+/// Calls block: run them off the cooperative thread pool (`BlockingWork`).
 ///
 /// ```swift
 /// let control = LitestreamControl(socketPath: "/srv/litestream.sock")
 /// try control.register(path: "/srv/tenants/acme.sqlite", replicaURL: "file:///srv/replica/tenants/acme")
 /// let synced = try control.sync(path: "/srv/tenants/acme.sqlite", wait: true)
 /// ```
-public struct LitestreamControl: Sendable {
+package struct LitestreamControl: Sendable {
     /// The control socket (`socket.path` of Litestream's configuration).
-    public var socketPath: String
+    package var socketPath: String
     /// How long a call waits for Litestream.
-    public var timeout: Duration
+    package var timeout: Duration
 
-    public init(socketPath: String, timeout: Duration = .seconds(30)) {
+    package init(socketPath: String, timeout: Duration = .seconds(30)) {
         self.socketPath = socketPath
         self.timeout = timeout
     }
 
     /// The state of a database in the replicator.
-    public struct DatabaseStatus: Sendable, Decodable, Equatable {
-        public var path: String
+    package struct DatabaseStatus: Sendable, Decodable, Equatable {
+        package var path: String
         /// `replicating`, `open` or `stopped`.
-        public var status: String
-    }
-
-    /// The result of a forced sync.
-    public struct SyncResult: Sendable, Decodable, Equatable {
-        /// `synced` (reached the replica), `synced_local` or `no_change`.
-        public var status: String
-        /// The last transaction of the database Litestream has seen.
-        public var txid: UInt64
-        /// The last transaction in the replica.
-        public var replicatedTXID: UInt64
-
-        enum CodingKeys: String, CodingKey {
-            case status, txid
-            case replicatedTXID = "replicated_txid"
-        }
+        package var status: String
     }
 
     /// The replicator's process.
-    public struct Info: Sendable, Decodable, Equatable {
-        public var version: String
-        public var pid: Int32
-        public var databaseCount: Int
+    package struct Info: Sendable, Decodable, Equatable {
+        package var version: String
+        package var pid: Int32
+        package var databaseCount: Int
 
         enum CodingKeys: String, CodingKey {
             case version, pid
@@ -72,7 +57,7 @@ public struct LitestreamControl: Sendable {
     ///
     /// - returns: `registered` or `already_registered`.
     @discardableResult
-    public func register(path: String, replicaURL: String) throws -> String {
+    package func register(path: String, replicaURL: String) throws -> String {
         struct Response: Decodable { var status: String }
         let body = try JSONSerialization.data(withJSONObject: ["path": path, "replica_url": replicaURL])
         return try decode(Response.self, request("POST", "/register", body: body)).status
@@ -83,7 +68,7 @@ public struct LitestreamControl: Sendable {
     ///
     /// - returns: `unregistered` or `already_unregistered`.
     @discardableResult
-    public func unregister(path: String) throws -> String {
+    package func unregister(path: String) throws -> String {
         struct Response: Decodable { var status: String }
         let body = try JSONSerialization.data(withJSONObject: ["path": path, "timeout": Int(timeout.timeInterval)] as [String: Any])
         return try decode(Response.self, request("POST", "/unregister", body: body)).status
@@ -91,19 +76,19 @@ public struct LitestreamControl: Sendable {
 
     /// Makes Litestream read the WAL of `path` now and, with `wait`, upload
     /// it before answering.
-    public func sync(path: String, wait: Bool) throws -> SyncResult {
+    package func sync(path: String, wait: Bool) throws -> LitestreamReplicator.SyncResult {
         let body = try JSONSerialization.data(withJSONObject: ["path": path, "wait": wait, "timeout": Int(timeout.timeInterval)] as [String: Any])
-        return try decode(SyncResult.self, request("POST", "/sync", body: body))
+        return try decode(LitestreamReplicator.SyncResult.self, request("POST", "/sync", body: body))
     }
 
     /// The databases of the replicator.
-    public func list() throws -> [DatabaseStatus] {
+    package func list() throws -> [DatabaseStatus] {
         struct Response: Decodable { var databases: [DatabaseStatus] }
         return try decode(Response.self, request("GET", "/list", body: nil)).databases
     }
 
     /// The replicator's version, process id and database count.
-    public func info() throws -> Info {
+    package func info() throws -> Info {
         try decode(Info.self, request("GET", "/info", body: nil))
     }
 

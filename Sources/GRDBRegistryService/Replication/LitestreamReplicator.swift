@@ -1,8 +1,5 @@
 import Foundation
-import GRDB
 import GRDBBackup
-import GRDBCipher
-import GRDBMigrations
 import GRDBRegistry
 import Logging
 import ServiceLifecycle
@@ -10,18 +7,18 @@ import Synchronization
 import Tracing
 
 /// A `Service` that replicates the plain databases of a configuration with
-/// Litestream, and backs up its encrypted ones on a schedule.
+/// Litestream; its ``encryptedBackups`` back up the encrypted ones.
 ///
-/// Run it in the `ServiceGroup` right after the ``DatabaseService``, before
-/// the HTTP server: a group stops services in reverse order, so requests
-/// stop first, then Litestream makes its last sync and exits, then the
-/// databases close.
+/// Run it in the `ServiceGroup` right after the ``DatabaseService``, and its
+/// ``encryptedBackups`` right after it, before the HTTP server: a group
+/// stops services in reverse order, so requests stop first, then
+/// Litestream makes its last sync and exits, then the databases close.
 ///
 /// ```swift
 /// let replicator = try LitestreamReplicator(configuration: configuration, logger: logger)
 /// let databases = DatabaseService(configuration: configuration, logger: logger, replicator: replicator)
 /// let group = ServiceGroup(configuration: .init(
-///     services: [databases, replicator, httpServer],
+///     services: [databases, replicator, replicator.encryptedBackups, httpServer],
 ///     gracefulShutdownSignals: [.sigterm],
 ///     logger: logger))
 /// try await group.run()
@@ -41,21 +38,21 @@ import Tracing
 ///   closed: no write is acknowledged unreplicated). When the service
 ///   removes a tenant (`TenantDirectory.remove`), the replicator uploads
 ///   its last writes, unregisters it, and keeps its replica aside for
-///   `replication.removedTenantRetentionSeconds` (see ``RemovedTenantReplicas``)
-///   before the files are deleted. As a safety net, every `scanInterval`
-///   each plain tenant file and each plain named database (at
-///   `<replica>/databases/<name>`) is registered, and a file removed
-///   behind the daemon's back unregistered: Litestream's first sync copies
-///   the whole database, so nothing written before is missed.
-///   ``registerNow()`` does a scan at once.
+///   `replication.removedTenantRetentionSeconds` before the files are
+///   deleted (`<replica>/removed/tenants/<id>/<time>`, which
+///   ``LitestreamRestore/restoreRemoved(tenant:at:checks:)`` restores). As
+///   a safety net, every `scanInterval` each plain tenant file and each
+///   plain named database (at `<replica>/databases/<name>`) is registered,
+///   and a file removed behind the daemon's back unregistered: Litestream's
+///   first sync copies the whole database, so nothing written before is
+///   missed. ``registerNow()`` does a scan at once.
 /// - **Encrypted databases are never registered**: the tenant-key policy
 ///   gives them a key, or their first bytes are not a plain SQLite header,
 ///   or a plain read-only connection can't read their schema. Litestream's
 ///   SQLite can't read SQLCipher pages and must never write into them.
-///   They get a copy every `encryptedBackupIntervalSeconds` in
-///   `encryptedBackupDirectory` instead, ciphertext under the same key,
-///   made and checked by ``/GRDBBackup/DatabaseBackup`` (the engine of
-///   `registryctl backup`), then renamed over the previous one.
+///   ``encryptedBackups`` (an ``EncryptedBackupSchedule``) copies them to
+///   `encryptedBackupDirectory` instead; the replicator is not ready until
+///   that schedule runs, when the configuration has such a directory.
 /// - **Checkpoints.** Litestream keeps a read transaction open on each
 ///   database and runs its own checkpoints (PASSIVE past 1,000 WAL pages or
 ///   each minute, TRUNCATE past 121,359 pages). Its guidance is that the
@@ -66,12 +63,40 @@ import Tracing
 ///   and the checkpoint tenants run when they are evicted or closed
 ///   (`TenantDirectory(checkpointOnClose: nil)`): the WAL stays for
 ///   Litestream, which checkpoints it once copied.
+///
+/// ## Topics
+///
+/// ### Creating the replicator
+///
+/// - ``init(configuration:environment:logger:scanInterval:tracer:)``
+/// - ``configuration``
+/// - ``replication``
+///
+/// ### Running it
+///
+/// - ``run()``
+/// - ``waitUntilReady()``
+/// - ``encryptedBackups``
+///
+/// ### Replicating now
+///
+/// - ``registerNow()``
+/// - ``sync(path:)``
+/// - ``SyncResult``
+///
+/// ### What it did
+///
+/// - ``status``
+/// - ``Status``
+/// - ``ReplicationError``
 public final class LitestreamReplicator: Service, Sendable {
     /// What happened since the replicator started.
     public struct Status: Sendable, Equatable {
         /// The plain databases Litestream replicates, by path.
         public var registered: Set<String> = []
-        /// Encrypted databases backed up at least once, by path.
+        /// Encrypted databases backed up at least once, by path (the
+        /// ``EncryptedBackupSchedule/Status/backedUp`` of
+        /// ``LitestreamReplicator/encryptedBackups``).
         public var backedUp: Set<String> = []
         /// Files that were not registered because they are not plain.
         public var refused: Set<String> = []
@@ -81,15 +106,23 @@ public final class LitestreamReplicator: Service, Sendable {
         public var isReady = false
     }
 
+    /// The result of a forced sync (``sync(path:)``).
+    public struct SyncResult: Sendable, Decodable, Equatable {
+        /// `synced` (reached the replica), `synced_local` or `no_change`.
+        public var status: String
+        /// The last transaction of the database Litestream has seen.
+        public var txid: UInt64
+        /// The last transaction in the replica.
+        public var replicatedTXID: UInt64
+
+        enum CodingKeys: String, CodingKey {
+            case status, txid
+            case replicatedTXID = "replicated_txid"
+        }
+    }
+
     private struct State {
         var status = Status()
-        var process: Process?
-        /// A replicator left running by a daemon that was killed, adopted
-        /// at start: stopped at shutdown as if started here.
-        var adoptedPID: Int32?
-        var readinessWaiters: [CheckedContinuation<Void, any Error>] = []
-        var failure: ReplicationError?
-        var lastBackup: ContinuousClock.Instant?
         /// Set once ``stop()`` begins: nothing is registered any more.
         var isStopped = false
         /// Tenants being removed: the scan does not register them again.
@@ -101,22 +134,28 @@ public final class LitestreamReplicator: Service, Sendable {
     public let configuration: RegistryConfiguration
     /// The replication section of ``configuration``.
     public let replication: RegistryConfiguration.Replication
+    /// The scheduled backups of the encrypted databases, which Litestream
+    /// never sees: a `Service` to run in the same group, right after the
+    /// replicator.
+    public let encryptedBackups: EncryptedBackupSchedule
     /// The control socket client.
-    public let control: LitestreamControl
-    private let environment: [String: String]
+    package let control: LitestreamControl
+    private let litestream: LitestreamProcess
+    private let candidates: ReplicationCandidates
     private let logger: Logger
     private let scanInterval: Duration
     /// Where the spans of syncs go (``/GRDBRegistry/DatabaseSpan/Name/sync``).
     private let tracing: DatabaseTracing
     private let state = Mutex(State())
+    private let readiness = Readiness<ReplicationError>()
     /// Serialises each registration and unregistration with the others
     /// (the scan's, a tenant opening, a tenant being removed), so that a
     /// path is never registered while it is being unregistered. Held only
     /// off the cooperative pool, across blocking socket calls.
     private let registration = Mutex(())
 
-    /// Creates the replicator of `configuration`. Nothing starts before
-    /// ``run()``.
+    /// Creates the replicator of `configuration`, and its
+    /// ``encryptedBackups``. Nothing starts before ``run()``.
     ///
     /// ```swift
     /// let replicator = try LitestreamReplicator(configuration: configuration, logger: logger)
@@ -144,15 +183,23 @@ public final class LitestreamReplicator: Service, Sendable {
         self.replication = replication
         // Without an explicit socket, `RegistryConfiguration` puts one
         // beside the configuration file.
-        self.control = LitestreamControl(socketPath: replication.socket ?? "litestream.sock")
-        self.environment = environment
+        let control = LitestreamControl(socketPath: replication.socket ?? "litestream.sock")
+        self.control = control
+        self.litestream = LitestreamProcess(
+            executable: try LitestreamExecutable(configuration: configuration, environment: environment),
+            control: control, logger: logger)
+        let candidates = ReplicationCandidates(configuration: configuration, replication: replication, environment: environment)
+        self.candidates = candidates
+        self.encryptedBackups = EncryptedBackupSchedule(candidates: candidates, logger: logger)
         self.logger = logger
         self.scanInterval = scanInterval
     }
 
     /// What the replicator did so far.
     public var status: Status {
-        state.withLock { $0.status }
+        var status = state.withLock { $0.status }
+        status.backedUp = encryptedBackups.status.backedUp
+        return status
     }
 
     // MARK: - Service
@@ -162,11 +209,13 @@ public final class LitestreamReplicator: Service, Sendable {
             try await start()
         } catch {
             logger.error("replication failed to start", metadata: ["error": "\(error)"])
-            finishStart(with: error)
+            state.withLock { $0.status.lastError = "\(error)" }
+            readiness.fail(error)
             await stop()
             throw error
         }
-        finishStart(with: nil)
+        state.withLock { $0.status.isReady = true }
+        readiness.succeed()
         logger.info("replication running", metadata: ["replica": "\(replication.replica)", "socket": "\(control.socketPath)"])
 
         // The loop ends at graceful shutdown (or cancellation): its sleep
@@ -187,24 +236,15 @@ public final class LitestreamReplicator: Service, Sendable {
     /// try await replicator.waitUntilReady()
     /// ```
     ///
-    /// - throws: The ``ReplicationError`` that made the start fail.
+    /// - throws: The ``ReplicationError`` that made the start fail, or
+    ///   ``ReplicationError/replicatorNotRunning(reason:)`` once stopped.
     public func waitUntilReady() async throws {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            state.withLock { state in
-                if state.status.isReady {
-                    continuation.resume()
-                } else if let failure = state.failure {
-                    continuation.resume(throwing: failure)
-                } else {
-                    state.readinessWaiters.append(continuation)
-                }
-            }
-        }
+        try await readiness.wait()
     }
 
     /// Registers the plain databases present now, and unregisters removed
-    /// ones, without waiting for the next scan; then backs up encrypted
-    /// databases whose backup is due.
+    /// ones, without waiting for the next scan. (Encrypted databases:
+    /// ``EncryptedBackupSchedule/backUpNow()``.)
     ///
     /// ```swift
     /// try teams.provision(TenantID("acme"))
@@ -221,230 +261,60 @@ public final class LitestreamReplicator: Service, Sendable {
     /// let result = try await replicator.sync(path: try teams.path(of: TenantID("acme")))
     /// ```
     @discardableResult
-    public func sync(path: String) async throws -> LitestreamControl.SyncResult {
+    public func sync(path: String) async throws -> SyncResult {
         let control = self.control
-        return try await tracing.withSpan(.sync, database: displayName(ofDatabaseAt: path)) { _ in
-        try await Self.offPool { try control.sync(path: path, wait: true) }
+        return try await tracing.withSpan(.sync, database: candidates.displayName(ofDatabaseAt: path)) { _ in
+            try await BlockingWork.run { () throws -> SyncResult in try control.sync(path: path, wait: true) }
         }
-    }
-
-    /// The name of the database at `path` in spans, as the library names
-    /// it elsewhere: a configured database's name, `tenants/<id>`, or the
-    /// path itself for a file the configuration does not name.
-    private func displayName(ofDatabaseAt path: String) -> String {
-        if let database = configuration.databases.first(where: { $0.path == path }) { return database.name }
-        if let root = configuration.tenants?.root {
-            let layout = TenantLayout(root: URL(fileURLWithPath: root))
-            let file = URL(fileURLWithPath: path)
-            if let id = try? TenantID(file.deletingPathExtension().lastPathComponent), layout.path(of: id) == file.standardizedFileURL.path {
-                return "tenants/\(id)"
-            }
-        }
-        return path
     }
 
     // MARK: - Start and stop
 
     private func start() async throws(ReplicationError) {
         if replication.startsReplicator {
-            // A replicator left by a daemon that was killed (Litestream
-            // outlives its parent) still owns the socket: use it.
-            if let orphan = try? control.info() {
-                logger.warning("a litestream replicator already answers on the socket: adopting it", metadata: ["socket": "\(control.socketPath)", "pid": "\(orphan.pid)"])
-                state.withLock { $0.adoptedPID = orphan.pid }
-            } else {
-                try launch()
-            }
+            try await litestream.start()
+        } else {
+            // `startReplicator: false`: one runs already, or will soon.
+            try await litestream.waitUntilAnswering()
         }
-        let deadline = ContinuousClock.now + .seconds(15)
-        while true {
-            do {
-                let info = try control.info()
-                logger.info("litestream replicator ready", metadata: ["version": "\(info.version)", "pid": "\(info.pid)"])
-                break
-            } catch {
-                if let exited = exitStatus() { throw ReplicationError.replicatorExited(status: exited) }
-                if ContinuousClock.now > deadline {
-                    throw error as? ReplicationError ?? .controlSocket(path: control.socketPath, reason: "\(error)")
-                }
-                try? await Task.sleep(for: .milliseconds(50))
+        if replication.encryptedBackupDirectory != nil {
+            // Encrypted databases would silently go without backups.
+            let schedule = encryptedBackups.readiness
+            let timeout = LitestreamProcess.startTimeout
+            guard try await BlockingWork.run({ () throws(ReplicationError) in try schedule.wait(timeout: timeout) }) else {
+                throw .replicatorNotRunning(reason: "its encrypted backups did not start within \(timeout): run replicator.encryptedBackups in the ServiceGroup, right after the replicator")
             }
         }
         await tick()
     }
 
-    /// The configuration of the replicator process: a control socket,
-    /// quiet logs. Databases come through the socket.
-    private var litestreamConfiguration: String {
-        """
-        socket:
-          enabled: true
-          path: \(Self.yamlString(control.socketPath))
-          permissions: 0600
-        logging:
-          level: warn
-          stderr: true
-
-        """
-    }
-
-    private static func yamlString(_ string: String) -> String {
-        let escaped = string.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
-        return "\"\(escaped)\""
-    }
-
-    private func launch() throws(ReplicationError) {
-        let configPath = control.socketPath + ".yml"
-        do {
-            try Data(litestreamConfiguration.utf8).write(to: URL(fileURLWithPath: configPath), options: .atomic)
-        } catch {
-            throw .controlSocket(path: control.socketPath, reason: "can't write Litestream's configuration \(configPath): \(error)")
-        }
-        let process = Process()
-        if replication.litestream.contains("/") {
-            process.executableURL = URL(fileURLWithPath: replication.litestream)
-            process.arguments = ["replicate", "-config", configPath]
-        } else {
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = [replication.litestream, "replicate", "-config", configPath]
-        }
-        // Litestream needs the rest (cloud credentials), never a key.
-        process.environment = configuration.childEnvironment(environment)
-        do {
-            try process.run()
-        } catch {
-            throw .litestreamNotFound(path: replication.litestream, reason: "\(error)")
-        }
-        state.withLock { $0.process = process }
-        logger.info("litestream replicator started", metadata: ["pid": "\(process.processIdentifier)"])
-    }
-
-    private func exitStatus() -> Int32? {
-        state.withLock { state in
-            guard let process = state.process, !process.isRunning else { return nil }
-            return process.terminationStatus
-        }
-    }
-
-    private func finishStart(with failure: ReplicationError?) {
-        let waiters = state.withLock { state in
-            if let failure {
-                state.failure = failure
-                state.status.lastError = "\(failure)"
-            } else {
-                state.status.isReady = true
-            }
-            defer { state.readinessWaiters = [] }
-            return state.readinessWaiters
-        }
-        for waiter in waiters {
-            if let failure { waiter.resume(throwing: failure) } else { waiter.resume() }
-        }
-    }
-
-    /// Stops the process it started: SIGTERM, Litestream's last sync
-    /// (its `shutdown-sync-timeout` is 30 s), then SIGKILL if still alive.
+    /// Registers nothing more, then stops the process it started or
+    /// adopted (``LitestreamProcess/stop()``).
     private func stop() async {
-        let waiters = state.withLock { state in
-            state.isStopped = true
-            defer { state.readinessWaiters = [] }
-            return state.readinessWaiters
-        }
-        for waiter in waiters { waiter.resume(throwing: ReplicationError.replicatorNotRunning(reason: "stopped")) }
-        if let adopted = state.withLock({ $0.adoptedPID }) {
-            kill(adopted, SIGTERM)
-            let deadline = ContinuousClock.now + .seconds(35)
-            while (try? control.info()) != nil && ContinuousClock.now < deadline {
-                try? await Task.sleep(for: .milliseconds(20))
-            }
-        }
-        guard let process = state.withLock({ $0.process }) else { return }
-        if process.isRunning {
-            process.terminate()
-            let deadline = ContinuousClock.now + .seconds(35)
-            while process.isRunning && ContinuousClock.now < deadline {
-                try? await Task.sleep(for: .milliseconds(20))
-            }
-            if process.isRunning {
-                logger.warning("litestream did not stop after SIGTERM: killing it")
-                kill(process.processIdentifier, SIGKILL)
-            }
-        }
-        logger.info("litestream replicator stopped")
+        state.withLock { $0.isStopped = true }
+        readiness.fail(.replicatorNotRunning(reason: "stopped"))
+        await litestream.stop()
     }
 
     // MARK: - Scan
 
-    private struct Candidate: Sendable {
-        var name: String
-        var path: String
-        var replicaURL: String
-        /// The key and cipher settings the configuration gives it, or nil
-        /// when it is plain.
-        var key: @Sendable () throws -> BackupEncryption?
-    }
-
-    /// Every database of the configuration that exists now.
-    private func candidates() -> [Candidate] {
-        var candidates: [Candidate] = []
-        let environment = self.environment
-        for database in configuration.databases where FileManager.default.fileExists(atPath: database.path) {
-            let source = database.key
-            candidates.append(Candidate(
-                name: database.name, path: database.path, replicaURL: replication.replicaURL(forDatabase: database.name),
-                key: {
-                    guard let source else { return nil }
-                    return try BackupEncryption(
-                        key: CipherKey(source.read(environment: environment)),
-                        compatibility: database.cipher.compatibility, pageSize: database.cipher.pageSize)
-                }))
-        }
-        if let tenants = configuration.tenants {
-            let encryption: TenantEncryption
-            do {
-                encryption = try configuration.tenantEncryption(environment: environment)
-            } catch {
-                record(error: "tenants.masterKey: \(error)")
-                return candidates
-            }
-            let layout = tenants.layout
-            for id in (try? layout.tenants()) ?? [] {
-                candidates.append(tenantCandidate(id, path: layout.path(of: id), encryption: encryption))
-            }
-        }
-        return candidates
-    }
-
-    private func tenantCandidate(_ id: TenantID, path: String, encryption: TenantEncryption) -> Candidate {
-        Candidate(
-            name: "tenants/\(id)", path: path, replicaURL: replication.replicaURL(forTenant: id.rawValue),
-            key: {
-                guard let key = try encryption.key(forTenant: id.rawValue, atPath: path) else { return nil }
-                return BackupEncryption(key: key)
-            })
-    }
-
     private func tick() async {
-        if let status = exitStatus() {
-            record(error: "\(ReplicationError.replicatorExited(status: status))")
-            state.withLock { state in
-                state.process = nil
-                state.status.registered = []
+        do {
+            try await litestream.restartIfExited { status in
+                record(error: "\(ReplicationError.replicatorExited(status: status))")
+                // The new process knows no database.
+                state.withLock { $0.status.registered = [] }
             }
-            do {
-                try launch()
-            } catch {
-                record(error: "\(error)")
-                return
-            }
-            try? await Task.sleep(for: .milliseconds(200))
+        } catch {
+            record(error: "\(error)")
+            return
         }
-        let candidates = candidates()
+        let candidates = candidates.present { record(error: $0) }
         let (registered, refused) = state.withLock { ($0.status.registered, $0.status.refused) }
         let present = Set(candidates.map(\.path))
         for candidate in candidates where !registered.contains(candidate.path) && !refused.contains(candidate.path) {
             do {
-                _ = try await Self.offPool { try self.registerLocked(candidate) }
+                _ = try await BlockingWork.run { () throws -> Bool in try self.registerLocked(candidate) }
             } catch {
                 record(error: "\(candidate.name): \(error)")
             }
@@ -454,10 +324,10 @@ public final class LitestreamReplicator: Service, Sendable {
         for path in registered.subtracting(present) {
             do {
                 // Retired meanwhile by a removal: nothing left to do.
-                guard try await Self.offPool({ try self.unregisterLocked(path: path) }) else { continue }
+                guard try await BlockingWork.run({ () throws -> Bool in try self.unregisterLocked(path: path) }) else { continue }
                 logger.info("replication stopped: database removed", metadata: ["path": "\(path)"])
-                if let id = tenantID(ofPath: path) {
-                    try RemovedTenantReplicas(replication: replication).keep(id, removedAt: Date())
+                if let storage = try self.candidates.storage(), let id = storage.tenantID(ofPath: path) {
+                    try RemovedTenantReplicas(replication: replication).keep(id, from: storage, removedAt: Date())
                 }
             } catch {
                 record(error: "unregister \(path): \(error)")
@@ -467,6 +337,7 @@ public final class LitestreamReplicator: Service, Sendable {
             state.retiring.formIntersection(present)
             state.status.refused.formIntersection(present)
         }
+        encryptedBackups.endRetiring(notIn: present)
         do {
             for entry in try RemovedTenantReplicas(replication: replication).prune() {
                 logger.info("replica of a removed tenant deleted: its retention passed", metadata: [
@@ -475,16 +346,6 @@ public final class LitestreamReplicator: Service, Sendable {
         } catch {
             record(error: "pruning the replicas of removed tenants: \(error)")
         }
-        // Only databases the configuration gives a key are backed up here.
-        await backUpEncryptedDatabases(candidates)
-    }
-
-    /// The tenant whose file is `path`, if it is one.
-    private func tenantID(ofPath path: String) -> TenantID? {
-        guard let layout = configuration.tenants?.layout else { return nil }
-        let url = URL(fileURLWithPath: path)
-        guard url.deletingLastPathComponent().standardizedFileURL.path == layout.root.path else { return nil }
-        return try? TenantID(url.deletingPathExtension().lastPathComponent)
     }
 
     /// Registers `candidate` with Litestream if it is plain, under the
@@ -494,7 +355,7 @@ public final class LitestreamReplicator: Service, Sendable {
     /// - parameter retiring: Whether the caller is the removal of the
     ///   tenant (the scan leaves tenants being removed alone).
     @discardableResult
-    private func registerLocked(_ candidate: Candidate, retiring byRemoval: Bool = false) throws -> Bool {
+    private func registerLocked(_ candidate: ReplicationCandidate, retiring byRemoval: Bool = false) throws -> Bool {
         try registration.withLock { _ in
             let (registered, refused, retiring, stopped) = state.withLock {
                 ($0.status.registered.contains(candidate.path), $0.status.refused.contains(candidate.path),
@@ -503,7 +364,8 @@ public final class LitestreamReplicator: Service, Sendable {
             if registered { return true }
             if refused || (retiring && !byRemoval) { return false }
             if stopped { throw ReplicationError.replicatorNotRunning(reason: "stopped") }
-            guard try Self.isPlain(candidate) else {
+            // No key in the configuration, and a plain file: any doubt answers no.
+            guard try candidate.key() == nil, PlainDatabaseFile.isPlain(atPath: candidate.path) else {
                 state.withLock { _ = $0.status.refused.insert(candidate.path) }
                 return false
             }
@@ -535,17 +397,9 @@ public final class LitestreamReplicator: Service, Sendable {
     // MARK: - Tenants of the DatabaseService
 
     /// Waits (blocking) until the replicator is ready, or throws.
-    private func waitUntilReadyBlocking() throws {
-        let deadline = ContinuousClock.now + Self.readinessTimeout
-        while true {
-            let (ready, failure, stopped) = state.withLock { ($0.status.isReady, $0.failure, $0.isStopped) }
-            if let failure { throw failure }
-            if stopped { throw ReplicationError.replicatorNotRunning(reason: "stopped") }
-            if ready { return }
-            if ContinuousClock.now > deadline {
-                throw ReplicationError.replicatorNotRunning(reason: "not ready after \(Self.readinessTimeout): is the LitestreamReplicator in the ServiceGroup?")
-            }
-            Thread.sleep(forTimeInterval: 0.02)
+    private func waitUntilReadyBlocking() throws(ReplicationError) {
+        guard try readiness.wait(timeout: Self.readinessTimeout) else {
+            throw .replicatorNotRunning(reason: "not ready after \(Self.readinessTimeout): is the LitestreamReplicator in the ServiceGroup?")
         }
     }
 
@@ -571,9 +425,12 @@ public final class LitestreamReplicator: Service, Sendable {
         }
         if registered { return }
         try waitUntilReadyBlocking()
+        guard let storage = try candidates.storage(), storage.path(of: id) == path else {
+            throw ReplicationError.litestreamRefused(reason: "\(path) is not the file the configuration gives tenant \(id): not registered")
+        }
+        var candidate = candidates.tenant(id, in: storage)
         // The service opens it without a key: the policy says plain.
-        let candidate = Candidate(
-            name: "tenants/\(id)", path: path, replicaURL: replication.replicaURL(forTenant: id.rawValue), key: { nil })
+        candidate.key = { nil }
         guard try registerLocked(candidate) else { throw ReplicationError.notPlain(path: path) }
     }
 
@@ -587,21 +444,20 @@ public final class LitestreamReplicator: Service, Sendable {
     ///   tenant must not be deleted.
     func retireTenant(_ id: TenantID, path: String) throws {
         // From here the scan neither registers nor backs it up; under the
-        // lock, so that a scan's backup of it in flight ends first.
+        // locks, so that a scan's registration or backup of it in flight
+        // ends first.
         registration.withLock { _ in state.withLock { _ = $0.retiring.insert(path) } }
+        encryptedBackups.beginRetiring(path: path)
         do {
             try waitUntilReadyBlocking()
-            let candidate = tenantCandidate(id, path: path, encryption: try configuration.tenantEncryption(environment: environment))
+            guard let storage = try candidates.storage(), storage.path(of: id) == path else {
+                throw ReplicationError.removalFailed(tenant: id.rawValue, reason: "\(path) is not the file the configuration gives the tenant")
+            }
+            let candidate = candidates.tenant(id, in: storage)
             if let keyed = try candidate.key() {
                 // Encrypted: a last backup, so that the one kept aside has
                 // every write.
-                if let directory = replication.encryptedBackupDirectory {
-                    let destination = URL(fileURLWithPath: directory).appendingPathComponent(candidate.name + ".sqlite").path
-                    try FileManager.default.createDirectory(
-                        atPath: URL(fileURLWithPath: destination).deletingLastPathComponent().path,
-                        withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-                    try Self.backUp(candidate, encryption: keyed, to: destination)
-                }
+                try encryptedBackups.backUpLastTime(candidate, encryption: keyed)
             } else if try registerLocked(candidate, retiring: true) {
                 // Plain: registered if it was not (Litestream's first sync
                 // copies it whole), then every write uploaded before
@@ -612,111 +468,21 @@ public final class LitestreamReplicator: Service, Sendable {
                 }
                 try unregisterLocked(path: path)
             }
-            let kept = try RemovedTenantReplicas(replication: replication).keep(id, removedAt: Date())
+            let kept = try RemovedTenantReplicas(replication: replication).keep(id, from: storage, removedAt: Date())
             logger.info("tenant removed: replication stopped", metadata: [
                 "tenant": "\(id)", "kept": "\(kept?.replicaURL ?? kept?.encryptedBackup ?? "nothing")",
                 "retention": "\(replication.removedTenantRetention)"])
         } catch {
             state.withLock { _ = $0.retiring.remove(path) }
+            encryptedBackups.endRetiring(path: path)
             record(error: "removing tenant \(id): \(error)")
             if case .removalFailed = error as? ReplicationError { throw error }
             throw ReplicationError.removalFailed(tenant: id.rawValue, reason: "\(error)")
         }
     }
 
-    /// Whether the database may be handed to Litestream: no key in the
-    /// configuration, a plain SQLite header, and a schema a plain read-only
-    /// connection can read. Any doubt answers no.
-    private static func isPlain(_ candidate: Candidate) throws -> Bool {
-        guard try candidate.key() == nil else { return false }
-        guard CipherDatabase.isEncrypted(atPath: candidate.path) == false else { return false }
-        var configuration = Configuration()
-        configuration.readonly = true
-        do {
-            let queue = try DatabaseQueue(path: candidate.path, configuration: configuration)
-            defer { try? queue.close() }
-            _ = try queue.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM sqlite_master") }
-            return true
-        } catch {
-            return false
-        }
-    }
-
-    // MARK: - Encrypted backups
-
-    private func backUpEncryptedDatabases(_ candidates: [Candidate]) async {
-        guard let directory = replication.encryptedBackupDirectory else { return }
-        let due = state.withLock { state -> Bool in
-            if let last = state.lastBackup, ContinuousClock.now - last < replication.encryptedBackupInterval { return false }
-            state.lastBackup = .now
-            return true
-        }
-        guard due else { return }
-        for candidate in candidates {
-            let encryption: BackupEncryption
-            do {
-                guard let keyed = try candidate.key() else { continue }
-                encryption = keyed
-            } catch {
-                record(error: "\(candidate.name): \(error)")
-                continue
-            }
-            let destination = URL(fileURLWithPath: directory).appendingPathComponent(candidate.name + ".sqlite").path
-            do {
-                try FileManager.default.createDirectory(
-                    atPath: URL(fileURLWithPath: destination).deletingLastPathComponent().path,
-                    withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-                // Under the registration lock: never beside the last backup
-                // of a tenant being removed, which it would write again
-                // after that one was kept aside.
-                let written = try await Self.offPool {
-                    try self.registration.withLock { _ in
-                        guard !self.state.withLock({ $0.retiring.contains(candidate.path) }) else { return false }
-                        try Self.backUp(candidate, encryption: encryption, to: destination)
-                        return true
-                    }
-                }
-                guard written else { continue }
-                state.withLock { _ = $0.status.backedUp.insert(candidate.path) }
-                logger.info("encrypted backup written", metadata: ["database": "\(candidate.name)", "backup": "\(destination)"])
-            } catch {
-                record(error: "\(error)")
-            }
-        }
-    }
-
-    /// A checked copy under a fresh name (`DatabaseBackup` never
-    /// overwrites), then `rename(2)` over the previous backup: a failure
-    /// leaves the previous backup in place.
-    private static func backUp(_ candidate: Candidate, encryption: BackupEncryption, to destination: String) throws {
-        let next = destination + ".next"
-        try? FileManager.default.removeItem(atPath: next)
-        var configuration = Configuration()
-        configuration.readonly = true
-        try configuration.encrypt(
-            with: encryption.key, compatibility: encryption.compatibility, pageSize: encryption.pageSize)
-        // A read-only connection of its own: the daemon's writers go on.
-        let source = try DatabaseQueue(path: candidate.path, configuration: configuration)
-        defer { try? source.close() }
-        _ = try DatabaseBackup.backUp(source, to: URL(fileURLWithPath: next), encryption: encryption, name: candidate.name)
-        guard rename(next, destination) == 0 else {
-            let reason = String(cString: strerror(errno))
-            try? FileManager.default.removeItem(atPath: next)
-            throw ReplicationError.backupFailed(database: candidate.name, reason: "rename to \(destination): \(reason)")
-        }
-    }
-
     private func record(error: String) {
         state.withLock { $0.status.lastError = error }
         logger.error("replication problem", metadata: ["error": "\(error)"])
-    }
-
-    /// Runs blocking I/O (sockets, SQLite) off the cooperative pool.
-    private static func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async {
-                continuation.resume(with: Result { try body() })
-            }
-        }
     }
 }

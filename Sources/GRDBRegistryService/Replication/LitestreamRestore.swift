@@ -91,7 +91,7 @@ public struct LitestreamRestore: Sendable {
     }
 
     /// Restores the most recent removal of tenant `id` that is kept (see
-    /// ``RemovedTenantReplicas``): the undo of a mistaken removal. A plain
+    /// ``LitestreamReplicator``): the undo of a mistaken removal. A plain
     /// tenant comes from its replica kept aside (at `date`, if given); an
     /// encrypted one from its last encrypted backup, opened with its key
     /// (no point in time: a backup is one state).
@@ -283,24 +283,10 @@ public struct LitestreamRestore: Sendable {
     }
 
     private func run(_ arguments: [String], name: String) throws -> String {
-        let replication = try replication
-        let process = Process()
-        if replication.litestream.contains("/") {
-            process.executableURL = URL(fileURLWithPath: replication.litestream)
-            process.arguments = arguments
-        } else {
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = [replication.litestream] + arguments
-        }
-        // Litestream needs the rest (cloud credentials), never a key.
-        process.environment = configuration.childEnvironment(environment)
         let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        do {
-            try process.run()
-        } catch {
-            throw ReplicationError.litestreamNotFound(path: replication.litestream, reason: "\(error)")
+        let process = try LitestreamExecutable(configuration: configuration, environment: environment).start(arguments) {
+            $0.standardOutput = pipe
+            $0.standardError = pipe
         }
         let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()

@@ -26,25 +26,25 @@ import GRDBRegistry
 /// Replicas elsewhere than `file://` (S3…) can't be moved or listed
 /// without their provider's tools: they stay at `<replica>/tenants/<id>`,
 /// for the provider's lifecycle rules to expire.
-public struct RemovedTenantReplicas: Sendable {
+package struct RemovedTenantReplicas: Sendable {
     /// One removal of a tenant, and what it left.
-    public struct Entry: Sendable, Equatable {
+    package struct Entry: Sendable, Equatable {
         /// The removed tenant.
-        public var tenant: TenantID
+        package var tenant: TenantID
         /// When it was removed (to the millisecond).
-        public var removedAt: Date
+        package var removedAt: Date
         /// The Litestream replica kept aside (`file://…`), if the tenant
         /// was replicated.
-        public var replicaURL: String?
+        package var replicaURL: String?
         /// The encrypted backup kept aside, if the tenant was encrypted.
-        public var encryptedBackup: String?
+        package var encryptedBackup: String?
     }
 
     /// The replication section whose replica and backup directory hold
     /// the removed tenants.
-    public let replication: RegistryConfiguration.Replication
+    package let replication: RegistryConfiguration.Replication
 
-    public init(replication: RegistryConfiguration.Replication) {
+    package init(replication: RegistryConfiguration.Replication) {
         self.replication = replication
     }
 
@@ -54,7 +54,7 @@ public struct RemovedTenantReplicas: Sendable {
     /// ```swift
     /// let tenants = RemovedTenantReplicas(replication: replication).replicaRoot?.appendingPathComponent("tenants")
     /// ```
-    public var replicaRoot: URL? {
+    package var replicaRoot: URL? {
         guard replication.replica.hasPrefix("file://") else { return nil }
         return URL(fileURLWithPath: String(replication.replica.dropFirst("file://".count)))
     }
@@ -68,15 +68,17 @@ public struct RemovedTenantReplicas: Sendable {
     }
 
     /// Moves aside (or, with a zero retention, deletes) the replica and the
-    /// encrypted backup of tenant `id`, removed at `removedAt`.
+    /// encrypted backup of tenant `id`, removed at `removedAt`, from where
+    /// `storage` keeps them (``TenantStorage/replicaURL(for:)``,
+    /// ``TenantStorage/encryptedBackupPath(for:)``).
     ///
     /// - returns: What was kept, or nil when there was nothing to keep.
     @discardableResult
-    func keep(_ id: TenantID, removedAt: Date) throws -> Entry? {
+    func keep(_ id: TenantID, from storage: TenantStorage, removedAt: Date) throws -> Entry? {
         let stamp = Self.stamp(removedAt)
         var entry = Entry(tenant: id, removedAt: Self.date(fromStamp: stamp) ?? removedAt)
-        if let root = replicaRoot, let removed = removedReplicas {
-            let replica = root.appendingPathComponent("tenants/\(id.rawValue)")
+        if let removed = removedReplicas, let url = storage.replicaURL(for: id), url.hasPrefix("file://") {
+            let replica = URL(fileURLWithPath: String(url.dropFirst("file://".count)))
             if FileManager.default.fileExists(atPath: replica.path) {
                 if replication.removedTenantRetention == .zero {
                     try FileManager.default.removeItem(at: replica)
@@ -87,14 +89,13 @@ public struct RemovedTenantReplicas: Sendable {
                 }
             }
         }
-        if let directory = replication.encryptedBackupDirectory, let removed = removedBackups {
-            let backup = URL(fileURLWithPath: directory).appendingPathComponent("tenants/\(id.rawValue).sqlite")
-            if FileManager.default.fileExists(atPath: backup.path) {
+        if let removed = removedBackups, let backup = storage.encryptedBackupPath(for: id) {
+            if FileManager.default.fileExists(atPath: backup) {
                 if replication.removedTenantRetention == .zero {
-                    try FileManager.default.removeItem(at: backup)
+                    try FileManager.default.removeItem(atPath: backup)
                 } else {
                     let destination = removed.appendingPathComponent("\(id.rawValue)/\(stamp).sqlite")
-                    try Self.move(backup, to: destination)
+                    try Self.move(URL(fileURLWithPath: backup), to: destination)
                     entry.encryptedBackup = destination.path
                 }
             }
@@ -104,7 +105,7 @@ public struct RemovedTenantReplicas: Sendable {
 
     /// What is kept of removed tenants (of `id` only, when given), the
     /// most recent removal first for each tenant.
-    public func entries(of id: TenantID? = nil) throws -> [Entry] {
+    package func entries(of id: TenantID? = nil) throws -> [Entry] {
         var entries: [String: Entry] = [:]
         func scan(_ folder: URL?, _ record: (inout Entry, URL) -> Void) {
             guard let folder else { return }

@@ -16,4 +16,11 @@ enum Replication {
         guard configuration.replication != nil else { return nil }
         return try LitestreamReplicator(configuration: configuration, logger: logger)
     }
+
+    /// The services of `replicator`, in group order: the replicator, then
+    /// its scheduled backups of encrypted tenants (without which it does
+    /// not start when the configuration has an encrypted backup directory).
+    static func services(of replicator: LitestreamReplicator?) -> [any Service] {
+        replicator.map { [$0, $0.encryptedBackups] } ?? []
+    }
 }

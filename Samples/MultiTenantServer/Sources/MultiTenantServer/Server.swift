@@ -217,7 +217,7 @@ struct MultiTenantServer {
         // ServiceGroup refuses a signal in both lists, so the escalation
         // is a second, different signal.
         var groupConfiguration = ServiceGroupConfiguration(
-            services: tracing.exporterFirst([databases] + (replicator.map { [$0] } ?? []) + [app]),
+            services: tracing.exporterFirst([databases] + Replication.services(of: replicator) + [app]),
             gracefulShutdownSignals: [.sigterm],
             cancellationSignals: [.sigint],
             logger: logger)

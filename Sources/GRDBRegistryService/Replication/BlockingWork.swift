@@ -1,0 +1,36 @@
+import Foundation
+
+/// Runs blocking work (sockets, SQLite, `waitpid`, file copies) on a
+/// Dispatch thread, and suspends the caller until it is done.
+///
+/// Swift concurrency's cooperative pool has one thread per core: a call
+/// that blocks one of them (a Litestream socket call can wait 30 s, a
+/// backup reads a whole database) stalls every task queued behind it. The
+/// body runs on `DispatchQueue.global()`, which grows threads as they
+/// block, and its result or typed error comes back to the caller.
+///
+/// ```swift
+/// let info = try await BlockingWork.run { try control.info() }
+/// await BlockingWork.run { try? database.close() }
+/// ```
+///
+/// The body is not cancelled with the calling task: blocking calls can't
+/// be interrupted, so the caller gets its answer once the body returns.
+enum BlockingWork {
+    /// Runs `body` off the cooperative pool and returns its result, or
+    /// throws its error (`Never` for a body that can't fail).
+    static func run<T: Sendable, Failure: Error>(
+        _ body: @escaping @Sendable () throws(Failure) -> T
+    ) async throws(Failure) -> T {
+        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<T, Failure>, Never>) in
+            DispatchQueue.global().async {
+                do throws(Failure) {
+                    continuation.resume(returning: .success(try body()))
+                } catch {
+                    continuation.resume(returning: .failure(error))
+                }
+            }
+        }
+        return try result.get()
+    }
+}

@@ -1,0 +1,221 @@
+import Foundation
+import GRDB
+import GRDBBackup
+import GRDBCipher
+import GRDBRegistry
+import Logging
+import ServiceLifecycle
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A `Service` that backs up the encrypted databases of a configuration on
+/// a schedule: the databases Litestream must never see.
+///
+/// Litestream's SQLite can't read SQLCipher pages, so an encrypted tenant
+/// or named database is never registered for replication. Instead, every
+/// `replication.encryptedBackupIntervalSeconds` (and once at start), each
+/// one gets a copy in `replication.encryptedBackupDirectory`
+/// (`tenants/<id>.sqlite`, or `<name>.sqlite` for a named database):
+/// ciphertext under the same key, made and checked by
+/// ``/GRDBBackup/DatabaseBackup`` (the engine of `registryctl backup`) from
+/// a read-only connection of its own, then renamed over the previous one,
+/// so a failed backup leaves the previous one in place.
+///
+/// The schedule belongs to its ``LitestreamReplicator`` (which also makes
+/// the last backup of an encrypted tenant being removed), and runs in the
+/// same `ServiceGroup`, right after it:
+///
+/// ```swift
+/// let replicator = try LitestreamReplicator(configuration: configuration, logger: logger)
+/// let databases = DatabaseService(configuration: configuration, logger: logger, replicator: replicator)
+/// let group = ServiceGroup(configuration: .init(
+///     services: [databases, replicator, replicator.encryptedBackups, httpServer],
+///     gracefulShutdownSignals: [.sigterm],
+///     logger: logger))
+/// try await group.run()
+/// ```
+///
+/// When the configuration has an `encryptedBackupDirectory`, the replicator
+/// does not become ready until its schedule runs: a daemon whose encrypted
+/// databases would silently go without backups does not start.
+///
+/// ## Topics
+///
+/// ### Running the schedule
+///
+/// - ``run()``
+/// - ``backUpNow()``
+///
+/// ### What it did
+///
+/// - ``status``
+/// - ``Status``
+public final class EncryptedBackupSchedule: Service, Sendable {
+    /// What the schedule did since it started.
+    public struct Status: Sendable, Equatable {
+        /// Encrypted databases backed up at least once, by path.
+        public var backedUp: Set<String> = []
+        /// The last error, if any.
+        public var lastError: String?
+    }
+
+    private struct State {
+        var status = Status()
+        /// Encrypted tenants being removed: no scheduled backup writes
+        /// beside their last one, which is kept aside.
+        var retiring: Set<String> = []
+    }
+
+    private let candidates: ReplicationCandidates
+    private let logger: Logger
+    private let state = Mutex(State())
+    /// Serialises each backup with the others and with the removal of a
+    /// tenant. Held only off the cooperative pool, across blocking copies.
+    private let copying = Mutex(())
+    /// Ready once ``run()`` started; failed once it ended.
+    let readiness = Readiness<ReplicationError>()
+
+    init(candidates: ReplicationCandidates, logger: Logger) {
+        self.candidates = candidates
+        self.logger = logger
+    }
+
+    private var replication: RegistryConfiguration.Replication { candidates.replication }
+
+    /// What the schedule did so far.
+    public var status: Status {
+        state.withLock { $0.status }
+    }
+
+    // MARK: - Service
+
+    /// Backs up the encrypted databases at once, then every interval, until
+    /// graceful shutdown. Without an `encryptedBackupDirectory` there is
+    /// nothing to back up: it only waits for the shutdown.
+    public func run() async throws {
+        readiness.succeed()
+        defer { readiness.fail(.replicatorNotRunning(reason: "the encrypted backups stopped")) }
+        guard replication.encryptedBackupDirectory != nil else {
+            try? await gracefulShutdown()
+            return
+        }
+        logger.info("encrypted backups scheduled", metadata: [
+            "directory": "\(replication.encryptedBackupDirectory ?? "")", "interval": "\(replication.encryptedBackupInterval)"])
+        // The loop ends at graceful shutdown (or cancellation): its sleep
+        // is cancelled then.
+        try? await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                await self.backUpNow()
+                try await Task.sleep(for: self.replication.encryptedBackupInterval)
+            }
+        }
+    }
+
+    /// Backs up every encrypted database now, without waiting for the
+    /// schedule.
+    ///
+    /// ```swift
+    /// await replicator.encryptedBackups.backUpNow()
+    /// ```
+    public func backUpNow() async {
+        guard replication.encryptedBackupDirectory != nil else { return }
+        let present = candidates.present { record(error: $0) }
+        endRetiring(notIn: Set(present.map(\.path)))
+        for candidate in present {
+            let encryption: BackupEncryption
+            do {
+                guard let keyed = try candidate.key() else { continue }
+                encryption = keyed
+            } catch {
+                record(error: "\(candidate.name): \(error)")
+                continue
+            }
+            guard let destination = candidate.encryptedBackupPath else { continue }
+            do {
+                // Under the lock: never beside the last backup of a tenant
+                // being removed, which it would write again after that one
+                // was kept aside.
+                let written = try await BlockingWork.run {
+                    try self.copying.withLock { _ in
+                        guard !self.state.withLock({ $0.retiring.contains(candidate.path) }) else { return false }
+                        try Self.backUp(candidate, encryption: encryption, to: destination)
+                        return true
+                    }
+                }
+                guard written else { continue }
+                state.withLock { _ = $0.status.backedUp.insert(candidate.path) }
+                logger.info("encrypted backup written", metadata: ["database": "\(candidate.name)", "backup": "\(destination)"])
+            } catch {
+                record(error: "\(error)")
+            }
+        }
+    }
+
+    // MARK: - Removed tenants
+
+    /// Stops the scheduled backups of the tenant file `path`, being
+    /// removed; a backup of it in flight ends first. Blocking.
+    func beginRetiring(path: String) {
+        copying.withLock { _ in state.withLock { _ = $0.retiring.insert(path) } }
+    }
+
+    /// Lets the scheduled backups of `path` go on: its removal failed.
+    func endRetiring(path: String) {
+        state.withLock { _ = $0.retiring.remove(path) }
+    }
+
+    /// Forgets the removals whose files are gone (not in `present`): a
+    /// tenant created again under the id is backed up. The replicator's
+    /// scan calls it, so that it happens within a scan interval, not at the
+    /// next backup.
+    func endRetiring(notIn present: Set<String>) {
+        state.withLock { $0.retiring.formIntersection(present) }
+    }
+
+    /// The last backup of `candidate`, an encrypted tenant being removed, so
+    /// that the backup kept aside has every write. Blocking.
+    func backUpLastTime(_ candidate: ReplicationCandidate, encryption: BackupEncryption) throws {
+        guard let destination = candidate.encryptedBackupPath else { return }
+        try copying.withLock { _ in
+            try Self.backUp(candidate, encryption: encryption, to: destination)
+        }
+    }
+
+    // MARK: - Copies
+
+    /// A checked copy under a fresh name (`DatabaseBackup` never
+    /// overwrites), then `rename(2)` over the previous backup: a failure
+    /// leaves the previous backup in place.
+    private static func backUp(_ candidate: ReplicationCandidate, encryption: BackupEncryption, to destination: String) throws {
+        try FileManager.default.createDirectory(
+            atPath: URL(fileURLWithPath: destination).deletingLastPathComponent().path,
+            withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let next = destination + ".next"
+        try? FileManager.default.removeItem(atPath: next)
+        var configuration = Configuration()
+        configuration.readonly = true
+        try configuration.encrypt(
+            with: encryption.key, compatibility: encryption.compatibility, pageSize: encryption.pageSize)
+        // A read-only connection of its own: the daemon's writers go on.
+        let source = try DatabaseQueue(path: candidate.path, configuration: configuration)
+        defer { try? source.close() }
+        _ = try DatabaseBackup.backUp(source, to: URL(fileURLWithPath: next), encryption: encryption, name: candidate.name)
+        guard rename(next, destination) == 0 else {
+            let reason = String(cString: strerror(errno))
+            try? FileManager.default.removeItem(atPath: next)
+            throw ReplicationError.backupFailed(database: candidate.name, reason: "rename to \(destination): \(reason)")
+        }
+    }
+
+    private func record(error: String) {
+        state.withLock { $0.status.lastError = error }
+        logger.error("encrypted backup problem", metadata: ["error": "\(error)"])
+    }
+}

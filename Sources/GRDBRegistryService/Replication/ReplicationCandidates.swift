@@ -1,0 +1,116 @@
+import Foundation
+import GRDBBackup
+import GRDBCipher
+import GRDBRegistry
+import Synchronization
+
+/// A database of the configuration, as replication sees it: its name in
+/// logs and spans, its file, its replica, its encrypted backup, and the
+/// key it is encrypted with.
+struct ReplicationCandidate: Sendable {
+    /// A configured database's name, or `tenants/<id>` (``TenantStorage/name(of:)``).
+    var name: String
+    var path: String
+    var replicaURL: String
+    /// Where its scheduled encrypted backup goes, when the configuration
+    /// has an `encryptedBackupDirectory`.
+    var encryptedBackupPath: String?
+    /// The tenant, when the candidate is one.
+    var tenant: TenantID?
+    /// The key and cipher settings the configuration gives it, or nil
+    /// when it is plain.
+    var key: @Sendable () throws -> BackupEncryption?
+}
+
+/// The databases a configuration replicates or backs up: its named
+/// databases and its tenants, with their keys. Shared by the
+/// ``LitestreamReplicator`` (which registers the plain ones) and the
+/// ``EncryptedBackupSchedule`` (which copies the encrypted ones).
+///
+/// Every tenant question (name, file, listing, key, replica, backup path,
+/// which file is a tenant) is the ``TenantStorage``'s, built once, at the
+/// first scan that can read the master key: the key is not read again.
+/// A missing key leaves the tenants out of that scan, and is reported, until
+/// it can be read.
+final class ReplicationCandidates: Sendable {
+    let configuration: RegistryConfiguration
+    let replication: RegistryConfiguration.Replication
+    private let environment: [String: String]
+    private let builtStorage = Mutex<TenantStorage?>(nil)
+
+    init(configuration: RegistryConfiguration, replication: RegistryConfiguration.Replication, environment: [String: String]) {
+        self.configuration = configuration
+        self.replication = replication
+        self.environment = environment
+    }
+
+    /// The storage of the configuration's tenants, built once; nil when the
+    /// configuration has none.
+    ///
+    /// - throws: The error of ``TenantStorage/init(configuration:environment:)``
+    ///   when the master key can't be read (tried again at the next call).
+    func storage() throws -> TenantStorage? {
+        guard configuration.tenants != nil else { return nil }
+        if let storage = builtStorage.withLock({ $0 }) { return storage }
+        let storage = try TenantStorage(configuration: configuration, environment: environment)
+        return builtStorage.withLock { built in
+            if let built { return built }
+            built = storage
+            return storage
+        }
+    }
+
+    /// Every database of the configuration that exists now. A tenants'
+    /// master key that can't be read leaves the tenants out, and is
+    /// reported to `problem`.
+    func present(problem: (String) -> Void) -> [ReplicationCandidate] {
+        var candidates: [ReplicationCandidate] = []
+        let environment = self.environment
+        for database in configuration.databases where FileManager.default.fileExists(atPath: database.path) {
+            let source = database.key
+            candidates.append(ReplicationCandidate(
+                name: database.name, path: database.path, replicaURL: replication.replicaURL(forDatabase: database.name),
+                encryptedBackupPath: replication.encryptedBackupDirectory.map {
+                    URL(fileURLWithPath: $0).appendingPathComponent(database.name + ".sqlite").path
+                },
+                key: {
+                    guard let source else { return nil }
+                    return try BackupEncryption(
+                        key: CipherKey(source.read(environment: environment)),
+                        compatibility: database.cipher.compatibility, pageSize: database.cipher.pageSize)
+                }))
+        }
+        do {
+            guard let storage = try storage() else { return candidates }
+            for id in (try? storage.layout.tenants()) ?? [] {
+                candidates.append(tenant(id, in: storage))
+            }
+        } catch {
+            problem("tenants.masterKey: \(error)")
+        }
+        return candidates
+    }
+
+    /// Tenant `id`, as the storage has it.
+    func tenant(_ id: TenantID, in storage: TenantStorage) -> ReplicationCandidate {
+        ReplicationCandidate(
+            name: TenantStorage.name(of: id), path: storage.path(of: id),
+            replicaURL: replication.replicaURL(forTenant: id.rawValue),
+            encryptedBackupPath: storage.encryptedBackupPath(for: id), tenant: id,
+            key: { try storage.backupEncryption(for: id) })
+    }
+
+    /// The tenant whose file is `path`, if it is one (the layout's rules).
+    func tenantID(ofPath path: String) -> TenantID? {
+        (try? storage())??.tenantID(ofPath: path)
+    }
+
+    /// The name of the database at `path` in spans, as the library names
+    /// it elsewhere: a configured database's name, `tenants/<id>`, or the
+    /// path itself for a file the configuration does not name.
+    func displayName(ofDatabaseAt path: String) -> String {
+        if let database = configuration.databases.first(where: { $0.path == path }) { return database.name }
+        if let id = tenantID(ofPath: path) { return TenantStorage.name(of: id) }
+        return path
+    }
+}

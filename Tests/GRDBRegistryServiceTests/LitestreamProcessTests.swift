@@ -1,0 +1,266 @@
+import Foundation
+import GRDB
+import GRDBMigrations
+import GRDBRegistry
+import GRDBRegistryExamples
+@testable import GRDBRegistryService
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The output and exit status of a child started by `executable`.
+private func run(_ executable: LitestreamExecutable, _ arguments: [String]) throws -> (status: Int32, output: String) {
+    let pipe = Pipe()
+    let process = try executable.start(arguments) {
+        $0.standardOutput = pipe
+        $0.standardError = pipe
+    }
+    let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    process.waitUntilExit()
+    return (process.terminationStatus, output)
+}
+
+@Suite struct LitestreamExecutableTests {
+    private static func configuration(litestream: String, in directory: TemporaryDirectory) throws -> RegistryConfiguration {
+        try RegistryConfiguration.parse(Data(#"""
+            {"tenants": {"root": "tenants", "masterKey": {"env": "LAUNCH_MASTER_KEY"}},
+             "replication": {"replica": "replica", "litestream": "\#(litestream)", "encryptedBackupDirectory": "backups"}}
+            """#.utf8), baseDirectory: directory.url, environment: [:])
+    }
+
+    /// A name is looked up in the child's `PATH` (through `/usr/bin/env`);
+    /// a path is run as it is, and a missing one is a typed error.
+    @Test func aNameIsLookedUpInPathAndAPathIsRunAsIs() throws {
+        let directory = try TemporaryDirectory()
+        let bin = URL(fileURLWithPath: litestreamPath).deletingLastPathComponent().path
+        let byName = try LitestreamExecutable(
+            configuration: Self.configuration(litestream: "litestream", in: directory), environment: ["PATH": bin])
+        let version = try run(byName, ["version"])
+        #expect(version.status == 0)
+        #expect(version.output.contains("0.5"), "\(version.output)")
+
+        let unknown = try LitestreamExecutable(
+            configuration: Self.configuration(litestream: "no-such-litestream-b1c4", in: directory), environment: ["PATH": bin])
+        #expect(try run(unknown, ["version"]).status == 127)
+
+        let missing = try LitestreamExecutable(
+            configuration: Self.configuration(litestream: directory.path("no/litestream"), in: directory), environment: [:])
+        let error = #expect(throws: ReplicationError.self) { _ = try missing.start(["version"]) }
+        guard case let .litestreamNotFound(path, _) = error else {
+            Issue.record("expected litestreamNotFound, got \(String(describing: error))")
+            return
+        }
+        #expect(path == directory.path("no/litestream"))
+    }
+
+    /// The child gets the daemon's environment (cloud credentials) but
+    /// never a variable that holds a key of the configuration.
+    @Test func theChildNeverSeesAKeyOfTheConfiguration() throws {
+        let directory = try TemporaryDirectory()
+        let master = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+        // `/usr/bin/env` with no argument prints its environment.
+        let executable = try LitestreamExecutable(
+            configuration: Self.configuration(litestream: "/usr/bin/env", in: directory),
+            environment: ["LAUNCH_MASTER_KEY": master, "AWS_ACCESS_KEY_ID": "AKIA-TEST"])
+        let printed = try run(executable, [])
+        #expect(printed.status == 0)
+        #expect(printed.output.contains("AWS_ACCESS_KEY_ID=AKIA-TEST"))
+        #expect(!printed.output.contains("LAUNCH_MASTER_KEY"))
+        #expect(!printed.output.contains(master))
+    }
+}
+
+@Suite struct LitestreamProcessTests {
+    /// A replicator left on the socket by a killed daemon is adopted (not
+    /// started twice), replicates the daemon's tenants, and is stopped at
+    /// the daemon's shutdown as if the daemon had started it.
+    @Test func anOrphanReplicatorIsAdoptedAndStoppedAtShutdown() async throws {
+        let directory = try TemporaryDirectory()
+        let configuration = try ReplicatedDaemon.configuration(in: directory)
+        let socket = try #require(configuration.replication?.socket)
+        let control = LitestreamControl(socketPath: socket)
+        // The orphan: what a daemon killed with SIGKILL leaves running.
+        let orphan = LitestreamProcess(
+            executable: try LitestreamExecutable(configuration: configuration, environment: [:]),
+            control: control, logger: LogRecorder().logger())
+        try await orphan.start()
+        let orphanPID = try control.info().pid
+
+        let daemon = try ReplicatedDaemon(configuration: configuration, scanInterval: .seconds(3600))
+        let acme = try TenantID("acme")
+        let path = try daemon.tenants.path(of: acme)
+        try await daemon.run {
+            #expect(try control.info().pid == orphanPID)
+            try daemon.tenants.provision(acme)
+            _ = try await daemon.tenants.withRepository(acme) { try await $0.add(name: "adopted", score: 1) }
+            let synced = try await daemon.replicator.sync(path: path)
+            #expect(synced.replicatedTXID == synced.txid)
+        }
+        #expect(daemon.logs.all.contains { $0.message.contains("adopting it") && $0.metadata["pid"] == "\(orphanPID)" })
+        // Stopped at shutdown: nothing answers on the socket any more.
+        #expect((try? control.info()) == nil)
+    }
+
+    /// A replicator that dies is started again at the next scan, and the
+    /// tenants it replicated are registered with the new one.
+    @Test func aReplicatorThatDiesIsStartedAgainAndItsTenantsRegisteredAgain() async throws {
+        let directory = try TemporaryDirectory()
+        let configuration = try ReplicatedDaemon.configuration(in: directory)
+        let daemon = try ReplicatedDaemon(configuration: configuration, scanInterval: .milliseconds(100))
+        let replicator = daemon.replicator
+        let acme = try TenantID("acme")
+        let path = try daemon.tenants.path(of: acme)
+        try await daemon.run {
+            try daemon.tenants.provision(acme)
+            _ = try await daemon.tenants.withRepository(acme) { try await $0.add(name: "before", score: 1) }
+            let first = try replicator.control.info().pid
+            #expect(kill(first, SIGKILL) == 0)
+            try await eventually(within: 30) {
+                guard let info = try? replicator.control.info(), info.pid != first else { return false }
+                return (try? replicator.control.list().map(\.path)) == [path]
+            }
+            // Said in the log (the status keeps only the last error, which
+            // may be a registration tried while the new process started).
+            #expect(daemon.logs.all.contains { $0.metadata["error"]?.contains("the litestream replicator exited") == true })
+            _ = try await daemon.tenants.withRepository(acme) { try await $0.add(name: "after", score: 2) }
+            let synced = try await replicator.sync(path: path)
+            #expect(synced.replicatedTXID == synced.txid)
+        }
+    }
+}
+
+@Suite struct EncryptedBackupScheduleTests {
+    private static let master = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+    private static func configuration(in directory: TemporaryDirectory, interval: String = "0.2") throws -> RegistryConfiguration {
+        try RegistryConfiguration.parse(Data(#"""
+            {"tenants": {"root": "tenants", "migrations": "\#(repositoryRoot.path)/Migrations/players", "masterKey": {"env": "SCHEDULE_MASTER_KEY"}},
+             "replication": {"replica": "replica", "litestream": "\#(litestreamPath)",
+                             "encryptedBackupDirectory": "backups", "encryptedBackupIntervalSeconds": \#(interval)}}
+            """#.utf8), baseDirectory: directory.url, environment: ["SCHEDULE_MASTER_KEY": master])
+    }
+
+    /// The names in the encrypted backup of tenant `id`, opened with the
+    /// tenant's key; nil while there is no backup.
+    private static func names(inBackupOf id: TenantID, configuration: RegistryConfiguration, in directory: TemporaryDirectory) -> [String]? {
+        let backup = directory.path("backups/tenants/\(id).sqlite")
+        guard FileManager.default.fileExists(atPath: backup) else { return nil }
+        do {
+            var keyed = Configuration()
+            keyed.readonly = true
+            let encryption = try configuration.tenantEncryption(environment: ["SCHEDULE_MASTER_KEY": master])
+            try keyed.encrypt(with: try #require(try encryption.key(forTenant: id.rawValue, atPath: backup)))
+            let queue = try DatabaseQueue(path: backup, configuration: keyed)
+            defer { try? queue.close() }
+            return try queue.read { try String.fetchAll($0, sql: "SELECT name FROM player ORDER BY score") }
+        } catch {
+            return nil
+        }
+    }
+
+    /// In the group, the schedule backs up encrypted tenants on its own,
+    /// again and again: each backup has the writes made before it.
+    @Test func theScheduleBacksUpEncryptedTenantsEveryInterval() async throws {
+        let directory = try TemporaryDirectory()
+        let configuration = try Self.configuration(in: directory)
+        let daemon = try ReplicatedDaemon(configuration: configuration, environment: ["SCHEDULE_MASTER_KEY": Self.master], scanInterval: .seconds(3600))
+        let vault = try TenantID("vault")
+        try await daemon.run {
+            try daemon.tenants.provision(vault)
+            _ = try await daemon.tenants.withRepository(vault) { try await $0.add(name: "first", score: 1) }
+            try await eventually(within: 30) { Self.names(inBackupOf: vault, configuration: configuration, in: directory) == ["first"] }
+            _ = try await daemon.tenants.withRepository(vault) { try await $0.add(name: "second", score: 2) }
+            try await eventually(within: 30) { Self.names(inBackupOf: vault, configuration: configuration, in: directory) == ["first", "second"] }
+            #expect(daemon.replicator.encryptedBackups.status.backedUp == [try daemon.tenants.path(of: vault)])
+            #expect(daemon.replicator.status.backedUp == [try daemon.tenants.path(of: vault)])
+            #expect(daemon.replicator.status.registered.isEmpty)
+        }
+    }
+
+    /// A removed encrypted tenant gets no scheduled backup beside the last
+    /// one kept aside; a tenant created again under its id, after the
+    /// replicator's next scan, is backed up again (without waiting for a
+    /// scheduled round, which may be an hour away).
+    @Test func aTenantCreatedAgainAfterItsRemovalIsBackedUpAgain() async throws {
+        let directory = try TemporaryDirectory()
+        let configuration = try Self.configuration(in: directory, interval: "3600")
+        let daemon = try ReplicatedDaemon(configuration: configuration, environment: ["SCHEDULE_MASTER_KEY": Self.master], scanInterval: .seconds(3600))
+        let secret = try TenantID("secret")
+        try await daemon.run {
+            try daemon.tenants.provision(secret)
+            _ = try await daemon.tenants.withRepository(secret) { try await $0.add(name: "old", score: 1) }
+            try daemon.tenants.remove(secret)
+            #expect(Self.names(inBackupOf: secret, configuration: configuration, in: directory) == nil)
+            let kept = try RemovedTenantReplicas(replication: try #require(configuration.replication)).entries(of: secret)
+            #expect(kept.count == 1 && kept.first?.encryptedBackup != nil)
+
+            await daemon.replicator.registerNow()
+            try daemon.tenants.provision(secret)
+            _ = try await daemon.tenants.withRepository(secret) { try await $0.add(name: "new", score: 2) }
+            await daemon.replicator.encryptedBackups.backUpNow()
+            #expect(Self.names(inBackupOf: secret, configuration: configuration, in: directory) == ["new"])
+        }
+    }
+
+    /// The master key is read once: a key file removed while the daemon
+    /// runs stops nothing (it takes effect at the next start), where a key
+    /// read at every scan would leave the tenants without backups.
+    @Test func theMasterKeyIsReadOnce() async throws {
+        let directory = try TemporaryDirectory()
+        let keyFile = directory.path("master.key")
+        try Data(Self.master.utf8).write(to: URL(fileURLWithPath: keyFile))
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: keyFile)
+        let configuration = try RegistryConfiguration.parse(Data(#"""
+            {"tenants": {"root": "tenants", "migrations": "\#(repositoryRoot.path)/Migrations/players", "masterKey": {"file": "master.key"}},
+             "replication": {"replica": "replica", "litestream": "\#(litestreamPath)",
+                             "encryptedBackupDirectory": "backups", "encryptedBackupIntervalSeconds": 0.2}}
+            """#.utf8), baseDirectory: directory.url, environment: [:])
+        let encryption = try configuration.tenantEncryption(environment: [:])
+        let daemon = try ReplicatedDaemon(configuration: configuration, scanInterval: .milliseconds(100))
+        let vault = try TenantID("vault")
+        @Sendable func names() -> [String]? {
+            let backup = directory.path("backups/tenants/vault.sqlite")
+            do {
+                var keyed = Configuration()
+                keyed.readonly = true
+                try keyed.encrypt(with: try #require(try encryption.key(forTenant: "vault", atPath: backup)))
+                let queue = try DatabaseQueue(path: backup, configuration: keyed)
+                defer { try? queue.close() }
+                return try queue.read { try String.fetchAll($0, sql: "SELECT name FROM player ORDER BY score") }
+            } catch {
+                return nil
+            }
+        }
+        try await daemon.run {
+            try daemon.tenants.provision(vault)
+            _ = try await daemon.tenants.withRepository(vault) { try await $0.add(name: "first", score: 1) }
+            try await eventually(within: 30) { names() == ["first"] }
+            try FileManager.default.removeItem(atPath: keyFile)
+            _ = try await daemon.tenants.withRepository(vault) { try await $0.add(name: "second", score: 2) }
+            try await eventually(within: 30) { names() == ["first", "second"] }
+            await daemon.replicator.registerNow()
+            #expect(daemon.replicator.encryptedBackups.status.lastError == nil)
+            #expect(daemon.replicator.status.lastError == nil)
+        }
+    }
+
+    /// Fail closed: a replicator whose configuration has encrypted backups,
+    /// run without its schedule, does not start (the encrypted tenants
+    /// would silently go without backups), and leaves no Litestream behind.
+    @Test func aReplicatorWithoutItsScheduleDoesNotStart() async throws {
+        let directory = try TemporaryDirectory()
+        let configuration = try Self.configuration(in: directory)
+        let replicator = try LitestreamReplicator(
+            configuration: configuration, environment: ["SCHEDULE_MASTER_KEY": Self.master], logger: LogRecorder().logger())
+        let error = await #expect(throws: ReplicationError.self) { try await replicator.run() }
+        guard case let .replicatorNotRunning(reason) = error else {
+            Issue.record("expected replicatorNotRunning, got \(String(describing: error))")
+            return
+        }
+        #expect(reason.contains("encryptedBackups"))
+        await #expect(throws: ReplicationError.self) { try await replicator.waitUntilReady() }
+        #expect((try? replicator.control.info()) == nil)
+    }
+}
