@@ -4,6 +4,7 @@ import GRDBBackup
 import GRDBCipher
 import GRDBMigrations
 import GRDBRegistry
+import GRDBRegistryService
 import Logging
 import Synchronization
 
@@ -120,8 +121,9 @@ struct BackupCommand: ParsableCommand {
                 if everything { skipped.append("warning: database \(entry.name) has no file yet (\(entry.path)): skipped"); continue }
                 throw ValidationError("Database \(entry.name) has no file: \(entry.path) does not exist.")
             }
-            let key = try entry.key.map { try CipherKey($0.read()) }
-            items.append(Item(kind: .database, name: entry.name, path: entry.path, encryption: key.map { BackupEncryption(key: $0) }))
+            // In the configured format: a SQLCipher 3 file, or another page
+            // size, is copied and checked as what it is.
+            items.append(Item(kind: .database, name: entry.name, path: entry.path, encryption: try entry.backupEncryption()))
         }
         guard everything || !tenant.isEmpty else { return (items, skipped) }
         guard let tenants = configuration.tenants else {

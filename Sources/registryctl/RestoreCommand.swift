@@ -4,6 +4,7 @@ import GRDBBackup
 import GRDBCipher
 import GRDBMigrations
 import GRDBRegistry
+import GRDBRegistryService
 
 /// `registryctl restore`: puts databases and tenants of a backup back in
 /// the places the configuration gives them, each checked before it is visible.
@@ -173,7 +174,9 @@ struct RestoreCommand: ParsableCommand {
                 guard let configured = configuration.database(named: entry.name) else {
                     throw ValidationError("The backup holds database \(entry.name), which \(config) does not configure: it has \(configuration.databases.map(\.name).joined(separator: ", ")).")
                 }
-                let encryption = try configured.key.map { BackupEncryption(key: try CipherKey($0.read())) }
+                // The configured format locks an existing database (--force)
+                // and opens the copy where the manifest records no setting.
+                let encryption = try configured.backupEncryption()
                 let checks = try sets.checks(in: configured.migrations)
                 items.append(Item(name: entry.id, destination: configured.path) {
                     .init(try restore.restoreDatabase(named: entry.name, to: configured.path, encryption: encryption, checks: checks, force: force))
