@@ -212,10 +212,11 @@ struct JSONRestoreDocument: Encodable {
 }
 
 extension JSONRestoreDocument.Restored {
-    /// A database or tenant restored from a backup.
-    init(_ report: BackupRestore.Report) {
+    /// A database or tenant restored from a backup or from the replica:
+    /// one report, whatever the source.
+    init(_ report: DatabaseRestore.Report) {
         self.init(
-            kind: report.entry.kind.rawValue, name: report.entry.name, destination: report.destination,
+            kind: report.kind.rawValue, name: report.name, destination: report.destination,
             replaced: report.replaced, pendingMigrations: report.pendingMigrations)
     }
 }

@@ -151,7 +151,7 @@ extension TenantMoves {
                 throw HTTPError(.internalServerError, message: "This server has no tenants directory.")
             }
             do {
-                let checks = BackupRestore.Checks(
+                let checks = DatabaseRestore.Checks(
                     migrations: try tenants.migrations.map { try MigrationSet(directory: URL(fileURLWithPath: $0)) },
                     invariants: PlayerRepository.invariants)
                 try BackupRestore(from: incoming, logger: self.logger).restoreTenant(
