@@ -30,6 +30,10 @@ public enum BackupError: Error, Sendable, Equatable, CustomStringConvertible {
     /// A copy (a backup file, or a restored file before it is put in place)
     /// fails its check: integrity, cipher HMACs, or encryption expected.
     case verificationFailed(database: String, path: String, reason: String)
+    /// The file to restore or import can't be used as it is: missing, or
+    /// with a WAL that holds transactions (it is open, or was not closed).
+    /// Nothing was copied.
+    case unusableSource(database: String, path: String, reason: String)
     /// A directory without a manifest is not a (complete) backup.
     case manifestMissing(directory: String)
     /// The manifest can't be read, or says what this version does not understand.
@@ -73,6 +77,8 @@ public enum BackupError: Error, Sendable, Equatable, CustomStringConvertible {
             return "\(database): the online copy failed (\(reason)); the database is untouched and no backup file was kept"
         case let .verificationFailed(database, path, reason):
             return "\(database): the copy \(path) fails its check (\(reason)); it was removed"
+        case let .unusableSource(database, path, reason):
+            return "\(database): \(path) can't be restored (\(reason)); nothing was changed"
         case let .manifestMissing(directory):
             return "\(directory) has no \(BackupManifest.fileName): it is not a backup, or the backup did not finish"
         case let .manifestInvalid(path, reason):

@@ -289,10 +289,12 @@ public struct DatabaseRestore: Sendable {
             } catch {
                 throw BackupError.verificationFailed(database: name, path: temporary, reason: "\(error)")
             }
+            if FileManager.default.fileExists(atPath: temporary + "-wal") {
+                try foldWAL(temporary, name: name, encryption: copyEncryption)
+            }
             _ = try DatabaseChecks.verify(path: temporary, database: name, encryption: copyEncryption)
             let pending = try check(temporary, name: name, encryption: copyEncryption, checks: checks, entry: entry)
-            // The read-only checks leave at most a WAL index: not part of the database.
-            unlink(temporary + "-shm")
+            try removeEmptySidecars(temporary, name: name)
             try Files.syncFile(temporary)
 
             if exists {
@@ -314,10 +316,52 @@ public struct DatabaseRestore: Sendable {
         }
     }
 
-    /// Copies `source` to the new file `temporary`, flushed.
+    /// Checkpoints the WAL a fetched file came with (a tool's output) into
+    /// it: only the database file is published, so what is checked must be
+    /// in it. SQLite removes the WAL when the connection closes.
+    private func foldWAL(_ path: String, name: String, encryption: BackupEncryption?) throws {
+        var configuration = Configuration()
+        configuration.label = "GRDBBackup restore checkpoint"
+        // A file from elsewhere: nothing in its schema runs.
+        configuration.distrustSchema()
+        do {
+            let queue = try CipherDatabase.queue(
+                atPath: path, key: encryption?.key, compatibility: encryption?.compatibility ?? .v4,
+                kdfIterations: encryption?.kdfIterations, pageSize: encryption?.pageSize, configuration: configuration)
+            defer { try? queue.close() }
+            try queue.writeWithoutTransaction { _ = try $0.checkpoint(.truncate) }
+        } catch {
+            throw BackupError.verificationFailed(database: name, path: path, reason: "its WAL can't be checkpointed: \(DatabaseBackup.reason(error))")
+        }
+    }
+
+    /// Removes the WAL index and the empty WAL that the read-only checks
+    /// of a file in WAL mode leave beside it: they are not part of the
+    /// database, and would be orphans once it is published. A WAL with
+    /// content there was not written by the checks: refused.
+    private func removeEmptySidecars(_ path: String, name: String) throws {
+        unlink(path + "-shm")
+        let wal = path + "-wal"
+        guard let attributes = try? FileManager.default.attributesOfItem(atPath: wal) else { return }
+        guard (attributes[.size] as? NSNumber)?.intValue == 0 else {
+            throw BackupError.verificationFailed(database: name, path: path, reason: "a WAL with content appeared beside it during the checks")
+        }
+        unlink(wal)
+    }
+
+    /// Copies `source` to the new file `temporary`, flushed. A source with
+    /// a WAL that holds transactions is refused: the copy of the database
+    /// file alone would silently lack them, and copying a live WAL is not
+    /// one consistent state.
     package static func copy(_ source: String, to temporary: String, database: String) throws {
         guard FileManager.default.fileExists(atPath: source) else {
-            throw BackupError.verificationFailed(database: database, path: source, reason: "the file does not exist")
+            throw BackupError.unusableSource(database: database, path: source, reason: "the file does not exist")
+        }
+        if let attributes = try? FileManager.default.attributesOfItem(atPath: source + "-wal"),
+           (attributes[.size] as? NSNumber)?.intValue != 0 {
+            throw BackupError.unusableSource(
+                database: database, path: source,
+                reason: "it has a WAL with transactions beside it (\(source)-wal): it is open, or its last connection could not checkpoint (the read-only readers of a DatabasePool can't); stop its writers and run PRAGMA wal_checkpoint(TRUNCATE) on it, then import it")
         }
         _ = try Files.copy(from: source, to: temporary)
     }
