@@ -163,10 +163,17 @@ public struct DatabaseRestore: Sendable {
     ///     encryption: try configuration.tenantEncryption(), checks: .init(migrations: playersSet))
     /// ```
     ///
+    /// - parameter id: The tenant the file becomes.
+    /// - parameter source: The candidate file.
+    /// - parameter layout: The tenants directory it goes into.
     /// - parameter encryption: The tenant-key policy: an encrypted file
     ///   must open with the key `id` derives from the master key and the
     ///   salt in the file (a tenant's key is bound to its id); a plain one
     ///   is refused unless the policy allows plain tenants.
+    /// - parameter checks: The migrations and invariants the restored
+    ///   tenant must satisfy.
+    /// - parameter force: Replace an existing tenant, once locked:
+    ///   refused while a process has it open.
     /// - throws: ``BackupError``.
     @discardableResult
     public func restoreTenant(

@@ -47,6 +47,10 @@ public struct LitestreamRestore: Sendable {
     public let environment: [String: String]
     private let pipeline: DatabaseRestore
 
+    /// - parameter configuration: The configuration whose `replication`
+    ///   section names the replica, and whose databases and tenants say
+    ///   where the files go.
+    /// - parameter environment: Where Litestream's credentials are read.
     /// - parameter logger: Where each restore is logged.
     /// - parameter tracer: Where the `sqlite.restore` span of each restore
     ///   goes: none by default.
