@@ -63,7 +63,8 @@ let package = Package(
             dependencies: ["TestSupport", "GRDBRegistryExamples", "GRDBMigrations", "GRDBCipher"]
         ),
 
-        // MARK: Daemon embedding: service lifecycle, configuration, logs, metrics
+        // MARK: Daemon embedding: the configuration (which registryctl reads
+        // too), tenant storage, service lifecycle, logs, metrics
         .target(
             name: "GRDBRegistryService",
             dependencies: [
@@ -116,17 +117,17 @@ let package = Package(
             dependencies: ["TestSupport", "GRDBCipher"]
         ),
 
-        // MARK: Migrations: SQL migration sets, the configuration file that the
-        // daemon and registryctl share, and the registryctl runner
+        // MARK: Migrations: SQL migration sets, their checksums and the runner
         .target(
             name: "GRDBMigrations",
-            dependencies: ["GRDBRegistry", "GRDBCipher", "CLibCrypto", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: ["CLibCrypto", .product(name: "GRDB", package: "GRDB.swift")]
         ),
         .executableTarget(
             name: "registryctl",
             dependencies: [
                 "GRDBMigrations",
                 "GRDBBackup",
+                // The configuration and tenant storage, shared with the daemon;
                 // `restore --from-replica` runs the library's LitestreamRestore.
                 "GRDBRegistryService",
                 "GRDBCipher",

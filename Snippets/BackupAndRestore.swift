@@ -5,6 +5,7 @@ import GRDB
 import GRDBBackup
 import GRDBCipher
 import GRDBMigrations
+import GRDBRegistryService
 import GRDBRegistry
 import GRDBRegistryExamples
 import Logging

@@ -4,6 +4,7 @@ import Foundation
 import GRDB
 import GRDBCipher
 import GRDBMigrations
+import GRDBRegistryService
 
 // snippet.show
 // snippet.set

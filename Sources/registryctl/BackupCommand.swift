@@ -3,6 +3,7 @@ import Foundation
 import GRDBBackup
 import GRDBCipher
 import GRDBMigrations
+import GRDBRegistryService
 import GRDBRegistry
 import GRDBRegistryService
 import Logging

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import GRDBCipher
 import GRDBMigrations
+import GRDBRegistryService
 import GRDBRegistry
 import Synchronization
 
@@ -70,29 +71,14 @@ struct ConfigSelectionOptions: ParsableArguments {
             selected += configuration.databases.map { ConfiguredDatabase(name: $0.name, path: $0.path, kind: .named($0)) }
         }
         guard includeTenants || tenant != nil else { return selected }
-        guard let tenants = configuration.tenants else {
+        guard configuration.tenants != nil else {
             if tenant != nil || !includeNamed { throw ValidationError("\(file) has no \"tenants\".") }
             return selected
         }
-        let encryption = try configuration.tenantEncryption()
-        let layout = tenants.layout
-        if let tenant {
-            let (id, path) = try layout.existingTenant(named: tenant)
-            return [ConfiguredDatabase(name: id.rawValue, path: path, kind: .tenant(encryption))]
+        let storage = try configuration.tenantStorage()
+        selected += try storage.commandLineSelection(tenant, missingRootIsEmpty: true).map {
+            ConfiguredDatabase(name: $0.rawValue, path: storage.path(of: $0), kind: .tenant(storage.encryption))
         }
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: layout.root.path, isDirectory: &isDirectory), isDirectory.boolValue else {
-            // No tenant was created yet.
-            return selected
-        }
-        let listing = try layout.listing()
-        for name in listing.strayFiles {
-            ProgressReporter.write("registryctl: warning: \(name) in \(layout.root.path) is not a tenant (tenant ids are lowercase letters, digits, '-' and '_'): skipped\n")
-        }
-        for name in listing.provisioningLeftovers {
-            ProgressReporter.write("registryctl: warning: \(name) in \(layout.root.path) is left by a tenant creation that did not finish: skipped (delete it)\n")
-        }
-        selected += listing.tenants.map { ConfiguredDatabase(name: $0.rawValue, path: layout.path(of: $0), kind: .tenant(encryption)) }
         return selected
     }
 }

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import GRDBCipher
 import GRDBMigrations
+import GRDBRegistryService
 
 /// `registryctl rekey`: one encrypted file, or the key of a configured
 /// database, or the tenant master key of a configuration file.

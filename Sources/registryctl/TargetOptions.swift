@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import GRDBCipher
 import GRDBMigrations
+import GRDBRegistryService
 import GRDBRegistry
 
 /// The options that choose databases, shared by `status` and `migrate`.
@@ -97,12 +98,12 @@ struct TargetOptions: ParsableArguments {
             let cipher = RegistryConfiguration.Cipher(compatibility: compatibility == 3 ? .v3 : .v4, pageSize: pageSize)
             return [MigrationTarget(name: database, path: database, set: set, encryption: source.map { .key($0, cipher: cipher) } ?? .plain)]
         }
-        let masterKey = try (masterKeyEnv.map(KeySource.environment) ?? masterKeyFile.map(KeySource.file))
-            .map { try TenantMasterKey($0.read()) }
-        let encryption = TenantEncryption(masterKey: masterKey, allowsPlaintextTenants: allowPlaintextTenants)
-        return try tenantTargets(
-            layout: TenantLayout(root: URL(fileURLWithPath: tenantsRoot ?? "")), set: set,
-            encryption: encryption, busyTimeout: RegistryConfiguration.defaultBusyTimeout)
+        // The same storage as a configuration file's tenants section.
+        let tenants = RegistryConfiguration.Tenants(
+            root: URL(fileURLWithPath: tenantsRoot ?? "").path, migrations: migrations,
+            masterKey: masterKeyEnv.map(KeySource.environment) ?? masterKeyFile.map(KeySource.file),
+            allowPlaintextTenants: allowPlaintextTenants)
+        return try tenantTargets(RegistryConfiguration(databases: [], tenants: tenants).tenantStorage(), set: set)
     }
 
     private func configuredTargets(_ configuration: RegistryConfiguration) throws -> [MigrationTarget] {
@@ -134,56 +135,22 @@ struct TargetOptions: ParsableArguments {
                 if tenant != nil { throw ValidationError("The tenants of \(config ?? "") have no \"migrations\" folder.") }
                 return targets
             }
-            targets += try tenantTargets(
-                layout: tenants.layout, set: try sets.set(in: folder),
-                encryption: try configuration.tenantEncryption(), busyTimeout: tenants.busyTimeout)
+            targets += try tenantTargets(configuration.tenantStorage(), set: try sets.set(in: folder))
         } else if tenant != nil {
             throw ValidationError("\(config ?? "") has no \"tenants\".")
         }
         return targets
     }
 
-    private func tenantTargets(layout: TenantLayout, set: MigrationSet, encryption: TenantEncryption, busyTimeout: Duration) throws -> [MigrationTarget] {
-        if let tenant {
-            let (id, path) = try layout.existingTenant(named: tenant)
-            return [MigrationTarget(name: id.rawValue, path: path, set: set, encryption: .tenant(encryption), busyTimeout: busyTimeout)]
-        }
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: layout.root.path, isDirectory: &isDirectory), isDirectory.boolValue else {
-            throw ValidationError("The tenants root \(layout.root.path) does not exist.")
-        }
-        let listing = try layout.listing()
-        for name in listing.strayFiles {
-            ProgressReporter.write("registryctl: warning: \(name) in \(layout.root.path) is not a tenant (tenant ids are lowercase letters, digits, '-' and '_'): skipped\n")
-        }
-        for name in listing.provisioningLeftovers {
-            ProgressReporter.write("registryctl: warning: \(name) in \(layout.root.path) is left by a tenant creation that did not finish: skipped (delete it)\n")
-        }
-        return listing.tenants.map {
-            MigrationTarget(name: $0.rawValue, path: layout.path(of: $0), set: set, encryption: .tenant(encryption), busyTimeout: busyTimeout)
+    private func tenantTargets(_ storage: TenantStorage, set: MigrationSet) throws -> [MigrationTarget] {
+        try storage.commandLineSelection(tenant).map {
+            MigrationTarget(
+                name: $0.rawValue, path: storage.path(of: $0), set: set,
+                encryption: .tenant(storage.encryption), busyTimeout: storage.busyTimeout)
         }
     }
 
     func makeBatch(targets: [MigrationTarget]) -> MigrationBatch {
         MigrationBatch(targets: targets, jobs: jobs)
-    }
-}
-
-extension TenantLayout {
-    /// The tenant a `--tenant` option names, whose file must exist: a typo
-    /// must not provision a new tenant (tenants are created by the
-    /// application; registryctl only works on them).
-    func existingTenant(named tenant: String) throws -> (id: TenantID, path: String) {
-        let id: TenantID
-        do {
-            id = try TenantID(tenant)
-        } catch {
-            throw ValidationError("Invalid tenant id \(String(reflecting: tenant)): \(error)")
-        }
-        let path = self.path(of: id)
-        guard FileManager.default.fileExists(atPath: path) else {
-            throw ValidationError("No tenant \(String(reflecting: tenant)): \(path) does not exist.")
-        }
-        return (id, path)
     }
 }

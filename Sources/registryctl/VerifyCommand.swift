@@ -3,6 +3,7 @@ import Foundation
 import GRDB
 import GRDBCipher
 import GRDBMigrations
+import GRDBRegistryService
 
 /// `registryctl verify`: one encrypted file, or every database of a
 /// configuration file, as the daemon would open it.

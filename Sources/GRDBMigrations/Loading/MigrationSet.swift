@@ -23,7 +23,7 @@ import GRDB
 /// The set is read from a directory URL, so the caller decides where it lives:
 ///
 /// - A daemon or a script passes a path (`registryctl --migrations Migrations/players`,
-///   or a `migrations` entry of a ``RegistryConfiguration`` file).
+///   or a `migrations` entry of a `RegistryConfiguration` file, in GRDBRegistryService).
 /// - A package that ships its migrations copies the folder as a resource,
 ///   `resources: [.copy("Migrations/players")]` in its target, and loads it with
 ///   `Bundle.module.url(forResource: "players", withExtension: nil)` (nil when the

@@ -34,7 +34,13 @@ public struct DatabaseMigrationRunner: Sendable {
     public var acceptsModifiedMigrations = false
     /// How long to wait for another connection's lock (a daemon's write,
     /// another runner) before failing with `SQLITE_BUSY`.
-    public var busyTimeout: Duration = .seconds(60)
+    public var busyTimeout: Duration = DatabaseMigrationRunner.defaultBusyTimeout
+
+    /// The busy timeout of a runner, and of every configured database
+    /// whose file gives none: long enough for a migration of another
+    /// process to commit, short enough that a stuck lock surfaces as an
+    /// error.
+    public static let defaultBusyTimeout = Duration.seconds(5)
     /// When true, a database that has tables but none of the set's
     /// migrations is refused (``MigrationError/foreignDatabase(path:tables:)``)
     /// instead of migrated: what tenants need, since only their application

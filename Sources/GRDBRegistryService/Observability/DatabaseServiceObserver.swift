@@ -105,7 +105,7 @@ extension DatabaseServiceObserver.Event {
         case let .database(id, event):
             switch event {
             case .invariantViolated, .outOfBandWriteBrokeInvariant:
-                self.init(database: "tenants/\(id)", event)
+                self.init(database: id.databaseName, event)
             case .committed, .rolledBack, .commitRefused, .checkpointFailed:
                 return nil
             }

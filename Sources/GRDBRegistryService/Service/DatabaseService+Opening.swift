@@ -88,28 +88,13 @@ extension DatabaseService {
             // file stays as it was, with nothing created beside it.
             // (A hot journal can only be rolled back by the writer: the
             // checks then run on it, after that recovery.)
-            let status: MigrationStatus?
-            do {
-                status = FileManager.default.fileExists(atPath: database.path)
-                    ? try DatabaseFileInspection.read(atPath: database.path, configuration: grdbConfiguration) { db in
-                        try made.status(db, path: database.path)
-                    }
-                    : nil
-            } catch let error as DatabaseError where error.extendedResultCode == .SQLITE_READONLY_ROLLBACK {
-                status = nil
-            }
-            if let status {
+            if FileManager.default.fileExists(atPath: database.path) {
                 do {
-                    try checkMigrationStatus(status, of: database, runner: made)
-                } catch {
-                    // The events the same refusal reports on the writer.
-                    if configuration.migrationMode == .apply {
-                        self.observer(.migrationRun(database: database.name, result: "failed", applied: 0))
-                        logger.error("migration failed", metadata: ["error": "\(error)"])
-                    } else {
-                        self.observer(.migrationRun(database: database.name, result: "verified", applied: 0))
-                    }
-                    throw error
+                    _ = try Self.applyMigrationMode(
+                        configuration.migrationMode, made, to: database.name, at: database.path, configuration: grdbConfiguration,
+                        checksOnly: true, observer: observer, logger: logger)
+                } catch let error as DatabaseError where error.extendedResultCode == .SQLITE_READONLY_ROLLBACK {
+                    // A hot journal: the writer recovers it, then checks.
                 }
             }
         }
@@ -137,7 +122,9 @@ extension DatabaseService {
         do {
             if let runner {
                 pending = try tracing.withSpan(.migrate, database: database.name) { _ in
-                    try migrate(managed.writer, with: runner, database: database, logger: logger)
+                    try Self.applyMigrationMode(
+                        configuration.migrationMode, runner, to: database.name, at: database.path, configuration: grdbConfiguration,
+                        writer: managed.writer, observer: observer, logger: logger)
                 }
             }
         } catch {
@@ -147,44 +134,72 @@ extension DatabaseService {
         return OpenDatabase(database: managed, pendingMigrations: pending)
     }
 
-    /// Applies or verifies migrations through the runner (checksums
-    /// included); returns those still pending.
-    private func migrate(_ writer: any DatabaseWriter, with runner: DatabaseMigrationRunner, database: RegistryConfiguration.Database, logger: Logger) throws -> [String] {
-        switch configuration.migrationMode {
+    /// The one switch of the migration mode, for named databases and
+    /// tenants alike: `skip` reads the pending migrations, `verify` refuses
+    /// pending or edited ones, `apply` applies them (refusing edited ones
+    /// unless the runner accepts them). Returns the migrations still
+    /// pending.
+    ///
+    /// - parameter writer: The database's writer once open; nil to work on
+    ///   the file at `path` before anything opens it: checks read it
+    ///   through ``/GRDBRegistry/DatabaseFileInspection``, which leaves a
+    ///   refused file as it was.
+    /// - parameter checksOnly: Only the refusals (before the writer opens;
+    ///   the writer applies next).
+    /// - parameter reportedAs: The database name of the observer's events
+    ///   (tenants report under one name, `tenants`, not one per tenant).
+    static func applyMigrationMode(
+        _ mode: MigrationMode, _ runner: DatabaseMigrationRunner, to name: String, at path: String, configuration grdbConfiguration: Configuration,
+        writer: (any DatabaseWriter)? = nil, checksOnly: Bool = false, reportedAs: String? = nil,
+        observer: DatabaseServiceObserver, logger: Logger
+    ) throws -> [String] {
+        let reported = reportedAs ?? name
+        func status() throws -> MigrationStatus {
+            if let writer { return try writer.read { try runner.status($0, path: path) } }
+            do {
+                return try DatabaseFileInspection.read(atPath: path, configuration: grdbConfiguration) { try runner.status($0, path: path) }
+            } catch let error as DatabaseError where error.extendedResultCode != .SQLITE_READONLY_ROLLBACK {
+                throw MigrationError.cannotOpen(path: path, reason: error.message ?? "\(error.resultCode)")
+            }
+        }
+        func refuse(_ status: MigrationStatus) throws {
+            if !status.modified.isEmpty, mode == .verify || !runner.acceptsModifiedMigrations {
+                throw MigrationError.modifiedMigrations(path: path, identifiers: status.modified)
+            }
+            if mode == .verify, !status.pending.isEmpty {
+                throw DatabaseServiceError.pendingMigrations(database: name, migrations: status.pending)
+            }
+        }
+        switch mode {
         case .skip:
-            return try writer.read { try runner.status($0, path: database.path) }.pending
+            return checksOnly ? [] : try status().pending
         case .verify:
-            observer(.migrationRun(database: database.name, result: "verified", applied: 0))
-            let status = try writer.read { try runner.status($0, path: database.path) }
-            try checkMigrationStatus(status, of: database, runner: runner)
+            do {
+                try refuse(try status())
+            } catch {
+                observer(.migrationRun(database: reported, result: "verified", applied: 0))
+                throw error
+            }
+            if !checksOnly { observer(.migrationRun(database: reported, result: "verified", applied: 0)) }
             return []
         case .apply:
             let report: MigrationReport
             do {
-                report = try runner.migrate(writer, path: database.path)
+                if checksOnly {
+                    try refuse(try status())
+                    return []
+                }
+                report = try writer.map { try runner.migrate($0, path: path) } ?? runner.migrate(databaseAt: path)
             } catch {
-                observer(.migrationRun(database: database.name, result: "failed", applied: 0))
+                observer(.migrationRun(database: reported, result: "failed", applied: 0))
                 logger.error("migration failed", metadata: ["error": "\(error)"])
                 throw error
             }
-            observer(.migrationRun(database: database.name, result: "applied", applied: report.applied.count))
+            observer(.migrationRun(database: reported, result: "applied", applied: report.applied.count))
             if !report.applied.isEmpty {
                 logger.info("migrations applied", metadata: ["migrations": "\(report.applied.joined(separator: ","))"])
             }
             return []
-        }
-    }
-
-    /// The refusals of the migration mode: edited migrations, and in
-    /// verify mode pending ones. Checked on the file before its writer
-    /// opens, and again on the writer (another process may have changed
-    /// the file in between).
-    private func checkMigrationStatus(_ status: MigrationStatus, of database: RegistryConfiguration.Database, runner: DatabaseMigrationRunner) throws {
-        if !status.modified.isEmpty, configuration.migrationMode == .verify || !runner.acceptsModifiedMigrations {
-            throw MigrationError.modifiedMigrations(path: database.path, identifiers: status.modified)
-        }
-        if configuration.migrationMode == .verify, !status.pending.isEmpty {
-            throw DatabaseServiceError.pendingMigrations(database: database.name, migrations: status.pending)
         }
     }
 

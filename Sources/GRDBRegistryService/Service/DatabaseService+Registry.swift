@@ -42,7 +42,7 @@ extension DatabaseService {
     }
 
     /// A registry holding the service's databases, once they are ready:
-    /// the service itself under ``DatabaseServiceKey`` (so that named
+    /// the service itself under the name `databases` (so that named
     /// lookups reach every configured database: `"databases/players"`),
     /// plus the typed keys you bind.
     ///
@@ -111,14 +111,12 @@ extension DatabaseService {
 }
 
 /// The registry key of a ``DatabaseService``, named `databases`: named
-/// lookups reach its configured databases, `"databases/players"`.
-///
-/// ```swift
-/// let reader = try registry.reader(named: "databases/players")
-/// ```
-public enum DatabaseServiceKey: DatabaseKey {
-    public static var defaultValue: DatabaseService? { nil }
-    public static var name: String { "databases" }
+/// lookups reach its configured databases, `"databases/players"`. Only
+/// ``DatabaseService/registry(_:)`` binds it; users look databases up by
+/// name, or bind keys of their own.
+package enum DatabaseServiceKey: DatabaseKey {
+    package static var defaultValue: DatabaseService? { nil }
+    package static var name: String { "databases" }
 }
 
 extension DatabaseService: NamedDatabaseContainer {

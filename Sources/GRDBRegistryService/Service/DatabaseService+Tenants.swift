@@ -38,6 +38,7 @@ extension DatabaseService {
         guard let tenants = configuration.tenants else {
             throw DatabaseServiceError.unknownDatabase("tenants", knownNames: configuration.databases.map(\.name))
         }
+        let storage = try tenantStorage()
         return try state.withLock { state in
             if let existing = state.tenants {
                 guard let directory = existing.directory as? TenantDirectory<Repository> else {
@@ -48,82 +49,36 @@ extension DatabaseService {
             guard state.phase != .draining, state.phase != .stopped else {
                 throw DatabaseServiceError.notRunning(phase: state.phase.rawValue)
             }
-            let encryption = try tenantEncryption()
-            var tenantRunner: DatabaseMigrationRunner?
-            if let folder = tenants.migrations, configuration.migrationMode != .skip, let migrationSet = hooks.migrationSet {
+            var runner: DatabaseMigrationRunner?
+            if let folder = storage.migrations, storage.migrationMode != .skip, let migrationSet = hooks.migrationSet {
                 do {
-                    tenantRunner = DatabaseMigrationRunner(set: try migrationSet("tenants", URL(fileURLWithPath: folder)))
-                    tenantRunner?.busyTimeout = tenants.busyTimeout
-                    // Only the daemon creates tenants: a file of another
-                    // schema is damage, never adopted (written into).
-                    tenantRunner?.refusesForeignDatabases = true
+                    runner = storage.makeMigrationRunner(set: try migrationSet("tenants", folder))
                 } catch {
                     throw DatabaseServiceError.invalidConfiguration(problems: ["tenants.migrations: \(error)"])
                 }
             }
-            let runner = tenantRunner
-            let mode = configuration.migrationMode
-            let logger = self.logger
+            let opening = runner
             let metrics = StatementMetrics(database: "tenants")
-            let observer = self.observer
-            let replicated = configuration.replication != nil
-            let replicator = self.replicator
-            let tracing = self.tracing
             // The last writes reach the replica before the files go.
             var willRemove: (@Sendable (TenantID, String) throws -> Void)?
             if let replicator { willRemove = { id, path in try replicator.retireTenant(id, path: path) } }
-            // The cap that fits the limit of open files, so that the
-            // last tenants don't fail with "unable to open database file".
-            FileDescriptorBudget.raiseSoftLimit()
-            let budget = FileDescriptorBudget.current(configuredMaxOpen: tenants.maxOpen, reserved: reservedFileDescriptors)
-            guard budget.maxOpen >= min(tenants.maxOpen, FileDescriptorBudget.minimumMaxOpen) else {
-                throw DatabaseServiceError.fileDescriptorLimitTooLow(budget)
-            }
-            if budget.isCapped {
-                logger.warning("tenants.maxOpen lowered to fit the limit of open files", metadata: ["budget": "\(budget)"])
-            } else {
-                logger.info("file descriptor budget", metadata: ["budget": "\(budget)"])
-            }
+            let observer = self.observer
+            let budget = try fileDescriptorBudget(maxOpen: tenants.maxOpen)
             state.fileDescriptors = budget
             let directory = try TenantDirectory<Repository>(
-                root: URL(fileURLWithPath: tenants.root),
+                root: storage.layout.root,
                 maxOpen: budget.maxOpen,
-                // The runner applies or verifies first, from the migration
-                // folder, which may be ahead of the repository's own
-                // migrator (a deployment migrates first): with a runner, the
-                // repository's migrator only runs on provisioning.
-                policy: mode == .apply && runner == nil ? .apply : .refusePending,
+                policy: storage.repositoryPolicy(hasRunner: runner != nil),
                 connections: connections,
-                configuration: { [weak self] id, path in
+                configuration: { [weak self, logger, tracing, replicator] id, _ in
                     do {
-                        let key = try encryption.key(forTenant: id.rawValue, atPath: path)
-                        var configuration = Self.tenantConnectionConfiguration(busyTimeout: tenants.busyTimeout, metrics: metrics)
-                        if let key { try configuration.encrypt(with: key) }
-                        // Litestream runs the checkpoints of what it replicates (LitestreamReplicator).
-                        if replicated && key == nil { configuration.prepareDatabase { try $0.execute(sql: "PRAGMA wal_autocheckpoint = 0") } }
-                        // A missing file is a tenant being provisioned: the
-                        // repository creates and migrates it.
-                        if var runner, FileManager.default.fileExists(atPath: path) {
-                            if let key { runner.prepareConfiguration = { try $0.encrypt(with: key) } }
-                            var logger = logger
-                            logger[metadataKey: "database"] = "tenants/\(id)"
-                            // Runs inside the directory's open span (task-local context).
-                            try tracing.withSpan(.migrate, database: "tenants/\(id)") { _ in
-                                try Self.migrate(tenant: "tenants/\(id)", at: path, with: runner, mode: mode, configuration: configuration, logger: logger)
-                            }
-                        }
-                        // Replicated before the first lease, so before any
-                        // write is acknowledged. A provision calls this for
-                        // a file that does not exist yet: its first lease
-                        // opens it, and registers it, here.
-                        if let replicator, key == nil, FileManager.default.fileExists(atPath: path) {
-                            try replicator.registerOpeningTenant(id, path: path)
-                        }
-                        return configuration
+                        return try Self.openingConfiguration(
+                            of: id, storage: storage, runner: opening, metrics: metrics,
+                            replicator: replicator, observer: observer, tracing: tracing, logger: logger)
                     } catch {
                         // "unable to open database file" says nothing of
                         // the cause when it is the limit of open files.
-                        let error = FileDescriptorBudget.diagnose(error, database: "tenants/\(id)") ?? error
+                        let error = FileDescriptorBudget.diagnose(error, database: TenantStorage.name(of: id)) ?? error
                         self?.recordTenantFailure(id, error)
                         throw error
                     }
@@ -131,10 +86,7 @@ extension DatabaseService {
                 onEvent: { event in
                     if let event = DatabaseServiceObserver.Event(tenants: event) { observer(event) }
                 },
-                // Litestream owns the checkpoints of what it replicates: a
-                // closing TRUNCATE would wait for its reader for the whole
-                // busy timeout, then fail. The WAL stays for Litestream.
-                checkpointOnClose: replicated ? nil : .truncate,
+                checkpointOnClose: storage.checkpointOnClose,
                 willRemove: willRemove,
                 tracer: tracing.passedOn)
             state.tenants = Tenants(
@@ -143,6 +95,84 @@ extension DatabaseService {
                 close: { await directory.close(drainTimeout: $0) })
             return directory
         }
+    }
+
+    /// The storage of the configuration's tenants (their names, files,
+    /// keys, migrations, replicas), built on first call with the master key
+    /// read once: every later tenant opening, provisioning and removal of
+    /// this service uses it.
+    ///
+    /// ```swift
+    /// let storage = try service.tenantStorage()
+    /// print(storage.path(of: try TenantID("acme")))
+    /// ```
+    ///
+    /// - throws: ``DatabaseServiceError/unknownDatabase(_:knownNames:)``
+    ///   when the configuration has no `tenants`;
+    ///   ``DatabaseServiceError/invalidConfiguration(problems:)`` when the
+    ///   master key can't be read.
+    public func tenantStorage() throws -> TenantStorage {
+        if let storage = state.withLock({ $0.tenantStorage }) { return storage }
+        let storage: TenantStorage
+        do {
+            storage = try TenantStorage(configuration: configuration, environment: environment)
+        } catch TenantStorageError.notConfigured {
+            throw DatabaseServiceError.unknownDatabase("tenants", knownNames: configuration.databases.map(\.name))
+        } catch {
+            throw DatabaseServiceError.invalidConfiguration(problems: ["tenants.masterKey: \(error)"])
+        }
+        return state.withLock { state in
+            if let existing = state.tenantStorage { return existing }
+            state.tenantStorage = storage
+            return storage
+        }
+    }
+
+    /// The cap that fits the limit of open files, so that the last tenants
+    /// don't fail with "unable to open database file".
+    private func fileDescriptorBudget(maxOpen: Int) throws -> FileDescriptorBudget {
+        FileDescriptorBudget.raiseSoftLimit()
+        let budget = FileDescriptorBudget.current(configuredMaxOpen: maxOpen, reserved: reservedFileDescriptors)
+        guard budget.maxOpen >= min(maxOpen, FileDescriptorBudget.minimumMaxOpen) else {
+            throw DatabaseServiceError.fileDescriptorLimitTooLow(budget)
+        }
+        if budget.isCapped {
+            logger.warning("tenants.maxOpen lowered to fit the limit of open files", metadata: ["budget": "\(budget)"])
+        } else {
+            logger.info("file descriptor budget", metadata: ["budget": "\(budget)"])
+        }
+        return budget
+    }
+
+    /// The connection configuration of tenant `id` as it opens, after its
+    /// migrations are applied or verified and, when plain and replicated,
+    /// after it is registered with Litestream (so before any write is
+    /// acknowledged). A missing file is a tenant being provisioned: the
+    /// repository creates and migrates it, and its first lease registers it.
+    private static func openingConfiguration(
+        of id: TenantID, storage: TenantStorage, runner: DatabaseMigrationRunner?, metrics: StatementMetrics,
+        replicator: LitestreamReplicator?, observer: DatabaseServiceObserver, tracing: DatabaseTracing, logger: Logger
+    ) throws -> Configuration {
+        let name = TenantStorage.name(of: id)
+        let path = storage.path(of: id)
+        let key = try storage.key(for: id)
+        var configuration = try storage.connectionConfiguration(key: key)
+        configuration.prepareDatabase { db in metrics.install(in: db) }
+        if var runner, FileManager.default.fileExists(atPath: path) {
+            if let key { runner.prepareConfiguration = { try $0.encrypt(with: key) } }
+            var logger = logger
+            logger[metadataKey: "database"] = "\(name)"
+            // Runs inside the directory's open span (task-local context).
+            try tracing.withSpan(.migrate, database: name) { _ in
+                _ = try applyMigrationMode(
+                    storage.migrationMode, runner, to: name, at: path, configuration: configuration,
+                    reportedAs: "tenants", observer: observer, logger: logger)
+            }
+        }
+        if let replicator, key == nil, FileManager.default.fileExists(atPath: path) {
+            try replicator.registerOpeningTenant(id, path: path)
+        }
+        return configuration
     }
 
     /// The configuration of a new tenant database, plain or encrypted as
@@ -160,21 +190,9 @@ extension DatabaseService {
     ///   `encrypted` is false, a master key is configured, and
     ///   `tenants.allowPlaintextTenants` is not set.
     public func tenantConfiguration(for id: TenantID, encrypted: Bool) throws -> Configuration {
-        guard let tenants = configuration.tenants else {
-            throw DatabaseServiceError.unknownDatabase("tenants", knownNames: configuration.databases.map(\.name))
-        }
-        let path = tenants.layout.path(of: id)
-        var configuration = Self.tenantConnectionConfiguration(busyTimeout: tenants.busyTimeout, metrics: StatementMetrics(database: "tenants"))
-        if let key = try tenantEncryption().keyForNewTenant(id.rawValue, atPath: path, encrypted: encrypted) {
-            try configuration.encrypt(with: key)
-        }
-        return configuration
-    }
-
-    /// What every tenant connection gets, as configured databases do.
-    private static func tenantConnectionConfiguration(busyTimeout: Duration, metrics: StatementMetrics) -> Configuration {
-        var configuration = Configuration()
-        configuration.busyMode = .timeout(busyTimeout.timeInterval)
+        let storage = try tenantStorage()
+        var configuration = try storage.connectionConfiguration(key: try storage.keyForNew(id, encrypted: encrypted))
+        let metrics = StatementMetrics(database: "tenants")
         configuration.prepareDatabase { db in metrics.install(in: db) }
         return configuration
     }
@@ -185,45 +203,6 @@ extension DatabaseService {
             state.lastTenantError = "\(id): \(error)"
         }
         observer(.tenantOpenFailed(id, error: "\(error)"))
-        logger.error("tenant failed to open", metadata: ["database": "tenants/\(id)", "error": "\(error)"])
-    }
-
-    private func tenantEncryption() throws -> TenantEncryption {
-        do {
-            return try configuration.tenantEncryption(environment: environment)
-        } catch {
-            throw DatabaseServiceError.invalidConfiguration(problems: ["tenants.masterKey: \(error)"])
-        }
-    }
-
-    /// Applies (apply) or checks (verify) the migrations of an existing tenant.
-    private static func migrate(tenant name: String, at path: String, with runner: DatabaseMigrationRunner, mode: MigrationMode, configuration: Configuration, logger: Logger) throws {
-        switch mode {
-        case .skip:
-            return
-        case .verify:
-            // Read through a connection that leaves a refused tenant as it
-            // was: a plain read-only one creates a -wal and a -shm beside
-            // a WAL file, and leaves them.
-            let status: MigrationStatus
-            do {
-                status = try DatabaseFileInspection.read(atPath: path, configuration: configuration) { db in
-                    try runner.status(db, path: path)
-                }
-            } catch let error as DatabaseError {
-                throw MigrationError.cannotOpen(path: path, reason: error.message ?? "\(error.resultCode)")
-            }
-            if !status.modified.isEmpty {
-                throw MigrationError.modifiedMigrations(path: path, identifiers: status.modified)
-            }
-            if !status.pending.isEmpty {
-                throw DatabaseServiceError.pendingMigrations(database: name, migrations: status.pending)
-            }
-        case .apply:
-            let report = try runner.migrate(databaseAt: path)
-            if !report.applied.isEmpty {
-                logger.info("migrations applied", metadata: ["migrations": "\(report.applied.joined(separator: ","))"])
-            }
-        }
+        logger.error("tenant failed to open", metadata: ["database": "\(TenantStorage.name(of: id))", "error": "\(error)"])
     }
 }

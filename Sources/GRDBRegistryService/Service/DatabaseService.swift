@@ -35,7 +35,7 @@ import Tracing
 /// problem at once), opens each database through the injected
 /// ``/GRDBRegistry/DatabaseConnections``, applies, verifies or skips its
 /// migrations through ``/GRDBMigrations/DatabaseMigrationRunner`` (see
-/// ``/GRDBMigrations/MigrationMode``: an applied file edited
+/// ``MigrationMode``: an applied file edited
 /// since blocks the start, naming the file), then reports readiness
 /// (``waitUntilReady()``, ``health()``). Tenants follow the same mode when
 /// they open. Every connection, tenants included, waits up to its
@@ -64,6 +64,38 @@ import Tracing
 /// ``DatabaseServiceObserver`` (swift-metrics by default). The service
 /// keeps no process-wide state. Keys never appear in logs, errors or
 /// metrics.
+///
+/// ## Topics
+///
+/// ### Creating and running the service
+///
+/// - ``init(configuration:environment:logger:connections:observer:hooks:replicator:reservedFileDescriptors:tracer:)``
+/// - ``Hooks``
+/// - ``configuration``
+/// - ``run()``
+/// - ``waitUntilReady()``
+/// - ``phase``
+/// - ``Phase``
+///
+/// ### Named databases
+///
+/// - ``database(named:)``
+/// - ``context(named:)``
+/// - ``writer(named:)``
+/// - ``registry(_:)``
+/// - ``RegistryEntry``
+///
+/// ### Tenants
+///
+/// - ``tenants(of:)``
+/// - ``tenantStorage()``
+/// - ``tenantConfiguration(for:encrypted:)``
+///
+/// ### Health
+///
+/// - ``health()``
+/// - ``ServiceHealth``
+/// - ``DatabaseServiceError``
 public final class DatabaseService: Service, Sendable {
     /// Where the service is in its life.
     public enum Phase: String, Sendable, Equatable {
@@ -94,6 +126,8 @@ public final class DatabaseService: Service, Sendable {
         var lastTenantError: String?
         /// The descriptor budget the tenant directory was made with.
         var fileDescriptors: FileDescriptorBudget?
+        /// Built on first use, with the master key read once.
+        var tenantStorage: TenantStorage?
     }
 
     /// The configuration the service runs.
@@ -131,7 +165,8 @@ public final class DatabaseService: Service, Sendable {
     ///   its files through: a file open in it already (by another component)
     ///   blocks the start, because the service must be the only owner of
     ///   its files. Components of the process that read the same files
-    ///   must share this set.
+    ///   must share this set. By default, a set of the service's own: the
+    ///   service never shares connections through a process-wide default.
     /// - parameter observer: Where the service reports commits, refusals,
     ///   migrations and open counts.
     /// - parameter hooks: How migration sets are loaded and encrypted
@@ -154,7 +189,7 @@ public final class DatabaseService: Service, Sendable {
         configuration: RegistryConfiguration,
         environment: [String: String] = ProcessInfo.processInfo.environment,
         logger: Logger,
-        connections: DatabaseConnections = .shared,
+        connections: DatabaseConnections = DatabaseConnections(),
         observer: DatabaseServiceObserver = .metrics(),
         hooks: Hooks = Hooks(),
         replicator: LitestreamReplicator? = nil,

@@ -1,6 +1,8 @@
 import Foundation
 import GRDB
 import GRDBCipher
+import GRDBMigrations
+import GRDBRegistryService
 
 /// Runs status or migrate on many databases with a bounded number of worker
 /// threads, each holding at most one open database. A failing database does
@@ -21,44 +23,44 @@ import GRDBCipher
 /// Workers are threads (`processOnWorkerThreads`), not Swift tasks: SQLite
 /// calls block, and blocking the cooperative pool (one thread per core)
 /// would cap parallelism at the core count whatever `jobs` says.
-package struct MigrationBatch: Sendable {
+struct MigrationBatch: Sendable {
     /// The databases, processed in this order (completion order varies with `jobs`).
-    package var targets: [MigrationTarget]
+    var targets: [MigrationTarget]
     /// How many databases are processed (and open) at once.
-    package var jobs: Int
+    var jobs: Int
     /// Accept edited applied files (see ``DatabaseMigrationRunner/acceptsModifiedMigrations``).
-    package var acceptsModifiedMigrations = false
+    var acceptsModifiedMigrations = false
 
     /// Creates a batch; `jobs` below 1 counts as 1.
     ///
     /// ```swift
     /// let batch = MigrationBatch(targets: targets, jobs: 2)
     /// ```
-    package init(targets: [MigrationTarget], jobs: Int = 1) {
+    init(targets: [MigrationTarget], jobs: Int = 1) {
         self.targets = targets
         self.jobs = max(1, jobs)
     }
 
     /// Called after each target completes, from a worker thread, with the
     /// number of completed targets, the total, and the outcome.
-    package typealias Progress<Value: Sendable> = @Sendable (_ completed: Int, _ total: Int, _ outcome: TargetOutcome<Value>) -> Void
+    typealias Progress<Value: Sendable> = @Sendable (_ completed: Int, _ total: Int, _ outcome: TargetOutcome<Value>) -> Void
 
     /// Migrates every target (or plans it, with `dryRun`).
-    package func migrate(dryRun: Bool, progress: Progress<MigrationReport>? = nil) -> [TargetOutcome<MigrationReport>] {
+    func migrate(dryRun: Bool, progress: Progress<MigrationReport>? = nil) -> [TargetOutcome<MigrationReport>] {
         run(progress: progress) { runner, target in
             try runner.migrate(databaseAt: target.path, dryRun: dryRun)
         }
     }
 
     /// Reads the status of every target, read-only.
-    package func status(progress: Progress<MigrationStatus>? = nil) -> [TargetOutcome<MigrationStatus>] {
+    func status(progress: Progress<MigrationStatus>? = nil) -> [TargetOutcome<MigrationStatus>] {
         run(progress: progress) { runner, target in
             try runner.status(ofDatabaseAt: target.path)
         }
     }
 
     /// Returns the runner for a target, with its key and busy timeout.
-    package func runner(for target: MigrationTarget) throws -> DatabaseMigrationRunner {
+    func runner(for target: MigrationTarget) throws -> DatabaseMigrationRunner {
         var runner = DatabaseMigrationRunner(set: target.set)
         // Tenants are created by their application only: a tenant file of
         // another schema is refused, never adopted.

@@ -84,196 +84,6 @@ public struct RegistryConfigurationError: Error, CustomStringConvertible, Sendab
     }
 }
 
-// MARK: - Decoding, collecting problems
-
-/// The problems found while decoding, shared by every nested decoder so
-/// that one bad value does not hide the next.
-private final class ProblemLog: Sendable {
-    let problems = Mutex<[String]>([])
-
-    func add(_ location: String, _ message: String) {
-        problems.withLock { $0.append(location.isEmpty ? message : "\(location): \(message)") }
-    }
-}
-
-extension CodingUserInfoKey {
-    // The initializer is failable by signature only: any raw value is accepted.
-    fileprivate static let problemLog = CodingUserInfoKey(rawValue: "GRDBMigrations.ProblemLog")!
-}
-
-private struct AnyKey: CodingKey {
-    var stringValue: String
-    var intValue: Int? { nil }
-    init(_ string: String) { stringValue = string }
-    init?(stringValue: String) { self.stringValue = stringValue }
-    init?(intValue: Int) { nil }
-}
-
-private func location(_ path: [any CodingKey], _ key: String? = nil) -> String {
-    (path.map(\.stringValue) + (key.map { [$0] } ?? [])).joined(separator: ".")
-}
-
-extension Decoder {
-    fileprivate var log: ProblemLog {
-        // Set by `parse` before any model decodes.
-        userInfo[.problemLog] as? ProblemLog ?? ProblemLog()
-    }
-}
-
-extension KeyedDecodingContainer<AnyKey> {
-    /// Decodes one value; a missing or mistyped one is logged, not thrown.
-    fileprivate func field<T: Decodable>(_ key: String, _ log: ProblemLog, expected: String, required: Bool = false) -> T? {
-        let codingKey = AnyKey(key)
-        guard contains(codingKey) else {
-            if required { log.add(location(codingPath, key), "missing (\(expected))") }
-            return nil
-        }
-        do {
-            let value = try decode(T.self, forKey: codingKey)
-            if let string = value as? String, string.isEmpty {
-                log.add(location(codingPath, key), "must be \(expected), not empty")
-                return nil
-            }
-            return value
-        } catch {
-            log.add(location(codingPath, key), "must be \(expected)")
-            return nil
-        }
-    }
-
-    fileprivate func checkKeys(_ allowed: [String], _ log: ProblemLog) {
-        for key in allKeys.map(\.stringValue).sorted() where !allowed.contains(key) {
-            log.add(location(codingPath, key), "unknown key (allowed: \(allowed.joined(separator: ", ")))")
-        }
-    }
-}
-
-private struct FileModel: Decodable {
-    var databases: [(name: String, model: DatabaseModel)] = []
-    var tenants: TenantsModel?
-    var migrationMode: String?
-    var shutdownTimeoutSeconds: Double?
-    var busyTimeoutSeconds: Double?
-    var replication: ReplicationModel?
-
-    init(from decoder: any Decoder) throws {
-        let log = decoder.log
-        let container = try decoder.container(keyedBy: AnyKey.self)
-        container.checkKeys(["databases", "tenants", "migrationMode", "shutdownTimeoutSeconds", "busyTimeoutSeconds", "replication"], log)
-        if container.contains(AnyKey("databases")) {
-            do {
-                let databases = try container.nestedContainer(keyedBy: AnyKey.self, forKey: AnyKey("databases"))
-                for key in databases.allKeys.sorted(by: { $0.stringValue < $1.stringValue }) {
-                    let model: DatabaseModel? = databases.field(key.stringValue, log, expected: "an object with at least a \"path\"")
-                    if let model { self.databases.append((key.stringValue, model)) }
-                }
-            } catch {
-                log.add("databases", "must be an object of databases by name: {\"catalog\": {\"path\": \"data/catalog.sqlite\"}}")
-            }
-        }
-        tenants = container.field("tenants", log, expected: "an object with at least a \"root\"")
-        migrationMode = container.field("migrationMode", log, expected: "apply, verify or skip")
-        shutdownTimeoutSeconds = container.field("shutdownTimeoutSeconds", log, expected: "a number of seconds")
-        busyTimeoutSeconds = container.field("busyTimeoutSeconds", log, expected: "a number of seconds")
-        replication = container.field("replication", log, expected: "an object with at least a \"replica\" URL")
-    }
-}
-
-private struct DatabaseModel: Decodable {
-    var path: String?
-    var migrations: String?
-    var key: KeySourceModel?
-    var cipher: CipherModel?
-    var connection: String?
-    var busyTimeoutSeconds: Double?
-
-    init(from decoder: any Decoder) throws {
-        let log = decoder.log
-        let container = try decoder.container(keyedBy: AnyKey.self)
-        container.checkKeys(["path", "migrations", "key", "cipher", "connection", "busyTimeoutSeconds"], log)
-        path = container.field("path", log, expected: "the path of the database file", required: true)
-        migrations = container.field("migrations", log, expected: "the path of a migration folder")
-        key = container.field("key", log, expected: KeySourceModel.expected)
-        cipher = container.field("cipher", log, expected: CipherModel.expected)
-        connection = container.field("connection", log, expected: "pool or queue")
-        busyTimeoutSeconds = container.field("busyTimeoutSeconds", log, expected: "a number of seconds")
-    }
-}
-
-private struct TenantsModel: Decodable {
-    var root: String?
-    var migrations: String?
-    var maxOpen: Int?
-    var masterKey: KeySourceModel?
-    var allowPlaintextTenants: Bool?
-    var busyTimeoutSeconds: Double?
-
-    init(from decoder: any Decoder) throws {
-        let log = decoder.log
-        let container = try decoder.container(keyedBy: AnyKey.self)
-        container.checkKeys(["root", "migrations", "maxOpen", "masterKey", "allowPlaintextTenants", "busyTimeoutSeconds"], log)
-        root = container.field("root", log, expected: "the path of the tenants directory", required: true)
-        migrations = container.field("migrations", log, expected: "the path of a migration folder")
-        maxOpen = container.field("maxOpen", log, expected: "a positive integer")
-        masterKey = container.field("masterKey", log, expected: KeySourceModel.expected)
-        allowPlaintextTenants = container.field("allowPlaintextTenants", log, expected: "true or false")
-        busyTimeoutSeconds = container.field("busyTimeoutSeconds", log, expected: "a number of seconds")
-    }
-}
-
-/// `{"compatibility": 3, "pageSize": 4096}`: both optional.
-private struct CipherModel: Decodable {
-    static let expected = "{\"compatibility\": 3 or 4, \"pageSize\": a power of two from 1024 to 65536}"
-    var cipher: RegistryConfiguration.Cipher?
-
-    init(from decoder: any Decoder) throws {
-        let log = decoder.log
-        let container = try decoder.container(keyedBy: AnyKey.self)
-        container.checkKeys(["compatibility", "pageSize"], log)
-        let at = location(container.codingPath)
-        let compatibilityNumber: Int? = container.field("compatibility", log, expected: "3 or 4 (the SQLCipher major version of the file)")
-        let pageSize: Int? = container.field("pageSize", log, expected: "a power of two from 1024 to 65536")
-        var compatibility = CipherCompatibility.v4
-        if let compatibilityNumber {
-            if let value = Int32(exactly: compatibilityNumber).flatMap(CipherCompatibility.init(rawValue:)) {
-                compatibility = value
-            } else {
-                log.add("\(at).compatibility", "must be 3 or 4 (the SQLCipher major version of the file), not \(compatibilityNumber)")
-                return
-            }
-        }
-        if let pageSize, !(1024...65536).contains(pageSize) || pageSize & (pageSize - 1) != 0 {
-            log.add("\(at).pageSize", "must be a power of two from 1024 to 65536, not \(pageSize)")
-            return
-        }
-        cipher = RegistryConfiguration.Cipher(compatibility: compatibility, pageSize: pageSize)
-    }
-}
-
-/// `{"env": "NAME"}` or `{"file": "path"}`.
-private struct KeySourceModel: Decodable {
-    static let expected = "{\"env\": \"VARIABLE\"} or {\"file\": \"path\"}; keys are never written in the configuration"
-    var source: KeySource?
-
-    init(from decoder: any Decoder) throws {
-        let log = decoder.log
-        let container = try decoder.container(keyedBy: AnyKey.self)
-        container.checkKeys(["env", "file"], log)
-        let env: String? = container.field("env", log, expected: "the name of an environment variable")
-        let file: String? = container.field("file", log, expected: "the path of a key file")
-        switch (env, file) {
-        case let (env?, nil): source = .environment(env)
-        case let (nil, file?): source = .file(file)
-        case (_?, _?): log.add(location(container.codingPath), "give one key source, \"env\" or \"file\", not both")
-        case (nil, nil):
-            // A mistyped "env" or "file" was reported already.
-            if !container.contains(AnyKey("env")) && !container.contains(AnyKey("file")) {
-                log.add(location(container.codingPath), "must be \(Self.expected)")
-            }
-        }
-    }
-}
-
 // MARK: - Checks, paths and environment overrides
 
 private struct Builder {
@@ -329,7 +139,7 @@ private struct Builder {
             }
             if let root {
                 tenants = RegistryConfiguration.Tenants(
-                    root: root, migrations: model.migrations.map(resolve), maxOpen: max(1, model.maxOpen ?? 256),
+                    root: root, migrations: model.migrations.map(resolve), maxOpen: max(1, model.maxOpen ?? RegistryConfiguration.Tenants.defaultMaxOpen),
                     masterKey: resolve(model.masterKey?.source),
                     allowPlaintextTenants: model.allowPlaintextTenants ?? false, busyTimeout: timeout)
             }
@@ -364,7 +174,7 @@ private struct Builder {
             }
         }
 
-        var shutdownTimeout = Duration.seconds(10)
+        var shutdownTimeout = RegistryConfiguration.defaultShutdownTimeout
         if let override = environment["GRDBREGISTRY_SHUTDOWN_TIMEOUT"] {
             if let seconds = Double(override), let duration = Self.duration(seconds: seconds, allowingZero: false) {
                 shutdownTimeout = duration
@@ -439,29 +249,6 @@ private struct Builder {
 
 // MARK: - Replication
 
-private struct ReplicationModel: Decodable {
-    var replica: String?
-    var litestream: String?
-    var socket: String?
-    var startReplicator: Bool?
-    var encryptedBackupDirectory: String?
-    var encryptedBackupIntervalSeconds: Double?
-    var removedTenantRetentionSeconds: Double?
-
-    init(from decoder: any Decoder) throws {
-        let log = decoder.log
-        let container = try decoder.container(keyedBy: AnyKey.self)
-        container.checkKeys(["replica", "litestream", "socket", "startReplicator", "encryptedBackupDirectory", "encryptedBackupIntervalSeconds", "removedTenantRetentionSeconds"], log)
-        replica = container.field("replica", log, expected: "a replica URL (file:///dir, s3://bucket/prefix) or a directory", required: true)
-        litestream = container.field("litestream", log, expected: "the path of the litestream executable")
-        socket = container.field("socket", log, expected: "the path of Litestream's control socket")
-        startReplicator = container.field("startReplicator", log, expected: "true or false")
-        encryptedBackupDirectory = container.field("encryptedBackupDirectory", log, expected: "the directory of encrypted backups")
-        encryptedBackupIntervalSeconds = container.field("encryptedBackupIntervalSeconds", log, expected: "a number of seconds")
-        removedTenantRetentionSeconds = container.field("removedTenantRetentionSeconds", log, expected: "a number of seconds")
-    }
-}
-
 extension Builder {
     /// The replication section, checked against the rest: a replica
     /// Litestream can write, and somewhere for the encrypted databases
@@ -485,7 +272,7 @@ extension Builder {
         var socket = model.socket.map(resolve)
         if socket == nil {
             if startsReplicator {
-                socket = baseDirectory.appendingPathComponent("litestream.sock").standardizedFileURL.path
+                socket = RegistryConfiguration.Replication.defaultSocket(in: baseDirectory)
             } else {
                 log.add("replication.socket", "missing (the control socket of the running replicator, with \"startReplicator\": false)")
             }
@@ -493,7 +280,7 @@ extension Builder {
         if let path = socket, path.utf8.count > RegistryConfiguration.Replication.maximumSocketPathLength {
             log.add("replication.socket", "\(path) is longer than \(RegistryConfiguration.Replication.maximumSocketPathLength) bytes, too long for a Unix socket: give a shorter path")
         }
-        var interval = Duration.seconds(3600)
+        var interval = RegistryConfiguration.Replication.defaultEncryptedBackupInterval
         if let seconds = model.encryptedBackupIntervalSeconds {
             if let duration = Self.duration(seconds: seconds, allowingZero: false) {
                 interval = duration

@@ -33,7 +33,9 @@ extension RegistryConfiguration {
         /// The `litestream` executable: a path, or a name found on `PATH`.
         public var litestream: String
         /// The control socket of the replicator (`litestream register`
-        /// talks to it).
+        /// talks to it); nil for ``defaultSocketName`` in the working
+        /// directory (a loaded file puts it beside itself instead). See
+        /// ``controlSocketPath``.
         public var socket: String?
         /// Whether the daemon starts its own `litestream replicate`
         /// process (true), or registers with one already running on
@@ -58,7 +60,7 @@ extension RegistryConfiguration {
             socket: String? = nil,
             startsReplicator: Bool = true,
             encryptedBackupDirectory: String? = nil,
-            encryptedBackupInterval: Duration = .seconds(3600),
+            encryptedBackupInterval: Duration = Replication.defaultEncryptedBackupInterval,
             removedTenantRetention: Duration = Replication.defaultRemovedTenantRetention
         ) {
             self.replica = replica
@@ -69,6 +71,26 @@ extension RegistryConfiguration {
             self.encryptedBackupInterval = encryptedBackupInterval
             self.removedTenantRetention = removedTenantRetention
         }
+
+        /// The file name of the control socket when none is given.
+        public static let defaultSocketName = "litestream.sock"
+
+        /// The default control socket of a configuration whose relative
+        /// paths resolve against `directory`.
+        static func defaultSocket(in directory: URL) -> String {
+            directory.appendingPathComponent(defaultSocketName).standardizedFileURL.path
+        }
+
+        /// The control socket the replicator listens on, or registers
+        /// with: ``socket``, or ``defaultSocketName`` in the working
+        /// directory.
+        public var controlSocketPath: String {
+            socket ?? Self.defaultSocket(in: URL(fileURLWithPath: FileManager.default.currentDirectoryPath))
+        }
+
+        /// How often an encrypted database is backed up when the file says
+        /// nothing: hourly.
+        public static let defaultEncryptedBackupInterval = Duration.seconds(3600)
 
         /// The retention of a removed tenant's replica when the file gives
         /// none: seven days, long enough to notice a mistaken removal.

@@ -1,6 +1,7 @@
 import Foundation
 import GRDBCipher
 import GRDBMigrations
+import GRDBRegistryService
 import Testing
 
 @Suite struct RegistryConfigurationTests {

@@ -1,5 +1,7 @@
 import Foundation
 import GRDBCipher
+import GRDBMigrations
+import GRDBRegistryService
 
 /// One database a ``MigrationBatch`` works on.
 ///
@@ -7,9 +9,9 @@ import GRDBCipher
 /// let target = MigrationTarget(name: "acme", path: "tenants/acme.sqlite", set: playersSet,
 ///                              encryption: .tenant(try configuration.tenantEncryption()))
 /// ```
-package struct MigrationTarget: Sendable {
+struct MigrationTarget: Sendable {
     /// How the target's key is found.
-    package enum Encryption: Sendable {
+    enum Encryption: Sendable {
         /// A plain database. An encrypted file is refused with
         /// `TenantEncryptionError.encryptedWithoutKey`, which says so.
         case plain
@@ -20,17 +22,17 @@ package struct MigrationTarget: Sendable {
     }
 
     /// A display name: the configured name, or the tenant id.
-    package var name: String
+    var name: String
     /// The database file.
-    package var path: String
+    var path: String
     /// The migrations it should have.
-    package var set: MigrationSet
+    var set: MigrationSet
     /// How its key is found.
-    package var encryption: Encryption
+    var encryption: Encryption
     /// How long its connections wait for another process's lock.
-    package var busyTimeout: Duration
+    var busyTimeout: Duration
 
-    package init(
+    init(
         name: String, path: String, set: MigrationSet, encryption: Encryption = .plain,
         busyTimeout: Duration = RegistryConfiguration.defaultBusyTimeout
     ) {
@@ -43,7 +45,7 @@ package struct MigrationTarget: Sendable {
 
     /// The SQLCipher format of the target's file: tenants and databases
     /// without one are SQLCipher 4.
-    package var cipher: RegistryConfiguration.Cipher {
+    var cipher: RegistryConfiguration.Cipher {
         if case .key(_, let cipher) = encryption { return cipher }
         return RegistryConfiguration.Cipher()
     }
@@ -53,7 +55,7 @@ package struct MigrationTarget: Sendable {
     /// - throws: `KeySourceError`, `CipherError.invalidKey`,
     ///   `TenantEncryptionError` (`encryptedWithoutKey` for a file that is
     ///   not plain and has no key).
-    package func key(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> CipherKey? {
+    func key(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> CipherKey? {
         switch encryption {
         case .plain:
             if CipherDatabase.isEncrypted(atPath: path) == true { throw TenantEncryptionError.encryptedWithoutKey(path: path) }
@@ -74,16 +76,16 @@ package struct MigrationTarget: Sendable {
 ///     print(outcome.name, outcome.result)
 /// }
 /// ```
-package struct TargetOutcome<Value: Sendable>: Sendable {
+struct TargetOutcome<Value: Sendable>: Sendable {
     /// The target's display name.
-    package var name: String
+    var name: String
     /// The target's database file.
-    package var path: String
+    var path: String
     /// What the operation returned, or why it failed.
-    package var result: Result<Value, TargetFailure>
+    var result: Result<Value, TargetFailure>
 
     /// True when the target succeeded.
-    package var succeeded: Bool {
+    var succeeded: Bool {
         if case .success = result { return true }
         return false
     }
@@ -94,11 +96,11 @@ package struct TargetOutcome<Value: Sendable>: Sendable {
 /// ```swift
 /// if case .failure(let failure) = outcome.result { print(failure.message) }
 /// ```
-package struct TargetFailure: Error, Sendable, Equatable, CustomStringConvertible {
+struct TargetFailure: Error, Sendable, Equatable, CustomStringConvertible {
     /// The error, described for a human.
-    package var message: String
+    var message: String
     /// The error itself, when it is a ``MigrationError``.
-    package var migrationError: MigrationError?
+    var migrationError: MigrationError?
 
-    package var description: String { message }
+    var description: String { message }
 }

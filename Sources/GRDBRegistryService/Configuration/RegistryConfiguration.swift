@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import GRDBCipher
+import GRDBMigrations
 import GRDBRegistry
 
 /// The databases of a registry, as the daemon (`DatabaseService`) and
@@ -26,6 +27,41 @@ import GRDBRegistry
 /// ```swift
 /// let configuration = try RegistryConfiguration.load(contentsOf: URL(fileURLWithPath: "registry.json"))
 /// ```
+///
+/// ## Topics
+///
+/// ### Loading a file
+///
+/// - <doc:Configuration>
+/// - ``load(contentsOf:environment:)``
+/// - ``parse(_:baseDirectory:file:environment:)``
+/// - ``problems(environment:)``
+/// - ``fileContents(relativeTo:)``
+/// - ``RegistryConfigurationError``
+///
+/// ### Building one in code
+///
+/// - ``init(databases:tenants:migrationMode:shutdownTimeout:)``
+/// - ``Database``
+/// - ``Cipher``
+/// - ``ConnectionKind``
+/// - ``Tenants``
+/// - ``Replication``
+///
+/// ### Reading it
+///
+/// - ``databases``
+/// - ``database(named:)``
+/// - ``tenants``
+/// - ``tenantEncryption(environment:)``
+/// - ``migrationMode``
+/// - ``shutdownTimeout``
+/// - ``replication``
+///
+/// ### Defaults
+///
+/// - ``defaultBusyTimeout``
+/// - ``defaultShutdownTimeout``
 public struct RegistryConfiguration: Sendable, Equatable {
     /// A named database.
     public struct Database: Sendable, Equatable {
@@ -116,7 +152,7 @@ public struct RegistryConfiguration: Sendable, Equatable {
         public var busyTimeout: Duration
 
         public init(
-            root: String, migrations: String? = nil, maxOpen: Int = 256, masterKey: KeySource? = nil,
+            root: String, migrations: String? = nil, maxOpen: Int = Tenants.defaultMaxOpen, masterKey: KeySource? = nil,
             allowPlaintextTenants: Bool = false, busyTimeout: Duration = RegistryConfiguration.defaultBusyTimeout
         ) {
             self.root = root
@@ -127,14 +163,24 @@ public struct RegistryConfiguration: Sendable, Equatable {
             self.busyTimeout = busyTimeout
         }
 
+        /// The largest number of tenant databases kept open when the file
+        /// says nothing (the service may lower it to fit the limit of open
+        /// files: see ``FileDescriptorBudget``).
+        public static let defaultMaxOpen = 256
+
         /// The file layout of the tenants.
         public var layout: TenantLayout { TenantLayout(root: URL(fileURLWithPath: root)) }
     }
 
-    /// The busy timeout when the file gives none: long enough for a
-    /// migration of another process to commit, short enough that a stuck
-    /// lock surfaces as an error.
-    public static let defaultBusyTimeout = Duration.seconds(5)
+    /// The busy timeout when the file gives none: the migration runner's
+    /// (``/GRDBMigrations/DatabaseMigrationRunner/defaultBusyTimeout``),
+    /// long enough for a migration of another process to commit, short
+    /// enough that a stuck lock surfaces as an error.
+    public static let defaultBusyTimeout = DatabaseMigrationRunner.defaultBusyTimeout
+
+    /// How long a graceful shutdown waits for in-flight writes when the
+    /// file says nothing.
+    public static let defaultShutdownTimeout = Duration.seconds(10)
 
     /// The named databases, sorted by name.
     public var databases: [Database]
@@ -152,7 +198,7 @@ public struct RegistryConfiguration: Sendable, Equatable {
         databases: [Database],
         tenants: Tenants? = nil,
         migrationMode: MigrationMode = .apply,
-        shutdownTimeout: Duration = .seconds(10)
+        shutdownTimeout: Duration = RegistryConfiguration.defaultShutdownTimeout
     ) {
         self.databases = databases
         self.tenants = tenants

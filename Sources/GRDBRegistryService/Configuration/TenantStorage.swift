@@ -1,0 +1,299 @@
+import Foundation
+import GRDB
+import GRDBBackup
+import GRDBCipher
+import GRDBMigrations
+import GRDBRegistry
+
+/// Everything a tenant's storage is made of, decided in one place: its
+/// name, its file, its key, its connection settings, its migrations, its
+/// checkpoints, its replica and its encrypted backup.
+///
+/// A `TenantStorage` is built once from the `tenants` section of a
+/// ``RegistryConfiguration``, reading the master key once. The service's
+/// tenant directory, the Litestream replicator, restores and `registryctl`
+/// all ask it, so that a tenant is spelled, found, keyed and replicated the
+/// same way everywhere:
+///
+/// ```swift
+/// let configuration = RegistryConfiguration(databases: [], tenants: .init(root: "/srv/tenants"))
+/// let storage = try TenantStorage(configuration: configuration, environment: [:])
+/// let acme = try TenantID("acme")
+/// print(TenantStorage.name(of: acme))   // "tenants/acme"
+/// print(storage.path(of: acme))         // "/srv/tenants/acme.sqlite"
+/// ```
+///
+/// ## Topics
+///
+/// ### Building the storage of a configuration
+///
+/// - ``init(configuration:environment:)``
+/// - ``TenantStorageError``
+///
+/// ### Names and files
+///
+/// - ``name(of:)``
+/// - ``layout``
+/// - ``path(of:)``
+/// - ``selection(_:)``
+/// - ``Selection``
+///
+/// ### Keys and connections
+///
+/// - ``encryption``
+/// - ``key(for:)``
+/// - ``keyForNew(_:encrypted:)``
+/// - ``connectionConfiguration(key:)``
+/// - ``backupEncryption(for:)``
+///
+/// ### Migrations
+///
+/// - ``migrations``
+/// - ``migrationMode``
+/// - ``busyTimeout``
+/// - ``makeMigrationRunner(set:)``
+/// - ``repositoryPolicy(hasRunner:)``
+///
+/// ### Replication and backups
+///
+/// - ``replication``
+/// - ``isReplicated``
+/// - ``checkpointOnClose``
+/// - ``replicaURL(for:)``
+/// - ``encryptedBackupPath(for:)``
+/// - ``tenantID(ofPath:)``
+public struct TenantStorage: Sendable {
+    /// Where the tenant files are: `<root>/<id>.sqlite`.
+    public let layout: TenantLayout
+    /// The tenant-key policy, with the master key read when the storage
+    /// was built (never again: a key file that changes while a daemon runs
+    /// takes effect at its next start, for every component at once).
+    public let encryption: TenantEncryption
+    /// The migration set folder of every tenant, if any.
+    public let migrations: URL?
+    /// What an opening does with the migrations.
+    public let migrationMode: MigrationMode
+    /// The busy timeout of tenant connections.
+    public let busyTimeout: Duration
+    /// The largest number of tenant databases kept open.
+    public let maxOpen: Int
+    /// Replication and encrypted backups, if configured.
+    public let replication: RegistryConfiguration.Replication?
+
+    /// The storage of the configuration's tenants.
+    ///
+    /// - parameter environment: Where `env` key sources and the
+    ///   `GRDBREGISTRY_*` overrides are read (the process's by default).
+    /// - throws: ``TenantStorageError/notConfigured`` when the
+    ///   configuration has no `tenants`; the errors of
+    ///   ``RegistryConfiguration/tenantEncryption(environment:)`` when the
+    ///   master key can't be read.
+    public init(configuration: RegistryConfiguration, environment: [String: String] = ProcessInfo.processInfo.environment) throws {
+        guard let tenants = configuration.tenants else { throw TenantStorageError.notConfigured }
+        self.init(
+            layout: tenants.layout, encryption: try configuration.tenantEncryption(environment: environment),
+            migrations: tenants.migrations.map { URL(fileURLWithPath: $0) }, migrationMode: configuration.migrationMode,
+            busyTimeout: tenants.busyTimeout, maxOpen: tenants.maxOpen, replication: configuration.replication)
+    }
+
+    init(
+        layout: TenantLayout, encryption: TenantEncryption, migrations: URL?, migrationMode: MigrationMode,
+        busyTimeout: Duration, maxOpen: Int, replication: RegistryConfiguration.Replication?
+    ) {
+        self.layout = layout
+        self.encryption = encryption
+        self.migrations = migrations
+        self.migrationMode = migrationMode
+        self.busyTimeout = busyTimeout
+        self.maxOpen = maxOpen
+        self.replication = replication
+    }
+
+    // MARK: - Names and files
+
+    /// The one spelling of tenant `id` in logs, metrics, spans, errors,
+    /// backups and registry lookups: `tenants/<id>`
+    /// (``/GRDBRegistry/TenantID/databaseName``).
+    public static func name(of id: TenantID) -> String {
+        id.databaseName
+    }
+
+    /// The database file of tenant `id`.
+    public func path(of id: TenantID) -> String {
+        layout.path(of: id)
+    }
+
+    /// The tenants an operation works on.
+    public struct Selection: Sendable, Equatable {
+        /// The tenants, sorted by id.
+        public var tenants: [TenantID]
+        /// Files of the tenants folder that are not tenants, one sentence
+        /// each, to show the operator (they were skipped).
+        public var warnings: [String]
+    }
+
+    /// The tenant named `tenant`, whose file must exist, or every tenant of
+    /// the folder when `tenant` is nil.
+    ///
+    /// A name never creates a tenant: tenants are created by the
+    /// application (``/GRDBRegistry/TenantDirectory/provision(_:configuration:)``),
+    /// tools only work on the ones that exist.
+    ///
+    /// ```swift
+    /// for id in try storage.selection(nil).tenants { print(storage.path(of: id)) }
+    /// ```
+    ///
+    /// - throws: ``TenantStorageError/invalidTenant(_:reason:)``,
+    ///   ``TenantStorageError/unknownTenant(_:path:)`` or
+    ///   ``TenantStorageError/missingRoot(_:)``.
+    public func selection(_ tenant: String?) throws -> Selection {
+        if let tenant {
+            let id: TenantID
+            do {
+                id = try TenantID(tenant)
+            } catch {
+                throw TenantStorageError.invalidTenant(tenant, reason: "\(error)")
+            }
+            guard FileManager.default.fileExists(atPath: path(of: id)) else {
+                throw TenantStorageError.unknownTenant(tenant, path: path(of: id))
+            }
+            return Selection(tenants: [id], warnings: [])
+        }
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: layout.root.path, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw TenantStorageError.missingRoot(layout.root.path)
+        }
+        let listing = try layout.listing()
+        let root = layout.root.path
+        return Selection(
+            tenants: listing.tenants,
+            warnings: listing.strayFiles.map {
+                "\($0) in \(root) is not a tenant (tenant ids are lowercase letters, digits, '-' and '_'): skipped"
+            } + listing.provisioningLeftovers.map {
+                "\($0) in \(root) is left by a tenant creation that did not finish: skipped (delete it)"
+            })
+    }
+
+    /// The tenant whose database file is `path`, by the layout's rules
+    /// (`<root>/<id>.sqlite`, a valid id), or nil for any other file.
+    public func tenantID(ofPath path: String) -> TenantID? {
+        let url = URL(fileURLWithPath: path).standardizedFileURL
+        guard url.deletingLastPathComponent().path == layout.root.standardizedFileURL.path,
+              url.pathExtension == TenantLayout.fileExtension,
+              let id = try? TenantID(url.deletingPathExtension().lastPathComponent)
+        else { return nil }
+        return id
+    }
+
+    // MARK: - Keys and connections
+
+    /// The key of the existing tenant `id` (nil: plain), by the tenant-key
+    /// policy: derived from the master key and the file's salt.
+    ///
+    /// - throws: ``/GRDBCipher/TenantEncryptionError`` when the file
+    ///   breaks the policy (a plain tenant under a master key).
+    public func key(for id: TenantID) throws -> CipherKey? {
+        try encryption.key(forTenant: id.rawValue, atPath: path(of: id))
+    }
+
+    /// The key of a tenant being created: encrypted when asked, or, with
+    /// `encrypted` nil, when a master key is configured.
+    ///
+    /// - throws: ``/GRDBCipher/TenantEncryptionError`` when the request
+    ///   breaks the policy.
+    public func keyForNew(_ id: TenantID, encrypted: Bool? = nil) throws -> CipherKey? {
+        try encryption.keyForNewTenant(
+            id.rawValue, atPath: path(of: id), encrypted: encrypted ?? (encryption.masterKey != nil))
+    }
+
+    /// The GRDB configuration of a tenant connection opened with `key`
+    /// (nil: plain): the busy timeout, the encryption, and, for a plain
+    /// replicated tenant, no automatic checkpoints (Litestream runs them;
+    /// see ``LitestreamReplicator``).
+    public func connectionConfiguration(key: CipherKey?) throws -> Configuration {
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(busyTimeout.timeInterval)
+        if let key {
+            try configuration.encrypt(with: key)
+        } else if isReplicated {
+            configuration.prepareDatabase { try $0.execute(sql: "PRAGMA wal_autocheckpoint = 0") }
+        }
+        return configuration
+    }
+
+    /// How a backup or a restore opens tenant `id`'s copies: its key, in
+    /// the tenants' format (SQLCipher 4); nil for a plain tenant.
+    public func backupEncryption(for id: TenantID) throws -> BackupEncryption? {
+        try key(for: id).map { BackupEncryption(key: $0) }
+    }
+
+    // MARK: - Migrations
+
+    /// A runner of `set` with the tenants' busy timeout, refusing files of
+    /// another schema: only the application creates tenants, so a foreign
+    /// file is damage, never adopted.
+    public func makeMigrationRunner(set: MigrationSet) -> DatabaseMigrationRunner {
+        var runner = DatabaseMigrationRunner(set: set)
+        runner.busyTimeout = busyTimeout
+        runner.refusesForeignDatabases = true
+        return runner
+    }
+
+    /// What the repository's own migrator does when a tenant opens: apply
+    /// only when the mode is `apply` and no runner (which applies or
+    /// verifies first) is configured; otherwise refuse pending migrations.
+    public func repositoryPolicy(hasRunner: Bool) -> RepositoryDatabase.MigrationPolicy {
+        migrationMode == .apply && !hasRunner ? .apply : .refusePending
+    }
+
+    // MARK: - Replication and backups
+
+    /// Whether plain tenants are replicated with Litestream.
+    public var isReplicated: Bool { replication != nil }
+
+    /// The checkpoint when a tenant closes: none when replicated
+    /// (Litestream owns the checkpoints of what it replicates; a TRUNCATE
+    /// would wait for its reader for the whole busy timeout), TRUNCATE
+    /// otherwise.
+    public var checkpointOnClose: Database.CheckpointMode? {
+        isReplicated ? nil : .truncate
+    }
+
+    /// The Litestream replica URL of tenant `id`: `<replica>/tenants/<id>`.
+    public func replicaURL(for id: TenantID) -> String? {
+        replication?.replicaURL(forTenant: id.rawValue)
+    }
+
+    /// The scheduled encrypted backup of tenant `id`:
+    /// `<encryptedBackupDirectory>/tenants/<id>.sqlite`.
+    public func encryptedBackupPath(for id: TenantID) -> String? {
+        replication?.encryptedBackupDirectory.map {
+            URL(fileURLWithPath: $0).appendingPathComponent("\(id.databaseName).\(TenantLayout.fileExtension)").path
+        }
+    }
+}
+
+/// Why a ``TenantStorage`` can't be built or can't find a tenant.
+public enum TenantStorageError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The configuration has no `tenants` section.
+    case notConfigured
+    /// `tenant` is not a valid tenant id.
+    case invalidTenant(String, reason: String)
+    /// No file for `tenant`: tools never create a tenant.
+    case unknownTenant(String, path: String)
+    /// The tenants folder does not exist.
+    case missingRoot(String)
+
+    public var description: String {
+        switch self {
+        case .notConfigured:
+            "The configuration has no \"tenants\" section: add one with a \"root\" folder."
+        case let .invalidTenant(tenant, reason):
+            "Invalid tenant id \(String(reflecting: tenant)): \(reason)"
+        case let .unknownTenant(tenant, path):
+            "No tenant \(String(reflecting: tenant)): \(path) does not exist."
+        case let .missingRoot(path):
+            "The tenants root \(path) does not exist."
+        }
+    }
+}
