@@ -3,7 +3,6 @@ import Foundation
 import GRDBBackup
 import GRDBCipher
 import GRDBMigrations
-import GRDBRegistryService
 import GRDBRegistry
 import GRDBRegistryService
 
@@ -168,6 +167,8 @@ struct RestoreCommand: ParsableCommand {
             entries = restore.manifest.files
         }
         let force = self.force
+        // Built once (the master key read once), if the backup holds tenants.
+        let storage = try entries.contains { $0.kind == .tenant } && configuration.tenants != nil ? configuration.tenantStorage() : nil
         var items: [Item] = []
         for entry in entries {
             switch entry.kind {
@@ -183,15 +184,13 @@ struct RestoreCommand: ParsableCommand {
                     .init(try restore.restoreDatabase(named: entry.name, to: configured.path, encryption: encryption, checks: checks, force: force))
                 })
             case .tenant:
-                guard let tenants = configuration.tenants else {
+                guard let tenants = configuration.tenants, let storage else {
                     throw ValidationError("The backup holds tenants, and \(config) has no \"tenants\".")
                 }
                 let id = try TenantID(entry.name)
-                let layout = tenants.layout
-                let encryption = try configuration.tenantEncryption()
                 let checks = try sets.checks(in: tenants.migrations)
-                items.append(Item(name: entry.id, destination: layout.path(of: id)) {
-                    .init(try restore.restoreTenant(id, into: layout, encryption: encryption, checks: checks, force: force))
+                items.append(Item(name: entry.id, destination: storage.path(of: id)) {
+                    .init(try restore.restoreTenant(id, into: storage.layout, encryption: storage.encryption, checks: checks, force: force))
                 })
             }
         }

@@ -107,7 +107,7 @@ public struct BackupRestore: Sendable {
         let entry = try manifest.entry(.database, named: name)
         let destination = URL(fileURLWithPath: path).standardizedFileURL
         let candidate = DatabaseRestore.Candidate(
-            kind: .database, name: name, source: source(of: entry), destination: destination.path,
+            database: name, source: source(of: entry), destination: destination.path,
             temporary: DatabaseRestore.temporaryPath(beside: destination))
         return try restore(
             entry, as: candidate, encryption: { _ in encryption }, destinationEncryption: { _ in encryption },

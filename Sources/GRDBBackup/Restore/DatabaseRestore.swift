@@ -147,7 +147,7 @@ public struct DatabaseRestore: Sendable {
     ) throws -> Report {
         let destination = URL(fileURLWithPath: path).standardizedFileURL
         let candidate = Candidate(
-            kind: .database, name: name ?? destination.lastPathComponent, source: source, destination: destination.path,
+            database: name ?? destination.lastPathComponent, source: source, destination: destination.path,
             temporary: Self.temporaryPath(beside: destination))
         return try restore(
             candidate, checks: checks, force: force, fetch: { try Self.copy(source, to: $0, database: candidate.displayName) },
@@ -193,13 +193,18 @@ public struct DatabaseRestore: Sendable {
     package struct Candidate: Sendable {
         package var kind: BackupEntry.Kind
         package var name: String
+        /// How errors, logs and spans name it: `tenants/<id>`
+        /// (``/GRDBRegistry/TenantID/databaseName``), or the database's name.
+        package var displayName: String
         package var source: String
         package var destination: String
         package var temporary: String
 
-        package init(kind: BackupEntry.Kind, name: String, source: String, destination: String, temporary: String) {
-            self.kind = kind
+        /// The named database `name`.
+        package init(database name: String, source: String, destination: String, temporary: String) {
+            self.kind = .database
             self.name = name
+            self.displayName = name
             self.source = source
             self.destination = destination
             self.temporary = temporary
@@ -207,17 +212,12 @@ public struct DatabaseRestore: Sendable {
 
         /// Tenant `id` of `layout`, built under its provisioning name.
         package init(tenant id: TenantID, source: String, layout: TenantLayout) {
-            self.init(
-                kind: .tenant, name: id.rawValue, source: source, destination: layout.path(of: id),
-                temporary: layout.provisioningPath(for: id))
-        }
-
-        /// How errors and logs name it: `tenants/<id>`, or the database's name.
-        package var displayName: String {
-            switch kind {
-            case .tenant: "tenants/\(name)"
-            case .database: name
-            }
+            self.kind = .tenant
+            self.name = id.rawValue
+            self.displayName = id.databaseName
+            self.source = source
+            self.destination = layout.path(of: id)
+            self.temporary = layout.provisioningPath(for: id)
         }
     }
 

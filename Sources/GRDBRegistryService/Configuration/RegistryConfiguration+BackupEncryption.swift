@@ -1,11 +1,6 @@
 import GRDBBackup
 import GRDBCipher
-import GRDBMigrations
 
-// `package` while the configuration lives in GRDBMigrations: a public
-// extension of another module's type gives GRDBRegistryService's
-// documentation a page named GRDBMigrations, which shadows the links to
-// that module's articles. Public once the configuration moves here.
 extension RegistryConfiguration.Cipher {
     /// How a backup or a restore opens and checks a database encrypted
     /// with `key` in this format: the one conversion from a configured
@@ -17,7 +12,7 @@ extension RegistryConfiguration.Cipher {
     /// let encryption = database.cipher.backupEncryption(key: try CipherKey(source.read()))
     /// try backup.add(.database, named: database.name, databaseAt: database.path, encryption: encryption)
     /// ```
-    package func backupEncryption(key: CipherKey) -> BackupEncryption {
+    public func backupEncryption(key: CipherKey) -> BackupEncryption {
         BackupEncryption(key: key, compatibility: compatibility, pageSize: pageSize)
     }
 }
@@ -35,7 +30,7 @@ extension RegistryConfiguration.Database {
     ///
     /// - throws: ``/GRDBCipher/KeySourceError`` when the key can't be read,
     ///   ``/GRDBCipher/CipherError`` when it is not a valid key.
-    package func backupEncryption() throws -> BackupEncryption? {
+    public func backupEncryption() throws -> BackupEncryption? {
         try key.map { cipher.backupEncryption(key: try CipherKey($0.read())) }
     }
 }

@@ -46,6 +46,9 @@ public struct LitestreamRestore: Sendable {
     /// Where Litestream's credentials (S3) are read.
     public let environment: [String: String]
     private let pipeline: DatabaseRestore
+    /// The tenants' storage (master key read once), or why there is none:
+    /// only a tenant restore needs it.
+    private let storage: Result<TenantStorage, any Error>
 
     /// - parameter configuration: The configuration whose `replication`
     ///   section names the replica, and whose databases and tenants say
@@ -61,6 +64,7 @@ public struct LitestreamRestore: Sendable {
         self.configuration = configuration
         self.environment = environment
         self.pipeline = DatabaseRestore(logger: logger, tracer: tracer)
+        self.storage = Result { try TenantStorage(configuration: configuration, environment: environment) }
     }
 
     private var replication: RegistryConfiguration.Replication {
@@ -111,33 +115,33 @@ public struct LitestreamRestore: Sendable {
         }
         guard let backup = latest.encryptedBackup else { throw ReplicationError.noRemovedReplica(tenant: id.rawValue) }
         guard date == nil else {
-            throw ReplicationError.restoreFailed(database: "tenants/\(id)", reason: "it was encrypted: what is kept of it is its last backup, one state, with no point in time")
+            throw ReplicationError.restoreFailed(database: id.databaseName, reason: "it was encrypted: what is kept of it is its last backup, one state, with no point in time")
         }
         // What is kept of an encrypted tenant is its encrypted backup: a
         // plain file there was not put by the replicator.
         guard CipherDatabase.isEncrypted(atPath: backup) == true else {
-            throw ReplicationError.restoreFailed(database: "tenants/\(id)", reason: "the kept backup \(backup) is not encrypted")
+            throw ReplicationError.restoreFailed(database: id.databaseName, reason: "the kept backup \(backup) is not encrypted")
         }
         // The kept backup is an import of the tenant's file, opened with
         // its key (which checks the HMAC of every page it reads).
-        return try pipeline.restoreTenant(
-            id, fromFile: backup, into: try layout(for: id), encryption: try configuration.tenantEncryption(environment: environment),
-            checks: checks)
+        let storage = try tenantStorage(for: id)
+        return try pipeline.restoreTenant(id, fromFile: backup, into: storage.layout, encryption: storage.encryption, checks: checks)
     }
 
-    private func layout(for id: TenantID) throws -> TenantLayout {
-        guard let tenants = configuration.tenants else {
-            throw ReplicationError.restoreFailed(database: "tenants/\(id)", reason: "the configuration has no tenants")
+    private func tenantStorage(for id: TenantID) throws -> TenantStorage {
+        do {
+            return try storage.get()
+        } catch {
+            throw ReplicationError.restoreFailed(database: id.databaseName, reason: "\(error)")
         }
-        return tenants.layout
     }
 
     private func restore(tenant id: TenantID, from replicaURL: String, at date: Date?, checks: DatabaseRestore.Checks) throws -> DatabaseRestore.Report {
-        let candidate = DatabaseRestore.Candidate(tenant: id, source: replicaURL, layout: try layout(for: id))
+        let storage = try tenantStorage(for: id)
+        let candidate = DatabaseRestore.Candidate(tenant: id, source: replicaURL, layout: storage.layout)
         // Replicas hold plain tenants: the tenant-key policy refuses the
         // plain file when it would refuse it at open.
-        let key = DatabaseRestore.tenantEncryption(
-            try configuration.tenantEncryption(environment: environment), id: id, database: candidate.displayName)
+        let key = DatabaseRestore.tenantEncryption(storage.encryption, id: id, database: candidate.displayName)
         return try restore(candidate, at: date, encryption: key, checks: checks)
     }
 
@@ -151,7 +155,7 @@ public struct LitestreamRestore: Sendable {
         }
         let destination = URL(fileURLWithPath: database.path).standardizedFileURL
         let candidate = DatabaseRestore.Candidate(
-            kind: .database, name: name, source: try replication.replicaURL(forDatabase: name), destination: destination.path,
+            database: name, source: try replication.replicaURL(forDatabase: name), destination: destination.path,
             temporary: DatabaseRestore.temporaryPath(beside: destination))
         // Replicas hold plain databases only.
         return try restore(candidate, at: date, encryption: { _ in nil }, checks: checks)
