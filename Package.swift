@@ -56,7 +56,10 @@ let package = Package(
             dependencies: [
                 "GRDBRegistry", "GRDBMigrations", .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
-            ]
+            ],
+            // The players schema, once in the tree (Migrations/players
+            // links here): PlayerRepository loads it from Bundle.module.
+            resources: [.copy("Migrations/players")]
         ),
         .testTarget(
             name: "GRDBRegistryExamplesTests",

@@ -64,10 +64,10 @@ let package = Package(
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "OTel", package: "swift-otel"),
             ],
-            // The catalog's migration set ships inside the executable's
-            // resource bundle: the server runs without the source tree. A
-            // test checks it is the same, byte for byte, as Migrations/catalog.
-            // The page at / ships there too.
+            // The catalog's migration set, the one copy of the catalog
+            // schema (Migrations/catalog at the repository's root links
+            // here), ships inside the executable's resource bundle: the
+            // server runs without the source tree. The page at / too.
             resources: [.copy("Migrations/catalog"), .copy("Public")]
         ),
         .testTarget(

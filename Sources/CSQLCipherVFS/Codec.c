@@ -1,14 +1,6 @@
 // The page codec: keys, IVs, and the encryption and HMAC of one page.
 
 #include "Internal.h"
-#include <sys/mman.h>
-
-// Linux's madvise advice values (stable ABI), which the system headers
-// declare only with default features, off in SwiftPM's module builds.
-#if defined(__linux__) && !defined(MADV_DONTDUMP)
-#define MADV_DONTDUMP 16
-#define MADV_DODUMP 17
-#endif
 
 // Incremented in the child of every fork(): a codec's random pool drawn
 // before a fork is never used after it, so parent and child cannot write
@@ -34,38 +26,6 @@ static int codec_random(Codec *codec, unsigned char *out, int length) {
     OPENSSL_cleanse(codec->randomPool + codec->randomUsed, length);
     codec->randomUsed += length;
     return SQLITE_OK;
-}
-
-static size_t secret_length(size_t size) {
-    size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    return (size + page - 1) / page * page;
-}
-
-/// Zeroed memory for keys and passphrases: whole pages, excluded from core
-/// dumps, and locked out of swap when RLIMIT_MEMLOCK allows (best effort:
-/// a failed mlock leaves the memory usable).
-HIDDEN void *secret_alloc(size_t size) {
-    size_t length = secret_length(size);
-    void *memory = NULL;
-    if (posix_memalign(&memory, (size_t)sysconf(_SC_PAGESIZE), length) != 0) return NULL;
-    memset(memory, 0, length);
-#ifdef MADV_DONTDUMP
-    madvise(memory, length, MADV_DONTDUMP);
-#endif
-    mlock(memory, length);
-    return memory;
-}
-
-/// Wipes and frees memory from secret_alloc(size).
-HIDDEN void secret_free(void *memory, size_t size) {
-    if (!memory) return;
-    size_t length = secret_length(size);
-    OPENSSL_cleanse(memory, length);
-    munlock(memory, length);
-#ifdef MADV_DODUMP
-    madvise(memory, length, MADV_DODUMP);
-#endif
-    free(memory);
 }
 
 HIDDEN void codec_free(Codec *codec) {
@@ -120,6 +80,10 @@ static void codec_set_version(Codec *codec, int version, int kdfIterations) {
 /// takes 512, but SQLite requires at least 480 usable bytes per page, and
 /// the reserve (48 or 80 bytes) leaves less in a 512-byte page: SQLite
 /// lays such a database out with 1024-byte pages, and refuses to open one.
+/// The rule's owner is Swift's `CipherFileFormat.isValidPageSize(_:)`
+/// (GRDBCipher/CipherFileFormat.swift), which the configuration and
+/// registryctl ask; this copy stays so that the C layer refuses a bad size
+/// on its own (PRAGMA cipher_page_size, pending keys). Change both together.
 HIDDEN int valid_page_size(int pageSize) {
     return pageSize >= 1024 && pageSize <= 65536 && (pageSize & (pageSize - 1)) == 0;
 }

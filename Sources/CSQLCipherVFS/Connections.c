@@ -2,13 +2,6 @@
 
 #include "Internal.h"
 
-HIDDEN CipherFile *main_file(sqlite3 *db) {
-    sqlite3_file *file = NULL;
-    if (sqlite3_file_control(db, "main", SQLITE_FCNTL_FILE_POINTER, &file) != SQLITE_OK || !file) return NULL;
-    if (file->pMethods != &cipherMethods) return NULL;
-    return (CipherFile *)file;
-}
-
 int grdbcipher_set_key(sqlite3 *db, const void *key, int nKey, int version, int kdfIterations) {
     CipherFile *file = main_file(db);
     if (!file) return SQLITE_MISUSE;

@@ -167,6 +167,20 @@ static inline void write_be32(unsigned char *p, unsigned int value) {
     p[2] = (unsigned char)(value >> 8); p[3] = (unsigned char)value;
 }
 
+// What crosses files, one section per file, in layer order: a file uses
+// only what the sections above its own declare, so no two files call each
+// other (GRDBCipherTests' VFSLayeringTests checks it). VFS.c and
+// Connections.c, the public C API (CSQLCipherVFS.h), come last and declare
+// nothing here.
+
+// Secrets.c
+HIDDEN void *secret_alloc(size_t size);
+HIDDEN void secret_free(void *memory, size_t size);
+
+// KeyDerivation.c
+HIDDEN int codec_derive(Codec *codec);
+HIDDEN void kdf_cache_release(const unsigned char digest[32]);
+
 // Codec.c
 HIDDEN int parse_hex(const char *hex, int length, unsigned char *out);
 HIDDEN const char *blob_literal_digits(const char *text, int length);
@@ -177,15 +191,9 @@ HIDDEN int codec_geometry_is_valid(const Codec *codec);
 HIDDEN int valid_page_size(int pageSize);
 HIDDEN int page_is_zero(const unsigned char *page, int length);
 HIDDEN void codec_free(Codec *codec);
-HIDDEN void kdf_cache_release(const unsigned char digest[32]);
-HIDDEN void *secret_alloc(size_t size);
-HIDDEN void secret_free(void *memory, size_t size);
 HIDDEN int codec_encrypt(Codec *codec, unsigned int pgno, const unsigned char *in, unsigned char *out);
 HIDDEN int page_decrypt(const Codec *codec, EVP_CIPHER_CTX *decryptor, unsigned int pgno, const unsigned char *in, unsigned char *out);
 HIDDEN int codec_decrypt(Codec *codec, unsigned int pgno, unsigned char *page);
-
-// KeyDerivation.c
-HIDDEN int codec_derive(Codec *codec);
 
 // PendingKeys.c
 HIDDEN int take_pending_key(const char *path, Codec **codec);
@@ -196,10 +204,15 @@ HIDDEN void read_ahead_note(CipherFile *file, unsigned int pgno);
 HIDDEN int read_ahead_take(CipherFile *file, unsigned int pgno, unsigned char *page);
 HIDDEN void read_ahead_free(CipherFile *file);
 
-// TempFiles.c
-HIDDEN int temp_read(CipherFile *file, unsigned char *out, int amount, sqlite3_int64 offset);
-HIDDEN int temp_write(CipherFile *file, const unsigned char *in, int amount, sqlite3_int64 offset);
-HIDDEN int temp_truncate(CipherFile *file, sqlite3_int64 size);
+// CipherFile.c
+HIDDEN unsigned char *file_buffer(CipherFile *file, int size);
+HIDDEN Codec *file_codec(CipherFile *file);
+HIDDEN int load_salt(CipherFile *file);
+HIDDEN void apply_pending_truncate(CipherFile *file);
+HIDDEN int verify_key(CipherFile *file);
+HIDDEN int refuse_shape(CipherFile *file, Codec *codec, const char *what, int amount, sqlite3_int64 offset, int writing);
+HIDDEN int read_main(CipherFile *file, unsigned char *out, int amount, sqlite3_int64 offset);
+HIDDEN int write_main(CipherFile *file, const unsigned char *in, int amount, sqlite3_int64 offset);
 
 // Checksums.c
 HIDDEN unsigned int journal_sample_sum(const unsigned char *page, int pageSize);
@@ -209,14 +222,18 @@ HIDDEN int wal_previous_checksum(CipherFile *file, sqlite3_int64 offset, int fra
 HIDDEN int wal_cipher_checksum(CipherFile *file, sqlite3_int64 offset, const unsigned char *header, const unsigned char *page, int pageSize, unsigned char *out);
 HIDDEN int wal_flush_header(CipherFile *file);
 
-// IOMethods.c
-HIDDEN unsigned char *file_buffer(CipherFile *file, int size);
-HIDDEN Codec *file_codec(CipherFile *file);
-HIDDEN int load_salt(CipherFile *file);
-HIDDEN int read_main(CipherFile *file, unsigned char *out, int amount, sqlite3_int64 offset);
-HIDDEN CipherFile *main_file(sqlite3 *db);
-HIDDEN int inherit_key(CipherFile *file);
-HIDDEN void apply_pending_truncate(CipherFile *file);
+// TempFiles.c
+HIDDEN int temp_read(CipherFile *file, unsigned char *out, int amount, sqlite3_int64 offset);
+HIDDEN int temp_write(CipherFile *file, const unsigned char *in, int amount, sqlite3_int64 offset);
+HIDDEN int temp_truncate(CipherFile *file, sqlite3_int64 size);
+
+// Journal.c
+HIDDEN int read_journal(CipherFile *file, Codec *codec, unsigned char *buffer, int amount, sqlite3_int64 offset);
+HIDDEN int write_journal(CipherFile *file, Codec *codec, const unsigned char *buffer, int amount, sqlite3_int64 offset);
+
+// WAL.c
+HIDDEN int read_wal(CipherFile *file, Codec *codec, unsigned char *buffer, int amount, sqlite3_int64 offset);
+HIDDEN int write_wal(CipherFile *file, Codec *codec, const unsigned char *buffer, int amount, sqlite3_int64 offset);
 
 // FileControl.c
 HIDDEN int set_file_key(CipherFile *file, const void *key, int nKey, int version, int kdfIterations);
@@ -226,5 +243,7 @@ HIDDEN int cipherFileControl(sqlite3_file *pFile, int op, void *pArg);
 
 // IOMethods.c
 HIDDEN extern const sqlite3_io_methods cipherMethods;
+HIDDEN CipherFile *main_file(sqlite3 *db);
+HIDDEN int inherit_key(CipherFile *file);
 
 #endif

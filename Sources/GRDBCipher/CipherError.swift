@@ -57,7 +57,7 @@ public enum CipherError: Error, CustomStringConvertible, Sendable, Equatable {
             }
             return "\(path) has \(foundPageSize)-byte pages with \(foundReserve) reserved bytes, but the key's format has \(pageSize)-byte pages with \(reserve): give the page size it was encrypted with (cipher_page_size), or the right compatibility. The file was not modified."
         case let .invalidPageSize(size):
-            return "Invalid cipher page size \(size): a power of two from 1024 to 65536, with room for the plaintext header."
+            return "Invalid cipher page size \(size): \(CipherFileFormat.pageSizeRule), with room for the plaintext header."
         case let .operationFailed(path, reason):
             return "\(path): \(reason). The original file is unchanged."
         case let .destinationExists(path):

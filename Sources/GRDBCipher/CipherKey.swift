@@ -14,6 +14,27 @@ import Foundation
 /// length; one with a NUL byte is refused where it is used (opening,
 /// re-keying, copying) with ``CipherError/invalidKey(_:)``, never cut
 /// short, so that a shorter passphrase can't open the database.
+///
+/// ## Topics
+///
+/// ### Making a key
+///
+/// - ``passphrase(_:)``
+/// - ``raw(_:salt:)``
+/// - ``init(_:)``
+/// - ``tenantKey(master:tenant:salt:)``
+///
+/// ### The file format a key opens
+///
+/// - ``CipherCompatibility``
+/// - ``CipherPlaintextHeader``
+/// - ``CipherFileFormat``
+///
+/// ### Where keys come from
+///
+/// - ``KeySource``
+/// - ``DatabaseSecret``
+/// - ``TenantMasterKey``
 public struct CipherKey: Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     /// The key as SQLCipher's `PRAGMA key` takes it: a passphrase, or
     /// `x'<hex>'` for a raw key.

@@ -29,10 +29,9 @@ extension Configuration {
     ///   as an ordinary SQLite header, with the salt kept outside the file
     ///   (see ``CipherPlaintextHeader``). Default: none, as SQLCipher.
     /// - parameter pageSize: SQLCipher's `cipher_page_size`, a power of two
-    ///   from 1024 to 65536 (512-byte pages leave fewer than the 480 usable
-    ///   bytes SQLite requires once IV and HMAC are reserved); the default is the compatibility's (v4: 4096,
-    ///   v3: 1024). A file keeps the page size it was created with, and
-    ///   opens only with that one (``CipherError/pageGeometry(path:pageSize:reserve:foundPageSize:foundReserve:)``
+    ///   from 1024 to 65536 (``CipherFileFormat/isValidPageSize(_:)``); the
+    ///   default is the compatibility's (v4: 4096, v3: 1024). A file keeps
+    ///   the page size it was created with, and opens only with that one (``CipherError/pageGeometry(path:pageSize:reserve:foundPageSize:foundReserve:)``
     ///   otherwise); to change it, re-encrypt the file with
     ///   ``CipherDatabase/rekey(atPath:from:to:compatibility:kdfIterations:pageSize:newPageSize:)``.
     public mutating func encrypt(
@@ -100,51 +99,6 @@ extension Configuration {
             }
             try db.execute(sql: "PRAGMA temp_store = MEMORY")
             try CipherVFS.checkReadable(db)
-        }
-    }
-}
-
-/// The encryption VFS, and the checks of opened connections.
-enum CipherVFS {
-    static func register() throws {
-        let rc = grdbcipher_register()
-        guard rc == SQLITE_OK else { throw CipherError.unavailable(code: rc) }
-    }
-
-    /// Throws ``CipherError/invalidPageSize(_:)`` unless SQLCipher accepts
-    /// `pageSize` with this compatibility and plaintext header.
-    static func validate(pageSize: Int, compatibility: CipherCompatibility, plaintextHeader: CipherPlaintextHeader?) throws {
-        let isPowerOfTwo = pageSize > 0 && pageSize & (pageSize - 1) == 0
-        guard isPowerOfTwo, (1024...65536).contains(pageSize),
-              (plaintextHeader?.size ?? 0) < pageSize - Int(compatibility.reserveBytes)
-        else { throw CipherError.invalidPageSize(pageSize) }
-    }
-
-    /// Reads the schema, and turns a failure into a ``CipherError``.
-    static func checkReadable(_ db: Database) throws {
-        do {
-            _ = try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master")
-        } catch let error as DatabaseError {
-            if let cipherError = cipherError(db) { throw cipherError }
-            throw error
-        }
-    }
-
-    static func cipherError(_ db: Database) -> CipherError? {
-        let connection = db.sqliteConnection
-        let filename = sqlite3_db_filename(connection, "main").map { String(cString: $0) } ?? ""
-        let path = filename.isEmpty ? (db.configuration.label ?? "database") : filename
-        switch grdbcipher_state(connection) {
-        case GRDBCIPHER_STATE_KEY_ON_PLAINTEXT: return .keyOnPlaintextDatabase(path: path)
-        case GRDBCIPHER_STATE_ENCRYPTED_WITHOUT_KEY: return .missingKey(path: path)
-        case GRDBCIPHER_STATE_WRONG_KEY: return .wrongKey(path: path)
-        case GRDBCIPHER_STATE_CORRUPT_PAGE: return .corruptPage(path: path, page: Int(grdbcipher_failed_page(connection)))
-        case GRDBCIPHER_STATE_MISSING_SALT: return .missingSalt(path: path)
-        case GRDBCIPHER_STATE_GEOMETRY:
-            var pageSize: Int32 = 0, reserve: Int32 = 0, foundPageSize: Int32 = 0, foundReserve: Int32 = 0
-            _ = grdbcipher_format(connection, nil, &pageSize, &reserve, nil, nil, &foundPageSize, &foundReserve)
-            return .pageGeometry(path: path, pageSize: Int(pageSize), reserve: Int(reserve), foundPageSize: Int(foundPageSize), foundReserve: Int(foundReserve))
-        default: return nil
         }
     }
 }

@@ -32,7 +32,7 @@ import Tracing
 /// Reads go through ``reader`` and ``context``, which are read-only.
 /// Each tenant of a `TenantDirectory` of players is one
 /// `PlayerRepository` (see ``openTenant(_:)``).
-public struct PlayerRepository: TopLevelDatabaseReader, TenantRepository, Sendable {
+public struct PlayerRepository: TopLevelDatabaseReader, TenantRepository, MigrationSetProviding, Sendable {
     private let database: RepositoryDatabase
 
     /// The invariants of a players database.
@@ -51,49 +51,54 @@ public struct PlayerRepository: TopLevelDatabaseReader, TenantRepository, Sendab
             """),
     ]
 
-    /// The migration set of a players database: the files of
-    /// `Migrations/players`, embedded so that the repository works without
-    /// the source tree (a test checks they are byte for byte the same, so
-    /// `registryctl` sees databases created here as migrated, unmodified).
-    public static let migrationFiles: [SQLMigrationFile] = [
-        SQLMigrationFile(identifier: "0001_create_player.sql", sql: """
--- Players of one tenant.
-CREATE TABLE player (
-    id INTEGER PRIMARY KEY,
-    name TEXT NOT NULL,
-    score INTEGER NOT NULL DEFAULT 0
-);
+    /// The folder of the players migration set, the one copy of the
+    /// players schema in the tree: `Sources/GRDBRegistryExamples/Migrations/players`,
+    /// shipped in this module's resource bundle (`Migrations/players` at
+    /// the repository's root is a link to it, for `registryctl` and
+    /// scripts). The repository works without the source tree.
+    ///
+    /// ```swift
+    /// let set = try MigrationSet(directory: PlayerRepository.migrationsDirectory)
+    /// ```
+    public static var migrationsDirectory: URL {
+        // `Bundle.module` stops the process with its own message when the
+        // bundle is missing: a broken build, not an input to refuse. A
+        // bundle without the folder fails in ``migrationSet``, naming it.
+        Bundle.module.url(forResource: "players", withExtension: nil)
+            ?? Bundle.module.bundleURL.appendingPathComponent("players", isDirectory: true)
+    }
 
-"""),
-        SQLMigrationFile(identifier: "0002_add_player_team.sql", sql: """
--- Teams came later; existing players have none.
-ALTER TABLE player ADD COLUMN team TEXT;
-
-"""),
-        SQLMigrationFile(identifier: "0003_index_player_score.sql", sql: """
--- Leaderboards sort by score.
-CREATE INDEX player_on_score ON player(score);
-
-"""),
-        SQLMigrationFile(identifier: "0004_index_player_team_name.sql", sql: """
--- The uniqueNamePerTeam invariant looks each changed player's name up in
--- its team: without this index, every write would scan the table.
-CREATE INDEX player_on_team_name ON player(team, name);
-
-"""),
-    ]
-
-    /// The migrator of a players database. Built once: a tenant directory
-    /// opens thousands of players databases, and checksumming the same
-    /// embedded files at each open would be wasted work.
-    public static let migrator: DatabaseMigrator = {
+    /// The migration set of a players database, read once from
+    /// ``migrationsDirectory``: a tenant directory opens thousands of
+    /// players databases, and reading and checksumming the same files at
+    /// each open would be wasted work. `registryctl` sees the databases
+    /// migrated by this set as migrated and unmodified, since it reads the
+    /// same files.
+    ///
+    /// ```swift
+    /// let runner = DatabaseMigrationRunner(set: PlayerRepository.migrationSet)
+    /// ```
+    public static let migrationSet: MigrationSet = {
         do {
-            return try MigrationSet(name: "players", sqlFiles: migrationFiles, allowsGaps: false).makeMigrator()
+            return try MigrationSet(directory: migrationsDirectory)
         } catch {
-            // The embedded files are numbered 1...n, checked by tests.
-            fatalError("invalid embedded players migrations: \(error)")
+            // The folder ships with this module and is checked by tests:
+            // failing to read it is a broken installation, which no caller
+            // could handle (the message names the folder).
+            fatalError("the players migrations shipped with GRDBRegistryExamples do not load: \(error)")
         }
     }()
+
+    /// The SQL files of ``migrationSet``, in order.
+    public static var migrationFiles: [SQLMigrationFile] {
+        migrationSet.migrations.compactMap { step in
+            if case let .sql(file) = step.body { return file }
+            return nil
+        }
+    }
+
+    /// The migrator of a players database, made once from ``migrationSet``.
+    public static let migrator: DatabaseMigrator = migrationSet.makeMigrator()
 
     /// Opens the players database at `path`, creating and migrating it if
     /// needed (or refusing pending migrations, with `.refusePending`).
@@ -103,7 +108,7 @@ CREATE INDEX player_on_team_name ON player(team, name);
     ///   is `"players"`.
     /// - parameter policy: What to do with pending migrations.
     /// - parameter migrator: The migrations; the default is ``migrator``,
-    ///   the embedded files of `Migrations/players`.
+    ///   made from ``migrationSet``.
     /// - parameter configuration: The GRDB configuration of the connection
     ///   (an encryption key, for example).
     /// - parameter connections: The connection set to open the file through.
@@ -314,11 +319,11 @@ CREATE INDEX player_on_team_name ON player(team, name);
     /// path, migration policy, configuration, connections, checkpoint, and
     /// the observer of its events.
     public static func openTenant(_ opening: TenantOpening) throws -> PlayerRepository {
-        try PlayerRepository(
-            path: opening.path, name: opening.name, policy: opening.policy,
-            configuration: opening.configuration, connections: opening.connections,
-            checkpointOnClose: opening.checkpointOnClose, onEvent: opening.onEvent,
-            tracer: opening.tracer)
+        try PlayerRepository(database: RepositoryDatabase(opening: opening, migrator: migrator, invariants: invariants))
+    }
+
+    private init(database: RepositoryDatabase) {
+        self.database = database
     }
 
     /// The managed database: the tenant directory drains, checkpoints

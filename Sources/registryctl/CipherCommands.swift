@@ -15,14 +15,14 @@ struct CipherKeyOptions: ParsableArguments {
     @Option(help: "The SQLCipher format version: 3 or 4 (default: 4).")
     var compatibility: Int?
 
-    @Option(help: ArgumentHelp("The encrypted database's cipher_page_size: a power of two from 1024 to 65536 (default: 4096 for version 4, 1024 for version 3).", valueName: "bytes"))
+    @Option(help: ArgumentHelp("The encrypted database's cipher_page_size: \(CipherFileFormat.pageSizeRule) (default: 4096 for version 4, 1024 for version 3).", valueName: "bytes"))
     var pageSize: Int?
 
     func validate() throws {
         if keyEnv != nil && keyFile != nil { throw ValidationError("Pass --key-env VAR or --key-file PATH, not both.") }
         if let compatibility, compatibility != 3 && compatibility != 4 { throw ValidationError("--compatibility is 3 or 4.") }
-        if let pageSize, !(1024...65536).contains(pageSize) || pageSize & (pageSize - 1) != 0 {
-            throw ValidationError("--page-size is a power of two from 1024 to 65536.")
+        if let pageSize, !CipherFileFormat.isValidPageSize(pageSize) {
+            throw ValidationError("--page-size is \(CipherFileFormat.pageSizeRule).")
         }
     }
 

@@ -57,8 +57,8 @@ struct RekeyCommand: ParsableCommand {
 
     func validate() throws {
         guard (newKeyEnv == nil) != (newKeyFile == nil) else { throw ValidationError("Pass --new-key-env VAR or --new-key-file PATH (exactly one).") }
-        if let newPageSize, !(1024...65536).contains(newPageSize) || newPageSize & (newPageSize - 1) != 0 {
-            throw ValidationError("--new-page-size is a power of two from 1024 to 65536.")
+        if let newPageSize, !CipherFileFormat.isValidPageSize(newPageSize) {
+            throw ValidationError("--new-page-size is \(CipherFileFormat.pageSizeRule).")
         }
         if selection.config != nil {
             if database != nil || key.isGiven || newPageSize != nil {

@@ -38,7 +38,7 @@ struct TargetOptions: ParsableArguments {
     @Option(help: ArgumentHelp("The SQLCipher format version of the encrypted --database: 3 or 4 (default: 4). With --config, a database's \"cipher\" setting says it.", valueName: "version"))
     var compatibility: Int?
 
-    @Option(help: ArgumentHelp("The cipher_page_size of the encrypted --database (default: 4096 for version 4, 1024 for version 3).", valueName: "bytes"))
+    @Option(help: ArgumentHelp("The cipher_page_size of the encrypted --database: \(CipherFileFormat.pageSizeRule) (default: 4096 for version 4, 1024 for version 3).", valueName: "bytes"))
     var pageSize: Int?
 
     @Option(help: ArgumentHelp("The environment variable that holds the tenant master key of --tenants-root (64 hex digits or base64).", valueName: "var"))
@@ -58,8 +58,8 @@ struct TargetOptions: ParsableArguments {
         if keyEnv != nil && keyFile != nil { throw ValidationError("Pass --key-env or --key-file, not both.") }
         if masterKeyEnv != nil && masterKeyFile != nil { throw ValidationError("Pass --master-key-env or --master-key-file, not both.") }
         if let compatibility, compatibility != 3 && compatibility != 4 { throw ValidationError("--compatibility is 3 or 4.") }
-        if let pageSize, !(1024...65536).contains(pageSize) || pageSize & (pageSize - 1) != 0 {
-            throw ValidationError("--page-size is a power of two from 1024 to 65536.")
+        if let pageSize, !CipherFileFormat.isValidPageSize(pageSize) {
+            throw ValidationError("--page-size is \(CipherFileFormat.pageSizeRule).")
         }
         if (compatibility != nil || pageSize != nil) && (keyEnv == nil && keyFile == nil) {
             throw ValidationError("--compatibility and --page-size describe the encrypted --database of --key-env or --key-file (tenants are SQLCipher 4; with --config, use a database's \"cipher\" setting).")

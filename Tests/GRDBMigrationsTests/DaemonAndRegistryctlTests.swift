@@ -12,7 +12,7 @@ import Testing
 /// tenants and their keys. Serialized with the other suite that runs
 /// registryctl processes.
 @Suite(.serialized) struct DaemonAndRegistryctlTests {
-    static let playersSet = shippedMigrationsURL.appendingPathComponent("players").path
+    static let playersSet = shippedMigrationsURL.appendingPathComponent("players").resolvingSymlinksInPath().path
     static let masterKey = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
 
     /// The files a daemon leaves: a plain tenant `acme` and an encrypted

@@ -16,7 +16,7 @@ import Testing
 /// Serialized with the other suites that run registryctl processes.
 @Suite(.serialized) struct RegistryctlRestoreFromReplicaTests {
     static let litestream = litestreamPath
-    static let playersSet = shippedMigrationsURL.appendingPathComponent("players").path
+    static let playersSet = shippedMigrationsURL.appendingPathComponent("players").resolvingSymlinksInPath().path
 
     static func names(inTenantAt path: String) throws -> [String] {
         let queue = try DatabaseQueue(path: path)

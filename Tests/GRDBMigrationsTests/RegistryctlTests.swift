@@ -7,7 +7,7 @@ import Testing
 /// Runs the real `registryctl` executable as a child process. Serialized:
 /// some tests start several processes and the machine may have two cores.
 @Suite(.serialized) struct RegistryctlTests {
-    static let playersSet = shippedMigrationsURL.appendingPathComponent("players").path
+    static let playersSet = shippedMigrationsURL.appendingPathComponent("players").resolvingSymlinksInPath().path
     static let allPlayers = ["0001_create_player.sql", "0002_add_player_team.sql", "0003_index_player_score.sql", "0004_index_player_team_name.sql"]
 
     /// A copy of the shipped players set with only its first migration: the

@@ -253,14 +253,23 @@ import Testing
 }
 
 @Suite struct PlayerMigrationsTests {
-    /// The repository embeds `Migrations/players`: they must not drift.
-    @Test func embeddedMigrationsAreTheFilesOfTheMigrationsFolder() throws {
-        let folder = repositoryRoot.appendingPathComponent("Migrations/players")
-        let set = try MigrationSet(directory: folder)
-        #expect(set.identifiers == PlayerRepository.migrationFiles.map(\.identifier))
+    /// One players schema in the tree: the repository reads the files
+    /// that `Migrations/players` (what registryctl, scripts and docs
+    /// name) resolves to, not a copy that could drift.
+    @Test func theMigrationsFolderIsTheRepositorysOwnSet() throws {
+        let linked = repositoryRoot.appendingPathComponent("Migrations/players").resolvingSymlinksInPath()
+        let source = repositoryRoot.appendingPathComponent("Sources/GRDBRegistryExamples/Migrations/players")
+        #expect(linked.path == source.path, "Migrations/players must link to the one copy, not hold another")
+        let shipped = try FileManager.default.contentsOfDirectory(atPath: PlayerRepository.migrationsDirectory.path).sorted()
+        #expect(shipped == (try FileManager.default.contentsOfDirectory(atPath: source.path).sorted()))
+        #expect(PlayerRepository.migrationSet.identifiers == [
+            "0001_create_player.sql", "0002_add_player_team.sql",
+            "0003_index_player_score.sql", "0004_index_player_team_name.sql",
+        ])
+        #expect(!PlayerRepository.migrationSet.allowsGaps)
         for file in PlayerRepository.migrationFiles {
-            let onDisk = try String(contentsOf: folder.appendingPathComponent(file.identifier), encoding: .utf8)
-            #expect(onDisk == file.sql, "\(file.identifier) differs from Migrations/players")
+            let inTree = try String(contentsOf: source.appendingPathComponent(file.identifier), encoding: .utf8)
+            #expect(inTree == file.sql, "\(file.identifier): the shipped bundle is stale, rebuild")
         }
     }
 

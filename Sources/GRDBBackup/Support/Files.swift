@@ -1,5 +1,6 @@
 import Foundation
 import GRDBMigrations
+import GRDBRegistry
 
 /// The file system steps of backups and restores: exclusive creation,
 /// hashing copies, fsync of files and of their directory, and publication
@@ -29,26 +30,20 @@ package enum Files {
     }
 
     /// Removes a database file and the journal, WAL and WAL index SQLite
-    /// may have left next to it.
+    /// may have left next to it (`DurableFiles`, in GRDBRegistry).
     package static func removeDatabase(_ path: String) {
-        for suffix in ["", "-journal", "-wal", "-shm"] { unlink(path + suffix) }
+        DurableFiles.removeDatabase(path)
     }
 
     /// Flushes a file's content to the disk.
     package static func syncFile(_ path: String) throws {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { throw BackupError.fileSystem(path: path, operation: "open", reason: errorReason()) }
-        defer { close(descriptor) }
-        guard fsync(descriptor) == 0 else { throw BackupError.fileSystem(path: path, operation: "fsync", reason: errorReason()) }
+        try backupError { () throws(DurableFiles.Failure) in try DurableFiles.syncFile(path) }
     }
 
     /// Flushes a directory, so that the names created or renamed in it
     /// survive a power loss.
     package static func syncDirectory(_ path: String) throws {
-        let descriptor = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard descriptor >= 0 else { throw BackupError.fileSystem(path: path, operation: "open directory", reason: errorReason()) }
-        defer { close(descriptor) }
-        guard fsync(descriptor) == 0 else { throw BackupError.fileSystem(path: path, operation: "fsync directory", reason: errorReason()) }
+        try backupError { () throws(DurableFiles.Failure) in try DurableFiles.syncDirectory(path) }
     }
 
     /// Gives the durable file `temporary` its final name `path`, in the same
@@ -58,18 +53,17 @@ package enum Files {
     /// name is linked (link(2) fails when it exists), then the temporary
     /// name removed. With `replacing`, rename(2) swaps it atomically.
     package static func publish(_ temporary: String, as path: String, replacing: Bool) throws {
-        if replacing {
-            guard rename(temporary, path) == 0 else {
-                throw BackupError.fileSystem(path: path, operation: "rename \(temporary) to", reason: errorReason())
-            }
-        } else {
-            guard link(temporary, path) == 0 else {
-                if errno == EEXIST { throw BackupError.destinationExists(path: path) }
-                throw BackupError.fileSystem(path: path, operation: "link \(temporary) to", reason: errorReason())
-            }
-            unlink(temporary)
+        try backupError { () throws(DurableFiles.Failure) in try DurableFiles.publish(temporary, as: path, replacing: replacing) }
+    }
+
+    /// Runs a step of `DurableFiles`, with its failure as a `BackupError`.
+    private static func backupError(_ body: () throws(DurableFiles.Failure) -> Void) throws {
+        do {
+            try body()
+        } catch {
+            if error.exists { throw BackupError.destinationExists(path: error.path) }
+            throw BackupError.fileSystem(path: error.path, operation: error.operation, reason: error.reason)
         }
-        try syncDirectory(URL(fileURLWithPath: path).deletingLastPathComponent().path)
     }
 
     private static let chunkSize = 1 << 20

@@ -17,6 +17,23 @@ import Foundation
 /// What the secret means is up to its user: ``CipherKey/init(_:)`` takes a
 /// database key (a passphrase, or a raw key `x'<64 hex digits>'`),
 /// ``TenantMasterKey/init(_:)`` a tenant master key.
+///
+/// ## Topics
+///
+/// ### Sources
+///
+/// - ``environment(_:)``
+/// - ``file(_:)``
+///
+/// ### Reading the secret
+///
+/// - ``read(environment:)``
+/// - ``DatabaseSecret``
+/// - ``KeySourceError``
+///
+/// ### Child processes
+///
+/// - ``childEnvironment(_:removingKeysOf:)``
 public enum KeySource: Sendable, Hashable, CustomStringConvertible {
     /// The key is the value of this environment variable.
     case environment(String)
@@ -68,8 +85,10 @@ public enum KeySource: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The problem that ``read(environment:)`` would throw, without keeping
-    /// the secret: for configuration checks that list every problem.
-    public func problem(environment: [String: String] = ProcessInfo.processInfo.environment) -> KeySourceError? {
+    /// the secret: for the configuration loader, which lists every problem
+    /// of a file at once. Package-only: elsewhere, `read` and a `catch`
+    /// say the same.
+    package func problem(environment: [String: String] = ProcessInfo.processInfo.environment) -> KeySourceError? {
         do {
             _ = try read(environment: environment)
             return nil

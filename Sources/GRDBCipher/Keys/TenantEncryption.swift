@@ -23,6 +23,29 @@ import Foundation
 ///     try configuration.encrypt(with: key)
 /// }
 /// ```
+///
+/// ## Topics
+///
+/// ### Creating the policy
+///
+/// - ``init(masterKey:allowsPlaintextTenants:)``
+/// - ``none``
+/// - ``masterKey``
+/// - ``allowsPlaintextTenants``
+///
+/// ### Keys of tenants
+///
+/// - ``key(forTenant:atPath:)``
+/// - ``keyForNewTenant(_:atPath:encrypted:)``
+///
+/// ### Rotating the master key
+///
+/// - ``rekey(tenant:atPath:to:)``
+/// - ``TenantRekeyOutcome``
+///
+/// ### Errors
+///
+/// - ``TenantEncryptionError``
 public struct TenantEncryption: Sendable {
     /// The master key of tenant keys, or nil when tenants are plain.
     public var masterKey: TenantMasterKey?

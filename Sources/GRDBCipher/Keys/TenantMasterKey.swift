@@ -11,6 +11,18 @@ import Foundation
 /// ```swift
 /// let master = try TenantMasterKey(KeySource.environment("TENANT_MASTER_KEY").read())
 /// ```
+///
+/// ## Topics
+///
+/// ### Reading a master key
+///
+/// - ``init(_:)``
+/// - ``KeySource``
+///
+/// ### Using it
+///
+/// - ``TenantEncryption``
+/// - ``CipherKey/tenantKey(master:tenant:salt:)``
 public struct TenantMasterKey: Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     let bytes: Data
 

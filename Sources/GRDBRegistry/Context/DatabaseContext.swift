@@ -25,6 +25,22 @@ import GRDB
 /// ``ReadOnlyDatabaseReader``, which can't be cast back to a
 /// `DatabaseWriter` and runs every access, observations included, on a
 /// connection SQLite opened read-only, so that no SQL can write.
+///
+/// ## Topics
+///
+/// ### Creating a context
+///
+/// - ``readWrite(_:)``
+/// - ``readOnly(_:)``
+/// - ``notConnected``
+///
+/// ### Accessing the database
+///
+/// - ``reader``
+/// - ``writer``
+/// - ``isReadOnly``
+/// - ``readOnly()``
+/// - ``sharedObservations``
 public struct DatabaseContext: TopLevelDatabaseReader, Sendable {
     enum Access: Sendable {
         case readWrite(any DatabaseWriter)

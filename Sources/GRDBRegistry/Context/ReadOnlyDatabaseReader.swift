@@ -70,6 +70,11 @@ public final class ReadOnlyDatabaseReader: DatabaseReader {
     /// Something that must live as long as the reader: the lease that keeps
     /// a tenant database open, for example.
     private let retainer: (any AnyObject & Sendable)?
+    /// Where queryables that observe through this reader share their
+    /// observations: those of the ``ManagedDatabase`` it reads (so that a
+    /// repository that exposes this reader shares them without
+    /// forwarding ``TopLevelDatabaseReader/sharedObservations``), or nil.
+    let observations: SharedObservations?
 
     /// Creates a read-only reader of the database accessed by `base`,
     /// opening a read-only connection on its file when `base` can write.
@@ -90,16 +95,21 @@ public final class ReadOnlyDatabaseReader: DatabaseReader {
 
     /// A reader of `base` whose read-only connection is `connection`
     /// (shared with the other readers of one database), or a new one.
-    init(_ base: any DatabaseReader, connection: ReadOnlyConnection?, retaining retainer: (any AnyObject & Sendable)?) throws {
+    init(
+        _ base: any DatabaseReader, connection: ReadOnlyConnection?, retaining retainer: (any AnyObject & Sendable)?,
+        observations: SharedObservations? = nil
+    ) throws {
         if let readOnly = base as? ReadOnlyDatabaseReader {
             self.base = readOnly.base
             self.route = readOnly.route
             self.connection = readOnly.connection
             self.retainer = retainer ?? readOnly.retainer
+            self.observations = observations ?? readOnly.observations
             return
         }
         self.base = base
         self.retainer = retainer
+        self.observations = observations
         if base.configuration.readonly {
             self.route = .readOnlyBase
             self.connection = nil

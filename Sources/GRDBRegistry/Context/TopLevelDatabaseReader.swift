@@ -29,8 +29,13 @@ public protocol TopLevelDatabaseReader {
     var reader: any DatabaseReader { get throws }
 
     /// Where the queryables that observe this database share their
-    /// observations, or nil for one observation per subscription (the
-    /// default). See ``SharedObservations``.
+    /// observations. See ``SharedObservations``.
+    ///
+    /// You rarely provide it: the default, nil, shares the observations of
+    /// the ``ManagedDatabase`` that ``reader`` reads, when it is the
+    /// read-only reader of one (``RepositoryDatabase/reader``,
+    /// ``ManagedDatabase/readOnlyReader``), and otherwise makes one
+    /// observation per subscription.
     var sharedObservations: SharedObservations? { get }
 }
 

@@ -18,6 +18,13 @@ final class CommitPolicy: TransactionObserver, Sendable {
         /// anyone else can write.
         var allowsUnchecked: Bool
         var acceptsWrites = true
+        /// The freezes not ended yet (``ManagedDatabase/freezeWrites(timeout:)``):
+        /// checked writes are refused before they start while one is.
+        var freezes: Set<UInt64> = []
+        /// The freezes whose wait for earlier writes ended: every commit
+        /// is refused while one is. Always a subset of `freezes`.
+        var sealedFreezes: Set<UInt64> = []
+        var nextFreeze: UInt64 = 0
         /// `PRAGMA data_version` of the writer when the invariants last
         /// held; nil before the first checked write. Another connection's
         /// commit (another process, `sqlite3`, `registryctl`) changes it.
@@ -33,6 +40,14 @@ final class CommitPolicy: TransactionObserver, Sendable {
     let invariants: [DatabaseInvariant]
     private let onEvent: (@Sendable (ManagedDatabase.Event) -> Void)?
     private let state: Mutex<State>
+    /// The transactions committed on the writer, counted after each
+    /// commit, before the write that made it returns: an atomic, so that
+    /// reading it on every request costs no lock.
+    private let commits = Atomic<Int>(0)
+    /// The number of freezes not ended yet, mirrored from the state on
+    /// each change under its lock: every checked write reads it, without
+    /// taking the lock.
+    private let freezeCount = Atomic<Int>(0)
 
     init(database: String, checks: [CommitCheck], enforcing: Bool, onEvent: (@Sendable (ManagedDatabase.Event) -> Void)?) {
         self.database = database
@@ -100,6 +115,47 @@ final class CommitPolicy: TransactionObserver, Sendable {
         state.withLock { $0.acceptsWrites }
     }
 
+    /// The number of transactions committed so far (``ManagedDatabase/commitCount``).
+    var commitCount: Int {
+        commits.load(ordering: .acquiring)
+    }
+
+    // MARK: Freezes
+
+    /// Starts a freeze: checked writes are refused from now on; commits
+    /// once it is sealed.
+    func beginFreeze() -> UInt64 {
+        state.withLock { state in
+            state.nextFreeze += 1
+            state.freezes.insert(state.nextFreeze)
+            freezeCount.store(state.freezes.count, ordering: .releasing)
+            return state.nextFreeze
+        }
+    }
+
+    /// Called on the writer once the writes queued before the freeze
+    /// ended: from now on every commit is refused. A freeze that already
+    /// ended (timed out) stays ended.
+    func seal(_ freeze: UInt64) {
+        state.withLock { state in
+            if state.freezes.contains(freeze) { state.sealedFreezes.insert(freeze) }
+        }
+    }
+
+    /// Ends a freeze; writes go through again once no freeze is left.
+    func endFreeze(_ freeze: UInt64) {
+        state.withLock { state in
+            state.freezes.remove(freeze)
+            state.sealedFreezes.remove(freeze)
+            freezeCount.store(state.freezes.count, ordering: .releasing)
+        }
+    }
+
+    /// Whether a freeze is in effect (checked writes are refused).
+    var isFrozen: Bool {
+        freezeCount.load(ordering: .acquiring) > 0
+    }
+
     /// Throws the first broken invariant, after reporting it: over the
     /// whole database (`incremental: false`: opening, restores), or over
     /// the rows the current transaction changed (a checked write).
@@ -144,13 +200,19 @@ final class CommitPolicy: TransactionObserver, Sendable {
     }
 
     func databaseWillCommit() throws {
-        let (wasChecked, allowsUnchecked, acceptsWrites) = state.withLock { state in
+        let (wasChecked, allowsUnchecked, acceptsWrites, frozen) = state.withLock { state in
             defer { state.checked = false }
-            return (state.checked, state.allowsUnchecked, state.acceptsWrites)
+            return (state.checked, state.allowsUnchecked, state.acceptsWrites, !state.sealedFreezes.isEmpty)
         }
         if hasWriteGate && !acceptsWrites {
             onEvent?(.commitRefused(.notAcceptingWrites))
             throw ManagedDatabaseError.notAcceptingWrites(database: database)
+        }
+        // Whatever the checks: a freeze is asked for explicitly, and its
+        // promise (nothing commits) must hold for raw writers too.
+        if frozen {
+            onEvent?(.commitRefused(.notAcceptingWrites))
+            throw ManagedDatabaseError.writesFrozen(database: database)
         }
         if requiresCheckedWrites && !wasChecked && !allowsUnchecked {
             onEvent?(.commitRefused(.uncheckedWrite))
@@ -160,6 +222,9 @@ final class CommitPolicy: TransactionObserver, Sendable {
 
     func databaseDidCommit(_ db: Database) {
         state.withLock { $0.changes = TransactionChanges() }
+        // Releasing: a reader that loads the new count (acquiring) and
+        // then reads sees this commit.
+        commits.add(1, ordering: .releasing)
         onEvent?(.committed)
     }
 

@@ -31,12 +31,53 @@ import Tracing
 ///
 /// Closing and checkpointing are blocking SQLite I/O: call them off the
 /// request path.
+///
+/// ## Topics
+///
+/// ### Opening
+///
+/// - ``init(path:name:connection:configuration:connections:checks:checkpointOnClose:onEvent:tracer:)``
+/// - ``init(name:writer:checks:checkpointOnClose:onEvent:tracer:)``
+/// - ``Connection``
+/// - ``name``
+///
+/// ### Reading
+///
+/// - ``reader``
+/// - ``readOnlyReader``
+/// - ``context``
+/// - ``sharedObservations``
+///
+/// ### Writing
+///
+/// - ``write(_:)-6ft3j``
+/// - ``writer``
+/// - ``commitCount``
+/// - ``isAcceptingWrites``
+///
+/// ### Freezing writes
+///
+/// - ``freezeWrites(timeout:)``
+/// - ``isFrozen``
+///
+/// ### Shutting down
+///
+/// - ``drain(timeout:)``
+/// - ``checkpoint(_:)``
+/// - ``checkpointOnClose``
+/// - ``close()``
+/// - ``isClosed``
+///
+/// ### Events
+///
+/// - ``Event``
 public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
     /// What happens to the commits of a managed database, for metrics.
     public enum Event: Sendable, Equatable {
         /// Why a commit was refused.
         public enum Refusal: Sendable, Equatable {
-            /// The database drains or is closed (``CommitCheck/writeGate``).
+            /// The database drains or is closed (``CommitCheck/writeGate``),
+            /// or its writes are frozen (``ManagedDatabase/freezeWrites(timeout:)``).
             case notAcceptingWrites
             /// The commit did not go through ``ManagedDatabase/write(_:)-6ft3j``
             /// (``CommitCheck/invariants(_:)``).
@@ -282,7 +323,7 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
     ///   private in-memory database.
     public var readOnlyReader: ReadOnlyDatabaseReader {
         get throws {
-            try ReadOnlyDatabaseReader(try reader, connection: readOnlyConnection, retaining: nil)
+            try ReadOnlyDatabaseReader(try reader, connection: readOnlyConnection, retaining: nil, observations: sharedObservations)
         }
     }
 
@@ -296,6 +337,104 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
         closed.withLock { $0 }
     }
 
+    /// Whether a freeze (``freezeWrites(timeout:)``) is in effect.
+    public var isFrozen: Bool {
+        policy.isFrozen
+    }
+
+    /// The number of transactions committed on the database since it
+    /// opened, whatever API wrote them (its migrations at open included).
+    /// It never decreases, and it counts a commit before the write that
+    /// made it returns.
+    ///
+    /// **Read your writes from memory.** Tag a value kept in memory with
+    /// the count loaded *before* the read that made it: the value holds at
+    /// least those commits. A caller whose write returned sees it in any
+    /// value whose tag is at least the count it loads now, with no
+    /// bookkeeping in its routes:
+    ///
+    /// ```swift
+    /// let required = players.commitCount            // includes every returned write
+    /// if let cached, cached.commits >= required { return cached.value }
+    /// let value = try await players.readOnlyReader.read { db in try Player.fetchAll(db) }
+    /// cached = (value, required)                    // loaded before the read
+    /// ```
+    ///
+    /// Don't tag from inside a queryable's `fetch` on a read-only
+    /// connection (the contexts of a ``RepositoryDatabase`` or a tenant
+    /// lease): its snapshot may begin before the count loads, and a count
+    /// newer than the snapshot would claim writes it lacks. On the writer
+    /// (GRDB's fetch right after a commit, where no other commit can
+    /// happen), loading the count before the `SELECT` is exact.
+    ///
+    /// Loading it is one atomic read.
+    public var commitCount: Int {
+        policy.commitCount
+    }
+
+    /// Freezes the writes of the database, until ``WriteFreeze/end()``:
+    /// checked writes (``write(_:)-6ft3j``) are refused at once with
+    /// ``ManagedDatabaseError/writesFrozen(database:)``, before they start;
+    /// the writes queued before the freeze finish and commit; then this
+    /// returns, and from then on every commit, whatever API performed it,
+    /// is rolled back with the same error. Reads and observations go on.
+    ///
+    /// ```swift
+    /// let freeze = try await tenant.freezeWrites(timeout: .seconds(10))
+    /// defer { freeze.end() }
+    /// try copy(tenantFile, to: destination)   // no commit lands meanwhile
+    /// ```
+    ///
+    /// Freezes nest: writes go through again when the last one ends. A
+    /// frozen database still drains and closes (``close()`` ends what the
+    /// freeze no longer needs to protect), and a freeze that ends after
+    /// ``drain(timeout:)`` leaves the writes refused.
+    ///
+    /// - parameter timeout: How long to wait for the writes queued before
+    ///   the freeze; nil waits as long as they take.
+    /// - throws: ``ManagedDatabaseError/freezeTimedOut(database:timeout:)``
+    ///   when they run longer (nothing is interrupted, and the freeze is
+    ///   withdrawn: writes go on as before), or
+    ///   ``ManagedDatabaseError/closed(database:)``.
+    public func freezeWrites(timeout: Duration? = nil) async throws -> WriteFreeze {
+        if isClosed { throw ManagedDatabaseError.closed(database: name) }
+        let (policy, writer, name) = (policy, writer, name)
+        let token = policy.beginFreeze()
+        let freeze = WriteFreeze(database: name) { policy.endFreeze(token) }
+        enum Outcome: Sendable { case sealed, timedOut, failed }
+        let outcome = await withCheckedContinuation { (continuation: CheckedContinuation<Outcome, Never>) in
+            let first = FirstResult(continuation)
+            let timer = timeout.map { timeout in
+                Task {
+                    guard (try? await Task.sleep(for: timeout)) != nil else { return }
+                    first.resume(returning: .timedOut)
+                }
+            }
+            // Not a child task: a barrier that waits for a long write
+            // can't be cancelled, and the timeout must not wait for it.
+            Task {
+                do {
+                    // Runs after every write queued before it: those commit.
+                    try await writer.barrierWriteWithoutTransaction { _ in policy.seal(token) }
+                    first.resume(returning: .sealed)
+                } catch {
+                    first.resume(returning: .failed)
+                }
+                timer?.cancel()
+            }
+        }
+        switch outcome {
+        case .sealed:
+            return freeze
+        case .timedOut:
+            freeze.end()
+            throw ManagedDatabaseError.freezeTimedOut(database: name, timeout: timeout ?? .zero)
+        case .failed:
+            freeze.end()
+            throw ManagedDatabaseError.closed(database: name)
+        }
+    }
+
     /// Runs `updates` in a transaction, checks the invariants of the
     /// database's ``CommitCheck/invariants(_:)`` checks inside it, then
     /// commits.
@@ -305,10 +444,12 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
     /// ```
     ///
     /// - throws: ``InvariantViolation`` (the transaction is rolled back),
-    ///   ``ManagedDatabaseError/notAcceptingWrites(database:)``, or the
+    ///   ``ManagedDatabaseError/notAcceptingWrites(database:)``,
+    ///   ``ManagedDatabaseError/writesFrozen(database:)``, or the
     ///   error of `updates` or of the database.
     public func write<T: Sendable>(_ updates: @escaping @Sendable (Database) throws -> T) async throws -> T {
         let policy = policy
+        if policy.isFrozen { throw ManagedDatabaseError.writesFrozen(database: name) }
         let (tracing, name) = (tracing, name)
         return try await tracing.withSpan(.transaction, database: name) { span in
             let context = span?.context
@@ -325,7 +466,8 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
     /// try players.write { db in try db.execute(sql: "DELETE FROM player") }
     /// ```
     public func write<T>(_ updates: (Database) throws -> T) throws -> T {
-        try tracing.withSpan(.transaction, database: name) { span in
+        if policy.isFrozen { throw ManagedDatabaseError.writesFrozen(database: name) }
+        return try tracing.withSpan(.transaction, database: name) { span in
             let context = span?.context
             return try writer.write { db in try policy.runChecked(db, updates, tracing: tracing, context: context) }
         }

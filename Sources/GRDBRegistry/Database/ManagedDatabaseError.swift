@@ -8,61 +8,26 @@ public enum ManagedDatabaseError: Error, CustomStringConvertible, Sendable, Equa
     /// is gone.
     case closed(database: String)
 
+    /// Writes are frozen (``ManagedDatabase/freezeWrites(timeout:)``): the
+    /// write was refused before it started, or its commit rolled back.
+    /// Retry later: a server answers 503 with `Retry-After`.
+    case writesFrozen(database: String)
+
+    /// ``ManagedDatabase/freezeWrites(timeout:)`` gave up: writes queued
+    /// before it were still running after `timeout`. The freeze was
+    /// withdrawn: writes go through as before.
+    case freezeTimedOut(database: String, timeout: Duration)
+
     public var description: String {
         switch self {
         case let .notAcceptingWrites(database):
             return "\(database) is shutting down and accepts no more writes: the transaction was rolled back. Retry on another instance, or after restart."
         case let .closed(database):
             return "\(database) is closed: open it again to read or observe it."
-        }
-    }
-}
-
-/// An error thrown by ``RepositoryDatabase`` and the
-/// ``CommitCheck/invariants(_:)`` check.
-public enum DatabaseRepositoryError: Error, CustomStringConvertible, Sendable, Equatable {
-    /// A transaction tried to commit without going through the
-    /// repository's checked writes: it was rolled back.
-    case uncheckedWrite(database: String)
-
-    /// The database has migrations to apply, and the repository was asked
-    /// not to apply them.
-    case pendingMigrations(database: String, migrations: [String])
-
-    /// The file is already open in this process, without the repository's
-    /// checks.
-    case alreadyOpen(database: String)
-
-    /// Another connection (another process, the `sqlite3` shell) committed
-    /// a change that breaks an invariant: the repository refuses to write
-    /// on top of it until the data is repaired.
-    case outOfBandWriteBrokeInvariant(InvariantViolation)
-    /// The file is a database with tables, but none of the repository's
-    /// migrations: another application's database, or another schema. The
-    /// repository refuses it rather than migrating (writing to) it.
-    case foreignDatabase(database: String, tables: [String])
-    /// The database has applied migrations that the repository does not
-    /// have: a newer version of the application migrated it. The
-    /// repository (whose migrator owns the schema, under
-    /// ``RepositoryDatabase/MigrationPolicy/apply``) refuses it rather
-    /// than writing to a schema it does not know.
-    case unknownMigrations(database: String, migrations: [String])
-
-    public var description: String {
-        switch self {
-        case let .uncheckedWrite(database):
-            return "A write to \(database) did not go through its repository's checked writes: it was rolled back. Write with `RepositoryDatabase.write` (or `ManagedDatabase.write`)."
-        case let .pendingMigrations(database, migrations):
-            return "\(database) has pending migrations (\(migrations.joined(separator: ", "))): migrate it first (`registryctl migrate`), or open it with migrations applied."
-        case let .alreadyOpen(database):
-            return "\(database) is already open in this process: a repository must be the only owner of its database, so that every write is checked."
-        case let .outOfBandWriteBrokeInvariant(violation):
-            let more = violation.hasMoreOffendingRows ? " (and more)" : ""
-            return "\(violation.database) was changed outside its repository (another process or connection), and now breaks invariant \(violation.invariant): \(violation.offendingRows.joined(separator: "; "))\(more). Writes are refused until the data is repaired (or restored from a backup)."
-        case let .foreignDatabase(database, tables):
-            return "\(database) is not a database of this repository: it has tables (\(tables.prefix(5).joined(separator: ", "))) but none of its migrations. It was left untouched: put the right file back, or move this one away to start empty."
-        case let .unknownMigrations(database, migrations):
-            return "\(database) was migrated by a newer version of the application: it has applied migrations this one does not have (\(migrations.joined(separator: ", "))). It was left untouched: open it with the version that migrated it (or a newer one), or restore a backup made before the upgrade."
+        case let .writesFrozen(database):
+            return "\(database) accepts no writes for now (its writes are frozen, during a move or a maintenance): nothing was written. Retry in a moment."
+        case let .freezeTimedOut(database, timeout):
+            return "The writes of \(database) did not finish within \(timeout), so it was not frozen: writes go on as before. Retry when it is less busy, or with a longer timeout."
         }
     }
 }

@@ -47,6 +47,38 @@ import Tracing
 ///
 /// `Query` is thread-safe. Reading ``value`` takes a short lock, and never
 /// waits for the database.
+///
+/// ## Topics
+///
+/// ### Creating a query
+///
+/// - ``init(_:in:registry:policy:)``
+/// - ``init(constant:in:registry:policy:)``
+/// - ``init(_:context:policy:)``
+/// - ``init(constant:context:policy:)``
+/// - ``init(_:registry:policy:)``
+/// - ``init(constant:registry:policy:)``
+/// - ``init(_:policy:)``
+/// - ``init(constant:policy:)``
+/// - ``policy``
+///
+/// ### The value
+///
+/// - ``value``
+/// - ``error``
+/// - ``updates``
+///
+/// ### The request
+///
+/// - ``request``
+/// - ``isRequestConstant``
+///
+/// ### Observing
+///
+/// - ``isObserving``
+/// - ``isPaused``
+/// - ``pause()``
+/// - ``resume()``
 public final class Query<Request: Queryable>: Sendable where Request.Context: Sendable {
     private enum Subscription: Sendable {
         /// A shared observation, read on demand while nobody streams

@@ -123,7 +123,10 @@ extension QueryableValues {
         makeTransform: @escaping @Sendable () -> @Sendable (Reducer.Value) -> Element
     ) -> QueryableValues where Reducer.Value: Sendable {
         let readerResult = Result { try context.reader }
-        let shared = context.sharedObservations
+        // A context that names none shares those of the managed database
+        // its reader reads, if any: a repository that exposes the reader
+        // of its RepositoryDatabase shares without forwarding them.
+        let shared = context.sharedObservations ?? ((try? readerResult.get()) as? ReadOnlyDatabaseReader)?.observations
         let observe: Observe = { onError, onChange, pushing in
             let pushing = pushing || pushesEveryValue
             let onError = reporting(onError, options: options, requestType: Request.self)

@@ -26,6 +26,29 @@ import GRDB
 /// A lookup costs one dictionary access: there is no lock on the read path.
 /// To make a registry reachable without passing it around, see
 /// ``current`` and ``withRegistry(_:isolation:operation:)-(DatabaseRegistry,_,_)``.
+///
+/// ## Topics
+///
+/// ### Creating a registry
+///
+/// - ``init()``
+///
+/// ### Values by key
+///
+/// - ``subscript(_:)``
+/// - ``contains(_:)``
+/// - ``removeValue(for:)``
+/// - ``databaseContext``
+///
+/// ### Values by name
+///
+/// - ``registeredNames``
+/// - ``value(named:)``
+/// - ``reader(named:)``
+///
+/// ### The current registry
+///
+/// - ``current``
 public struct DatabaseRegistry: Sendable {
     struct Entry: Sendable {
         var name: String

@@ -65,6 +65,33 @@ import Tracing
 /// - A file refused at open is left as it was, byte for byte, with no
 ///   `-wal`, `-shm` or `-journal` created beside it: it is looked at
 ///   through a connection that cannot write before the writer opens.
+///
+/// ## Topics
+///
+/// ### Opening
+///
+/// - ``init(path:name:migrator:policy:invariants:configuration:connections:checkpointOnClose:onEvent:tracer:)``
+/// - ``init(opening:migrator:invariants:)``
+/// - ``init(writer:name:migrator:policy:invariants:checkpointOnClose:onEvent:tracer:)``
+/// - ``MigrationPolicy``
+/// - ``name``
+///
+/// ### Reading
+///
+/// - ``reader``
+/// - ``context``
+/// - ``sharedObservations``
+/// - ``commitCount``
+///
+/// ### Writing
+///
+/// - ``write(_:)-86uhg``
+/// - ``invariants``
+///
+/// ### The managed database
+///
+/// - ``managed``
+/// - ``close()``
 public final class RepositoryDatabase: TopLevelDatabaseReader, Sendable {
     /// What opening does with migrations that are not applied yet.
     public enum MigrationPolicy: Sendable, Equatable {
@@ -150,6 +177,27 @@ public final class RepositoryDatabase: TopLevelDatabaseReader, Sendable {
         try self.init(
             managed: managed, migrator: migrator, policy: policy, invariants: invariants,
             invariantsHeld: inspection == .upToDate)
+    }
+
+    /// Opens the database of a tenant as its ``TenantDirectory`` decided
+    /// (``TenantOpening``: path, name, migration policy, configuration,
+    /// connection set, observer, checkpoint, tracer), migrates it and
+    /// checks its invariants: a ``TenantRepository/openTenant(_:)`` in one
+    /// line.
+    ///
+    /// ```swift
+    /// static func openTenant(_ opening: TenantOpening) throws -> NotesRepository {
+    ///     try NotesRepository(database: RepositoryDatabase(opening: opening, migrator: migrator, invariants: invariants))
+    /// }
+    /// ```
+    ///
+    /// - throws: The errors of
+    ///   ``init(path:name:migrator:policy:invariants:configuration:connections:checkpointOnClose:onEvent:tracer:)``.
+    public convenience init(opening: TenantOpening, migrator: DatabaseMigrator?, invariants: [DatabaseInvariant]) throws {
+        try self.init(
+            path: opening.path, name: opening.name, migrator: migrator, policy: opening.policy,
+            invariants: invariants, configuration: opening.configuration, connections: opening.connections,
+            checkpointOnClose: opening.checkpointOnClose, onEvent: opening.onEvent, tracer: opening.tracer)
     }
 
     /// A repository database over `writer`, which it now owns: an
@@ -238,6 +286,10 @@ public final class RepositoryDatabase: TopLevelDatabaseReader, Sendable {
 
     /// Where queryables observing this database share their observations.
     public var sharedObservations: SharedObservations? { managed.sharedObservations }
+
+    /// The number of transactions committed since the database opened:
+    /// see ``ManagedDatabase/commitCount`` (read your writes from memory).
+    public var commitCount: Int { managed.commitCount }
 
     /// A read-only context, for queryables.
     public var context: DatabaseContext {

@@ -34,49 +34,49 @@ import Tracing
 ///   never evicted: every use holds a ``TenantLease`` (``lease(_:)``,
 ///   ``withRepository(_:_:)``, and the readers of the contexts returned by
 ///   the key-path subscript (``subscript(_:)``), which a live ``Query``
-///   keeps). When every open
-///   tenant is in use, the cap is exceeded until leases are released.
+///   keeps). When every open tenant is in use, the cap is exceeded until
+///   leases are released, and the least recently used leased tenants are
+///   asked back: their repositories end what holds leases for long (see
+///   ``TenantRepository/directoryWantsTenantBack(_:)``).
 /// - **Shutdown.** ``close(drainTimeout:)`` drains, checkpoints and closes
 ///   every tenant, leased or not.
+///
+/// ## Topics
+///
+/// ### Creating a directory
+///
+/// - ``init(root:maxOpen:policy:connections:configuration:onEvent:checkpointOnClose:willRemove:tracer:)``
+/// - ``notConfigured``
+/// - ``root``
+/// - ``layout``
+/// - ``maxOpen``
+/// - ``policy``
+/// - ``connections``
+///
+/// ### Tenant files
+///
+/// - ``path(of:)``
+/// - ``tenants()``
+/// - ``exists(_:)``
+/// - ``provision(_:configuration:)``
+/// - ``remove(_:force:)``
+///
+/// ### Using tenants
+///
+/// - ``lease(_:)``
+/// - ``leaseBlocking(_:)``
+/// - ``withRepository(_:_:)``
+/// - ``forEachTenant(maxConcurrency:_:)``
+/// - ``subscript(_:)``
+/// - ``value(named:)``
+///
+/// ### Open tenants
+///
+/// - ``openCount``
+/// - ``isOpen(_:)``
+/// - ``closeIdleTenants()``
+/// - ``close(drainTimeout:)``
 public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseContainer, Sendable {
-    /// What is happening to a tenant's database.
-    private enum Phase {
-        /// Someone opens it; the others wait.
-        case opening
-        case open(Repository)
-        /// It is being closed (evicted, removed, or shut down); a lease
-        /// waits, then opens it again.
-        case closing
-    }
-
-    /// The bookkeeping of one tenant: a value, only reached under the lock.
-    private struct Slot {
-        var phase: Phase
-        /// Distinguishes the successive openings of a tenant: the release
-        /// of a lease from an older one changes nothing.
-        var generation: UInt64
-        var leases = 0
-        var lastUse: UInt64
-        /// Called once the opening or closing ends: with nil to look again,
-        /// or with the error of the opening.
-        var waiters: [@Sendable ((any Error)?) -> Void] = []
-    }
-
-    private struct State {
-        var slots: [TenantID: Slot] = [:]
-        var openCount = 0
-        var clock: UInt64 = 0
-        var nextGeneration: UInt64 = 0
-        var isClosed = false
-    }
-
-    /// What ``step(_:path:)`` tells a lease to do.
-    private enum Step {
-        case leased(Repository, generation: UInt64)
-        case open(generation: UInt64)
-        case wait
-    }
-
     /// The directory of tenant databases, or nil for ``notConfigured``.
     public let root: URL?
     /// The maximum number of idle tenants kept open.
@@ -84,20 +84,21 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
     /// What opening a tenant does with pending migrations.
     public let policy: RepositoryDatabase.MigrationPolicy
     /// The GRDB configuration of each tenant.
-    private let configuration: @Sendable (TenantID, _ path: String) throws -> Configuration
+    let configuration: @Sendable (TenantID, _ path: String) throws -> Configuration
     /// The file layout under `root`, shared with the daemon and registryctl.
     public let layout: TenantLayout?
     /// The connection set tenants open their files through.
     public let connections: DatabaseConnections
-    private let onEvent: (@Sendable (TenantEvent) -> Void)?
+    let onEvent: (@Sendable (TenantEvent) -> Void)?
     /// The checkpoint each tenant runs when it closes.
-    private let checkpointOnClose: Database.CheckpointMode?
+    let checkpointOnClose: Database.CheckpointMode?
     /// Called by ``remove(_:force:)`` once the tenant is closed, before its
     /// files are deleted.
-    private let willRemove: (@Sendable (TenantID, _ path: String) throws -> Void)?
+    let willRemove: (@Sendable (TenantID, _ path: String) throws -> Void)?
     /// Where the spans of leases, openings and the tenants' databases go.
-    private let tracing: DatabaseTracing
-    private let state = Mutex(State())
+    let tracing: DatabaseTracing
+    /// The slots of the tenants; only bookkeeping happens under this lock.
+    let state: Mutex<TenantSlots<Repository>>
     /// Serialises the open-count reports: each reads the count while it
     /// holds this lock, so the last report is never older than the last
     /// change, and reports never wait on the directory's lock.
@@ -152,6 +153,7 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
         self.root = root.standardizedFileURL
         self.layout = TenantLayout(root: root)
         self.maxOpen = maxOpen
+        self.state = Mutex(TenantSlots(maxOpen: maxOpen))
         self.policy = policy
         self.connections = connections
         self.configuration = configuration
@@ -165,6 +167,7 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
         root = nil
         layout = nil
         maxOpen = 1
+        state = Mutex(TenantSlots(maxOpen: 1))
         policy = .apply
         connections = DatabaseConnections()
         onEvent = nil
@@ -178,116 +181,6 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
     /// the default value of a registry key.
     public static var notConfigured: TenantDirectory { TenantDirectory() }
 
-    // MARK: - Files
-
-    /// The path of the database of `id`.
-    public func path(of id: TenantID) throws -> String {
-        guard let layout else { throw TenantError.notConfigured }
-        return layout.path(of: id)
-    }
-
-    /// The tenants that have a database, sorted.
-    public func tenants() throws -> [TenantID] {
-        guard let layout else { throw TenantError.notConfigured }
-        return try layout.tenants()
-    }
-
-    /// Whether `id` has a database.
-    public func exists(_ id: TenantID) throws -> Bool {
-        FileManager.default.fileExists(atPath: try path(of: id))
-    }
-
-    /// Creates and migrates the database of a new tenant, atomically: the
-    /// database is built under a temporary name, closed, then renamed. A
-    /// failure leaves no file behind. Blocking I/O.
-    ///
-    /// - parameter id: The new tenant.
-    /// - parameter configuration: The configuration of the new database;
-    ///   the default is the directory's (see
-    ///   ``init(root:maxOpen:policy:connections:configuration:onEvent:checkpointOnClose:willRemove:tracer:)``).
-    ///   An encrypted tenant is provisioned with its key here.
-    /// - throws: ``TenantError/alreadyExists(_:)``, or the error of the
-    ///   migrations, or ``RepositoryOperationError`` when the new database
-    ///   can't be checkpointed into its file (a full disk).
-    public func provision(_ id: TenantID, configuration: Configuration? = nil) throws {
-        let path = try path(of: id)
-        guard let layout else { throw TenantError.notConfigured }
-        if FileManager.default.fileExists(atPath: path) { throw TenantError.alreadyExists(id) }
-        let temporary = layout.provisioningPath(for: id)
-        defer { Self.removeFiles(of: temporary) }
-        let repository = try Repository.openTenant(opening(
-            id, path: temporary, policy: .apply,
-            configuration: configuration ?? self.configuration(id, path)))
-        // The migrations must reach the main file: the link below carries
-        // it, not its WAL. `close()` only reports a failed checkpoint (a
-        // full disk), so checkpoint first, and fail if it fails.
-        do {
-            try RepositoryOperationError.naming(repository.managedDatabase.name, .write) {
-                try repository.managedDatabase.checkpoint(.truncate)
-            }
-        } catch {
-            try? repository.managedDatabase.close()
-            throw error
-        }
-        try repository.managedDatabase.close()
-        if let walSize = try? FileManager.default.attributesOfItem(atPath: temporary + "-wal")[.size] as? Int, walSize > 0 {
-            throw RepositoryOperationError(
-                database: repository.managedDatabase.name, operation: .write,
-                underlying: DatabaseError(resultCode: .SQLITE_IOERR, message: "the new database kept \(walSize) bytes of WAL after its checkpoint"))
-        }
-        // link(2) fails if the destination exists: two concurrent
-        // provisions of one id can't both succeed.
-        guard link(temporary, path) == 0 else {
-            if errno == EEXIST { throw TenantError.alreadyExists(id) }
-            throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: path])
-        }
-    }
-
-    /// Deletes the database of a tenant (and its `-wal` and `-shm` files),
-    /// after closing it if it is open. Blocking I/O.
-    ///
-    /// - parameter id: The tenant to remove.
-    /// - parameter force: Close and delete even when the tenant is in use:
-    ///   its users get errors from then on, and its queries end with
-    ///   ``ManagedDatabaseError/closed(database:)``.
-    /// - throws: ``TenantError/inUse(_:leases:)`` when in use (or being
-    ///   opened or closed) and not forced, ``TenantError/unknownTenant(_:)``.
-    public func remove(_ id: TenantID, force: Bool = false) throws {
-        let path = try path(of: id)
-        guard FileManager.default.fileExists(atPath: path) else { throw TenantError.unknownTenant(id) }
-        let (repository, generation): (Repository?, UInt64) = try state.withLock { state in
-            guard let slot = state.slots[id] else {
-                // A closing placeholder: a lease waits until the files are
-                // gone, then finds no tenant.
-                state.nextGeneration += 1
-                state.slots[id] = Slot(phase: .closing, generation: state.nextGeneration, lastUse: state.clock)
-                return (nil, state.nextGeneration)
-            }
-            guard case let .open(repository) = slot.phase else {
-                throw TenantError.inUse(id, leases: slot.leases)
-            }
-            if slot.leases > 0 && !force { throw TenantError.inUse(id, leases: slot.leases) }
-            state.slots[id]?.phase = .closing
-            state.openCount -= 1
-            return (repository, slot.generation)
-        }
-        defer {
-            if repository != nil { reportOpenCount() }
-            finishClosing(id, generation: generation)
-        }
-        try? repository?.managedDatabase.close()
-        // Closed: no write can land between the hook and the deletion. A
-        // failed hook leaves the files; the next lease opens them again.
-        try willRemove?(id, path)
-        Self.removeFiles(of: path)
-    }
-
-    private static func removeFiles(of path: String) {
-        for suffix in ["", "-wal", "-shm", "-journal"] {
-            try? FileManager.default.removeItem(atPath: path + suffix)
-        }
-    }
-
     // MARK: - Using tenants
 
     /// The number of open tenants.
@@ -297,10 +190,7 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
 
     /// Whether the database of `id` is open.
     public func isOpen(_ id: TenantID) -> Bool {
-        state.withLock { state in
-            if case .open = state.slots[id]?.phase { return true }
-            return false
-        }
+        state.withLock { $0.isOpen(id) }
     }
 
     /// Returns a lease on the repository of a tenant, opening the tenant
@@ -321,35 +211,30 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
     ///   opening it.
     public func lease(_ id: TenantID) async throws -> TenantLease<Repository> {
         let tracing = tracing
-        return try await tracing.withSpan(.lease, database: "tenants/\(id)") { span in
-        let path = try path(of: id)
-        while true {
-            switch try step(id, path: path) {
-            case let .leased(repository, generation):
-                return makeLease(id, repository, generation)
-            case .wait:
-                span?.attributes[DatabaseSpan.Attribute.leaseWaited] = true
-                try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                    waitForSlot(id) { error in
-                        if let error { continuation.resume(throwing: error) } else { continuation.resume() }
+        return try await tracing.withSpan(.lease, database: id.databaseName) { span in
+            let path = try path(of: id)
+            while true {
+                switch try attempt(id) {
+                case let .leased(lease):
+                    return lease
+                case .wait:
+                    span?.attributes[DatabaseSpan.Attribute.leaseWaited] = true
+                    try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                        waitForSlot(id) { error in
+                            if let error { continuation.resume(throwing: error) } else { continuation.resume() }
+                        }
                     }
-                }
-            case let .open(generation):
-                span?.attributes[DatabaseSpan.Attribute.leaseOpened] = true
-                // The queue has no task-local context: the opening's span
-                // (and so the migrations') hangs under the lease's.
-                let context = span?.context
-                let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<Repository, any Error>, Never>) in
-                    queue.async { [self] in
-                        continuation.resume(returning: Result {
-                            try tracing.withSpan(.open, database: "tenants/\(id)", context: context) { _ in try open(id, path: path) }
-                        })
+                case let .open(generation):
+                    span?.attributes[DatabaseSpan.Attribute.leaseOpened] = true
+                    // The queue has no task-local context: the opening's span
+                    // (and so the migrations') hangs under the lease's.
+                    let context = span?.context
+                    let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<Repository, any Error>, Never>) in
+                        queue.async { [self] in continuation.resume(returning: open(id, path: path, context: context)) }
                     }
+                    return try finishOpening(id, generation: generation, result)
                 }
-                let repository = try finishOpening(id, generation: generation, result)
-                return makeLease(id, repository, generation)
             }
-        }
         }
     }
 
@@ -360,9 +245,9 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
     public func leaseBlocking(_ id: TenantID) throws -> TenantLease<Repository> {
         let path = try path(of: id)
         while true {
-            switch try step(id, path: path) {
-            case let .leased(repository, generation):
-                return makeLease(id, repository, generation)
+            switch try attempt(id) {
+            case let .leased(lease):
+                return lease
             case .wait:
                 let done = DispatchSemaphore(value: 0)
                 let failure = Mutex<(any Error)?>(nil)
@@ -373,9 +258,7 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
                 done.wait()
                 if let error = failure.withLock({ $0 }) { throw error }
             case let .open(generation):
-                let result = Result { try tracing.withSpan(.open, database: "tenants/\(id)") { _ in try open(id, path: path) } }
-                let repository = try finishOpening(id, generation: generation, result)
-                return makeLease(id, repository, generation)
+                return try finishOpening(id, generation: generation, open(id, path: path, context: ServiceContext.current))
             }
         }
     }
@@ -460,20 +343,9 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
     /// Closes every idle tenant now, on the calling thread (blocking I/O).
     /// Tenants in use stay open.
     public func closeIdleTenants() {
-        let idle: [(TenantID, UInt64, Repository)] = state.withLock { state in
-            var idle: [(TenantID, UInt64, Repository)] = []
-            for (id, slot) in state.slots where slot.leases == 0 {
-                if case let .open(repository) = slot.phase {
-                    state.slots[id]?.phase = .closing
-                    state.openCount -= 1
-                    idle.append((id, slot.generation, repository))
-                }
-            }
-            return idle
-        }
-        for (id, generation, repository) in idle {
-            try? repository.managedDatabase.close()
-            finishClosing(id, generation: generation)
+        for closing in state.withLock({ $0.closeOpen(idleOnly: true) }) {
+            try? closing.repository.managedDatabase.close()
+            finishClosing(closing.id, generation: closing.generation)
         }
         reportOpenCount()
     }
@@ -489,26 +361,16 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
     /// await tenants.close(drainTimeout: .seconds(5))
     /// ```
     public func close(drainTimeout: Duration? = nil) async {
-        let open: [(TenantID, UInt64, Repository)] = state.withLock { state in
-            state.isClosed = true
-            var open: [(TenantID, UInt64, Repository)] = []
-            for (id, slot) in state.slots {
-                if case let .open(repository) = slot.phase {
-                    state.slots[id]?.phase = .closing
-                    state.openCount -= 1
-                    open.append((id, slot.generation, repository))
-                }
-            }
-            return open
-        }
+        let open = state.withLock { $0.shutDown() }
+        for closing in open { closing.repository.directoryWantsTenantBack(.shutdown) }
         await withTaskGroup(of: Void.self) { group in
-            for (id, generation, repository) in open {
+            for closing in open {
                 group.addTask {
-                    await repository.managedDatabase.drain(timeout: drainTimeout)
+                    await closing.repository.managedDatabase.drain(timeout: drainTimeout)
                     await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                         self.queue.async {
-                            try? repository.managedDatabase.close()
-                            self.finishClosing(id, generation: generation)
+                            try? closing.repository.managedDatabase.close()
+                            self.finishClosing(closing.id, generation: closing.generation)
                             continuation.resume()
                         }
                     }
@@ -524,53 +386,51 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
 
     // MARK: - Slots
 
+    /// What ``attempt(_:)`` tells a lease to do: the one step of both
+    /// ``lease(_:)`` and ``leaseBlocking(_:)``, which differ only in how
+    /// they wait and where they open.
+    private enum Attempt {
+        case leased(TenantLease<Repository>)
+        /// Open the tenant, then ``finishOpening(_:generation:_:)``.
+        case open(generation: UInt64)
+        /// Wait for the slot (``waitForSlot(_:_:)``), then try again.
+        case wait
+    }
+
     /// Under the lock: lease an open tenant, or start opening it, or wait.
-    private func step(_ id: TenantID, path: String) throws -> Step {
-        try state.withLock { state in
-            if state.isClosed { throw TenantError.directoryClosed }
-            state.clock += 1
-            if var slot = state.slots[id] {
-                switch slot.phase {
-                case let .open(repository):
-                    slot.leases += 1
-                    slot.lastUse = state.clock
-                    state.slots[id] = slot
-                    return .leased(repository, generation: slot.generation)
-                case .opening, .closing:
-                    return .wait
-                }
-            }
-            state.nextGeneration += 1
-            state.slots[id] = Slot(phase: .opening, generation: state.nextGeneration, lastUse: state.clock)
-            // Opening counts as in flight: shutdown waits for it.
-            closes.enter()
-            return .open(generation: state.nextGeneration)
+    private func attempt(_ id: TenantID) throws -> Attempt {
+        let step = try state.withLock { slots throws(TenantError) in
+            let step = try slots.lease(id)
+            // Opening counts as in flight: shutdown waits for it. Entered
+            // under the lock, so that no shutdown slips in between.
+            if case .open = step { closes.enter() }
+            return step
+        }
+        switch step {
+        case let .leased(repository, generation): return .leased(makeLease(id, repository, generation))
+        case let .open(generation): return .open(generation: generation)
+        case .wait: return .wait
         }
     }
 
     /// Calls `waiter` when the opening or closing of `id` ends (at once if
     /// it already did).
     private func waitForSlot(_ id: TenantID, _ waiter: @escaping @Sendable ((any Error)?) -> Void) {
-        let registered = state.withLock { state in
-            guard let slot = state.slots[id] else { return false }
-            switch slot.phase {
-            case .opening, .closing:
-                state.slots[id]?.waiters.append(waiter)
-                return true
-            case .open:
-                return false
+        if !state.withLock({ $0.wait(for: id, waiter) }) { waiter(nil) }
+    }
+
+    /// Opens a tenant: I/O, outside the lock, in an `sqlite.open` span
+    /// under `context` (the lease's span, or the current one).
+    private func open(_ id: TenantID, path: String, context: ServiceContext?) -> Result<Repository, any Error> {
+        Result {
+            try tracing.withSpan(.open, database: id.databaseName, context: context) { _ in
+                guard FileManager.default.fileExists(atPath: path) else { throw TenantError.unknownTenant(id) }
+                return try Repository.openTenant(opening(id, path: path, policy: policy, configuration: configuration(id, path)))
             }
         }
-        if !registered { waiter(nil) }
     }
 
-    /// Opens a tenant: I/O, outside the lock.
-    private func open(_ id: TenantID, path: String) throws -> Repository {
-        guard FileManager.default.fileExists(atPath: path) else { throw TenantError.unknownTenant(id) }
-        return try Repository.openTenant(opening(id, path: path, policy: policy, configuration: configuration(id, path)))
-    }
-
-    private func opening(_ id: TenantID, path: String, policy: RepositoryDatabase.MigrationPolicy, configuration: Configuration) -> TenantOpening {
+    func opening(_ id: TenantID, path: String, policy: RepositoryDatabase.MigrationPolicy, configuration: Configuration) -> TenantOpening {
         var forward: (@Sendable (ManagedDatabase.Event) -> Void)?
         if let onEvent = self.onEvent {
             forward = { event in onEvent(.database(id, event)) }
@@ -582,27 +442,9 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
 
     /// Records the end of an opening, with its first lease; wakes the
     /// waiters, and evicts beyond the cap.
-    private func finishOpening(_ id: TenantID, generation: UInt64, _ result: Result<Repository, any Error>) throws -> Repository {
+    private func finishOpening(_ id: TenantID, generation: UInt64, _ result: Result<Repository, any Error>) throws -> TenantLease<Repository> {
         defer { closes.leave() }
-        let (waiters, evicted, closeNow): ([@Sendable ((any Error)?) -> Void], [(TenantID, UInt64, Repository)], Repository?) = state.withLock { state in
-            guard let slot = state.slots[id], slot.generation == generation else {
-                // Unreachable: only the opener replaces an opening slot.
-                return ([], [], try? result.get())
-            }
-            switch result {
-            case let .success(repository):
-                if state.isClosed {
-                    state.slots[id] = nil
-                    return (slot.waiters, [], repository)
-                }
-                state.slots[id] = Slot(phase: .open(repository), generation: generation, leases: 1, lastUse: state.clock)
-                state.openCount += 1
-                return (slot.waiters, evictIdle(&state), nil)
-            case .failure:
-                state.slots[id] = nil
-                return (slot.waiters, [], nil)
-            }
-        }
+        let (waiters, over, closeNow) = state.withLock { $0.finishOpening(id, generation: generation, try? result.get()) }
         if let closeNow {
             // Opened while the directory shut down: close it off the
             // caller's thread, before shutdown's wait ends (the `defer`
@@ -615,21 +457,16 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
         }
         let error: (any Error)? = closeNow != nil ? TenantError.directoryClosed : result.failure
         for waiter in waiters { waiter(error) }
-        scheduleClose(evicted)
+        handle(over)
         reportOpenCount()
         if let error { throw error }
-        return try result.get()
+        return makeLease(id, try result.get(), generation)
     }
 
     /// Records the end of a closing, and wakes the waiters: they open the
     /// tenant again.
-    private func finishClosing(_ id: TenantID, generation: UInt64) {
-        let waiters: [@Sendable ((any Error)?) -> Void] = state.withLock { state in
-            guard let slot = state.slots[id], slot.generation == generation else { return [] }
-            state.slots[id] = nil
-            return slot.waiters
-        }
-        for waiter in waiters { waiter(nil) }
+    func finishClosing(_ id: TenantID, generation: UInt64) {
+        for waiter in state.withLock({ $0.finishClosing(id, generation: generation) }) { waiter(nil) }
     }
 
     private func makeLease(_ id: TenantID, _ repository: Repository, _ generation: UInt64) -> TenantLease<Repository> {
@@ -638,46 +475,19 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
 
     /// Bookkeeping only: it runs in `TenantLease.deinit`.
     private func release(_ id: TenantID, generation: UInt64) {
-        let evicted = state.withLock { state -> [(TenantID, UInt64, Repository)] in
-            guard var slot = state.slots[id], slot.generation == generation else { return [] }
-            state.clock += 1
-            slot.leases -= 1
-            slot.lastUse = state.clock
-            state.slots[id] = slot
-            return evictIdle(&state)
-        }
-        scheduleClose(evicted)
+        handle(state.withLock { $0.release(id, generation: generation) })
     }
 
-    /// Picks the least recently used idle tenants to close until the cap
-    /// holds, and marks them closing.
-    private func evictIdle(_ state: inout State) -> [(TenantID, UInt64, Repository)] {
-        var evicted: [(TenantID, UInt64, Repository)] = []
-        while state.openCount > maxOpen {
-            // A linear scan per eviction: over the cap, a lease usually
-            // evicts one tenant, and sorting every slot would cost more.
-            var oldest: (id: TenantID, slot: Slot, repository: Repository)?
-            for (id, slot) in state.slots where slot.leases == 0 {
-                if case let .open(repository) = slot.phase, slot.lastUse < oldest?.slot.lastUse ?? .max {
-                    oldest = (id, slot, repository)
-                }
-            }
-            guard let oldest else { break }
-            state.slots[oldest.id]?.phase = .closing
-            state.openCount -= 1
-            evicted.append((oldest.id, oldest.slot.generation, oldest.repository))
-        }
-        return evicted
-    }
-
-    /// Checkpoints and closes evicted tenants on the directory's queue.
-    private func scheduleClose(_ evicted: [(TenantID, UInt64, Repository)]) {
-        guard !evicted.isEmpty else { return }
-        for (id, generation, repository) in evicted {
+    /// Asks the repositories over the cap to give their tenants back, and
+    /// checkpoints and closes the evicted tenants on the directory's queue.
+    private func handle(_ over: TenantSlots<Repository>.OverCapacity) {
+        for repository in over.asked { repository.directoryWantsTenantBack(.overCapacity) }
+        guard !over.evicted.isEmpty else { return }
+        for closing in over.evicted {
             closes.enter()
             queue.async { [self] in
-                try? repository.managedDatabase.close()
-                finishClosing(id, generation: generation)
+                try? closing.repository.managedDatabase.close()
+                finishClosing(closing.id, generation: closing.generation)
                 closes.leave()
             }
         }
@@ -685,7 +495,7 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
     }
 
     /// Reports the open count, after each change.
-    private func reportOpenCount() {
+    func reportOpenCount() {
         guard let onEvent else { return }
         openCountReports.withLock { _ in
             onEvent(.openCountChanged(openCount))

@@ -11,6 +11,10 @@ public enum TenantError: Error, CustomStringConvertible, Sendable, Equatable {
     case notConfigured
     /// The directory was closed (see ``TenantDirectory/close(drainTimeout:)``).
     case directoryClosed
+    /// A file system call failed while the tenant's database was
+    /// published (``TenantDirectory/provision(_:configuration:)``): no
+    /// tenant was created.
+    case fileSystem(TenantID, path: String, operation: String, reason: String)
 
     public var description: String {
         switch self {
@@ -24,6 +28,8 @@ public enum TenantError: Error, CustomStringConvertible, Sendable, Equatable {
             return "The tenant directory is not configured: register one in the DatabaseRegistry."
         case .directoryClosed:
             return "The tenant directory is closed (the service is shutting down): no tenant can be opened."
+        case let .fileSystem(id, path, operation, reason):
+            return "Tenant \(id) was not created: \(operation) \(path) failed (\(reason)). Check the disk (space, permissions) and provision it again."
         }
     }
 }

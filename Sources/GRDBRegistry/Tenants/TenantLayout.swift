@@ -6,17 +6,17 @@ import Foundation
 /// - Tenant `id` is the file `<root>/<id>.sqlite` (with its `-wal`, `-shm`
 ///   and `-journal` files). Only a valid ``TenantID`` (lowercase letters,
 ///   digits, `-`, `_`) names a tenant: `Acme.sqlite` or `a.b.sqlite` are
-///   not tenants, and are listed as ``Listing/strayFiles``.
+///   not tenants (`registryctl` lists them as stray files).
 /// - A tenant being created is built under a hidden name,
 ///   `.provisioning-<id>-<unique>.sqlite`, then linked to its final name:
 ///   hidden files are never tenants, so a tool never migrates a
-///   half-created database. A crash leaves such a file behind; it is listed
-///   in ``Listing/provisioningLeftovers`` and can be deleted.
+///   half-created database. A crash leaves such a file behind;
+///   `registryctl` lists it as a leftover, and it can be deleted.
 ///
 /// ```swift
 /// let layout = TenantLayout(root: URL(fileURLWithPath: "data/tenants"))
 /// let acme = layout.path(of: try TenantID("acme"))   // ".../data/tenants/acme.sqlite"
-/// for id in try layout.listing().tenants { print(id) }
+/// for id in try layout.tenants() { print(id) }
 /// ```
 public struct TenantLayout: Sendable, Equatable {
     /// The extension of tenant database files.
@@ -47,21 +47,23 @@ public struct TenantLayout: Sendable, Equatable {
         rootPrefix + Self.provisioningPrefix + id.rawValue + "-" + UUID().uuidString + "." + Self.fileExtension
     }
 
-    /// What the root holds.
-    public struct Listing: Sendable, Equatable {
+    /// What the root holds. `package`: the tools of this package
+    /// (`registryctl`) report the files that are not tenants; an
+    /// application needs ``tenants()`` only.
+    package struct Listing: Sendable, Equatable {
         /// The tenants, sorted.
-        public var tenants: [TenantID]
+        package var tenants: [TenantID]
         /// `*.sqlite` files whose name is not a valid tenant id (say,
         /// `Acme.sqlite`): no tenant uses them.
-        public var strayFiles: [String]
+        package var strayFiles: [String]
         /// Databases left by provisions that did not finish.
-        public var provisioningLeftovers: [String]
+        package var provisioningLeftovers: [String]
     }
 
     /// Lists the root.
     ///
     /// - throws: A Foundation error when the root can't be listed.
-    public func listing() throws -> Listing {
+    package func listing() throws -> Listing {
         var listing = Listing(tenants: [], strayFiles: [], provisioningLeftovers: [])
         for name in try FileManager.default.contentsOfDirectory(atPath: root.path).sorted() {
             let suffix = "." + Self.fileExtension

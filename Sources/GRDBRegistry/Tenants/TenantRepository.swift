@@ -17,11 +17,7 @@ import Tracing
 ///
 ///     static func openTenant(_ opening: TenantOpening) throws -> NotesRepository {
 ///         // Everything the directory decided for this tenant goes through.
-///         try NotesRepository(database: RepositoryDatabase(
-///             path: opening.path, name: opening.name, migrator: migrator, policy: opening.policy,
-///             invariants: [], configuration: opening.configuration, connections: opening.connections,
-///             checkpointOnClose: opening.checkpointOnClose, onEvent: opening.onEvent,
-///             tracer: opening.tracer))
+///         try NotesRepository(database: RepositoryDatabase(opening: opening, migrator: migrator, invariants: []))
 ///     }
 ///
 ///     var reader: any DatabaseReader { get throws { try database.reader } }
@@ -45,11 +41,54 @@ public protocol TenantRepository: TopLevelDatabaseReader, Sendable {
     /// The managed database of the repository: the directory drains,
     /// checkpoints and closes it.
     var managedDatabase: ManagedDatabase { get }
+
+    /// Called when the directory wants this tenant closed while leases
+    /// on it live: end what holds them for long (server-sent event
+    /// streams, long polls), so that they release their leases and the
+    /// tenant closes. Requests that end on their own need nothing.
+    ///
+    /// ```swift
+    /// func directoryWantsTenantBack(_ reason: TenantReclaim) {
+    ///     liveLeaderboard.endStreams()   // clients reconnect, which leases it again
+    /// }
+    /// ```
+    ///
+    /// The directory calls it outside its lock, on the thread where it
+    /// decides: after a lease or a release beyond the cap
+    /// (``TenantReclaim/overCapacity``, for the least recently used leased
+    /// tenants, once per lease), in ``TenantDirectory/remove(_:force:)``
+    /// (``TenantReclaim/removal``) and in
+    /// ``TenantDirectory/close(drainTimeout:)`` (``TenantReclaim/shutdown``).
+    /// It must be quick and must not block, nor lease from the directory.
+    /// The default does nothing.
+    func directoryWantsTenantBack(_ reason: TenantReclaim)
 }
 
 extension TenantRepository {
     /// Shares observations with every context of the tenant.
     public var sharedObservations: SharedObservations? { managedDatabase.sharedObservations }
+
+    /// Nothing holds this tenant's leases for long.
+    public func directoryWantsTenantBack(_ reason: TenantReclaim) { }
+
+    /// The number of transactions committed on the tenant since it
+    /// opened: see ``ManagedDatabase/commitCount`` (read your writes from
+    /// memory). A tenant that closes and opens again counts from its
+    /// migrations again: keep what is tagged with it in the repository,
+    /// which opens with it.
+    public var commitCount: Int { managedDatabase.commitCount }
+}
+
+/// Why a ``TenantDirectory`` wants a tenant in use closed
+/// (``TenantRepository/directoryWantsTenantBack(_:)``).
+public enum TenantReclaim: Sendable, Equatable {
+    /// More tenants are open than the directory's `maxOpen`, and none of
+    /// the others is idle: this one is the least recently leased.
+    case overCapacity
+    /// The tenant is being removed (``TenantDirectory/remove(_:force:)``).
+    case removal
+    /// The directory shuts down (``TenantDirectory/close(drainTimeout:)``).
+    case shutdown
 }
 
 /// What a ``TenantDirectory`` hands to ``TenantRepository/openTenant(_:)``:
@@ -58,11 +97,7 @@ extension TenantRepository {
 /// daemon's connection set and observer) rather than process-wide defaults.
 ///
 /// ```swift
-/// let database = try RepositoryDatabase(
-///     path: opening.path, name: opening.name, migrator: migrator, policy: opening.policy,
-///     invariants: invariants, configuration: opening.configuration,
-///     connections: opening.connections, checkpointOnClose: opening.checkpointOnClose,
-///     onEvent: opening.onEvent, tracer: opening.tracer)
+/// let database = try RepositoryDatabase(opening: opening, migrator: migrator, invariants: invariants)
 /// ```
 public struct TenantOpening: Sendable {
     /// The tenant.
@@ -89,7 +124,7 @@ public struct TenantOpening: Sendable {
 
     /// The name of the tenant's database in errors, logs and metrics:
     /// `tenants/<id>`.
-    public var name: String { "tenants/\(id)" }
+    public var name: String { id.databaseName }
 
     /// The opening of tenant `id`'s database at `path`: the directory
     /// builds it; build one yourself to open a tenant's repository outside

@@ -8,7 +8,7 @@
 public enum MigrationMode: String, Sendable, Equatable, CaseIterable {
     /// Apply pending migrations. An applied file that was edited since
     /// stops the opening, naming the file
-    /// (``MigrationError/modifiedMigrations(path:identifiers:)``).
+    /// (``/GRDBMigrations/MigrationError/modifiedMigrations(path:identifiers:)``).
     case apply
     /// Apply nothing; refuse to open a database with pending or edited
     /// migrations: `registryctl migrate` runs them.

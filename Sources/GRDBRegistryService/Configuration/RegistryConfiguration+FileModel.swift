@@ -80,7 +80,7 @@ struct TenantsModel: Decodable {
 
 /// `{"compatibility": 3, "pageSize": 4096}`: both optional.
 struct CipherModel: Decodable {
-    static let expected = "{\"compatibility\": 3 or 4, \"pageSize\": a power of two from 1024 to 65536}"
+    static let expected = "{\"compatibility\": 3 or 4, \"pageSize\": \(CipherFileFormat.pageSizeRule)}"
     var cipher: RegistryConfiguration.Cipher?
 
     init(from decoder: any Decoder) throws {
@@ -89,7 +89,7 @@ struct CipherModel: Decodable {
         container.checkKeys(["compatibility", "pageSize"], log)
         let at = location(container.codingPath)
         let compatibilityNumber: Int? = container.field("compatibility", log, expected: "3 or 4 (the SQLCipher major version of the file)")
-        let pageSize: Int? = container.field("pageSize", log, expected: "a power of two from 1024 to 65536")
+        let pageSize: Int? = container.field("pageSize", log, expected: CipherFileFormat.pageSizeRule)
         var compatibility = CipherCompatibility.v4
         if let compatibilityNumber {
             if let value = Int32(exactly: compatibilityNumber).flatMap(CipherCompatibility.init(rawValue:)) {
@@ -99,8 +99,8 @@ struct CipherModel: Decodable {
                 return
             }
         }
-        if let pageSize, !(1024...65536).contains(pageSize) || pageSize & (pageSize - 1) != 0 {
-            log.add("\(at).pageSize", "must be a power of two from 1024 to 65536, not \(pageSize)")
+        if let pageSize, !CipherFileFormat.isValidPageSize(pageSize) {
+            log.add("\(at).pageSize", "must be \(CipherFileFormat.pageSizeRule), not \(pageSize)")
             return
         }
         cipher = RegistryConfiguration.Cipher(compatibility: compatibility, pageSize: pageSize)

@@ -82,6 +82,8 @@ public struct TenantStorage: Sendable {
 
     /// The storage of the configuration's tenants.
     ///
+    /// - parameter configuration: The configuration, whose `tenants`
+    ///   section (and `replication`, `migrationMode`) describe the storage.
     /// - parameter environment: Where `env` key sources and the
     ///   `GRDBREGISTRY_*` overrides are read (the process's by default).
     /// - throws: ``TenantStorageError/notConfigured`` when the

@@ -25,8 +25,11 @@ extension DatabaseService {
     /// (``/GRDBCipher/TenantEncryption``): with `tenants.masterKey`, every tenant is
     /// encrypted, a new one included, and a plain tenant file is refused
     /// unless `tenants.allowPlaintextTenants`. Before a tenant opens, its
-    /// migrations (`tenants.migrations`) are applied or verified through
-    /// ``/GRDBMigrations/DatabaseMigrationRunner``, as for named databases. A tenant that
+    /// migrations are applied or verified through
+    /// ``/GRDBMigrations/DatabaseMigrationRunner``, as for named databases:
+    /// the set of `tenants.migrations`, or, when the configuration names
+    /// none, the repository's own
+    /// (``/GRDBMigrations/MigrationSetProviding``). A tenant that
     /// fails there counts in ``health()`` (`tenants.failures`, `lastError`).
     ///
     /// - throws: ``DatabaseServiceError/unknownDatabase(_:knownNames:)``
@@ -49,10 +52,17 @@ extension DatabaseService {
             guard state.phase != .draining, state.phase != .stopped else {
                 throw DatabaseServiceError.notRunning(phase: state.phase.rawValue)
             }
+            // One migration set for every tenant: the configured folder's
+            // (which registryctl migrates too, and which a deployment may
+            // bring ahead of the repository), else the repository's own.
             var runner: DatabaseMigrationRunner?
-            if let folder = storage.migrations, storage.migrationMode != .skip, let migrationSet = hooks.migrationSet {
+            if storage.migrationMode != .skip {
                 do {
-                    runner = storage.makeMigrationRunner(set: try migrationSet("tenants", folder))
+                    if let folder = storage.migrations, let migrationSet = hooks.migrationSet {
+                        runner = storage.makeMigrationRunner(set: try migrationSet("tenants", folder))
+                    } else if storage.migrations == nil, let owner = Repository.self as? any MigrationSetProviding.Type {
+                        runner = storage.makeMigrationRunner(set: try owner.migrationSet)
+                    }
                 } catch {
                     throw DatabaseServiceError.invalidConfiguration(problems: ["tenants.migrations: \(error)"])
                 }

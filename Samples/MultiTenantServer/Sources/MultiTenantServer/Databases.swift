@@ -1,18 +1,18 @@
 import GRDBRegistry
-import GRDBRegistryExamples
 import GRDBRegistryService
 
-/// The directory of team databases: one `PlayerRepository` per team.
-typealias TeamDirectory = TenantDirectory<PlayerRepository>
+/// The directory of tenant databases: one ``ActiveTenant`` per tenant.
+typealias ServerTenants = TenantDirectory<ActiveTenant>
 
-/// The catalog database, in the server's registry: which teams exist.
+/// The catalog database, in the server's registry: which tenants exist.
 enum CatalogKey: DatabaseKey {
     static var defaultValue: DatabaseContext { .notConnected }
 }
 
-/// The team databases, in the server's registry.
-enum TeamsKey: DatabaseKey {
-    static var defaultValue: TeamDirectory { .notConfigured }
+/// The tenant databases, in the server's registry. Named `tenants`, so
+/// that lookups, logs and metrics say `tenants/<id>`, as the library does.
+enum TenantsKey: DatabaseKey {
+    static var defaultValue: ServerTenants { .notConfigured }
 }
 
 extension DatabaseRegistry {
@@ -22,11 +22,11 @@ extension DatabaseRegistry {
         set { self[CatalogKey.self] = newValue }
     }
 
-    /// The team databases: `.notConfigured` until the service fills the
+    /// The tenant databases: `.notConfigured` until the service fills the
     /// registry.
-    var teams: TeamDirectory {
-        get { self[TeamsKey.self] }
-        set { self[TeamsKey.self] = newValue }
+    var tenants: ServerTenants {
+        get { self[TenantsKey.self] }
+        set { self[TenantsKey.self] = newValue }
     }
 
     /// The server's databases, once `service` has opened and migrated
@@ -34,12 +34,12 @@ extension DatabaseRegistry {
     ///
     /// ```swift
     /// let registry = try await DatabaseRegistry.server(from: service)
-    /// let teams = registry.teams
+    /// let lease = try await registry.tenants.lease(TenantID("acme"))
     /// ```
     static func server(from service: DatabaseService) async throws -> DatabaseRegistry {
         try await service.registry([
             .context(CatalogKey.self, database: "catalog"),
-            .tenants(TeamsKey.self),
+            .tenants(TenantsKey.self),
         ])
     }
 }

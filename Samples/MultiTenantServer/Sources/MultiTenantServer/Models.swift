@@ -7,17 +7,17 @@ import Hummingbird
 // file of the server sees them without its own import.
 @_exported import TenantRequests
 
-/// A team, listed in the catalog database.
+/// A tenant, listed in the catalog database.
 struct Tenant: Codable, Sendable, Equatable, FetchableRecord, PersistableRecord {
     var id: String
     var name: String
     var encrypted: Bool
     var createdAt: Date
-    /// The SHA-256 (hex) of the team's bearer token; never the token itself.
+    /// The SHA-256 (hex) of the tenant's bearer token; never the token itself.
     var tokenHash: String?
 }
 
-/// A team as clients see it: never the token hash.
+/// A tenant as clients see it: never the token hash.
 struct TenantResponse: ResponseEncodable, Sendable {
     var id: String
     var name: String

@@ -86,61 +86,59 @@ struct Routes: Sendable {
             // The operator of a moved tenant gets 409 with the target, never
             // a redirect: a client that re-sends `Authorization` on
             // redirects would hand the operator token to the target.
-            let admission = try moves.admit(request, tenant: requested, writes: true, redirects: !byOperator)
-            defer { admission.end() }
+            try moves.admit(request, tenant: requested, writes: true, redirects: !byOperator)
             return try await rotateToken(of: requested)
         }
 
-        // Tenant routes: the middleware resolves the team once, and runs
-        // the handler in its scope.
+        // Tenant routes: the middleware resolves the tenant once, and runs
+        // the handler in its scope. No route keeps books for reading its
+        // writes: the tenant's commit count does (ActiveTenant).
         let tenant = router.group("tenants/:tenant").add(middleware: TenantMiddleware(state: state, moves: moves))
         tenant.get("players") { _, context -> [Player] in
-            try await context.team().players.reader.read { db in try Player.order(Column("id")).fetchAll(db) }
+            try await context.currentTenant().repository.players.reader.read { db in try Player.order(Column("id")).fetchAll(db) }
         }
         tenant.post("players") { request, context -> EditedResponse<Player> in
-            let team = try context.team()
+            let tenant = try context.currentTenant().repository
             let body = try await request.decode(as: NewPlayer.self, context: context)
-            // A quota of players per team (MTS_MAX_PLAYERS): a team can't
+            // A quota of players per tenant (MTS_MAX_PLAYERS): a tenant can't
             // grow its leaderboard, and every stream's events, unbounded.
-            let reservation = try await team.reservePlayer(maximum: state.limits.maxPlayers)
-            defer { reservation.end() }
-            let player = try await mapErrors { try await team.players.add(name: body.name, score: body.score ?? 0, team: body.team) }
-            team.acknowledgeWrite(playersAdded: 1)
+            let player = try await mapErrors {
+                try await tenant.add(name: body.name, score: body.score ?? 0, team: body.team, maximumPlayers: state.limits.maxPlayers)
+            }
             return EditedResponse(status: .created, response: player)
         }
         tenant.put("players/:player") { request, context -> Player in
-            let team = try context.team()
+            let tenant = try context.currentTenant().repository
             let id = try context.parameters.require("player", as: Int64.self)
             let body = try await request.decode(as: PlayerUpdate.self, context: context)
             // One checked transaction: a 422 changes nothing.
-            let player = try await mapErrors { try await team.players.update(id, name: body.name, score: body.score) }
+            let player = try await mapErrors { try await tenant.update(id, name: body.name, score: body.score) }
             guard let player else {
-                throw HTTPError(.notFound, message: "No player \(id) in this team.")
+                throw HTTPError(.notFound, message: "No player \(id) in this tenant.")
             }
-            team.acknowledgeWrite()
             return player
         }
         tenant.delete("players/:player") { _, context -> HTTPResponse.Status in
-            let team = try context.team()
+            let tenant = try context.currentTenant().repository
             let id = try context.parameters.require("player", as: Int64.self)
-            let deleted = try await mapErrors { try await team.players.delete(id) }
+            let deleted = try await mapErrors { try await tenant.delete(id) }
             guard deleted else {
-                throw HTTPError(.notFound, message: "No player \(id) in this team.")
+                throw HTTPError(.notFound, message: "No player \(id) in this tenant.")
             }
-            team.acknowledgeWrite(playersAdded: -1)
             return .noContent
         }
-        // From memory (see ActiveTeam): no SQLite read while the
-        // leaderboard in memory has every acknowledged write.
+        // From memory (see ActiveTenant): no SQLite read while the
+        // leaderboard in memory has every commit.
         tenant.get("leaderboard") { _, context -> Response in
-            try await context.team().leaderboard().response()
+            try await context.currentTenant().repository.leaderboard().response()
         }
         // Capped per tenant and in total (429 with Retry-After); a
-        // comment line every MTS_SSE_HEARTBEAT seconds of silence.
+        // comment line every MTS_SSE_HEARTBEAT seconds of silence. The
+        // stream holds the request's lease until it ends.
         tenant.get("leaderboard/stream") { _, context -> Response in
-            let team = try context.team()
-            let slot = try state.streams.acquire(team.id.rawValue)
-            return team.stream(heartbeat: .seconds(state.limits.heartbeatSeconds), slot: slot)
+            let lease = try context.currentTenant()
+            let slot = try state.streams.acquire(lease.id.rawValue)
+            return lease.repository.stream(lease: lease, heartbeat: .seconds(state.limits.heartbeatSeconds), slot: slot)
         }
     }
 
@@ -157,7 +155,7 @@ struct Routes: Sendable {
             // leaves behind. Nobody ever got its token, so it holds no
             // acknowledged data: start it again from scratch.
             if try ready.directory.exists(id) {
-                state.logger.warning("re-creating the orphan database of a tenant without a catalog row", metadata: ["database": "tenants/\(id)"])
+                state.logger.warning("re-creating the orphan database of a tenant without a catalog row", metadata: ["database": "\(id.databaseName)"])
                 try ready.directory.remove(id)
             }
             let encrypted = body.encrypted ?? false
@@ -196,12 +194,16 @@ struct Routes: Sendable {
     }
 
     /// Invariant violations are the client's fault: 422, with the
-    /// invariant's name. A write refused during shutdown: 503.
+    /// invariant's name. A write refused during shutdown, or by a move's
+    /// freeze: 503.
     private func mapErrors<T>(_ operation: () async throws -> T) async throws -> T {
         do {
             return try await operation()
         } catch let violation as InvariantViolation {
             throw HTTPError(.unprocessableContent, message: "Invariant \(violation.invariant) violated by \(violation.offendingRows.joined(separator: "; ")).")
+        } catch let ManagedDatabaseError.writesFrozen(database) {
+            // A move froze the tenant after this request was admitted.
+            throw TenantFrozen(tenant: database.hasPrefix("tenants/") ? String(database.dropFirst("tenants/".count)) : database)
         } catch ManagedDatabaseError.notAcceptingWrites, ManagedDatabaseError.closed {
             throw HTTPError(.serviceUnavailable, message: "The server is shutting down: retry on another instance.")
         }

@@ -1,6 +1,12 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Foundation
 import GRDB
 import GRDBRegistry
+import GRDBCipher
 import GRDBMigrations
 import GRDBRegistryExamples
 import GRDBRegistryService
@@ -127,9 +133,9 @@ struct MultiTenantServer {
 
         // The server reads its databases from <data>/registry.json, the
         // file `registryctl --config` reads too. The first start writes it;
-        // every start installs the migration sets the server ships into
-        // <data>/migrations, which that file names.
-        try installMigrationSets(in: data.appendingPathComponent("migrations"))
+        // every start links <data>/migrations/<set>, which that file names,
+        // to the migration sets the server ships (never a copy).
+        try linkMigrationSets(in: data.appendingPathComponent("migrations"))
         let configurationFile = data.appendingPathComponent("registry.json")
         if !FileManager.default.fileExists(atPath: configurationFile.path) {
             try writeDefaultConfiguration(to: configurationFile, data: data)
@@ -239,62 +245,96 @@ struct MultiTenantServer {
         return configuration
     }
 
-    /// Installs the migration sets the server ships: the catalog's (bundled
-    /// with the executable, a copy of the repository's Migrations/catalog)
-    /// and the teams' (embedded in `PlayerRepository`, the same files as
-    /// Migrations/players). A file is written only when it differs, so an
-    /// applied migration that a new version edits is reported as modified
-    /// by the migration runner, never silently re-applied.
-    static func installMigrationSets(in folder: URL) throws {
+    /// Links `<data>/migrations/<set>` to the migration sets the server
+    /// ships, the one copy of each schema: the catalog's (in the
+    /// executable's resource bundle) and the tenants' (`PlayerRepository`'s,
+    /// in its module's bundle). `registry.json` names these links, so the
+    /// service's runner and `registryctl --config` read the very files the
+    /// repositories migrate with; nothing is copied, and a server built
+    /// elsewhere re-points them at its own start.
+    ///
+    /// A real folder there is what servers before issue 27 copied: it is
+    /// replaced by the link when it holds exactly the shipped files, and
+    /// refused otherwise (an edited or older set: the operator decides).
+    static func linkMigrationSets(in folder: URL) throws {
         guard let catalog = Bundle.module.url(forResource: "catalog", withExtension: nil) else {
             throw UsageError(message: "the catalog migrations are missing from the resource bundle of \(CommandLine.arguments[0]): rebuild the server")
         }
-        var files: [(set: String, name: String, contents: Data)] = []
-        for name in try FileManager.default.contentsOfDirectory(atPath: catalog.path).sorted() {
-            files.append(("catalog", name, try Data(contentsOf: catalog.appendingPathComponent(name))))
+        let sets = [("catalog", catalog), ("players", PlayerRepository.migrationsDirectory)].map {
+            (link: folder.appendingPathComponent($0.0), shipped: $0.1.standardizedFileURL)
         }
-        for file in PlayerRepository.migrationFiles {
-            files.append(("players", file.identifier, Data(file.sql.utf8)))
-        }
-        files.append(("players", "migration-set.json", Data(#"{"allowsGaps": false}"#.utf8)))
-        for file in files {
-            let directory = folder.appendingPathComponent(file.set)
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-            let url = directory.appendingPathComponent(file.name)
-            if (try? Data(contentsOf: url)) != file.contents {
-                try file.contents.write(to: url, options: .atomic)
+        // Every refusal before any change: a refused start changes nothing.
+        for set in sets where isRealFolder(set.link) {
+            guard try sameFiles(set.link, set.shipped) else {
+                throw UsageError(message: "\(set.link.path) is a folder whose migrations differ from the ones this server ships (\(set.shipped.path)): compare them, then remove \(set.link.path) so that the server links it to its own set")
             }
+        }
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        for set in sets {
+            try link(set.link, to: set.shipped)
         }
     }
 
-    /// The configuration of a new data directory. The catalog's and teams'
-    /// schemas are the sets installed under <data>/migrations. Encrypted
-    /// teams get keys derived from a master key: MTS_MASTER_KEY when set,
+    private static func isRealFolder(_ url: URL) -> Bool {
+        (try? FileManager.default.destinationOfSymbolicLink(atPath: url.path)) == nil
+            && FileManager.default.fileExists(atPath: url.path)
+    }
+
+    private static func link(_ link: URL, to shipped: URL) throws {
+        let fileManager = FileManager.default
+        if let destination = try? fileManager.destinationOfSymbolicLink(atPath: link.path) {
+            if destination == shipped.path { return }
+        } else if fileManager.fileExists(atPath: link.path) {
+            // Checked identical to the shipped set by the caller.
+            try fileManager.removeItem(at: link)
+        }
+        // Made beside, then renamed over: the link is never missing.
+        let temporary = link.deletingLastPathComponent().appendingPathComponent(".\(link.lastPathComponent)-\(UUID().uuidString)")
+        try fileManager.createSymbolicLink(atPath: temporary.path, withDestinationPath: shipped.path)
+        guard rename(temporary.path, link.path) == 0 else {
+            let code = errno
+            try? fileManager.removeItem(at: temporary)
+            throw UsageError(message: "cannot link \(link.path) to \(shipped.path): \(String(cString: strerror(code)))")
+        }
+    }
+
+    private static func sameFiles(_ folder: URL, _ shipped: URL) throws -> Bool {
+        let names = try FileManager.default.contentsOfDirectory(atPath: folder.path).sorted()
+        guard names == (try FileManager.default.contentsOfDirectory(atPath: shipped.path).sorted()) else { return false }
+        for name in names where try Data(contentsOf: folder.appendingPathComponent(name)) != Data(contentsOf: shipped.appendingPathComponent(name)) {
+            return false
+        }
+        return true
+    }
+
+    /// The configuration of a new data directory. The catalog's and tenants'
+    /// schemas are the sets linked under <data>/migrations. Encrypted
+    /// tenants get keys derived from a master key: MTS_MASTER_KEY when set,
     /// else a key file made now (a demo's convenience: keep a real master
-    /// key out of the data directory). Teams may be plain or encrypted, as
+    /// key out of the data directory). Tenants may be plain or encrypted, as
     /// their creator asks, hence `allowPlaintextTenants`.
     static func writeDefaultConfiguration(to file: URL, data: URL) throws {
-        let masterKey: [String: String]
+        let masterKey: KeySource
         if ProcessInfo.processInfo.environment["MTS_MASTER_KEY"] != nil {
-            masterKey = ["env": "MTS_MASTER_KEY"]
+            masterKey = .environment("MTS_MASTER_KEY")
         } else {
             // Private from the first byte (SecretFiles).
             try SecretFiles.createUnlessPresent(at: data.appendingPathComponent("master.key")) {
                 var generator = SystemRandomNumberGenerator()
                 return Data((0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &generator)) }.joined().utf8)
             }
-            masterKey = ["file": "master.key"]
+            masterKey = .file(data.appendingPathComponent("master.key").path)
         }
-        let document: [String: Any] = [
-            "databases": ["catalog": ["path": "catalog.sqlite", "migrations": "migrations/catalog"]],
-            "tenants": [
-                "root": "tenants", "migrations": "migrations/players", "maxOpen": 256,
-                "masterKey": masterKey, "allowPlaintextTenants": true,
-            ],
-            "shutdownTimeoutSeconds": 5,
-        ]
-        let json = try JSONSerialization.data(withJSONObject: document, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
-        try json.write(to: file)
+        let migrations = data.appendingPathComponent("migrations")
+        let configuration = RegistryConfiguration(
+            databases: [.init(name: "catalog", path: data.appendingPathComponent("catalog.sqlite").path, migrations: migrations.appendingPathComponent("catalog").path)],
+            tenants: .init(
+                root: data.appendingPathComponent("tenants").path, migrations: migrations.appendingPathComponent("players").path,
+                maxOpen: 256, masterKey: masterKey, allowPlaintextTenants: true),
+            shutdownTimeout: .seconds(5))
+        // The library's one writer of the format: paths relative to the
+        // data directory, so that it can move as a whole.
+        try configuration.fileContents(relativeTo: data).write(to: file)
     }
 
     static func say(_ line: String) {

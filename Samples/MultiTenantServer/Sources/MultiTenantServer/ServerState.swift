@@ -16,15 +16,14 @@ final class ServerState: Sendable {
         /// request runs in this registry (see ``TenantMiddleware``).
         let registry: DatabaseRegistry
         let catalog: CatalogView
-        let teams: ActiveTeams
 
-        init(registry: DatabaseRegistry, catalog: CatalogView, teams: ActiveTeams) {
+        init(registry: DatabaseRegistry, catalog: CatalogView) {
             self.registry = registry
             self.catalog = catalog
-            self.teams = teams
         }
 
-        var directory: TeamDirectory { registry.teams }
+        /// The tenants: their LRU of open databases and their leases.
+        var directory: ServerTenants { registry.tenants }
     }
 
     let databases: DatabaseService
@@ -61,11 +60,7 @@ final class ServerState: Sendable {
         let registry = try await DatabaseRegistry.server(from: databases)
         let state = Ready(
             registry: registry,
-            catalog: try CatalogView(context: registry.catalog),
-            // Active teams hold their database open: keep half the
-            // directory's cap for them, the rest for streams of dropped
-            // teams and for operations.
-            teams: ActiveTeams(directory: registry.teams, capacity: registry.teams.maxOpen / 2, registry: registry))
+            catalog: CatalogView(catalog: try CatalogRepository(writer: try registry.catalog.writer)))
         ready.withLock { $0 = state }
     }
 

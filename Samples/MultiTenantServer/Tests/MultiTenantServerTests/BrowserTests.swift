@@ -39,7 +39,7 @@ import Testing
             let browser = try DevToolsBrowser.launch(chromium, url: "\(server.baseURL)/#token=\(token)")
             defer { browser.stop() }
             let page = try await browser.attachToPage()
-            let signedIn = try await browser.evaluateAfterLoad(Self.waitFor(#"document.querySelector('#rows tr[data-player="Arthur"]') && document.getElementById('team').textContent"#), session: page)
+            let signedIn = try await browser.evaluateAfterLoad(Self.waitFor(#"document.querySelector('#rows tr[data-player="Arthur"]') && document.getElementById('tenant').textContent"#), session: page)
             #expect(signedIn == "· Acme", "the page did not sign in:\n\(browser.output)")
 
             // A second client adds a player: the page shows it, pushed by

@@ -124,8 +124,8 @@ import Testing
 
     /// Streams of many tenants don't keep their databases open beyond the
     /// directory's cap: with maxOpen 4, streams on 10 tenants leave at
-    /// most 4 open (the teams dropped from the active ones end their
-    /// streams, which release their leases).
+    /// most 4 open (the directory asks the least recently used tenants
+    /// back: their streams end, which releases their leases).
     @Test func idleStreamsDoNotPinTenantsBeyondTheCap() async throws {
         let data = temporaryTestDirectory()
         defer { try? FileManager.default.removeItem(at: data) }
@@ -148,7 +148,7 @@ import Testing
             struct Ready: Decodable { var openTenants: Int }
             let ready = try await api.send(.GET, "/health/ready")
             #expect(try ready.json(Ready.self).openTenants <= 4, "\(ready.body)")
-            // The first teams' streams ended (the last chunk of their
+            // The first tenants' streams ended (the last chunk of their
             // answer came); the last ones still stream.
             let ended = { (text: String) in text.hasSuffix("\r\n0\r\n\r\n") }
             #expect(ended(streams[0].read(timeout: .seconds(5), until: ended).text))

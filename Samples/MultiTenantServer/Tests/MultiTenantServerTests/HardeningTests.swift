@@ -209,7 +209,7 @@ import Testing
                 ids.append(try reply.json(PlayerJSON.self).id)
             }
             let refused = try await api.send(.POST, "/tenants/acme/players", json: #"{"name":"D"}"#, token: token)
-            #expect(refused.status == 409 && refused.body.contains("the most a team may have is 3"), "\(refused.body)")
+            #expect(refused.status == 409 && refused.body.contains("the most a tenant may have is 3"), "\(refused.body)")
             #expect(try await api.send(.GET, "/tenants/acme/players", token: token).json([PlayerJSON].self).count == 3)
             #expect(try await api.send(.PUT, "/tenants/acme/players/\(ids[0])", json: #"{"name":"\#(long)"}"#, token: token).status == 400)
             #expect(try await api.send(.DELETE, "/tenants/acme/players/\(ids[0])", token: token).status == 204)

@@ -4,7 +4,7 @@ import Testing
 
 /// The server and `registryctl` share one configuration file: registryctl
 /// reads and migrates the server's own data directory, plain and encrypted
-/// teams mixed, with the file the server wrote and read.
+/// tenants mixed, with the file the server wrote and read.
 @Suite(.serialized) struct RegistryctlOnServerDataTests {
     /// The repository's registryctl, built if needed (CI's `scripts/test`
     /// has built it already for the library's tests).
@@ -34,7 +34,7 @@ import Testing
         return (process.terminationStatus, String(decoding: try Data(contentsOf: output), as: UTF8.self))
     }
 
-    @Test func registryctlMigratesThePlainAndEncryptedTeamsOfTheServerWithItsConfiguration() async throws {
+    @Test func registryctlMigratesThePlainAndEncryptedTenantsOfTheServerWithItsConfiguration() async throws {
         let registryctl = try Self.registryctl()
         let data = FileManager.default.temporaryDirectory.appendingPathComponent("RegistryctlOnServerData-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: data) }
@@ -45,8 +45,8 @@ import Testing
             let api = APIClient(client: HTTPClient.shared, baseURL: server.baseURL)
             tokens["acme"] = try await api.createTenant(#"{"id":"acme"}"#)
             tokens["vault"] = try await api.createTenant(#"{"id":"vault","encrypted":true}"#)
-            for team in ["acme", "vault"] {
-                #expect(try await api.send(.POST, "/tenants/\(team)/players", json: #"{"name":"Arthur","score":10}"#, token: tokens[team]).status == 201)
+            for tenant in ["acme", "vault"] {
+                #expect(try await api.send(.POST, "/tenants/\(tenant)/players", json: #"{"name":"Arthur","score":10}"#, token: tokens[tenant]).status == 201)
             }
         } catch {
             _ = try? await server.stop(signal: SIGKILL)
@@ -72,7 +72,7 @@ import Testing
         #expect(verify.output.contains("vault: ok (encrypted: compatibility 4"), "\(verify.output)")
         #expect(verify.output.contains("catalog: ok (plain)"), "\(verify.output)")
 
-        // Rotate the master key of the teams, then give the server the new one.
+        // Rotate the master key of the tenants, then give the server the new one.
         let masterKey = data.appendingPathComponent("master.key")
         let newMasterKey = data.appendingPathComponent("new-master.key")
         let hex = (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
@@ -89,13 +89,13 @@ import Testing
         let verified = try Self.run(registryctl, ["verify", "--config", config])
         #expect(verified.status == 0, "\(verified.output)")
 
-        // The server opens both teams afterwards, vault with the new master key.
+        // The server opens both tenants afterwards, vault with the new master key.
         let restarted = try await ServerProcess.start(dataDirectory: data)
         do {
             let api = APIClient(client: HTTPClient.shared, baseURL: restarted.baseURL)
-            for team in ["acme", "vault"] {
-                let players = try await api.send(.GET, "/tenants/\(team)/players", token: tokens[team])
-                #expect(players.status == 200 && players.body.contains("Arthur"), "\(team): \(players.body)")
+            for tenant in ["acme", "vault"] {
+                let players = try await api.send(.GET, "/tenants/\(tenant)/players", token: tokens[tenant])
+                #expect(players.status == 200 && players.body.contains("Arthur"), "\(tenant): \(players.body)")
             }
         } catch {
             _ = try? await restarted.stop(signal: SIGKILL)

@@ -5,37 +5,42 @@ import GRDBRegistryExamples
 @testable import MultiTenantServer
 import Testing
 
-/// How requests reach a team: through the registry's tenant scope, and
-/// the catalog as the one source of truth for "this team exists".
+/// How requests reach a tenant: through the registry's tenant scope, and
+/// the catalog as the one source of truth for "this tenant exists".
 @Suite struct TenantResolutionTests {
-    /// Team data is reached only in the scope of the request's own team:
-    /// outside any scope, in another team's scope, or without a resolved
-    /// team, it is an error, not a fallback.
-    @Test func teamDataOutsideItsScopeIsAnError() async throws {
+    /// Tenant data is reached only in the scope of the request's own
+    /// tenant: outside any scope, in another tenant's scope, or without a
+    /// resolved tenant, it is an error, not a fallback.
+    @Test func tenantDataOutsideItsScopeIsAnError() async throws {
         let root = temporaryTestDirectory()
         defer { try? FileManager.default.removeItem(at: root) }
-        let directory = try TeamDirectory(root: root)
+        let directory = try ServerTenants(root: root)
         let acme = try TenantID("acme"), globex = try TenantID("globex")
         try directory.provision(acme)
         try directory.provision(globex)
-        let teams = ActiveTeams(directory: directory, capacity: 4)
-        let team = try await teams.team(acme)
-        #expect(try await teams.team(acme) === team, "a team is resolved once while active")
+        let lease = try await directory.lease(acme)
+        #expect(try await directory.lease(acme).repository === lease.repository, "an open tenant is one repository, whatever the number of leases")
 
-        #expect(throws: TenantScopeError.outsideTenantScope) { try DatabaseRegistry.current.team(acme) }
+        #expect(throws: TenantScopeError.outsideTenantScope) { try DatabaseRegistry.current.tenant(acme) }
         var registry = DatabaseRegistry()
-        registry[CurrentTeamKey.self] = team
+        registry[CurrentTenantKey.self] = lease
         try await withRegistry(registry) { () async throws -> Void in
-            #expect(try DatabaseRegistry.current.team(acme) === team)
-            #expect(throws: TenantScopeError.scopeMismatch(requested: globex, current: acme)) { try DatabaseRegistry.current.team(globex) }
-            #expect(throws: TenantScopeError.outsideTenantScope) { try DatabaseRegistry.current.team(nil) }
+            #expect(try DatabaseRegistry.current.tenant(acme) === lease)
+            #expect(throws: TenantScopeError.scopeMismatch(requested: globex, current: acme)) { try DatabaseRegistry.current.tenant(globex) }
+            #expect(throws: TenantScopeError.outsideTenantScope) { try DatabaseRegistry.current.tenant(nil) }
             // Tasks the handler starts stay in the scope; a detached task
             // leaves it.
-            #expect(await Task { try? DatabaseRegistry.current.team(acme) }.value === team)
-            #expect(await Task.detached { try? DatabaseRegistry.current.team(acme) }.value == nil)
+            #expect(await Task { try? DatabaseRegistry.current.tenant(acme) }.value === lease)
+            #expect(await Task.detached { try? DatabaseRegistry.current.tenant(acme) }.value == nil)
         }
-        #expect(throws: TenantScopeError.outsideTenantScope) { try DatabaseRegistry.current.team(acme) }
+        #expect(throws: TenantScopeError.outsideTenantScope) { try DatabaseRegistry.current.tenant(acme) }
         await directory.close(drainTimeout: .seconds(5))
+    }
+
+    /// The registry says `tenants/<id>`, as the library's logs and metrics
+    /// do: one spelling of a tenant's name.
+    @Test func theTenantsKeyIsNamedTenants() {
+        #expect(TenantsKey.name == "tenants")
     }
 
     /// A creation whose catalog row fails to insert leaves no tenant behind:

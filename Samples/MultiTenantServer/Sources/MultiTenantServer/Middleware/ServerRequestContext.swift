@@ -16,7 +16,7 @@ enum SignedIn: Sendable {
 struct ServerRequestContext: AuthRequestContext, RequestContext {
     var coreContext: CoreRequestContextStorage
     var identity: SignedIn?
-    /// On tenant routes, the team that ``TenantMiddleware`` resolved.
+    /// On tenant routes, the tenant that ``TenantMiddleware`` resolved.
     var tenant: TenantID?
     /// The peer's IP address (a proxy's, behind one), for SignInThrottle.
     let clientAddress: String?
@@ -26,16 +26,16 @@ struct ServerRequestContext: AuthRequestContext, RequestContext {
         clientAddress = source.channel.remoteAddress?.ipAddress
     }
 
-    /// The team of this request, inside its scope.
+    /// The lease on the tenant of this request, inside its scope.
     ///
     /// ```swift
-    /// let player = try await context.team().players.add(name: "Arthur")
+    /// let player = try await context.currentTenant().repository.players.add(name: "Arthur")
     /// ```
     ///
-    /// - throws: ``TenantScopeError`` (500) when a handler reaches team data
-    ///   outside the team's scope, or on a route without a team: a
-    ///   programming error, never a fallback to another team.
-    func team() throws(TenantScopeError) -> ActiveTeam {
-        try DatabaseRegistry.current.team(tenant)
+    /// - throws: ``TenantScopeError`` (500) when a handler reaches tenant
+    ///   data outside the tenant's scope, or on a route without a tenant:
+    ///   a programming error, never a fallback to another tenant.
+    func currentTenant() throws(TenantScopeError) -> TenantLease<ActiveTenant> {
+        try DatabaseRegistry.current.tenant(tenant)
     }
 }

@@ -3,15 +3,16 @@ import GRDBRegistryExamples
 import GRDBRegistryService
 import Hummingbird
 
-/// Resolves the team of a request under `/tenants/{tenant}` once: checks
-/// that the token signed that team in, that the catalog lists it (the one
-/// source of truth for "this team exists"), takes its active team (a lease
-/// on its database), and runs the rest of the request in its scope: the
-/// server's registry, with the team as ``CurrentTeamKey``. Handlers never
-/// route teams by hand: they ask the context (``ServerRequestContext/team()``).
+/// Resolves the tenant of a request under `/tenants/{tenant}` once: checks
+/// that the token signed that tenant in, that the catalog lists it (the
+/// one source of truth for "this tenant exists"), leases it from the
+/// tenant directory (opening it if needed), and runs the rest of the
+/// request in its scope: the server's registry, with the lease as
+/// ``CurrentTenantKey``. Handlers never route tenants by hand: they ask
+/// the context (``ServerRequestContext/currentTenant()``).
 ///
-/// A token of another team gets the same 404 as a team that does not
-/// exist: a token is no oracle of which teams exist.
+/// A token of another tenant gets the same 404 as a tenant that does not
+/// exist: a token is no oracle of which tenants exist.
 struct TenantMiddleware: RouterMiddleware {
     typealias Context = ServerRequestContext
     let state: ServerState
@@ -21,16 +22,15 @@ struct TenantMiddleware: RouterMiddleware {
         let ready = try state.requireReady()
         let requested = try context.parameters.require("tenant")
         // The token was looked up in the catalog's in-memory view by
-        // BearerAuthenticator: a team it signs in is listed there.
+        // BearerAuthenticator: a tenant it signs in is listed there.
         guard case let .tenant(signedIn) = try context.requireSignedIn(), signedIn.id == requested else {
             throw HTTPError(.notFound, message: "Unknown tenant \(requested).")
         }
         // A moved tenant redirects, a moving one refuses writes (Moves/).
-        let admission = try moves.admit(request, tenant: requested)
-        defer { admission.end() }
-        let scope: TeamScope
+        try moves.admit(request, tenant: requested)
+        let lease: TenantLease<ActiveTenant>
         do {
-            scope = try await ready.teams.scope(of: requested)
+            lease = try await ready.directory.lease(try TenantID(requested))
         } catch is TenantIDError {
             throw HTTPError(.notFound, message: "Unknown tenant \(requested).")
         } catch TenantError.unknownTenant {
@@ -46,8 +46,10 @@ struct TenantMiddleware: RouterMiddleware {
             throw error
         }
         var context = context
-        context.tenant = scope.team.id
-        return try await withRegistry(scope.registry) { try await next(request, context) }
+        context.tenant = lease.id
+        var registry = ready.registry
+        registry[CurrentTenantKey.self] = lease
+        return try await withRegistry(registry) { try await next(request, context) }
     }
 }
 

@@ -7,7 +7,7 @@ struct MoveListing: ResponseEncodable, Sendable {
     var tenant: String
     /// `moving` (frozen here: writes get 503), `moved` (every request gets
     /// 307 to `target`) or `imported` (brought here by move `moveID`).
-    var state: String
+    var state: MoveState
     var moveID: String
     /// The server the tenant is moving or moved to; nil for `imported`.
     var target: String?
@@ -43,12 +43,12 @@ extension TenantMoves {
     /// ```
     func list() async throws -> [MoveListing] {
         let ready = try state.requireReady()
-        let rows = try await ready.catalog.catalog.writer.read { db in try MoveRecord.fetchAll(db, sql: MoveRecord.selectMoves + " ORDER BY id") }
+        let rows = try await ready.catalog.catalog.moves()
         return rows.compactMap { row in
             guard let state = row.moveState, let moveID = row.moveID else { return nil }
             return MoveListing(
                 tenant: row.id, state: state, moveID: moveID,
-                target: state == MoveRecord.imported ? nil : row.moveTarget,
+                target: state == .imported ? nil : row.moveTarget,
                 keptCopies: keptCopies(of: row.id).map(\.path))
         }
     }

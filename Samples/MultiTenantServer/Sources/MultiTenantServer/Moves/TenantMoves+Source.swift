@@ -116,34 +116,35 @@ extension TenantMoves {
             do {
                 try await endFreeze(tenant, moveID: moveID, ready: ready)
             } catch {
-                logger.error("move abandoned, but the catalog could not record it: the tenant stays frozen", metadata: ["database": "tenants/\(tenant)", "error": "\(error)"])
+                logger.error("move abandoned, but the catalog could not record it: the tenant stays frozen", metadata: ["database": "\(id.databaseName)", "error": "\(error)"])
                 return "stays frozen here (writes get 503): the catalog could not record the end of the move (\(error))"
             }
-            logger.info("move abandoned: the tenant takes writes again", metadata: ["database": "tenants/\(tenant)", "move": "\(moveID)"])
+            logger.info("move abandoned: the tenant takes writes again", metadata: ["database": "\(id.databaseName)", "move": "\(moveID)"])
             return "is writable here"
         }
         do {
-            try await ready.catalog.catalog.writer.write { db in
-                try db.execute(sql: "UPDATE tenant SET moveID = ?, moveState = ?, moveTarget = ? WHERE id = ?", arguments: [moveID, MoveRecord.moving, target, tenant])
-            }
+            try await ready.catalog.catalog.beginMove(of: tenant, moveID: moveID, target: target)
         } catch {
             if !resuming { unfreeze(tenant, moveID: moveID) }
             throw error
         }
 
-        // 3. Writes admitted before the freeze finish; then the copy.
-        guard try await waitUntilIdle(tenant, timeout: Self.drainTimeout) else {
+        // 3. Writes already running finish, then no commit lands (the
+        // database's own write gate, reversible); then the copy.
+        do {
+            try await freezeWrites(of: id, ready: ready)
+        } catch {
             let now = await rollBack(nil, targetLacksIt: before == .absent)
-            throw HTTPError(.serviceUnavailable, message: "Writes of tenant \(tenant) did not finish within \(Self.drainTimeout); the move stopped: tenant \(tenant) \(now).")
+            throw HTTPError(.serviceUnavailable, message: "Writes of tenant \(tenant) did not finish within \(Self.drainTimeout) (\(error)); the move stopped: tenant \(tenant) \(now).")
         }
         let outgoing = data.appendingPathComponent("moves/outgoing/\(tenant)-\(UUID().uuidString.lowercased())")
         let copy: (entry: BackupEntry, manifest: BackupManifest, row: Tenant)
         do {
-            guard let layout = ready.directory.layout, let row = try await ready.catalog.catalog.writer.read({ db in try Tenant.fetchOne(db, key: tenant) }) else {
+            guard let layout = ready.directory.layout, let row = try await ready.catalog.catalog.tenant(tenant) else {
                 throw HTTPError(.notFound, message: "Tenant \(tenant) disappeared from the catalog.")
             }
             let backup = try BackupSet(creatingAt: outgoing, tool: "MultiTenantServer move \(moveID)", logger: logger)
-            let entry = try backup.addTenant(id, in: layout, encryption: try state.databases.configuration.tenantEncryption())
+            let entry = try backup.addTenant(id, in: layout, encryption: try state.databases.tenantStorage().encryption)
             copy = (entry, try backup.finish(), row)
         } catch {
             let now = await rollBack(outgoing, targetLacksIt: before == .absent)
@@ -159,7 +160,7 @@ extension TenantMoves {
                 // The answer is lost: did the target keep it? Ask it to abort.
                 let after = try? await peer.abort()
                 guard let after, after != .imported else {
-                    logger.error("move outcome unknown: the tenant stays frozen", metadata: ["database": "tenants/\(tenant)", "target": "\(target)", "error": "\(error)"])
+                    logger.error("move outcome unknown: the tenant stays frozen", metadata: ["database": "\(id.databaseName)", "target": "\(target)", "error": "\(error)"])
                     throw HTTPError(.badGateway, message: "The target \(target) did not answer the transfer (\(error)) nor its abort: the outcome is unknown, so tenant \(tenant) stays frozen here (writes get 503). Run this move again to resume it.")
                 }
                 let now = await rollBack(outgoing, targetLacksIt: true)
@@ -174,24 +175,21 @@ extension TenantMoves {
 
         // 5. Acknowledged: every later request goes to the target.
         do {
-            try await ready.catalog.catalog.writer.write { db in
-                try db.execute(sql: "UPDATE tenant SET moveState = ? WHERE id = ? AND moveID = ?", arguments: [MoveRecord.moved, tenant, moveID])
-            }
+            try await ready.catalog.catalog.markMoved(tenant, moveID: moveID)
         } catch {
             throw HTTPError(.internalServerError, message: "The target \(target) has tenant \(tenant), but the catalog here could not record the move (\(error)): the tenant stays frozen here; run this move again to finish it.")
         }
         markMoved(tenant, moveID: moveID, target: target)
         let frozen = ContinuousClock.now - frozenAt
-        logger.info("tenant moved", metadata: ["database": "tenants/\(tenant)", "target": "\(target)", "move": "\(moveID)", "frozen": "\(frozen)"])
+        logger.info("tenant moved", metadata: ["database": "\(id.databaseName)", "target": "\(target)", "move": "\(moveID)", "frozen": "\(frozen)"])
 
-        // Reads admitted before the redirect finish, then the live files go.
-        _ = try? await waitUntilIdle(tenant, reads: true, timeout: .seconds(2))
-        // Its active team goes first: it holds a lease on the file.
-        ready.teams.drop(id)
+        // Requests admitted before the redirect finish, then the live
+        // files go (the move's own lease first).
+        releaseFreeze(of: tenant)
         do {
-            try ready.directory.remove(id, force: true)
+            try await removeLiveFiles(of: id, ready: ready)
         } catch {
-            logger.error("the moved tenant's live files could not be removed", metadata: ["database": "tenants/\(tenant)", "error": "\(error)"])
+            logger.error("the moved tenant's live files could not be removed", metadata: ["database": "\(id.databaseName)", "error": "\(error)"])
         }
         var keptAt = data.appendingPathComponent("moved/\(tenant)-\(moveID)")
         do {

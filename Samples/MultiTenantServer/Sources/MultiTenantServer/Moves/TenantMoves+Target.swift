@@ -20,13 +20,13 @@ extension TenantMoves {
     /// away from here is absent: an import brings it back.
     func importState(of tenant: String, moveID: String) async throws -> MovePeer.StateDocument {
         let ready = try state.requireReady()
-        let row = try await ready.catalog.catalog.writer.read { db in try MoveRecord.fetch(db, tenant: tenant) }
+        let row = try await ready.catalog.catalog.move(of: tenant)
         return MovePeer.StateDocument(state: Self.importState(row, moveID: moveID))
     }
 
     private static func importState(_ row: MoveRecord?, moveID: String) -> MovePeer.ImportState {
-        guard let row, row.moveState != MoveRecord.moved else { return .absent }
-        return row.moveID == moveID && row.moveState == MoveRecord.imported ? .imported : .present
+        guard let row, row.moveState != .moved else { return .absent }
+        return row.moveID == moveID && row.moveState == .imported ? .imported : .present
     }
 
     /// `DELETE /admin/tenants/{t}/import?move=ID`: removes tenant `t` if
@@ -36,38 +36,26 @@ extension TenantMoves {
     func abortImport(of tenant: String, moveID: String) async throws -> MovePeer.StateDocument {
         let ready = try state.requireReady()
         return try await state.creations.run {
-            let catalog = ready.catalog.catalog.writer
-            let formerTarget = try await catalog.write { db -> String?? in
-                guard let row = try MoveRecord.fetch(db, tenant: tenant), row.moveID == moveID, row.moveState == MoveRecord.imported else {
-                    return .none
-                }
-                if row.moveTarget != nil {
-                    try db.execute(sql: "UPDATE tenant SET moveState = ? WHERE id = ?", arguments: [MoveRecord.moved, tenant])
-                } else {
-                    try db.execute(sql: "DELETE FROM tenant WHERE id = ?", arguments: [tenant])
-                }
-                return .some(row.moveTarget)
-            }
+            let catalog = ready.catalog.catalog
+            let formerTarget = try await catalog.abortImport(of: tenant, moveID: moveID)
             if case let .some(former) = formerTarget, let id = try? TenantID(tenant) {
                 if let former {
                     // Listed again as moved away: requests go where they went before.
                     self.markMoved(tenant, moveID: moveID, target: former)
-                    _ = try? await self.waitUntilIdle(tenant, reads: true, timeout: .seconds(2))
                 } else {
                     try await ready.catalog.waitUntil { $0.tenants[tenant] == nil }
                 }
                 // No catalog row, or a redirect: unreachable from now on.
                 // A file left by a failed removal is an orphan, which the
                 // next creation or import of that id replaces.
-                ready.teams.drop(id)
                 do {
-                    try ready.directory.remove(id, force: true)
+                    try await self.removeLiveFiles(of: id, ready: ready)
                 } catch {
-                    self.logger.error("an aborted import left its file", metadata: ["database": "tenants/\(tenant)", "error": "\(error)"])
+                    self.logger.error("an aborted import left its file", metadata: ["database": "\(id.databaseName)", "error": "\(error)"])
                 }
-                self.logger.info("import aborted by its source", metadata: ["database": "tenants/\(tenant)", "move": "\(moveID)"])
+                self.logger.info("import aborted by its source", metadata: ["database": "\(id.databaseName)", "move": "\(moveID)"])
             }
-            let row = try await catalog.read { db in try MoveRecord.fetch(db, tenant: tenant) }
+            let row = try await catalog.move(of: tenant)
             return MovePeer.StateDocument(state: Self.importState(row, moveID: moveID))
         }
     }
@@ -141,21 +129,19 @@ extension TenantMoves {
             }
             // A file without a catalog row holds no acknowledged data (a
             // creation or an import that failed): replaced, as a creation does.
-            // A team that left this server and comes back is opened anew.
-            ready.teams.drop(id)
             if try ready.directory.exists(id) {
-                self.logger.warning("replacing the orphan database of a tenant without a catalog row", metadata: ["database": "tenants/\(tenant)"])
+                self.logger.warning("replacing the orphan database of a tenant without a catalog row", metadata: ["database": "\(id.databaseName)"])
                 try ready.directory.remove(id, force: true)
             }
-            guard let tenants = self.state.databases.configuration.tenants, let layout = ready.directory.layout else {
+            guard let layout = ready.directory.layout else {
                 throw HTTPError(.internalServerError, message: "This server has no tenants directory.")
             }
             do {
-                let checks = DatabaseRestore.Checks(
-                    migrations: try tenants.migrations.map { try MigrationSet(directory: URL(fileURLWithPath: $0)) },
-                    invariants: PlayerRepository.invariants)
+                // What a valid tenant is belongs to its repository type:
+                // its migration set (loaded once) and its invariants.
+                let checks = DatabaseRestore.Checks(migrations: PlayerRepository.migrationSet, invariants: PlayerRepository.invariants)
                 try BackupRestore(from: incoming, logger: self.logger).restoreTenant(
-                    id, into: layout, encryption: try self.state.databases.configuration.tenantEncryption(), checks: checks)
+                    id, into: layout, encryption: try self.state.databases.tenantStorage().encryption, checks: checks)
             } catch {
                 throw HTTPError(.unprocessableContent, message: "The copy of tenant \(tenant) fails its checks: \(error)")
             }
@@ -164,25 +150,14 @@ extension TenantMoves {
             let replaced: MoveRecord?
             do {
                 _ = try await ready.directory.lease(id)
-                replaced = try await ready.catalog.catalog.writer.write { db in
-                    // A tenant that moved away from here, and only that,
-                    // is replaced (checked again in the transaction).
-                    let former = try MoveRecord.fetch(db, tenant: tenant)
-                    if let former {
-                        guard former.moveState == MoveRecord.moved else {
-                            throw HTTPError(.conflict, message: "This server already has a tenant \(tenant).")
-                        }
-                        try db.execute(sql: "DELETE FROM tenant WHERE id = ?", arguments: [tenant])
-                    }
-                    try transfer.tenant.insert(db)
-                    try db.execute(
-                        sql: "UPDATE tenant SET moveID = ?, moveState = ?, moveTarget = ? WHERE id = ?",
-                        arguments: [transfer.moveID, MoveRecord.imported, former?.moveTarget, tenant])
-                    return former
-                }
+                // A tenant that moved away from here, and only that, is
+                // replaced (checked again in the transaction).
+                replaced = try await ready.catalog.catalog.importTenant(transfer.tenant, moveID: transfer.moveID)
             } catch {
                 try? ready.directory.remove(id, force: true)
-                if let error = error as? HTTPError { throw error }
+                if case let CatalogError.tenantExists(existing) = error {
+                    throw HTTPError(.conflict, message: "This server already has a tenant \(existing).")
+                }
                 throw HTTPError(.unprocessableContent, message: "Tenant \(tenant) does not open here: \(error)")
             }
             if replaced != nil {
@@ -191,9 +166,9 @@ extension TenantMoves {
                 self.clearMoved(tenant)
                 do {
                     let removed = try self.removeKeptCopies(of: tenant)
-                    self.logger.info("tenant moved back here", metadata: ["database": "tenants/\(tenant)", "removed": "\(removed)"])
+                    self.logger.info("tenant moved back here", metadata: ["database": "\(id.databaseName)", "removed": "\(removed)"])
                 } catch {
-                    self.logger.warning("the copy an earlier move kept could not be removed", metadata: ["database": "tenants/\(tenant)", "error": "\(error)"])
+                    self.logger.warning("the copy an earlier move kept could not be removed", metadata: ["database": "\(id.databaseName)", "error": "\(error)"])
                 }
             }
             // Listed: from here on the import is acknowledged, whatever
@@ -202,9 +177,9 @@ extension TenantMoves {
                 let hash = transfer.tenant.tokenHash
                 try await ready.catalog.waitUntil { $0.tenants[tenant].map { $0.tokenHash == hash } ?? false }
             } catch {
-                self.logger.warning("the catalog view is late on an imported tenant", metadata: ["database": "tenants/\(tenant)", "error": "\(error)"])
+                self.logger.warning("the catalog view is late on an imported tenant", metadata: ["database": "\(id.databaseName)", "error": "\(error)"])
             }
-            self.logger.info("tenant imported", metadata: ["database": "tenants/\(tenant)", "move": "\(transfer.moveID)", "size": "\(entry.size)"])
+            self.logger.info("tenant imported", metadata: ["database": "\(id.databaseName)", "move": "\(transfer.moveID)", "size": "\(entry.size)"])
             return true
         }
         return EditedResponse(status: created ? .created : .ok, response: done)

@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 import GRDB
+import GRDBRegistry
 import Hummingbird
 import Logging
 import Synchronization
@@ -8,13 +9,12 @@ import Synchronization
 /// Tenants moving between two running servers, on both sides: this server
 /// as the source of a move (``move(_:to:)``), and as its target
 /// (``importTenant(_:tenant:)``). Every request under `/tenants/{t}` asks it
-/// first (``admit(_:tenant:writes:)``).
+/// first (``admit(_:tenant:writes:redirects:)``).
 ///
 /// ```swift
 /// let moves = TenantMoves(state: state, data: dataDirectory, peerToken: peerToken, logger: logger)
 /// try await moves.load()    // once the databases are ready
-/// let admission = try moves.admit(request, tenant: "acme")
-/// defer { admission.end() }
+/// try moves.admit(request, tenant: "acme")
 /// ```
 ///
 /// ## How a move goes, and why no acknowledged write is lost
@@ -32,8 +32,10 @@ import Synchronization
 ///    /admin/tenants/{t}/import`). If the target doesn't answer, or has a
 ///    tenant of that id, the move stops here: nothing changed.
 /// 2. **Freezes** the tenant: a new write gets `503` with `Retry-After: 1`
-///    (a number of seconds); writes already admitted finish (at most
-///    ``drainTimeout``), and the move waits for them. Reads are still
+///    (a number of seconds), at admission or, for a request admitted
+///    before, from the tenant database's own reversible write gate
+///    (`ManagedDatabase.freezeWrites`); writes already running finish (at
+///    most ``drainTimeout``), and the move waits for them. Reads are still
 ///    served from the source during the freeze: they see every write
 ///    acknowledged so far, and nothing can be written meanwhile. The
 ///    freeze is recorded in the catalog (`moveState = 'moving'`), so a
@@ -108,8 +110,17 @@ final class TenantMoves: Sendable {
     private struct Status {
         var loaded = false
         var phases: [String: Phase] = [:]
-        var writesInFlight: [String: Int] = [:]
-        var readsInFlight: [String: Int] = [:]
+        /// The write freezes of the tenants this server is moving, with the
+        /// lease that keeps each one open (a freeze belongs to an open
+        /// database). Admission refuses their writes by phase as well, so
+        /// a restart mid-move, which loses these, keeps them frozen.
+        var freezes: [String: HeldFreeze] = [:]
+    }
+
+    /// A tenant's write freeze, and the lease that keeps it open.
+    private struct HeldFreeze {
+        var lease: TenantLease<ActiveTenant>
+        var freeze: WriteFreeze
     }
 
     /// The `Retry-After` of a write refused during a freeze, in seconds.
@@ -146,19 +157,19 @@ final class TenantMoves: Sendable {
     /// returns, tenant routes answer 503.
     func load() async throws {
         let ready = try state.requireReady()
-        let rows = try await ready.catalog.catalog.writer.read { db in try MoveRecord.fetchAll(db, sql: MoveRecord.selectMoves) }
+        let rows = try await ready.catalog.catalog.moves()
         status.withLock { status in
             for row in rows {
                 guard let moveID = row.moveID, let target = row.moveTarget else { continue }
                 switch row.moveState {
-                case MoveRecord.moving: status.phases[row.id] = .moving(moveID: moveID, target: target)
-                case MoveRecord.moved: status.phases[row.id] = .moved(moveID: moveID, target: target)
-                default: break
+                case .moving?: status.phases[row.id] = .moving(moveID: moveID, target: target)
+                case .moved?: status.phases[row.id] = .moved(moveID: moveID, target: target)
+                case .imported?, nil: break
                 }
             }
             status.loaded = true
         }
-        for row in rows where row.moveState == MoveRecord.moving {
+        for row in rows where row.moveState == .moving {
             logger.warning("a move did not finish: the tenant stays frozen until it is resumed", metadata: [
                 "database": "tenants/\(row.id)", "target": "\(row.moveTarget ?? "-")", "move": "\(row.moveID ?? "-")"])
         }
@@ -170,23 +181,6 @@ final class TenantMoves: Sendable {
 
     // MARK: Admission
 
-    /// A request admitted on a tenant: call ``end()`` when it is answered.
-    struct Admission: Sendable {
-        fileprivate let moves: TenantMoves
-        fileprivate let tenant: String
-        fileprivate let isWrite: Bool
-
-        func end() {
-            moves.status.withLock { status in
-                if isWrite {
-                    status.writesInFlight[tenant, default: 1] -= 1
-                } else {
-                    status.readsInFlight[tenant, default: 1] -= 1
-                }
-            }
-        }
-    }
-
     /// Admits a request on `tenant`, or refuses it: 307 to the target for
     /// a moved tenant, 503 with `Retry-After` for a write to a frozen one.
     ///
@@ -195,7 +189,7 @@ final class TenantMoves: Sendable {
     /// - parameter redirects: Whether a moved tenant answers 307 to its
     ///   target; false (the operator's requests) answers 409 with the
     ///   target in the body, so that no credential follows a redirect.
-    func admit(_ request: Request, tenant: String, writes: Bool? = nil, redirects: Bool = true) throws -> Admission {
+    func admit(_ request: Request, tenant: String, writes: Bool? = nil, redirects: Bool = true) throws {
         let isWrite = writes ?? !(request.method == .get || request.method == .head)
         try status.withLock { status in
             guard status.loaded else {
@@ -212,13 +206,7 @@ final class TenantMoves: Sendable {
             case nil:
                 break
             }
-            if isWrite {
-                status.writesInFlight[tenant, default: 0] += 1
-            } else {
-                status.readsInFlight[tenant, default: 0] += 1
-            }
         }
-        return Admission(moves: self, tenant: tenant, isWrite: isWrite)
     }
 
     // MARK: Phases (the source's side of a move)
@@ -237,9 +225,35 @@ final class TenantMoves: Sendable {
 
     /// Ends the freeze of `moveID`: the tenant takes writes again.
     func unfreeze(_ tenant: String, moveID: String) {
-        status.withLock { status in
-            if case .moving(moveID, _)? = status.phases[tenant] { status.phases[tenant] = nil }
+        let held = status.withLock { status -> HeldFreeze? in
+            guard case .moving(moveID, _)? = status.phases[tenant] else { return nil }
+            status.phases[tenant] = nil
+            return status.freezes.removeValue(forKey: tenant)
         }
+        held?.freeze.end()
+    }
+
+    /// Freezes the writes of `tenant` in its database, the reversible
+    /// write gate of `ManagedDatabase`: writes already running commit
+    /// (within ``drainTimeout``), then no commit lands until
+    /// ``unfreeze(_:moveID:)`` or ``releaseFreeze(of:)``.
+    ///
+    /// - throws: `ManagedDatabaseError.freezeTimedOut` (nothing frozen),
+    ///   or the error of opening the tenant.
+    func freezeWrites(of id: TenantID, ready: ServerState.Ready) async throws {
+        if status.withLock({ $0.freezes[id.rawValue] != nil }) { return }
+        let lease = try await ready.directory.lease(id)
+        let freeze = try await lease.repository.managedDatabase.freezeWrites(timeout: Self.drainTimeout)
+        let replaced = status.withLock { $0.freezes.updateValue(HeldFreeze(lease: lease, freeze: freeze), forKey: id.rawValue) }
+        replaced?.freeze.end()
+    }
+
+    /// Lets go of the write freeze of a tenant that moved away (its phase
+    /// redirects every request from now on), and of its lease, so that its
+    /// files can go.
+    func releaseFreeze(of tenant: String) {
+        let held = status.withLock { $0.freezes.removeValue(forKey: tenant) }
+        held?.freeze.end()
     }
 
     func markMoved(_ tenant: String, moveID: String, target: String) {
@@ -257,9 +271,7 @@ final class TenantMoves: Sendable {
     /// tenant takes writes again. A catalog that can't record it keeps the
     /// tenant frozen (a restart would freeze it again) and throws.
     func endFreeze(_ tenant: String, moveID: String, ready: ServerState.Ready) async throws {
-        try await ready.catalog.catalog.writer.write { db in
-            try db.execute(sql: "UPDATE tenant SET moveID = NULL, moveState = NULL, moveTarget = NULL WHERE id = ? AND moveID = ? AND moveState = ?", arguments: [tenant, moveID, MoveRecord.moving])
-        }
+        try await ready.catalog.catalog.endMove(of: tenant, moveID: moveID)
         unfreeze(tenant, moveID: moveID)
     }
 
@@ -290,15 +302,26 @@ final class TenantMoves: Sendable {
         return removed
     }
 
-    /// Waits until no admitted write (or, with `reads`, no admitted
-    /// request) of `tenant` is in flight; false after `timeout`.
-    func waitUntilIdle(_ tenant: String, reads: Bool = false, timeout: Duration) async throws -> Bool {
-        let deadline = ContinuousClock.now + timeout
-        while status.withLock({ ($0.writesInFlight[tenant] ?? 0) + (reads ? $0.readsInFlight[tenant] ?? 0 : 0) }) > 0 {
-            guard ContinuousClock.now < deadline else { return false }
-            try await Task.sleep(for: .milliseconds(2))
+    /// Removes the live files of `tenant`, which no request reaches any
+    /// more (moved away, or an aborted import): its streams end at once,
+    /// the requests that hold a lease on it finish (within `timeout`),
+    /// then it is closed and removed, by force after `timeout`.
+    func removeLiveFiles(of id: TenantID, ready: ServerState.Ready, timeout: Duration = .seconds(2)) async throws {
+        if ready.directory.isOpen(id), let lease = try? await ready.directory.lease(id) {
+            lease.repository.endStreams()
         }
-        return true
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            do {
+                return try ready.directory.remove(id)
+            } catch TenantError.inUse where ContinuousClock.now < deadline {
+                // The directory's leases are the count of requests in
+                // flight: no second count here.
+                try await Task.sleep(for: .milliseconds(5))
+            } catch TenantError.inUse {
+                return try ready.directory.remove(id, force: true)
+            }
+        }
     }
 }
 
@@ -327,24 +350,5 @@ struct TenantFrozen: ClientFacingError {
         headers[.contentType] = "application/json; charset=utf-8"
         let body = try JSONEncoder().encode(["error": ["message": "Tenant \(tenant) is moving to another server: retry this write in \(TenantMoves.retryAfterSeconds) s (reads are served)."]])
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: body)))
-    }
-}
-
-/// The move columns of a catalog row (migration `0003_add_tenant_move.sql`).
-/// On an `imported` row, `moveTarget` is the redirect the import replaced
-/// (the tenant had moved away from here, and came back), or NULL.
-struct MoveRecord: Codable, FetchableRecord, Sendable {
-    static let moving = "moving"
-    static let moved = "moved"
-    static let imported = "imported"
-    static let selectMoves = "SELECT id, moveID, moveState, moveTarget FROM tenant WHERE moveState IS NOT NULL"
-
-    var id: String
-    var moveID: String?
-    var moveState: String?
-    var moveTarget: String?
-
-    static func fetch(_ db: Database, tenant: String) throws -> MoveRecord? {
-        try MoveRecord.fetchOne(db, sql: "SELECT id, moveID, moveState, moveTarget FROM tenant WHERE id = ?", arguments: [tenant])
     }
 }

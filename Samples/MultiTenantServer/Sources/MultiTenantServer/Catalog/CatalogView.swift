@@ -1,30 +1,7 @@
 import Foundation
 import GRDB
 import GRDBRegistry
-import GRDBRegistryService
 import Synchronization
-
-/// The catalog database: which teams exist, and the hash of each team's
-/// token. It is the one source of truth for "this tenant exists": a tenant
-/// database without a catalog row is an orphan, re-created on demand.
-struct Catalog: Sendable {
-    let writer: any DatabaseWriter
-
-    func insert(_ tenant: Tenant) async throws {
-        try await writer.write { db in try tenant.insert(db) }
-    }
-
-    /// Replaces the token hash of a tenant; returns the updated tenant, or
-    /// nil if there is no such tenant.
-    func setTokenHash(_ hash: String, of id: String) async throws -> Tenant? {
-        try await writer.write { db in
-            guard var tenant = try Tenant.fetchOne(db, key: id) else { return nil }
-            tenant.tokenHash = hash
-            try tenant.update(db)
-            return tenant
-        }
-    }
-}
 
 /// The catalog as an in-memory index: by id, and by token hash.
 struct CatalogIndex: Sendable, Equatable {
@@ -56,14 +33,14 @@ struct CatalogIndexRequest: ValueObservationQueryable {
 /// they are acknowledged: a client that created a tenant or rotated a
 /// token can use the result at once.
 final class CatalogView: Sendable {
-    let catalog: Catalog
+    /// The catalog's one writer: every write goes through its checked
+    /// transitions.
+    let catalog: CatalogRepository
     private let query: Query<CatalogIndexRequest>
 
-    /// - parameter context: The catalog's read-write context, from the
-    ///   server's registry.
-    init(context: DatabaseContext) throws {
-        catalog = Catalog(writer: try context.writer)
-        query = Query(CatalogIndexRequest(), context: context)
+    init(catalog: CatalogRepository) {
+        self.catalog = catalog
+        query = Query(CatalogIndexRequest(), context: catalog.context)
     }
 
     var index: CatalogIndex { query.value }
