@@ -1,6 +1,8 @@
 import Foundation
 
-/// Why a backup or a restore stopped. Each case names the file or database
+/// Why a backup or a restore stopped: the one error of
+/// ``DatabaseRestore``, whatever the file comes from (a backup, a
+/// Litestream replica, an import). Each case names the file or database
 /// and says what to do; nothing a failed operation wrote is left where a
 /// later operation could take it for complete.
 ///
@@ -8,11 +10,12 @@ import Foundation
 /// do {
 ///     try restore.restoreTenant(try TenantID("acme"), into: layout, encryption: encryption)
 /// } catch let error as BackupError {
-///     print(error)    // "tenant acme: tenants/acme.sqlite does not match the manifest: …"
+///     print(error)    // "tenants/acme.sqlite does not match the manifest: …"
 /// }
 /// ```
 public enum BackupError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// The destination of a backup file or of a restore already exists.
+    /// The destination of a backup file or of a restore already exists (or,
+    /// for a restore, a `-wal` or `-journal` of it).
     case destinationExists(path: String)
     /// A backup directory must be new or empty.
     case directoryNotEmpty(path: String)
@@ -27,6 +30,10 @@ public enum BackupError: Error, Sendable, Equatable, CustomStringConvertible {
     /// A copy (a backup file, or a restored file before it is put in place)
     /// fails its check: integrity, cipher HMACs, or encryption expected.
     case verificationFailed(database: String, path: String, reason: String)
+    /// The file to restore or import can't be used as it is: missing, or
+    /// with a WAL that holds transactions (it is open, or was not closed).
+    /// Nothing was copied.
+    case unusableSource(database: String, path: String, reason: String)
     /// A directory without a manifest is not a (complete) backup.
     case manifestMissing(directory: String)
     /// The manifest can't be read, or says what this version does not understand.
@@ -35,9 +42,9 @@ public enum BackupError: Error, Sendable, Equatable, CustomStringConvertible {
     case fileDoesNotMatchManifest(file: String, reason: String)
     /// The manifest has no such database or tenant.
     case noSuchEntry(name: String, available: [String])
-    /// The restored database records migrations the configured set does not know.
+    /// The restored file records migrations the configured set does not know.
     case unknownMigrations(database: String, identifiers: [String])
-    /// The restored database applied migration files that are not the configured ones.
+    /// The restored file applied migration files that are not the configured ones.
     case modifiedMigrations(database: String, identifiers: [String])
     /// The database holds schema objects (tables, indexes, triggers,
     /// views) that the migrations it applied do not create, each named
@@ -57,7 +64,7 @@ public enum BackupError: Error, Sendable, Equatable, CustomStringConvertible {
     public var description: String {
         switch self {
         case let .destinationExists(path):
-            return "\(path) already exists: restore over a database only with force (registryctl restore --force), once its daemon is stopped, or remove it first"
+            return "\(path) already exists: move it away first, or restore a backup over it with force (registryctl restore --force) once its daemon is stopped"
         case let .directoryNotEmpty(path):
             return "the backup directory \(path) is not empty: back up into a new directory"
         case let .invalidName(name):
@@ -70,6 +77,8 @@ public enum BackupError: Error, Sendable, Equatable, CustomStringConvertible {
             return "\(database): the online copy failed (\(reason)); the database is untouched and no backup file was kept"
         case let .verificationFailed(database, path, reason):
             return "\(database): the copy \(path) fails its check (\(reason)); it was removed"
+        case let .unusableSource(database, path, reason):
+            return "\(database): \(path) can't be restored (\(reason)); nothing was changed"
         case let .manifestMissing(directory):
             return "\(directory) has no \(BackupManifest.fileName): it is not a backup, or the backup did not finish"
         case let .manifestInvalid(path, reason):
@@ -79,9 +88,9 @@ public enum BackupError: Error, Sendable, Equatable, CustomStringConvertible {
         case let .noSuchEntry(name, available):
             return "the backup has no \(name); it holds \(available.isEmpty ? "nothing" : available.joined(separator: ", "))"
         case let .unknownMigrations(database, identifiers):
-            return "\(database): the backup applied migrations the configured set does not have (\(identifiers.joined(separator: ", "))): restore it with the migration folder it was made with"
+            return "\(database): the restored file applied migrations the configured set does not have (\(identifiers.joined(separator: ", "))): restore it with the migration folder of the application that wrote it"
         case let .modifiedMigrations(database, identifiers):
-            return "\(database): the backup applied other versions of \(identifiers.joined(separator: ", ")) than the configured migration files: restore it with the migration folder it was made with"
+            return "\(database): the restored file applied other versions of \(identifiers.joined(separator: ", ")) than the configured migration files: restore it with the migration folder of the application that wrote it"
         case let .unknownSchemaObjects(database, objects):
             return "\(database): the file holds schema objects that its migrations do not create (\(objects.joined(separator: ", "))); it was not made by this application's migrations, or was tampered with: it is refused, and nothing ran on it"
         case let .destinationInUse(path):

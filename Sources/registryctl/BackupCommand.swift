@@ -3,8 +3,8 @@ import Foundation
 import GRDBBackup
 import GRDBCipher
 import GRDBMigrations
-import GRDBRegistryService
 import GRDBRegistry
+import GRDBRegistryService
 import Logging
 import Synchronization
 
@@ -121,38 +121,27 @@ struct BackupCommand: ParsableCommand {
                 if everything { skipped.append("warning: database \(entry.name) has no file yet (\(entry.path)): skipped"); continue }
                 throw ValidationError("Database \(entry.name) has no file: \(entry.path) does not exist.")
             }
-            let key = try entry.key.map { try CipherKey($0.read()) }
-            items.append(Item(kind: .database, name: entry.name, path: entry.path, encryption: key.map { BackupEncryption(key: $0) }))
+            // In the configured format: a SQLCipher 3 file, or another page
+            // size, is copied and checked as what it is.
+            items.append(Item(kind: .database, name: entry.name, path: entry.path, encryption: try entry.backupEncryption()))
         }
         guard everything || !tenant.isEmpty else { return (items, skipped) }
-        guard let tenants = configuration.tenants else {
+        guard configuration.tenants != nil else {
             if !tenant.isEmpty { throw ValidationError("\(config) has no \"tenants\".") }
             return (items, skipped)
         }
-        let encryption = try configuration.tenantEncryption()
-        let layout = tenants.layout
+        // The tenants' storage answers which tenants there are, where and
+        // with which key: as every other command and the daemon.
+        let storage = try configuration.tenantStorage()
         var ids: [TenantID] = []
         if tenant.isEmpty {
-            if FileManager.default.fileExists(atPath: layout.root.path) {
-                let listing = try layout.listing()
-                for name in listing.strayFiles { skipped.append("warning: \(name) in \(layout.root.path) is not a tenant: skipped") }
-                for name in listing.provisioningLeftovers { skipped.append("warning: \(name) in \(layout.root.path) is left by a tenant creation that did not finish: skipped") }
-                ids = listing.tenants
-            }
+            // A daemon that has created no tenant yet has none to back up.
+            ids = try storage.commandLineSelection(nil, missingRootIsEmpty: true)
         } else {
-            for name in tenant {
-                let id: TenantID
-                do { id = try TenantID(name) } catch { throw ValidationError("Invalid tenant id \(String(reflecting: name)): \(error)") }
-                guard FileManager.default.fileExists(atPath: layout.path(of: id)) else {
-                    throw ValidationError("No tenant \(String(reflecting: name)): \(layout.path(of: id)) does not exist.")
-                }
-                ids.append(id)
-            }
+            for name in tenant { ids += try storage.commandLineSelection(name) }
         }
         for id in ids {
-            let path = layout.path(of: id)
-            let key = try encryption.key(forTenant: id.rawValue, atPath: path)
-            items.append(Item(kind: .tenant, name: id.rawValue, path: path, encryption: key.map { BackupEncryption(key: $0) }))
+            items.append(Item(kind: .tenant, name: id.rawValue, path: storage.path(of: id), encryption: try storage.backupEncryption(for: id)))
         }
         return (items, skipped)
     }

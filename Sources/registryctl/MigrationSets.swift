@@ -18,8 +18,8 @@ struct MigrationSets {
 
     /// A restore's checks of migrations: those of the set in `folder`, or
     /// none when there is no folder.
-    mutating func checks(in folder: String?) throws -> BackupRestore.Checks {
-        guard let folder else { return BackupRestore.Checks() }
-        return BackupRestore.Checks(migrations: try set(in: folder))
+    mutating func checks(in folder: String?) throws -> DatabaseRestore.Checks {
+        guard let folder else { return DatabaseRestore.Checks() }
+        return DatabaseRestore.Checks(migrations: try set(in: folder))
     }
 }

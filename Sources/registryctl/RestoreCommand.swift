@@ -3,8 +3,8 @@ import Foundation
 import GRDBBackup
 import GRDBCipher
 import GRDBMigrations
-import GRDBRegistryService
 import GRDBRegistry
+import GRDBRegistryService
 
 /// `registryctl restore`: puts databases and tenants of a backup back in
 /// the places the configuration gives them, each checked before it is visible.
@@ -167,6 +167,8 @@ struct RestoreCommand: ParsableCommand {
             entries = restore.manifest.files
         }
         let force = self.force
+        // Built once (the master key read once), if the backup holds tenants.
+        let storage = try entries.contains { $0.kind == .tenant } && configuration.tenants != nil ? configuration.tenantStorage() : nil
         var items: [Item] = []
         for entry in entries {
             switch entry.kind {
@@ -174,21 +176,21 @@ struct RestoreCommand: ParsableCommand {
                 guard let configured = configuration.database(named: entry.name) else {
                     throw ValidationError("The backup holds database \(entry.name), which \(config) does not configure: it has \(configuration.databases.map(\.name).joined(separator: ", ")).")
                 }
-                let encryption = try configured.key.map { BackupEncryption(key: try CipherKey($0.read())) }
+                // The configured format locks an existing database (--force)
+                // and opens the copy where the manifest records no setting.
+                let encryption = try configured.backupEncryption()
                 let checks = try sets.checks(in: configured.migrations)
                 items.append(Item(name: entry.id, destination: configured.path) {
                     .init(try restore.restoreDatabase(named: entry.name, to: configured.path, encryption: encryption, checks: checks, force: force))
                 })
             case .tenant:
-                guard let tenants = configuration.tenants else {
+                guard let tenants = configuration.tenants, let storage else {
                     throw ValidationError("The backup holds tenants, and \(config) has no \"tenants\".")
                 }
                 let id = try TenantID(entry.name)
-                let layout = tenants.layout
-                let encryption = try configuration.tenantEncryption()
                 let checks = try sets.checks(in: tenants.migrations)
-                items.append(Item(name: entry.id, destination: layout.path(of: id)) {
-                    .init(try restore.restoreTenant(id, into: layout, encryption: encryption, checks: checks, force: force))
+                items.append(Item(name: entry.id, destination: storage.path(of: id)) {
+                    .init(try restore.restoreTenant(id, into: storage.layout, encryption: storage.encryption, checks: checks, force: force))
                 })
             }
         }
@@ -210,10 +212,11 @@ struct JSONRestoreDocument: Encodable {
 }
 
 extension JSONRestoreDocument.Restored {
-    /// A database or tenant restored from a backup.
-    init(_ report: BackupRestore.Report) {
+    /// A database or tenant restored from a backup or from the replica:
+    /// one report, whatever the source.
+    init(_ report: DatabaseRestore.Report) {
         self.init(
-            kind: report.entry.kind.rawValue, name: report.entry.name, destination: report.destination,
+            kind: report.kind.rawValue, name: report.name, destination: report.destination,
             replaced: report.replaced, pendingMigrations: report.pendingMigrations)
     }
 }

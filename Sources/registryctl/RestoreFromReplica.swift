@@ -16,7 +16,7 @@ extension RestoreCommand {
         guard let replication = configuration.replication else {
             throw ValidationError("\(config) has no \"replication\" section: there is no replica to restore from.")
         }
-        let restore = LitestreamRestore(configuration: configuration)
+        let restore = LitestreamRestore(configuration: configuration, logger: registryctlLogger())
         let date = timestamp.flatMap(Self.date(fromTimestamp:))
         var sets = MigrationSets()
         var items: [Item] = []
@@ -27,10 +27,9 @@ extension RestoreCommand {
             let tenantChecks = try sets.checks(in: tenants.migrations)
             let removed = self.removed
             items.append(Item(name: id.rawValue, destination: tenants.layout.path(of: id)) {
-                let report = removed
+                .init(removed
                     ? try restore.restoreRemoved(tenant: id, at: date, checks: tenantChecks)
-                    : try restore.restore(tenant: id, at: date, checks: tenantChecks)
-                return .init(kind: "tenant", name: id.rawValue, report)
+                    : try restore.restore(tenant: id, at: date, checks: tenantChecks))
             })
         }
         func addDatabase(_ database: RegistryConfiguration.Database) throws {
@@ -39,7 +38,7 @@ extension RestoreCommand {
             }
             let databaseChecks = try sets.checks(in: database.migrations)
             items.append(Item(name: database.name, destination: database.path) {
-                .init(kind: "database", name: database.name, try restore.restore(database: database.name, at: date, checks: databaseChecks))
+                .init(try restore.restore(database: database.name, at: date, checks: databaseChecks))
             })
         }
         if let tenant {
@@ -79,15 +78,5 @@ extension RestoreCommand {
         if let date = formatter.date(from: text) { return date }
         formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
         return formatter.date(from: text)
-    }
-}
-
-extension JSONRestoreDocument.Restored {
-    /// A database or tenant restored from the replica, which never
-    /// replaces one.
-    init(kind: String, name: String, _ report: LitestreamRestore.Report) {
-        self.init(
-            kind: kind, name: name, destination: report.destination,
-            replaced: false, pendingMigrations: report.pendingMigrations)
     }
 }

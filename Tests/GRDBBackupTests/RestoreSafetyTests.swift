@@ -75,12 +75,12 @@ import Testing
         let restore = try fixture.restore()
         let acme = try TenantID("acme")
         let edited = try playersSet(firstMigration: "CREATE TABLE player(id INTEGER PRIMARY KEY, name TEXT, score INTEGER, team TEXT);")
-        #expect(throws: BackupError.modifiedMigrations(database: "tenant acme", identifiers: ["0001_create_player.sql"])) {
+        #expect(throws: BackupError.modifiedMigrations(database: "tenants/acme", identifiers: ["0001_create_player.sql"])) {
             try restore.restoreTenant(acme, into: fixture.target, encryption: fixture.encryption, checks: .init(migrations: edited))
         }
         try fixture.expectTargetEmpty()
         let older = try playersSet(includingSecond: false)
-        #expect(throws: BackupError.unknownMigrations(database: "tenant acme", identifiers: ["0002_index_score.sql"])) {
+        #expect(throws: BackupError.unknownMigrations(database: "tenants/acme", identifiers: ["0002_index_score.sql"])) {
             try restore.restoreTenant(acme, into: fixture.target, encryption: fixture.encryption, checks: .init(migrations: older))
         }
         try fixture.expectTargetEmpty()
@@ -100,7 +100,7 @@ import Testing
                                                 checks: .init(migrations: try playersSet(), invariants: invariants))
         } throws: { error in
             guard case .verificationFailed(let database, _, let reason)? = error as? BackupError else { return false }
-            return database == "tenant acme" && reason.contains("nonNegativeScore")
+            return database == "tenants/acme" && reason.contains("nonNegativeScore")
         }
         try fixture.expectTargetEmpty()
         // The same invariant, held: restored.

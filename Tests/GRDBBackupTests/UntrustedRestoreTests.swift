@@ -40,7 +40,7 @@ import Testing
         let target = TenantLayout(root: directory.url("restored/tenants"))
         // Violated: had it run, the restore would fail naming it.
         let invariants: [DatabaseInvariant] = [.sql("nonNegativeScore", "SELECT id FROM player WHERE score < 0")]
-        #expect(throws: BackupError.unknownSchemaObjects(database: "tenant acme", objects: ["index player_on_name", "trigger rewrite", "view leaderboard"])) {
+        #expect(throws: BackupError.unknownSchemaObjects(database: "tenants/acme", objects: ["index player_on_name", "trigger rewrite", "view leaderboard"])) {
             try BackupRestore(from: backup, logger: testLogger).restoreTenant(
                 try TenantID("acme"), into: target, encryption: encryption, checks: .init(migrations: try playersSet(), invariants: invariants))
         }
@@ -67,7 +67,7 @@ import Testing
         try set.addTenant(try TenantID("acme"), in: layout, encryption: encryption)
         try set.finish()
         let target = TenantLayout(root: directory.url("restored/tenants"))
-        #expect(throws: BackupError.unknownSchemaObjects(database: "tenant acme", objects: ["index player_on_score", "view total"])) {
+        #expect(throws: BackupError.unknownSchemaObjects(database: "tenants/acme", objects: ["index player_on_score", "view total"])) {
             try BackupRestore(from: backup, logger: testLogger).restoreTenant(
                 try TenantID("acme"), into: target, encryption: encryption, checks: .init(migrations: try playersSet()))
         }

@@ -5,6 +5,7 @@ import GRDBMigrations
 import GRDBBackup
 import GRDBRegistry
 import GRDBRegistryExamples
+import Logging
 @testable import GRDBRegistryService
 import ServiceLifecycle
 import Testing
@@ -132,10 +133,10 @@ private func files(under url: URL) -> [URL] {
         // The machine is lost: restore from the replica into an empty
         // tenants root.
         try FileManager.default.removeItem(atPath: configuration.tenants!.root)
-        let restore = LitestreamRestore(configuration: configuration, environment: [:])
+        let restore = LitestreamRestore(configuration: configuration, environment: [:], logger: Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() })
         #expect(try restore.replicatedTenants().contains(acme))
         try restore.restore(tenant: acme)
-        #expect(throws: ReplicationError.destinationExists(path: path)) { try restore.restore(tenant: acme) }
+        #expect(throws: BackupError.destinationExists(path: path)) { try restore.restore(tenant: acme) }
         let restored = path
         let queue = try DatabaseQueue(path: restored)
         #expect(try await queue.read { try String.fetchOne($0, sql: "PRAGMA integrity_check") } == "ok")
@@ -215,7 +216,7 @@ private func files(under url: URL) -> [URL] {
 
         // The removal of the encrypted tenant is undone from its last backup.
         let secret = try TenantID("secret")
-        let restore = LitestreamRestore(configuration: configuration, environment: environment)
+        let restore = LitestreamRestore(configuration: configuration, environment: environment, logger: Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() })
         #expect(try restore.restoreRemoved(tenant: secret).destination == configuration.tenants!.layout.path(of: secret))
         let secretPath = configuration.tenants!.layout.path(of: secret)
         #expect(CipherDatabase.isEncrypted(atPath: secretPath) == true)
@@ -276,10 +277,10 @@ private func files(under url: URL) -> [URL] {
             try await replicator.sync(path: path)
         }
 
-        let checks = BackupRestore.Checks(migrations: try MigrationSet(directory: repositoryRoot.appendingPathComponent("Migrations/players")))
-        let restore = LitestreamRestore(configuration: configuration, environment: [:])
+        let checks = DatabaseRestore.Checks(migrations: try MigrationSet(directory: repositoryRoot.appendingPathComponent("Migrations/players")))
+        let restore = LitestreamRestore(configuration: configuration, environment: [:], logger: Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() })
         // An existing tenant is never replaced.
-        #expect(throws: ReplicationError.destinationExists(path: path)) { try restore.restore(tenant: acme, checks: checks) }
+        #expect(throws: BackupError.destinationExists(path: path)) { try restore.restore(tenant: acme, checks: checks) }
         // Moved away with its WAL: the daemon does not checkpoint what
         // Litestream replicates.
         for suffix in ["", "-wal", "-shm"] where FileManager.default.fileExists(atPath: path + suffix) {

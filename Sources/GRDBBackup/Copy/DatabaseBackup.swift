@@ -29,6 +29,14 @@ import Tracing
 ///   `integrity_check`), and only then linked to its final name and the
 ///   directory flushed. A crash or an error leaves no file under the final
 ///   name; a failed copy's temporary file is removed.
+///
+/// ## Topics
+///
+/// ### Copying a database
+///
+/// - ``backUp(_:to:encryption:name:tracer:)``
+/// - ``Copy``
+/// - ``BackupEncryption``
 public enum DatabaseBackup {
     /// What ``backUp(_:to:encryption:name:tracer:)`` wrote.
     public struct Copy: Sendable, Equatable {

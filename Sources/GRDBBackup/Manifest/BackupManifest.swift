@@ -25,6 +25,25 @@ import GRDBCipher
 /// let manifest = try BackupManifest.read(fromDirectory: URL(fileURLWithPath: "backups/2026-11-23"))
 /// for entry in manifest.files { print(entry.kind, entry.name, entry.size) }
 /// ```
+///
+/// ## Topics
+///
+/// ### Reading a manifest
+///
+/// - ``read(fromDirectory:)``
+/// - ``entry(_:named:)``
+/// - ``fileName``
+///
+/// ### Contents
+///
+/// - ``files``
+/// - ``BackupEntry``
+/// - ``createdAt``
+/// - ``tool``
+/// - ``format``
+/// - ``currentFormat``
+/// - ``defaultTool``
+/// - ``init(format:tool:createdAt:files:)``
 public struct BackupManifest: Codable, Sendable, Equatable {
     /// The manifest's file name in a backup directory.
     public static let fileName = "manifest.json"

@@ -21,6 +21,25 @@ import Tracing
 /// and `manifest.json`. Until `finish()` returns, it has no manifest, and
 /// ``BackupRestore`` refuses it: a backup that a crash interrupted never
 /// looks complete. Copies can be added from several threads at once.
+///
+/// ## Topics
+///
+/// ### Starting a backup
+///
+/// - ``init(creatingAt:tool:logger:tracer:)``
+/// - ``directory``
+///
+/// ### Adding copies
+///
+/// - ``add(_:named:from:encryption:)``
+/// - ``add(_:named:databaseAt:encryption:)``
+/// - ``addTenant(_:in:encryption:)``
+/// - ``entries``
+///
+/// ### Finishing
+///
+/// - ``finish()``
+/// - ``BackupManifest``
 public final class BackupSet: Sendable {
     private struct State {
         var entries: [BackupEntry] = []

@@ -18,10 +18,9 @@ public enum ReplicationError: Error, CustomStringConvertible, Sendable, Equatabl
     /// A database was not handed to Litestream: it is encrypted, or its
     /// first bytes are not those of a plain SQLite database.
     case notPlain(path: String)
-    /// `litestream restore` failed, or its result is not a sound database.
+    /// `litestream restore` failed or restored nothing (the checks of the
+    /// restored file throw ``/GRDBBackup/BackupError``, as for a backup).
     case restoreFailed(database: String, reason: String)
-    /// A restore would overwrite an existing file.
-    case destinationExists(path: String)
     /// A scheduled encrypted backup failed its checks.
     case backupFailed(database: String, reason: String)
     /// The configuration has no `replication` section: there is nothing to
@@ -30,14 +29,6 @@ public enum ReplicationError: Error, CustomStringConvertible, Sendable, Equatabl
     /// The replicator is not running (it stopped, or never started): a
     /// plain tenant can't be registered, so it is not opened.
     case replicatorNotRunning(reason: String)
-    /// A database restored from a replica applied migrations the
-    /// configured set does not have.
-    case unknownMigrations(database: String, identifiers: [String])
-    /// A database restored from a replica applied another version of
-    /// migrations of the configured set.
-    case modifiedMigrations(database: String, identifiers: [String])
-    /// A database restored from a replica breaks an invariant.
-    case invariantViolated(database: String, reason: String)
     /// The replica of a removed tenant could not be kept aside or synced
     /// before the tenant's files were deleted: the tenant was not removed.
     case removalFailed(tenant: String, reason: String)
@@ -59,20 +50,12 @@ public enum ReplicationError: Error, CustomStringConvertible, Sendable, Equatabl
             "\(path) is not a plain SQLite database: it is never handed to Litestream (whose SQLite can't read SQLCipher pages); it gets encrypted backups instead"
         case let .restoreFailed(database, reason):
             "restore of \(database) failed: \(reason)"
-        case let .destinationExists(path):
-            "\(path) exists: restore into a new data directory, or remove the file first"
         case let .backupFailed(database, reason):
             "encrypted backup of \(database) failed: \(reason)"
         case .notConfigured:
             "the configuration has no \"replication\" section: add one (see the Configuration article), or don't run a LitestreamReplicator"
         case let .replicatorNotRunning(reason):
             "the Litestream replicator is not running (\(reason)): plain tenants are not opened until it is, so that no write is acknowledged unreplicated"
-        case let .unknownMigrations(database, identifiers):
-            "\(database) from the replica applied migrations the configured folder does not have (\(identifiers.joined(separator: ", "))): restore with the migration folder of the daemon that wrote it"
-        case let .modifiedMigrations(database, identifiers):
-            "\(database) from the replica applied other versions of \(identifiers.joined(separator: ", ")) than the configured folder's: restore with the migration folder of the daemon that wrote it"
-        case let .invariantViolated(database, reason):
-            "\(database) from the replica breaks an invariant: \(reason)"
         case let .removalFailed(tenant, reason):
             "tenant \(tenant) was not removed: its replica could not be completed and kept aside (\(reason)). Its files are intact; retry once the replicator runs"
         case let .noRemovedReplica(tenant):

@@ -139,7 +139,7 @@ extension TenantMoves {
             do {
                 // What a valid tenant is belongs to its repository type:
                 // its migration set (loaded once) and its invariants.
-                let checks = BackupRestore.Checks(migrations: PlayerRepository.migrationSet, invariants: PlayerRepository.invariants)
+                let checks = DatabaseRestore.Checks(migrations: PlayerRepository.migrationSet, invariants: PlayerRepository.invariants)
                 try BackupRestore(from: incoming, logger: self.logger).restoreTenant(
                     id, into: layout, encryption: try self.state.databases.tenantStorage().encryption, checks: checks)
             } catch {
