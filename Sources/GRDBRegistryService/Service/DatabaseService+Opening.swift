@@ -29,13 +29,9 @@ extension DatabaseService {
             }
             observer(.openDatabasesChanged(count))
         }
-        let waiters = state.withLock { state in
-            state.phase = .ready
-            defer { state.readinessWaiters = [] }
-            return state.readinessWaiters
-        }
+        state.withLock { $0.phase = .ready }
         logger.info("database service ready", metadata: ["databases": "\(configuration.databases.map(\.name).joined(separator: ","))"])
-        for waiter in waiters { waiter.resume() }
+        readiness.succeed()
     }
 
     /// Every problem at once, before any database is touched.

@@ -10,13 +10,14 @@ extension DatabaseService {
     ///   are interrupted; zero refuses and interrupts at once (cancellation,
     ///   failed start).
     func shutdown(drainTimeout: Duration?) async {
-        let (databases, tenants, waiters) = state.withLock { state in
+        let (databases, tenants) = state.withLock { state in
             // A failed start keeps its phase: waiters get its error.
             if state.phase != .failed { state.phase = .draining }
-            defer { state.readinessWaiters = [] }
-            return (Array(state.databases.values), state.tenants, state.readinessWaiters)
+            return (Array(state.databases.values), state.tenants)
         }
-        for waiter in waiters { waiter.resume(throwing: DatabaseServiceError.notRunning(phase: "draining")) }
+        // Waiters of a start that never finished (a failed start failed
+        // them already: the first failure wins).
+        readiness.fail(DatabaseServiceError.notRunning(phase: "draining"))
         logger.info("database service draining", metadata: ["drainTimeout": "\(drainTimeout.map { "\($0)" } ?? "none")"])
 
         await withTaskGroup(of: Void.self) { group in
@@ -53,15 +54,12 @@ extension DatabaseService {
         }
         // Checkpoint and close are blocking SQLite I/O: off the cooperative pool.
         let closeLogger = logger
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            DispatchQueue.global().async {
-                do {
-                    try database.close()
-                    closeLogger.info("database closed")
-                } catch {
-                    closeLogger.error("database close failed", metadata: ["error": "\(error)"])
-                }
-                continuation.resume()
+        await BlockingWork.run {
+            do {
+                try database.close()
+                closeLogger.info("database closed")
+            } catch {
+                closeLogger.error("database close failed", metadata: ["error": "\(error)"])
             }
         }
     }

@@ -120,7 +120,6 @@ public final class DatabaseService: Service, Sendable {
         var phase = Phase.created
         var failure: (any Error)?
         var databases: [String: OpenDatabase] = [:]
-        var readinessWaiters: [CheckedContinuation<Void, any Error>] = []
         var tenants: Tenants?
         var tenantFailures = 0
         var lastTenantError: String?
@@ -145,6 +144,9 @@ public final class DatabaseService: Service, Sendable {
     /// Descriptors kept for what is not a tenant (see ``FileDescriptorBudget``).
     let reservedFileDescriptors: Int
     let state = Mutex(State())
+    /// Ready once every configured database is open; failed with the
+    /// start's error, or at shutdown.
+    let readiness = Readiness<any Error>()
 
     /// Creates a service for the databases of `configuration`. Nothing is
     /// opened before ``run()``.
@@ -211,7 +213,9 @@ public final class DatabaseService: Service, Sendable {
 
     public func run() async throws {
         do {
-            try start()
+            // Opening and migrating are blocking SQLite I/O: off the
+            // cooperative pool.
+            try await BlockingWork.run { try self.start() }
         } catch {
             logger.error("database service failed to start", metadata: ["error": "\(error)"])
             fail(error)
@@ -238,20 +242,11 @@ public final class DatabaseService: Service, Sendable {
     /// - throws: The error that made the start fail, or
     ///   ``DatabaseServiceError/notRunning(phase:)`` after shutdown.
     public func waitUntilReady() async throws {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            state.withLock { state in
-                switch state.phase {
-                case .ready:
-                    continuation.resume()
-                case .created, .starting:
-                    state.readinessWaiters.append(continuation)
-                case .failed:
-                    continuation.resume(throwing: state.failure ?? DatabaseServiceError.notRunning(phase: "failed"))
-                case .draining, .stopped:
-                    continuation.resume(throwing: DatabaseServiceError.notRunning(phase: state.phase.rawValue))
-                }
-            }
+        let phase = self.phase
+        if phase == .draining || phase == .stopped {
+            throw DatabaseServiceError.notRunning(phase: phase.rawValue)
         }
+        try await readiness.wait()
     }
 
     /// The current phase.
@@ -260,12 +255,10 @@ public final class DatabaseService: Service, Sendable {
     }
 
     func fail(_ error: any Error) {
-        let waiters = state.withLock { state in
+        state.withLock { state in
             state.phase = .failed
             state.failure = error
-            defer { state.readinessWaiters = [] }
-            return state.readinessWaiters
         }
-        for waiter in waiters { waiter.resume(throwing: error) }
+        readiness.fail(error)
     }
 }
