@@ -58,6 +58,9 @@ import Testing
                 let health = service.health()
                 #expect(health.isHealthy, "\(health)")
                 #expect(health.databases.map(\.name) == ["ready_db"])
+                // No process-wide state: the service's files are open in a
+                // connection set of its own, not in the shared one.
+                #expect(!DatabaseConnections.shared.isOpen(atPath: directory.path("ready_db.sqlite")))
                 let writer = try service.writer(named: "ready_db")
                 try await writer.write { db in try db.execute(sql: "INSERT INTO t1 (value) VALUES ('a')") }
                 #expect(try await writer.read { db in try db.tableExists("t2") })
