@@ -404,6 +404,9 @@ private struct CountdownRequest: Queryable {
         }
         // One fetch per change, not one per query.
         #expect(fetches.count - before <= 11)
+        // Its own observation, on the read-only connection: it catches up
+        // on its own schedule.
+        try await waitUntil { other.value == 10 }
         #expect(other.value == 10)
         withExtendedLifetime(queries) { }
     }

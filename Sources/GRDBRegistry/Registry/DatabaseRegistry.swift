@@ -51,9 +51,22 @@ import GRDB
 /// - ``current``
 public struct DatabaseRegistry: Sendable {
     struct Entry: Sendable {
-        var name: String
-        var keyTypeName: String
+        /// The key, whose names are worked out only when a name is asked
+        /// for: a key's default name reflects on its type, too slow for
+        /// the per-request registries of a server.
+        var key: any DatabaseKey.Type
         var box: any AnyRegistryBox
+
+        /// The key's name (``DatabaseKey/name``), checked.
+        var name: String {
+            let name = key.name
+            precondition(
+                !name.isEmpty && !name.contains("/"),
+                "DatabaseKey \(key) has an invalid name \(String(reflecting: name)): names must be non-empty and must not contain '/'.")
+            return name
+        }
+
+        var keyTypeName: String { String(reflecting: key) }
     }
 
     var entries: [ObjectIdentifier: Entry] = [:]
@@ -85,11 +98,7 @@ public struct DatabaseRegistry: Sendable {
             return unsafeDowncast(entry.box as AnyObject, to: RegistryBox<Key.Value>.self).value
         }
         set {
-            let name = Key.name
-            precondition(
-                !name.isEmpty && !name.contains("/"),
-                "DatabaseKey \(Key.self) has an invalid name \(String(reflecting: name)): names must be non-empty and must not contain '/'.")
-            entries[ObjectIdentifier(key)] = Entry(name: name, keyTypeName: String(reflecting: Key.self), box: RegistryBox(newValue))
+            entries[ObjectIdentifier(key)] = Entry(key: key, box: RegistryBox(newValue))
         }
     }
 

@@ -210,30 +210,38 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
     ///   not provisioned, ``TenantError/directoryClosed``, or the error of
     ///   opening it.
     public func lease(_ id: TenantID) async throws -> TenantLease<Repository> {
-        let tracing = tracing
+        // The path is only built to open: a lease of an open tenant (every
+        // request of a server) skips the string work.
+        guard let layout else { throw TenantError.notConfigured }
+        // Without a tracer, no span closure: the lease of an open tenant
+        // is a server's per-request cost.
+        guard tracing.tracer != nil else { return try await lease(id, layout: layout, span: nil) }
         return try await tracing.withSpan(.lease, database: id.databaseName) { span in
-            let path = try path(of: id)
-            while true {
-                switch try attempt(id) {
-                case let .leased(lease):
-                    return lease
-                case .wait:
-                    span?.attributes[DatabaseSpan.Attribute.leaseWaited] = true
-                    try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                        waitForSlot(id) { error in
-                            if let error { continuation.resume(throwing: error) } else { continuation.resume() }
-                        }
+            try await lease(id, layout: layout, span: span)
+        }
+    }
+
+    private func lease(_ id: TenantID, layout: TenantLayout, span: (any Span)?) async throws -> TenantLease<Repository> {
+        while true {
+            switch try attempt(id) {
+            case let .leased(lease):
+                return lease
+            case .wait:
+                span?.attributes[DatabaseSpan.Attribute.leaseWaited] = true
+                try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                    waitForSlot(id) { error in
+                        if let error { continuation.resume(throwing: error) } else { continuation.resume() }
                     }
-                case let .open(generation):
-                    span?.attributes[DatabaseSpan.Attribute.leaseOpened] = true
-                    // The queue has no task-local context: the opening's span
-                    // (and so the migrations') hangs under the lease's.
-                    let context = span?.context
-                    let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<Repository, any Error>, Never>) in
-                        queue.async { [self] in continuation.resume(returning: open(id, path: path, context: context)) }
-                    }
-                    return try finishOpening(id, generation: generation, result)
                 }
+            case let .open(generation):
+                span?.attributes[DatabaseSpan.Attribute.leaseOpened] = true
+                // The queue has no task-local context: the opening's span
+                // (and so the migrations') hangs under the lease's.
+                let context = span?.context
+                let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<Repository, any Error>, Never>) in
+                    queue.async { [self] in continuation.resume(returning: open(id, path: layout.path(of: id), context: context)) }
+                }
+                return try finishOpening(id, generation: generation, result)
             }
         }
     }
@@ -243,7 +251,7 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
     /// the tenant. Don't call it from a cooperative thread of Swift
     /// concurrency (an async function), unless the tenant is known open.
     public func leaseBlocking(_ id: TenantID) throws -> TenantLease<Repository> {
-        let path = try path(of: id)
+        guard let layout else { throw TenantError.notConfigured }
         while true {
             switch try attempt(id) {
             case let .leased(lease):
@@ -258,7 +266,7 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
                 done.wait()
                 if let error = failure.withLock({ $0 }) { throw error }
             case let .open(generation):
-                return try finishOpening(id, generation: generation, open(id, path: path, context: ServiceContext.current))
+                return try finishOpening(id, generation: generation, open(id, path: layout.path(of: id), context: ServiceContext.current))
             }
         }
     }
