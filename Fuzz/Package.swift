@@ -51,7 +51,7 @@ let package = Package(
         .executableTarget(
             name: "FuzzConfiguration",
             dependencies: [
-                .product(name: "GRDBMigrations", package: "GRDBRegistry"),
+                .product(name: "GRDBRegistryService", package: "GRDBRegistry"),
             ]
         ),
         // JSON request bodies of the sample server (TenantRequests)

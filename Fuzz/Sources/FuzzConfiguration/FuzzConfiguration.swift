@@ -1,5 +1,5 @@
 import Foundation
-import GRDBMigrations
+import GRDBRegistryService
 
 // Configuration files: RegistryConfiguration, the one file the daemon and
 // registryctl both read. It loads, or throws its typed error listing the

@@ -50,12 +50,19 @@ import GRDB
 ///
 /// - ``current``
 public struct DatabaseRegistry: Sendable {
+    @usableFromInline
     struct Entry: Sendable {
         /// The key, whose names are worked out only when a name is asked
         /// for: a key's default name reflects on its type, too slow for
         /// the per-request registries of a server.
-        var key: any DatabaseKey.Type
-        var box: any AnyRegistryBox
+        @usableFromInline var key: any DatabaseKey.Type
+        @usableFromInline var box: any AnyRegistryBox
+
+        @usableFromInline
+        init(key: any DatabaseKey.Type, box: any AnyRegistryBox) {
+            self.key = key
+            self.box = box
+        }
 
         /// The key's name (``DatabaseKey/name``), checked.
         var name: String {
@@ -69,7 +76,7 @@ public struct DatabaseRegistry: Sendable {
         var keyTypeName: String { String(reflecting: key) }
     }
 
-    var entries: [ObjectIdentifier: Entry] = [:]
+    @usableFromInline var entries: [ObjectIdentifier: Entry] = [:]
 
     /// Creates an empty registry, where every key has its default value.
     public init() { }
@@ -87,6 +94,10 @@ public struct DatabaseRegistry: Sendable {
     ///     }
     /// }
     /// ```
+    // Inlinable: a server sets and reads a key per request (the current
+    // tenant), and a specialised subscript needs no runtime lookup of the
+    // box's generic type.
+    @inlinable
     public subscript<Key: DatabaseKey>(key: Key.Type) -> Key.Value {
         get {
             guard let entry = entries[ObjectIdentifier(key)] else {
@@ -147,15 +158,19 @@ extension DatabaseRegistry {
 // MARK: - Storage
 
 /// Type-erased storage of one registry value.
+@usableFromInline
 protocol AnyRegistryBox: AnyObject, Sendable {
     var erasedValue: any Sendable { get }
 }
 
 /// Immutable storage of one registry value.
+@usableFromInline
 final class RegistryBox<Value: Sendable>: AnyRegistryBox {
-    let value: Value
+    @usableFromInline let value: Value
 
+    @usableFromInline
     init(_ value: Value) { self.value = value }
 
+    @usableFromInline
     var erasedValue: any Sendable { value }
 }

@@ -98,7 +98,7 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
     /// Where the spans of leases, openings and the tenants' databases go.
     let tracing: DatabaseTracing
     /// The slots of the tenants; only bookkeeping happens under this lock.
-    let state: Mutex<TenantSlots<Repository>>
+    @usableFromInline let state: Mutex<TenantSlots<Repository>>
     /// Serialises the open-count reports: each reads the count while it
     /// holds this lock, so the last report is never older than the last
     /// change, and reports never wait on the directory's lock.
@@ -106,7 +106,7 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
     /// Opens and closes tenants off the callers' cooperative threads.
     private let queue = DispatchQueue(label: "GRDBRegistry.TenantDirectory", attributes: .concurrent)
     /// Closes in flight, which shutdown waits for.
-    private let closes = DispatchGroup()
+    @usableFromInline let closes = DispatchGroup()
 
     /// Creates a directory of tenants under `root` (created if needed).
     ///
@@ -209,21 +209,41 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
     /// - throws: ``TenantError/unknownTenant(_:)`` for a tenant that was
     ///   not provisioned, ``TenantError/directoryClosed``, or the error of
     ///   opening it.
+    @inlinable
     public func lease(_ id: TenantID) async throws -> TenantLease<Repository> {
+        // The lease of an open tenant is a server's per-request step: this
+        // part is inlined in the caller's module and runs specialised.
+        guard !isTraced, layout != nil else { return try await leaseSlowly(id, firstStep: nil) }
+        let step = try attempt(id)
+        if case let .leased(lease) = step { return lease }
+        // The step is taken (an opening is marked): the slow path goes on
+        // from it, never attempts it again.
+        return try await leaseSlowly(id, firstStep: step)
+    }
+
+    /// Whether leases get spans (a tracer was given).
+    @usableFromInline var isTraced: Bool { tracing.tracer != nil }
+
+    /// A lease that waits, opens, or is traced.
+    ///
+    /// - parameter firstStep: The step the caller already took, if any.
+    @usableFromInline
+    func leaseSlowly(_ id: TenantID, firstStep: Attempt?) async throws -> TenantLease<Repository> {
         // The path is only built to open: a lease of an open tenant (every
         // request of a server) skips the string work.
         guard let layout else { throw TenantError.notConfigured }
-        // Without a tracer, no span closure: the lease of an open tenant
-        // is a server's per-request cost.
-        guard tracing.tracer != nil else { return try await lease(id, layout: layout, span: nil) }
+        guard isTraced else { return try await lease(id, layout: layout, span: nil, firstStep: firstStep) }
         return try await tracing.withSpan(.lease, database: id.databaseName) { span in
-            try await lease(id, layout: layout, span: span)
+            try await lease(id, layout: layout, span: span, firstStep: firstStep)
         }
     }
 
-    private func lease(_ id: TenantID, layout: TenantLayout, span: (any Span)?) async throws -> TenantLease<Repository> {
+    private func lease(_ id: TenantID, layout: TenantLayout, span: (any Span)?, firstStep: Attempt?) async throws -> TenantLease<Repository> {
+        var next = firstStep
         while true {
-            switch try attempt(id) {
+            let step = try next ?? attempt(id)
+            next = nil
+            switch step {
             case let .leased(lease):
                 return lease
             case .wait:
@@ -397,7 +417,8 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
     /// What ``attempt(_:)`` tells a lease to do: the one step of both
     /// ``lease(_:)`` and ``leaseBlocking(_:)``, which differ only in how
     /// they wait and where they open.
-    private enum Attempt {
+    @usableFromInline
+    enum Attempt {
         case leased(TenantLease<Repository>)
         /// Open the tenant, then ``finishOpening(_:generation:_:)``.
         case open(generation: UInt64)
@@ -406,7 +427,8 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
     }
 
     /// Under the lock: lease an open tenant, or start opening it, or wait.
-    private func attempt(_ id: TenantID) throws -> Attempt {
+    @inlinable
+    func attempt(_ id: TenantID) throws -> Attempt {
         let step = try state.withLock { slots throws(TenantError) in
             let step = try slots.lease(id)
             // Opening counts as in flight: shutdown waits for it. Entered
@@ -477,12 +499,14 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
         for waiter in state.withLock({ $0.finishClosing(id, generation: generation) }) { waiter(nil) }
     }
 
-    private func makeLease(_ id: TenantID, _ repository: Repository, _ generation: UInt64) -> TenantLease<Repository> {
+    @inlinable
+    func makeLease(_ id: TenantID, _ repository: Repository, _ generation: UInt64) -> TenantLease<Repository> {
         TenantLease(id: id, repository: repository) { [self] in release(id, generation: generation) }
     }
 
     /// Bookkeeping only: it runs in `TenantLease.deinit`.
-    private func release(_ id: TenantID, generation: UInt64) {
+    @usableFromInline
+    func release(_ id: TenantID, generation: UInt64) {
         handle(state.withLock { $0.release(id, generation: generation) })
     }
 

@@ -15,6 +15,7 @@ public final class TenantLease<Repository: TenantRepository>: Sendable {
     public let repository: Repository
     private let onRelease: @Sendable () -> Void
 
+    @usableFromInline
     init(id: TenantID, repository: Repository, onRelease: @escaping @Sendable () -> Void) {
         self.id = id
         self.repository = repository

@@ -3,12 +3,17 @@
 /// close or ask back beyond the cap. A value with no I/O and no lock: the
 /// directory keeps it behind its lock and does the opening, closing and
 /// waking that its answers call for, outside it.
+// The lease of an open tenant is a server's per-request step: the value
+// and its `lease(_:)` are inlinable so that callers outside the module
+// run them specialised (no runtime lookups of the generic types).
+@usableFromInline
 struct TenantSlots<Repository> {
     /// Called once the opening or closing of a tenant ends: with nil to
     /// look again, or with the error of the opening.
-    typealias Waiter = @Sendable ((any Error)?) -> Void
+    @usableFromInline typealias Waiter = @Sendable ((any Error)?) -> Void
 
     /// What is happening to a tenant's database.
+    @usableFromInline
     enum Phase {
         /// Someone opens it; the others wait.
         case opening
@@ -19,17 +24,26 @@ struct TenantSlots<Repository> {
     }
 
     /// The bookkeeping of one tenant.
+    @usableFromInline
     struct Slot {
-        var phase: Phase
+        @usableFromInline var phase: Phase
         /// Distinguishes the successive openings of a tenant: the release
         /// of a lease from an older one changes nothing.
-        var generation: UInt64
-        var leases = 0
-        var lastUse: UInt64
+        @usableFromInline var generation: UInt64
+        @usableFromInline var leases = 0
+        @usableFromInline var lastUse: UInt64
         /// Whether the repository was asked to give the tenant back
         /// (over the cap) since its last lease: asked once per lease.
-        var reclaimAsked = false
-        var waiters: [Waiter] = []
+        @usableFromInline var reclaimAsked = false
+        @usableFromInline var waiters: [Waiter] = []
+
+        @usableFromInline
+        init(phase: Phase, generation: UInt64, leases: Int = 0, lastUse: UInt64) {
+            self.phase = phase
+            self.generation = generation
+            self.leases = leases
+            self.lastUse = lastUse
+        }
     }
 
     /// A tenant marked closing: the directory closes `repository`, then
@@ -41,6 +55,7 @@ struct TenantSlots<Repository> {
     }
 
     /// What a lease must do.
+    @usableFromInline
     enum Step {
         /// Leased: the tenant was open.
         case leased(Repository, generation: UInt64)
@@ -59,14 +74,14 @@ struct TenantSlots<Repository> {
 
     /// The number of open tenants beyond which idle ones are closed.
     let maxOpen: Int
-    private(set) var slots: [TenantID: Slot] = [:]
+    @usableFromInline private(set) var slots: [TenantID: Slot] = [:]
     /// The tenants in the `open` phase.
     private(set) var openCount = 0
     /// Whether the directory shut down: leases are refused.
-    private(set) var isClosed = false
+    @usableFromInline private(set) var isClosed = false
     /// The logical time of leases and releases, for least-recently-used.
-    private var clock: UInt64 = 0
-    private var nextGeneration: UInt64 = 0
+    @usableFromInline var clock: UInt64 = 0
+    @usableFromInline var nextGeneration: UInt64 = 0
 
     init(maxOpen: Int) {
         self.maxOpen = maxOpen
@@ -81,6 +96,7 @@ struct TenantSlots<Repository> {
     // MARK: Leases
 
     /// Leases an open tenant, or starts opening it, or says to wait.
+    @inlinable
     mutating func lease(_ id: TenantID) throws(TenantError) -> Step {
         if isClosed { throw .directoryClosed }
         clock += 1
