@@ -1,0 +1,643 @@
+#!/usr/bin/env python3
+"""The fleet's chaos campaign (issue 24, item 8); run by scripts/fleet-chaos,
+which prepares the network, PostgreSQL and HAProxy (scripts/fleet-env) and
+passes them in the environment.
+
+For each acknowledgement mode (durable, async, or both, one after the
+other on a fresh database, fresh data folders and a fresh replica store):
+three sample servers in fleet mode behind HAProxy, T tenants (every fifth
+encrypted) created through HAProxy, W writer threads posting
+`{"name": "w<writer>-<seq>", "score": <seq>}` to random tenants through
+HAProxy and recording every acknowledged write (201: its player id, name,
+and when the request started and ended), and these scenarios under load:
+
+  kill       SIGKILL a node's whole session (server + Litestream), delete its
+             data folder; every tenant it owned must take a write again within
+             the bound (failover = SIGKILL to that tenant's first write
+             acknowledged after it). Then the node restarts empty (rejoin) and
+             takes its share back.
+  partition  (netns) cut a node from PostgreSQL while clients still reach it:
+             it must stop acknowledging writes (direct probes) before any of
+             its tenants shows another owner. On loopback: PostgreSQL stopped
+             for every node for lease + 1 s, after which nothing may be
+             acknowledged until it is back.
+  pgrestart  PostgreSQL restarted (fast shutdown, 1 s down).
+  move       POST /fleet/tenants/:id/move to another node (through HAProxy).
+  drain      POST /fleet/nodes/:node/drain: the node's tenants move away.
+
+Checks, at the end of each mode, against what every tenant holds (read over
+HTTP): an acknowledged write missing or holding another name is lost; a
+tenant "forks" when a write acknowledged in the surviving history had
+returned before a write that the surviving history lacks was even sent
+(two histories took writes at the same time); a failed request (not a
+201, or no answer) counts against the run unless a scenario concerned its
+tenant at that time, or it is the documented `503` + `Retry-After` of a
+freeze, or it was in flight through a node at the instant that node was
+killed. One JSON object on stdout; exit status 1 when durable mode lost an
+acknowledged write, any tenant forked, a failover took longer than the
+bound, a partitioned node acknowledged a write after its tenants were
+claimed, or a request failed on an unaffected tenant.
+"""
+import argparse
+import json
+import os
+import random
+import secrets
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fleetlib import Node, build_server, fleet_env, log, network, percentile, request, ROOT  # noqa: E402
+
+SCENARIOS = ["kill", "partition", "pgrestart", "move", "drain"]
+
+
+class Ack:
+    __slots__ = ("id", "name", "start", "end", "via")
+
+    def __init__(self, id, name, start, end, via):
+        self.id, self.name, self.start, self.end, self.via = id, name, start, end, via
+
+
+class Window:
+    """A time when a scenario concerned `tenants` (None: every tenant);
+    `allowed` is "any" failure, or only the documented "retry_after" 503."""
+
+    def __init__(self, kind, tenants, allowed, start):
+        self.kind, self.tenants, self.allowed, self.start, self.end = kind, tenants, allowed, start, None
+
+    def covers(self, tenant, start, end, retry_after):
+        if self.tenants is not None and tenant not in self.tenants:
+            return False
+        if start > (self.end if self.end is not None else float("inf")) or end < self.start:
+            return False
+        return self.allowed == "any" or retry_after
+
+
+class Campaign:
+    def __init__(self, arguments, mode, server, ports, database_url, haproxy):
+        self.arguments, self.mode, self.server, self.haproxy = arguments, mode, server, haproxy
+        self.work = os.path.join(os.environ["FLEET_WORK"], f"chaos-{mode}")
+        self.store = os.path.join(self.work, "replicas")
+        os.makedirs(self.store, exist_ok=True)
+        self.database_url = database_url
+        self.operator = secrets.token_hex(24)
+        environment = dict(os.environ, MTS_OPERATOR_TOKEN=self.operator, MTS_MASTER_KEY=secrets.token_hex(32),
+                           MTS_MAX_PLAYERS="10000000",
+                           PATH=os.path.join(ROOT, ".build-venv", "bin") + os.pathsep + os.environ.get("PATH", ""))
+        self.nodes = [Node(index, port, self.work, server, environment) for index, port in enumerate(ports, start=1)]
+        self.lock = threading.Lock()
+        self.acks = {}             # tenant -> [Ack]
+        self.tokens = {}
+        self.encrypted = {}
+        self.windows = []
+        self.kills = []            # monotonic instants of SIGKILLs
+        self.failures = []         # unexpected: (tenant, detail)
+        self.expected_failures = 0
+        self.retry_after = 0
+        self.cut_by_kill = 0
+        self.requests = 0
+        self.details = {kind: [] for kind in SCENARIOS}
+        self.problems = []
+        self.failover = []         # seconds, per tenant of a killed node
+        self.partition_failover = []
+
+    # ------------------------------------------------------------ nodes
+
+    def start_node(self, node):
+        node.start(self.database_url, self.store, self.mode, self.arguments.restore, self.arguments.lease)
+
+    def wait_ready(self, node, seconds=60):
+        deadline = time.monotonic() + seconds
+        last = None
+        while time.monotonic() < deadline:
+            try:
+                response = request(node.base, "GET", "/health/ready", timeout=2)
+                last = f"{response.status} {response.body[:300]}"
+                if response.status == 200:
+                    return response.json()
+            except (OSError, ValueError) as error:
+                last = repr(error)
+            time.sleep(0.1)
+        raise RuntimeError(f"{node.node_id} not ready within {seconds} s (last answer: {last}):\n{node.log_tail()}")
+
+    def live_nodes(self):
+        return [node for node in self.nodes if node.alive()]
+
+    def placement(self, base=None):
+        """tenant -> (owner, epoch), from any live node (or `base`)."""
+        bases = [base] if base else [self.haproxy] + [node.base for node in self.live_nodes()]
+        last = None
+        for url in bases:
+            try:
+                response = request(url, "GET", "/fleet/placement", token=self.operator, timeout=5)
+                if response.status == 200:
+                    return {row["tenant"]: (row.get("owner"), row.get("epoch")) for row in response.json()}
+                last = f"{response.status} {response.body[:200]}"
+            except (OSError, ValueError) as error:
+                last = repr(error)
+        raise RuntimeError(f"GET /fleet/placement failed: {last}")
+
+    # ------------------------------------------------------------- load
+
+    def record_failure(self, tenant, start, end, status, retry_after, detail):
+        with self.lock:
+            if retry_after and status == 503:
+                self.retry_after += 1
+            if any(start <= kill <= end for kill in self.kills) and status in (None, 502, 503, 504):
+                self.cut_by_kill += 1
+                return
+            if any(window.covers(tenant, start, end, status == 503 and retry_after) for window in self.windows):
+                self.expected_failures += 1
+                return
+            self.failures.append((tenant, f"{status} {detail}"[:300]))
+
+    def write(self, tenant, name, score, base=None):
+        """One write; returns the Ack or None."""
+        start = time.monotonic()
+        status, retry_after, detail, ack = None, False, "", None
+        try:
+            response = request(base or self.haproxy, "POST", f"/tenants/{tenant}/players",
+                               {"name": name, "score": score}, self.tokens[tenant], timeout=30)
+            status, retry_after, detail = response.status, response.retry_after is not None, response.body[:200]
+            if response.status == 201:
+                ack = Ack(response.json()["id"], name, start, time.monotonic(), base or "haproxy")
+        except (OSError, ValueError) as error:
+            detail = repr(error)
+        end = time.monotonic()
+        with self.lock:
+            self.requests += 1
+            if ack is not None:
+                self.acks.setdefault(tenant, []).append(ack)
+        if ack is None and base is None:
+            self.record_failure(tenant, start, end, status, retry_after, detail)
+        return ack
+
+    def writer(self, number, stop):
+        generator = random.Random(f"{self.arguments.seed}-{self.mode}-{number}")
+        tenants = sorted(self.tokens)
+        sequence = 0
+        while not stop.is_set():
+            sequence += 1
+            tenant = tenants[generator.randrange(len(tenants))]
+            if self.write(tenant, f"w{number}-{sequence}", sequence) is None:
+                time.sleep(0.02)
+
+    def first_ack_after(self, tenant, instant):
+        with self.lock:
+            ends = [ack.end for ack in self.acks.get(tenant, []) if ack.start >= instant]
+        return min(ends) if ends else None
+
+    def wait_writable(self, tenants, since, bound, label):
+        """Writes to each of `tenants` (a prober beside the writers) until
+        each has a write acknowledged that was sent after `since`; returns
+        tenant -> seconds from `since` (None: not within 3 x bound)."""
+        deadline = since + max(3 * bound, 15)
+        pending = set(tenants)
+        probe = 0
+        while pending and time.monotonic() < deadline:
+            for tenant in sorted(pending):
+                if self.first_ack_after(tenant, since) is None:
+                    probe += 1
+                    if self.write(tenant, f"p-{label}-{probe}", probe) is None:
+                        time.sleep(0.01)
+                if self.first_ack_after(tenant, since) is not None:
+                    pending.discard(tenant)
+        return {tenant: (None if (end := self.first_ack_after(tenant, since)) is None else end - since)
+                for tenant in tenants}
+
+    def open_window(self, kind, tenants, allowed):
+        window = Window(kind, None if tenants is None else set(tenants), allowed, time.monotonic())
+        with self.lock:
+            self.windows.append(window)
+        return window
+
+    def settle(self, label, seconds=30):
+        """Waits until the placement stops changing (2 s unchanged), under a
+        window that allows the documented 503 of a freeze on every tenant
+        (a joining node takes its share, tenants move)."""
+        window = self.open_window(f"{label}-rebalance", None, "retry_after")
+        deadline = time.monotonic() + seconds
+        previous, stable_since = None, time.monotonic()
+        while time.monotonic() < deadline:
+            current = {tenant: owner for tenant, (owner, _) in self.placement().items()}
+            if current != previous:
+                previous, stable_since = current, time.monotonic()
+            elif time.monotonic() - stable_since >= 2:
+                break
+            time.sleep(0.25)
+        window.end = time.monotonic()
+        return previous or {}
+
+    # -------------------------------------------------------- scenarios
+
+    def owned_by(self, node_id):
+        return sorted(tenant for tenant, (owner, _) in self.placement().items() if owner == node_id and tenant in self.tokens)
+
+    def victim(self, round):
+        candidates = [node for node in self.live_nodes()]
+        return candidates[round % len(candidates)]
+
+    def scenario_kill(self, round):
+        node = self.victim(round)
+        tenants = self.owned_by(node.node_id)
+        window = self.open_window("kill", tenants, "any")
+        instant = time.monotonic()
+        with self.lock:
+            self.kills.append(instant)
+        node.kill()
+        node.wipe()
+        times = self.wait_writable(tenants, instant, self.arguments.bound, f"kill{round}")
+        window.end = time.monotonic()
+        recovered = [seconds for seconds in times.values() if seconds is not None]
+        self.failover.extend(times.values())
+        if len(recovered) < len(tenants):
+            self.problems.append(f"kill {round}: {len(tenants) - len(recovered)} of {node.node_id}'s tenants not writable "
+                                 f"within {max(3 * self.arguments.bound, 15)} s: {sorted(t for t, s in times.items() if s is None)}")
+        # Rejoin: the same node id, an empty disk; it must take a share.
+        rejoin_started = time.monotonic()
+        self.start_node(node)
+        self.wait_ready(node)
+        owners = self.settle(f"kill{round}")
+        share = sum(1 for owner in owners.values() if owner == node.node_id)
+        self.details["kill"].append({
+            "node": node.node_id, "tenants": len(tenants),
+            "failover_seconds_max": round(max(recovered), 3) if recovered else None,
+            "not_writable_again": len(tenants) - len(recovered),
+            "rejoin_seconds": round(time.monotonic() - rejoin_started, 2), "tenants_after_rejoin": share})
+
+    def scenario_partition(self, round):
+        if network() != "netns":
+            return self.scenario_postgres_outage(round)
+        node = self.victim(round)
+        others = [other for other in self.live_nodes() if other is not node]
+        tenants = self.owned_by(node.node_id)
+        window = self.open_window("partition", tenants, "any")
+        instant = time.monotonic()
+        fleet_env("partition", node.index)
+        # Direct writes to the partitioned node (for its own tenants) and
+        # the placement seen from another node, side by side.
+        last_direct_ack, claimed_at, zombie_acks, probe = None, None, 0, 0
+        deadline = instant + max(3 * self.arguments.bound, 15)
+        while time.monotonic() < deadline and tenants:
+            tenant = tenants[probe % len(tenants)]
+            probe += 1
+            ack = self.write(tenant, f"z-{round}-{probe}", probe, base=node.base)
+            if ack is not None:
+                last_direct_ack = ack.end
+                if claimed_at is not None and ack.start > claimed_at:
+                    zombie_acks += 1
+            try:
+                placement = self.placement(others[probe % len(others)].base)
+                if claimed_at is None and any(placement.get(t, (None,))[0] not in (node.node_id, None) for t in tenants):
+                    claimed_at = time.monotonic()
+            except RuntimeError:
+                pass
+            if claimed_at is not None and time.monotonic() - claimed_at > 1.0:
+                break
+            time.sleep(0.02)
+        times = self.wait_writable(tenants, instant, self.arguments.bound, f"partition{round}")
+        recovered = [seconds for seconds in times.values() if seconds is not None]
+        self.partition_failover.extend(times.values())
+        if claimed_at is None and tenants:
+            self.problems.append(f"partition {round}: none of {node.node_id}'s tenants got another owner")
+        if last_direct_ack is not None and claimed_at is not None and last_direct_ack >= claimed_at:
+            self.problems.append(f"partition {round}: {node.node_id} acknowledged a write {last_direct_ack - claimed_at:.3f} s "
+                                 "after its tenants were claimed elsewhere")
+        if zombie_acks:
+            self.problems.append(f"partition {round}: {zombie_acks} writes acknowledged by the partitioned node after the claim")
+        fleet_env("heal", node.index)
+        healed = time.monotonic()
+        owners = self.settle(f"partition{round}")
+        window.end = time.monotonic()
+        self.details["partition"].append({
+            "node": node.node_id, "how": "blackhole route to PostgreSQL in the node's namespace", "tenants": len(tenants),
+            "last_direct_ack_seconds": None if last_direct_ack is None else round(last_direct_ack - instant, 3),
+            "claim_seen_seconds": None if claimed_at is None else round(claimed_at - instant, 3),
+            "writes_acknowledged_after_claim": zombie_acks,
+            "failover_seconds_max": max(recovered) if recovered else None,
+            "node_alive_after_heal": node.alive(),
+            "tenants_after_heal": sum(1 for owner in owners.values() if owner == node.node_id),
+            "heal_settle_seconds": round(time.monotonic() - healed, 2)})
+
+    def scenario_postgres_outage(self, round):
+        """Loopback: no partition of one node; PostgreSQL stops for every
+        node for lease + 1 s: after the lease, nothing may be acknowledged."""
+        window = self.open_window("postgres-outage", None, "any")
+        instant = time.monotonic()
+        fleet_env("pg-stop")
+        down = self.arguments.lease + 1.0
+        time.sleep(down)
+        fleet_env("pg-restart", 0)
+        back = time.monotonic()
+        with self.lock:
+            late = [(tenant, ack) for tenant, acks in self.acks.items() for ack in acks
+                    if ack.start > instant + self.arguments.lease and ack.end < back]
+        if late:
+            self.problems.append(f"postgres outage {round}: {len(late)} writes acknowledged while every lease had lapsed")
+        times = self.wait_writable(sorted(self.tokens), back, self.arguments.bound, f"outage{round}")
+        window.end = time.monotonic()
+        recovered = [seconds for seconds in times.values() if seconds is not None]
+        if len(recovered) < len(times):
+            self.problems.append(f"postgres outage {round}: {len(times) - len(recovered)} tenants not writable after PostgreSQL came back")
+        self.details["partition"].append({
+            "how": "simulated on loopback: PostgreSQL stopped for every node", "down_seconds": down,
+            "writes_acknowledged_after_lease": len(late), "recovery_seconds_max": max(recovered) if recovered else None})
+
+    def scenario_pgrestart(self, round):
+        window = self.open_window("pgrestart", None, "any")
+        instant = time.monotonic()
+        fleet_env("pg-restart", 1)
+        back = time.monotonic()
+        times = self.wait_writable(sorted(self.tokens), back, self.arguments.bound, f"pgrestart{round}")
+        window.end = time.monotonic()
+        recovered = [seconds for seconds in times.values() if seconds is not None]
+        if len(recovered) < len(times):
+            self.problems.append(f"pgrestart {round}: {len(times) - len(recovered)} tenants not writable after the restart")
+        self.details["pgrestart"].append({"restart_seconds": round(back - instant, 2),
+                                          "recovery_seconds_max": round(max(recovered), 3) if recovered else None})
+
+    def scenario_move(self, round):
+        placement = self.placement()
+        live = {node.node_id for node in self.live_nodes()}
+        candidates = sorted(tenant for tenant, (owner, _) in placement.items() if owner in live and tenant in self.tokens)
+        tenant = candidates[round % len(candidates)]
+        owner, epoch = placement[tenant]
+        target = sorted(live - {owner})[0]
+        window = self.open_window("move", [tenant], "retry_after")
+        instant = time.monotonic()
+        response = request(self.haproxy, "POST", f"/fleet/tenants/{tenant}/move", {"to": target}, self.operator, timeout=60)
+        moved_at, after = None, None
+        deadline = instant + 30
+        while time.monotonic() < deadline:
+            after = self.placement().get(tenant)
+            if after and after[0] == target:
+                moved_at = time.monotonic()
+                break
+            time.sleep(0.1)
+        times = self.wait_writable([tenant], instant, self.arguments.bound, f"move{round}")
+        window.end = time.monotonic()
+        if response.status not in (200, 202, 204):
+            self.problems.append(f"move {round}: POST /fleet/tenants/{tenant}/move answered {response.status} {response.body[:200]}")
+        if moved_at is None:
+            self.problems.append(f"move {round}: {tenant} did not reach {target} within 30 s (placement: {after})")
+        elif after[1] is not None and epoch is not None and after[1] != epoch + 1:
+            self.problems.append(f"move {round}: {tenant}'s epoch went from {epoch} to {after[1]}, not +1")
+        self.details["move"].append({"tenant": tenant, "from": owner, "to": target, "status": response.status,
+                                     "epoch_before": epoch, "epoch_after": after[1] if after else None,
+                                     "seconds": None if moved_at is None else round(moved_at - instant, 3),
+                                     "first_write_seconds": times[tenant]})
+
+    def scenario_drain(self, round):
+        node = self.victim(round)
+        tenants = self.owned_by(node.node_id)
+        window = self.open_window("drain", tenants, "retry_after")
+        instant = time.monotonic()
+        response = request(self.haproxy, "POST", f"/fleet/nodes/{node.node_id}/drain", None, self.operator, timeout=60)
+        drained_at, left = None, tenants
+        deadline = instant + 120
+        while time.monotonic() < deadline:
+            left = self.owned_by(node.node_id)
+            if not left:
+                drained_at = time.monotonic()
+                break
+            time.sleep(0.2)
+        times = self.wait_writable(tenants, instant, self.arguments.bound, f"drain{round}")
+        window.end = time.monotonic()
+        if response.status not in (200, 202, 204):
+            self.problems.append(f"drain {round}: POST /fleet/nodes/{node.node_id}/drain answered {response.status} {response.body[:200]}")
+        if drained_at is None:
+            self.problems.append(f"drain {round}: {node.node_id} still owns {left} after 120 s")
+        recovered = [seconds for seconds in times.values() if seconds is not None]
+        self.details["drain"].append({"node": node.node_id, "tenants": len(tenants), "status": response.status,
+                                      "seconds": None if drained_at is None else round(drained_at - instant, 2),
+                                      "slowest_first_write_seconds": round(max(recovered), 3) if recovered else None})
+
+    # ----------------------------------------------------------- checks
+
+    def check(self):
+        """Reads every tenant back; returns (lost acks, forked tenants,
+        reused ids, lost acks' ages)."""
+        lost, forked, reused, ages = [], [], 0, []
+        for tenant in sorted(self.tokens):
+            response = None
+            for _ in range(50):
+                try:
+                    response = request(self.haproxy, "GET", f"/tenants/{tenant}/players", token=self.tokens[tenant], timeout=30)
+                    if response.status == 200:
+                        break
+                except OSError:
+                    pass
+                time.sleep(0.2)
+            if response is None or response.status != 200:
+                self.problems.append(f"{tenant}: reading back answered {None if response is None else (response.status, response.body[:200])}")
+                lost.extend((tenant, ack) for ack in self.acks.get(tenant, []))
+                continue
+            held = {player["id"]: player["name"] for player in response.json()}
+            acks = self.acks.get(tenant, [])
+            missing = [ack for ack in acks if held.get(ack.id) != ack.name]
+            surviving = [ack for ack in acks if held.get(ack.id) == ack.name]
+            lost.extend((tenant, ack) for ack in missing)
+            reused += sum(1 for ack in missing if ack.id in held)
+            # Two histories at once: a surviving write at or past a lost
+            # one's id had been acknowledged before the lost one was sent.
+            if any(b.id >= a.id and b.end < a.start for a in missing for b in surviving):
+                forked.append(tenant)
+            for ack in missing:
+                later = [event for event in self.events() if event >= ack.end]
+                ages.append((self.encrypted[tenant], min(later) - ack.end if later else None))
+        return lost, forked, reused, ages
+
+    def events(self):
+        return [window.start for window in self.windows if not window.kind.endswith("rebalance")]
+
+    # ---------------------------------------------------------- running
+
+    def create_tenants(self):
+        for index in range(self.arguments.tenants):
+            tenant = f"t{index:02d}"
+            encrypted = index % 5 == 4
+            response = None
+            for _ in range(20):
+                response = request(self.haproxy, "POST", "/tenants", {"id": tenant, "encrypted": encrypted}, self.operator, timeout=30)
+                if response.status == 201:
+                    break
+                time.sleep(0.25)
+            if response.status != 201:
+                raise RuntimeError(f"creating {tenant} through HAProxy: {response.status} {response.body[:300]}")
+            self.tokens[tenant] = response.json()["token"]
+            self.encrypted[tenant] = encrypted
+
+    def run(self):
+        arguments = self.arguments
+        log(f"{self.mode}: starting {len(self.nodes)} nodes ({network()}), PostgreSQL at {self.database_url}")
+        for node in self.nodes:
+            self.start_node(node)
+        ready = [self.wait_ready(node) for node in self.nodes]
+        self.loss_window = ready[0].get("lossWindow")
+        if not isinstance(ready[0].get("fleet"), dict):
+            raise RuntimeError(f"/health/ready shows no fleet section: {json.dumps(ready[0])[:300]}")
+        self.create_tenants()
+        self.settle("start")
+        log(f"{self.mode}: {len(self.tokens)} tenants, {arguments.writers} writers")
+        stop = threading.Event()
+        threads = [threading.Thread(target=self.writer, args=(number, stop), daemon=True) for number in range(arguments.writers)]
+        started = time.monotonic()
+        for thread in threads:
+            thread.start()
+        plan = []
+        for kind in arguments.scenarios:
+            plan += [kind] * (arguments.kills if kind == "kill" else 1)
+        try:
+            for round, kind in enumerate(plan):
+                time.sleep(arguments.seconds)
+                log(f"{self.mode}: {kind} ({round + 1}/{len(plan)})")
+                getattr(self, f"scenario_{kind}")(round)
+            time.sleep(arguments.seconds)
+        finally:
+            stop.set()
+            for thread in threads:
+                thread.join(timeout=60)
+        elapsed = time.monotonic() - started
+        lost, forked, reused, ages = self.check()
+        statuses = {node.node_id: node.stop() for node in self.nodes}
+        for node_id, status in statuses.items():
+            if status not in (0, None):
+                self.problems.append(f"{node_id} exited with {status} on SIGTERM")
+        return self.summary(lost, forked, reused, ages, elapsed)
+
+    def summary(self, lost, forked, reused, ages, elapsed):
+        window = self.loss_window or {}
+        plain_window, encrypted_window = window.get("plainSeconds"), window.get("encryptedSeconds")
+        slack = self.arguments.loss_slack
+        outside = [age for encrypted, age in ages if age is None or age > (encrypted_window if encrypted else plain_window or 0) + slack]
+        failover = [round(seconds, 3) for seconds in self.failover if seconds is not None]
+        acknowledged = sum(len(acks) for acks in self.acks.values())
+        return {
+            "mode": self.mode, "elapsed_seconds": round(elapsed, 1), "requests": self.requests,
+            "acknowledged_writes": acknowledged,
+            "acknowledged_writes_lost": len(lost),
+            "lost_examples": [f"{tenant} id {ack.id} {ack.name}" for tenant, ack in lost[:5]],
+            "lost_write_ages_seconds_max": max((age for _, age in ages if age is not None), default=None),
+            "lost_outside_loss_window": len(outside), "loss_window": window, "loss_window_slack_seconds": slack,
+            "ids_reused_after_loss": reused,
+            "forked_sequences": len(forked), "forked_tenants": forked,
+            "failover_seconds": sorted(failover),
+            "failover_unrecovered": sum(1 for seconds in self.failover if seconds is None),
+            "partition_failover_seconds": sorted(round(s, 3) for s in self.partition_failover if s is not None),
+            "failed_requests_on_unaffected_tenants": len(self.failures),
+            "failure_examples": [f"{tenant}: {detail}" for tenant, detail in self.failures[:5]],
+            "failed_requests_in_scenarios": self.expected_failures,
+            "retry_after_503": self.retry_after, "cut_in_flight_by_a_kill": self.cut_by_kill,
+            "scenarios": {kind: details for kind, details in self.details.items() if details},
+            "problems": self.problems,
+        }
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--short", action="store_true", help="the scripts/test version: debug build, 12 tenants, 4 writers, 1 kill")
+    parser.add_argument("--kills", type=int, default=None)
+    parser.add_argument("--tenants", type=int, default=None)
+    parser.add_argument("--writers", type=int, default=None)
+    parser.add_argument("--seconds", type=float, default=None, help="load between scenarios")
+    parser.add_argument("--mode", choices=["durable", "async", "both"], default="both")
+    parser.add_argument("--restore", choices=["eager", "on-first-request"], default="eager")
+    parser.add_argument("--scenarios", default=",".join(SCENARIOS))
+    parser.add_argument("--lease", type=float, default=2.0)
+    parser.add_argument("--bound", type=float, default=5.0, help="failover bound, seconds")
+    parser.add_argument("--loss-slack", type=float, default=1.0, help="async: seconds allowed beyond the documented loss window")
+    parser.add_argument("--release", action="store_true")
+    parser.add_argument("--server", help="the sample's executable (else built)")
+    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--ports", required=True, help="the nodes' ports, comma-separated (from scripts/fleet-chaos)")
+    arguments = parser.parse_args()
+    short = arguments.short
+    arguments.kills = arguments.kills if arguments.kills is not None else (1 if short else 3)
+    arguments.tenants = arguments.tenants or (12 if short else 30)
+    arguments.writers = arguments.writers or (4 if short else 8)
+    arguments.seconds = arguments.seconds if arguments.seconds is not None else (2.0 if short else 5.0)
+    arguments.scenarios = [kind for kind in arguments.scenarios.split(",") if kind]
+    unknown = set(arguments.scenarios) - set(SCENARIOS)
+    if unknown:
+        parser.error(f"unknown scenarios {sorted(unknown)}: choose among {SCENARIOS}")
+    if arguments.seed is None:
+        arguments.seed = secrets.randbelow(1 << 31)
+    log(f"seed {arguments.seed}")
+    server = arguments.server or build_server(arguments.release and not short)
+    ports = [int(port) for port in arguments.ports.split(",")]
+    haproxy = os.environ["FLEET_HAPROXY_URL"]
+    modes = ["durable", "async"] if arguments.mode == "both" else [arguments.mode]
+    results = {}
+    status = 0
+    for mode in modes:
+        database = f"fleet_{mode}"
+        fleet_env("psql", "-c", f"CREATE DATABASE {database}")
+        url = os.environ["FLEET_PG_URL"].rsplit("/", 1)[0] + "/" + database
+        campaign = Campaign(arguments, mode, server, ports, url, haproxy)
+        try:
+            results[mode] = campaign.run()
+        except Exception as error:   # reported, never hidden: the run fails
+            results[mode] = {"mode": mode, "error": str(error)[:2000]}
+            log(f"{mode}: {error}")
+        finally:
+            for node in campaign.nodes:
+                node.kill()
+    report = combine(arguments, results)
+    print(json.dumps(report, indent=1))
+    return 1 if report["failed"] else status
+
+
+def combine(arguments, results):
+    def total(key, mode=None):
+        # None when a mode it sums did not run to the end: never a 0 for a
+        # check that did not happen.
+        chosen = [result for name, result in results.items() if mode in (None, name)]
+        if any("error" in result for result in chosen):
+            return None
+        return sum(result.get(key, 0) for result in chosen)
+    failover = sorted(s for result in results.values() for s in result.get("failover_seconds", []))
+    durable_lost = total("acknowledged_writes_lost", "durable")
+    report = {
+        "network": network(),
+        "partition": "blackhole route to PostgreSQL in the node's namespace" if network() == "netns"
+        else "simulated: PostgreSQL stopped for every node (no namespaces on this machine)",
+        "seed": arguments.seed, "restore": arguments.restore, "lease_seconds": arguments.lease,
+        "tenants": arguments.tenants, "writers": arguments.writers, "kills": arguments.kills,
+        "acknowledged_writes": total("acknowledged_writes"),
+        "acknowledged_writes_lost": durable_lost if "durable" in results else None,
+        "async_writes_lost": total("acknowledged_writes_lost", "async") if "async" in results else None,
+        "failover_seconds_p50": percentile(failover, 0.5),
+        "failover_seconds_max": max(failover) if failover else None,
+        "failover_bound_seconds": arguments.bound,
+        "forked_sequences": total("forked_sequences"),
+        "failed_requests_on_unaffected_tenants": total("failed_requests_on_unaffected_tenants"),
+        "modes": results,
+    }
+    reasons = []
+    for name, result in results.items():
+        if "error" in result:
+            reasons.append(f"{name}: {result['error'][:300]}")
+        reasons += [f"{name}: {problem}" for problem in result.get("problems", [])]
+        if name == "async" and result.get("lost_outside_loss_window"):
+            reasons.append(f"async: {result['lost_outside_loss_window']} lost writes older than the loss window + slack")
+    if durable_lost:  # None (did not run) is reported through its error
+        reasons.append(f"durable: {durable_lost} acknowledged writes lost")
+    if report["forked_sequences"]:
+        reasons.append(f"{report['forked_sequences']} forked sequences")
+    if "kill" in arguments.scenarios and not failover:
+        reasons.append("no failover measured")
+    unrecovered = total("failover_unrecovered") or 0
+    if unrecovered:
+        reasons.append(f"{unrecovered} tenants of killed nodes never writable again")
+    if failover and failover[-1] > arguments.bound:
+        reasons.append(f"failover max {failover[-1]} s over the bound of {arguments.bound} s")
+    if report["failed_requests_on_unaffected_tenants"]:
+        reasons.append(f"{report['failed_requests_on_unaffected_tenants']} failed requests on unaffected tenants")
+    report["failed"] = reasons
+    return report
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,184 @@
+"""The sample server's nodes in fleet mode, for scripts/fleet-chaos and the
+Benchmarks/fleet-*.sh scripts: starting, killing and stopping a node (inside
+its network namespace through `scripts/fleet-env node-exec`), and HTTP
+requests with plain http.client (no dependency beyond python3).
+
+The network, PostgreSQL and HAProxy come from scripts/fleet-env, whose
+state arrives in the environment: FLEET_NETWORK, FLEET_NS_PREFIX,
+FLEET_PG_DIR, FLEET_PG_PORT, FLEET_PG_HOST, FLEET_WORK, FLEET_HAPROXY_URL.
+"""
+import http.client
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.parse
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SAMPLE = os.path.join(ROOT, "Samples", "MultiTenantServer")
+FLEET_ENV = os.path.join(ROOT, "scripts", "fleet-env")
+
+
+def log(message):
+    print(f"fleet: {message}", file=sys.stderr, flush=True)
+
+
+def build_server(release):
+    """The sample's executable: built (a no-op when up to date, as after
+    scripts/test's loop for the debug build), then found in its bin path."""
+    configuration = ["-c", "release"] if release else []
+    log(f"building MultiTenantServer ({'release' if release else 'debug'})")
+    subprocess.run(["swift", "build", "--package-path", SAMPLE, "--product", "MultiTenantServer"] + configuration,
+                   check=True, stdout=sys.stderr)
+    binary = subprocess.run(["swift", "build", "--package-path", SAMPLE, "--show-bin-path"] + configuration,
+                            check=True, capture_output=True, text=True).stdout.strip()
+    return os.path.join(binary, "MultiTenantServer")
+
+
+class Response:
+    def __init__(self, status, headers, body):
+        self.status, self.headers, self.body = status, headers, body
+
+    def json(self):
+        return json.loads(self.body)
+
+    @property
+    def retry_after(self):
+        return self.headers.get("retry-after")
+
+
+def request(base, method, path, body=None, token=None, timeout=10.0, headers=None):
+    """One request on a new connection to `base` (http://host:port).
+    Raises OSError / http.client.HTTPException when no answer came."""
+    url = urllib.parse.urlsplit(base)
+    connection = http.client.HTTPConnection(url.hostname, url.port, timeout=timeout)
+    try:
+        sent = dict(headers or {})
+        if token:
+            sent["Authorization"] = f"Bearer {token}"
+        if body is not None:
+            sent["Content-Type"] = "application/json"
+            body = json.dumps(body)
+        connection.request(method, path, body=body, headers=sent)
+        response = connection.getresponse()
+        data = response.read().decode("utf-8", "replace")
+        return Response(response.status, {k.lower(): v for k, v in response.getheaders()}, data)
+    finally:
+        connection.close()
+
+
+def fleet_env(*arguments, check=True):
+    """Runs `scripts/fleet-env COMMAND …` (partition, heal, pg-restart…)."""
+    return subprocess.run([FLEET_ENV, *map(str, arguments)], check=check, stdout=sys.stderr)
+
+
+def network():
+    return os.environ.get("FLEET_NETWORK", "loopback")
+
+
+def node_host(index):
+    return f"10.200.{index}.2" if network() == "netns" else "127.0.0.1"
+
+
+class Node:
+    """One server process of the fleet: node id n<index>, its data folder
+    under `work`, started in a session of its own so that a kill takes its
+    Litestream child with it (a machine that dies loses every process)."""
+
+    def __init__(self, index, port, work, server, environment):
+        self.index, self.port, self.server = index, port, server
+        self.node_id = f"n{index}"
+        self.host = node_host(index)
+        self.base = f"http://{self.host}:{port}"
+        self.folder = os.path.join(work, f"node{index}")
+        self.data = os.path.join(self.folder, "data")
+        self.environment = environment
+        self.process = None
+        self.starts = 0
+
+    def command(self, fleet_url, replica_store, acknowledge, restore, lease_seconds):
+        command = [FLEET_ENV, "node-exec", str(self.index), self.server,
+                   "--host", self.host, "--port", str(self.port), "--data", self.data]
+        if network() == "netns":
+            # Not loopback: the sample refuses plain HTTP there unless a
+            # proxy terminates TLS; here HAProxy fronts it on a private veth.
+            command.append("--behind-tls-proxy")
+        if fleet_url is not None:
+            command += ["--fleet", fleet_url, "--node-id", self.node_id, "--advertise", self.base,
+                        "--replica-store", replica_store, "--acknowledge", acknowledge,
+                        "--lease-seconds", str(lease_seconds), "--restore", restore]
+        return command
+
+    def start(self, fleet_url, replica_store, acknowledge="async", restore="eager", lease_seconds=2, wait=True):
+        os.makedirs(self.data, exist_ok=True)
+        self.starts += 1
+        self.log_path = os.path.join(self.folder, f"server-{self.starts}.log")
+        output = open(self.log_path, "wb")
+        self.process = subprocess.Popen(self.command(fleet_url, replica_store, acknowledge, restore, lease_seconds),
+                                        env=self.environment, stdout=output, stderr=subprocess.STDOUT,
+                                        start_new_session=True)
+        output.close()
+        if wait:
+            self.wait_listening()
+
+    def log_tail(self, lines=30):
+        try:
+            with open(self.log_path, "rb") as file:
+                return b"\n".join(file.read().splitlines()[-lines:]).decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def wait_listening(self, seconds=120):
+        deadline = time.monotonic() + seconds
+        pattern = re.compile(rb"listening on https?://")
+        while time.monotonic() < deadline:
+            with open(self.log_path, "rb") as file:
+                if pattern.search(file.read()):
+                    return
+            if self.process.poll() is not None:
+                raise RuntimeError(f"node {self.node_id} exited with {self.process.returncode} before listening:\n{self.log_tail()}")
+            time.sleep(0.05)
+        raise RuntimeError(f"node {self.node_id} did not listen within {seconds} s:\n{self.log_tail()}")
+
+    def alive(self):
+        return self.process is not None and self.process.poll() is None
+
+    def kill(self):
+        """SIGKILL to the node's whole session: the server and its Litestream."""
+        if self.process is None:
+            return
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.process.wait()
+
+    def stop(self, timeout=60):
+        """SIGTERM (graceful: the node hands its tenants off and leaves);
+        its exit status, or -9 when it had to be killed."""
+        if not self.alive():
+            return self.process.returncode if self.process else 0
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            status = self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            status = -9
+        self.kill()   # whatever the session left (Litestream), if anything
+        return status
+
+    def wipe(self):
+        shutil.rmtree(self.data, ignore_errors=True)
+
+
+def percentile(values, fraction):
+    """Nearest-rank percentile of `values` (None when empty)."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, math.ceil(fraction * len(ordered)))
+    return ordered[min(rank, len(ordered)) - 1]
