@@ -60,6 +60,24 @@ class Ack:
         self.id, self.name, self.start, self.end, self.via = id, name, start, end, via
 
 
+def analyze(acks, held):
+    """What one tenant's acknowledged writes say against what it holds
+    (`held`: player id -> name): (the acknowledged writes it lacks, how
+    many of those lost their id to another write, whether it forked).
+
+    A write is lost when its id is absent or holds another name. The
+    tenant forked when two histories took writes at the same time: a
+    write the surviving history holds, at or past a lost write's id, had
+    been acknowledged before the lost one was even sent. A lost write
+    followed by a reuse of its id, with no such overlap, is a loss (an
+    asynchronous failover's), not a fork."""
+    missing = [ack for ack in acks if held.get(ack.id) != ack.name]
+    surviving = [ack for ack in acks if held.get(ack.id) == ack.name]
+    reused = sum(1 for ack in missing if ack.id in held)
+    fork = any(b.id >= a.id and b.end < a.start for a in missing for b in surviving)
+    return missing, reused, fork
+
+
 class Window:
     """A time when a scenario concerned `tenants` (None: every tenant);
     `allowed` is "any" failure, or only the documented "retry_after" 503."""
@@ -105,8 +123,18 @@ class Campaign:
 
     # ------------------------------------------------------------ nodes
 
-    def start_node(self, node):
-        node.start(self.database_url, self.store, self.mode, self.arguments.restore, self.arguments.lease)
+    def start_node(self, node, attempts=1):
+        """Starts `node`; with attempts > 1, tries again a second later when
+        it exits before listening (a rejoin that PostgreSQL still sees as
+        the dead process's, until that lease lapses)."""
+        for attempt in range(attempts):
+            try:
+                return node.start(self.database_url, self.store, self.mode, self.arguments.restore, self.arguments.lease)
+            except RuntimeError as error:
+                if attempt == attempts - 1 or node.alive():
+                    raise
+                log(f"{self.mode}: {node.node_id} did not start ({str(error).splitlines()[0]}), again in 1 s")
+                time.sleep(1)
 
     def wait_ready(self, node, seconds=60):
         deadline = time.monotonic() + seconds
@@ -153,13 +181,13 @@ class Campaign:
                 return
             self.failures.append((tenant, f"{status} {detail}"[:300]))
 
-    def write(self, tenant, name, score, base=None):
+    def write(self, tenant, name, score, base=None, timeout=30):
         """One write; returns the Ack or None."""
         start = time.monotonic()
         status, retry_after, detail, ack = None, False, "", None
         try:
             response = request(base or self.haproxy, "POST", f"/tenants/{tenant}/players",
-                               {"name": name, "score": score}, self.tokens[tenant], timeout=30)
+                               {"name": name, "score": score}, self.tokens[tenant], timeout=timeout)
             status, retry_after, detail = response.status, response.retry_after is not None, response.body[:200]
             if response.status == 201:
                 ack = Ack(response.json()["id"], name, start, time.monotonic(), base or "haproxy")
@@ -257,7 +285,7 @@ class Campaign:
                                  f"within {max(3 * self.arguments.bound, 15)} s: {sorted(t for t, s in times.items() if s is None)}")
         # Rejoin: the same node id, an empty disk; it must take a share.
         rejoin_started = time.monotonic()
-        self.start_node(node)
+        self.start_node(node, attempts=int(3 * self.arguments.lease) + 1)
         self.wait_ready(node)
         owners = self.settle(f"kill{round}")
         share = sum(1 for owner in owners.values() if owner == node.node_id)
@@ -278,12 +306,19 @@ class Campaign:
         fleet_env("partition", node.index)
         # Direct writes to the partitioned node (for its own tenants) and
         # the placement seen from another node, side by side.
-        last_direct_ack, claimed_at, zombie_acks, probe = None, None, 0, 0
+        last_direct_ack, claimed_at, zombie_acks, probe, lease_invalid_at = None, None, 0, 0, None
         deadline = instant + max(3 * self.arguments.bound, 15)
         while time.monotonic() < deadline and tenants:
             tenant = tenants[probe % len(tenants)]
             probe += 1
-            ack = self.write(tenant, f"z-{round}-{probe}", probe, base=node.base)
+            ack = self.write(tenant, f"z-{round}-{probe}", probe, base=node.base, timeout=3)
+            if lease_invalid_at is None:
+                try:
+                    fleet = request(node.base, "GET", "/health/ready", timeout=2).json().get("fleet") or {}
+                    if fleet.get("leaseValid") is False:
+                        lease_invalid_at = time.monotonic()
+                except (OSError, ValueError):
+                    pass
             if ack is not None:
                 last_direct_ack = ack.end
                 if claimed_at is not None and ack.start > claimed_at:
@@ -315,6 +350,7 @@ class Campaign:
             "node": node.node_id, "how": "blackhole route to PostgreSQL in the node's namespace", "tenants": len(tenants),
             "last_direct_ack_seconds": None if last_direct_ack is None else round(last_direct_ack - instant, 3),
             "claim_seen_seconds": None if claimed_at is None else round(claimed_at - instant, 3),
+            "lease_invalid_seen_seconds": None if lease_invalid_at is None else round(lease_invalid_at - instant, 3),
             "writes_acknowledged_after_claim": zombie_acks,
             "failover_seconds_max": max(recovered) if recovered else None,
             "node_alive_after_heal": node.alive(),
@@ -435,14 +471,10 @@ class Campaign:
                 lost.extend((tenant, ack) for ack in self.acks.get(tenant, []))
                 continue
             held = {player["id"]: player["name"] for player in response.json()}
-            acks = self.acks.get(tenant, [])
-            missing = [ack for ack in acks if held.get(ack.id) != ack.name]
-            surviving = [ack for ack in acks if held.get(ack.id) == ack.name]
+            missing, reused_here, fork = analyze(self.acks.get(tenant, []), held)
             lost.extend((tenant, ack) for ack in missing)
-            reused += sum(1 for ack in missing if ack.id in held)
-            # Two histories at once: a surviving write at or past a lost
-            # one's id had been acknowledged before the lost one was sent.
-            if any(b.id >= a.id and b.end < a.start for a in missing for b in surviving):
+            reused += reused_here
+            if fork:
                 forked.append(tenant)
             for ack in missing:
                 later = [event for event in self.events() if event >= ack.end]
@@ -511,7 +543,11 @@ class Campaign:
         window = self.loss_window or {}
         plain_window, encrypted_window = window.get("plainSeconds"), window.get("encryptedSeconds")
         slack = self.arguments.loss_slack
-        outside = [age for encrypted, age in ages if age is None or age > (encrypted_window if encrypted else plain_window or 0) + slack]
+        if ages and (plain_window is None or encrypted_window is None):
+            self.problems.append(f"/health/ready shows no lossWindow with plainSeconds and encryptedSeconds ({window}): lost writes cannot be checked against it")
+            outside = ages
+        else:
+            outside = [age for encrypted, age in ages if age is None or age > (encrypted_window if encrypted else plain_window) + slack]
         failover = [round(seconds, 3) for seconds in self.failover if seconds is not None]
         acknowledged = sum(len(acks) for acks in self.acks.values())
         return {
