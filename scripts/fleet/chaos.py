@@ -129,7 +129,8 @@ class Campaign:
         the dead process's, until that lease lapses)."""
         for attempt in range(attempts):
             try:
-                return node.start(self.database_url, self.store, self.mode, self.arguments.restore, self.arguments.lease)
+                return node.start(self.database_url, self.store, self.mode, self.arguments.restore, self.arguments.lease,
+                                  self.arguments.encrypted_backup_seconds)
             except RuntimeError as error:
                 if attempt == attempts - 1 or node.alive():
                     raise
@@ -582,6 +583,8 @@ def main():
     parser.add_argument("--restore", choices=["eager", "on-first-request"], default="eager")
     parser.add_argument("--scenarios", default=",".join(SCENARIOS))
     parser.add_argument("--lease", type=float, default=2.0)
+    parser.add_argument("--encrypted-backup-seconds", type=int, default=2,
+                        help="encrypted tenants' backup interval: their loss window, and a durable write's wait")
     parser.add_argument("--bound", type=float, default=5.0, help="failover bound, seconds")
     parser.add_argument("--loss-slack", type=float, default=1.0, help="async: seconds allowed beyond the documented loss window")
     parser.add_argument("--release", action="store_true")
@@ -640,6 +643,7 @@ def combine(arguments, results):
         "partition": "blackhole route to PostgreSQL in the node's namespace" if network() == "netns"
         else "simulated: PostgreSQL stopped for every node (no namespaces on this machine)",
         "seed": arguments.seed, "restore": arguments.restore, "lease_seconds": arguments.lease,
+        "encrypted_backup_seconds": arguments.encrypted_backup_seconds,
         "tenants": arguments.tenants, "writers": arguments.writers, "kills": arguments.kills,
         "acknowledged_writes": total("acknowledged_writes"),
         "acknowledged_writes_lost": durable_lost if "durable" in results else None,

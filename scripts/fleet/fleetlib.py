@@ -101,7 +101,7 @@ class Node:
         self.process = None
         self.starts = 0
 
-    def command(self, fleet_url, replica_store, acknowledge, restore, lease_seconds):
+    def command(self, fleet_url, replica_store, acknowledge, restore, lease_seconds, encrypted_backup_seconds=None):
         command = [FLEET_ENV, "node-exec", str(self.index), self.server,
                    "--host", self.host, "--port", str(self.port), "--data", self.data]
         if network() == "netns":
@@ -112,14 +112,18 @@ class Node:
             command += ["--fleet", fleet_url, "--node-id", self.node_id, "--advertise", self.base,
                         "--replica-store", replica_store, "--acknowledge", acknowledge,
                         "--lease-seconds", str(lease_seconds), "--restore", restore]
+            if encrypted_backup_seconds is not None:
+                command += ["--encrypted-backup-seconds", str(encrypted_backup_seconds)]
         return command
 
-    def start(self, fleet_url, replica_store, acknowledge="async", restore="eager", lease_seconds=2, wait=True):
+    def start(self, fleet_url, replica_store, acknowledge="async", restore="eager", lease_seconds=2,
+              encrypted_backup_seconds=None, wait=True):
         os.makedirs(self.data, exist_ok=True)
         self.starts += 1
         self.log_path = os.path.join(self.folder, f"server-{self.starts}.log")
         output = open(self.log_path, "wb")
-        self.process = subprocess.Popen(self.command(fleet_url, replica_store, acknowledge, restore, lease_seconds),
+        self.process = subprocess.Popen(self.command(fleet_url, replica_store, acknowledge, restore, lease_seconds,
+                                                     encrypted_backup_seconds),
                                         env=self.environment, stdout=output, stderr=subprocess.STDOUT,
                                         start_new_session=True)
         output.close()
