@@ -225,6 +225,7 @@ private let quiet = Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() }
             directory, node: "a", replica: replica, masterKey: true, extra: #", "encryptedBackupIntervalSeconds": 1"#)
         #expect(configuration.replication?.encryptedBackupInterval == .seconds(1))
         #expect(configuration.replication?.lossWindow(encrypted: true) == .seconds(1))
+        #expect(configuration.replication?.lossWindow(encrypted: false) == .seconds(2))
         let placement = ReplicaPlacement()
         let node = try ReplicatedDaemon(configuration: configuration, environment: environment, scanInterval: .milliseconds(100), placement: placement)
         let acknowledgements = ReplicaAcknowledgements(replicator: node.replicator)
