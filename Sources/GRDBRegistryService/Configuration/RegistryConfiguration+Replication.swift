@@ -203,10 +203,6 @@ extension RegistryConfiguration {
         /// to be uploaded.
         public static let litestreamMonitorInterval = Duration.seconds(1)
 
-        /// The shortest ``encryptedBackupInterval`` a file may give: one
-        /// second. Each backup is a full, checked copy of the database.
-        public static let minimumEncryptedBackupInterval = Duration.seconds(1)
-
         /// The replica URL of the named database `name`.
         public func replicaURL(forDatabase name: String) -> String {
             Self.join(replica, "databases", name)
