@@ -212,6 +212,52 @@ private let quiet = Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() }
         #expect(!FileManager.default.fileExists(atPath: try TenantStorage(configuration: configurationC, environment: [:]).path(of: initech)))
     }
 
+    /// A node that keeps its local copy across an epoch change (it held
+    /// the tenant at the epoch just before, and fenced itself) replicates
+    /// it anew under the new epoch, whole: a restore of the new epoch alone
+    /// has every row, the ones written before the change included. The
+    /// scan does it too, for a tenant whose epoch changed behind it.
+    @Test func aTenantKeptAcrossAnEpochChangeIsReplicatedWholeUnderTheNewEpoch() async throws {
+        let directory = try TemporaryDirectory()
+        let replica = directory.url.appendingPathComponent("replica")
+        let configuration = try Self.nodeConfiguration(directory, node: "a", replica: replica)
+        let placement = ReplicaPlacement()
+        let node = try ReplicatedDaemon(configuration: configuration, scanInterval: .seconds(3600), placement: placement)
+        let tenants = node.tenants, replicator = node.replicator
+        let acme = try TenantID("acme")
+        let path = try tenants.path(of: acme)
+
+        try await node.run {
+            placement.assign(acme, epoch: 1)
+            try tenants.provision(acme)
+            try await replicator.replicate(acme)
+            _ = try await tenants.withRepository(acme) { try await $0.add(name: "epoch-1", score: 1) }
+            try await replicator.sync(path: path)
+
+            placement.assign(acme, epoch: 2)
+            try await replicator.replicate(acme)
+            _ = try await tenants.withRepository(acme) { try await $0.add(name: "epoch-2", score: 2) }
+            try await replicator.sync(path: path)
+
+            // The scan moves it as well.
+            placement.assign(acme, epoch: 3)
+            await replicator.registerNow()
+            _ = try await tenants.withRepository(acme) { try await $0.add(name: "epoch-3", score: 3) }
+            let synced = try await replicator.sync(path: path)
+            #expect(synced.replicatedTXID == synced.txid)
+            #expect(replicator.status.registered == [path])
+        }
+
+        let restore = LitestreamRestore(configuration: try Self.nodeConfiguration(directory, node: "b", replica: replica), environment: [:], logger: quiet)
+        #expect(try restore.replicaEpochs(of: acme).map(\.epoch) == [3, 2, 1])
+        let report = try #require(try restore.restoreNewestEpoch(tenant: acme, encrypted: false, checks: Self.checks))
+        #expect(report.source.hasSuffix("epoch-00000000000000000003"))
+        #expect(try Self.names(inTenantAt: report.destination) == ["epoch-1", "epoch-2", "epoch-3"])
+        // Epoch 2 alone has what was written up to its end.
+        let two = try #require(try restore.restoreNewestEpoch(tenant: acme, below: 3, encrypted: false, checks: Self.checks))
+        #expect(try Self.names(inTenantAt: two.destination) == ["epoch-1", "epoch-2"])
+    }
+
     /// An encrypted tenant in a fleet: its copies are encrypted backups in
     /// its epoch folder (never plaintext: no SQLite header, no row in the
     /// clear, the real SQLCipher opens it with the tenant's key), written

@@ -478,7 +478,9 @@ public final class LitestreamReplicator: Service, Sendable {
             state.status.refused.remove(path)
             return state.status.registered.contains(path)
         }
-        if registered { return }
+        // In a fleet, registered under an older epoch is not enough: the
+        // registration below moves it to the placement's epoch.
+        if registered && placement == nil { return }
         try waitUntilReadyBlocking()
         guard let storage = try candidates.storage(), storage.path(of: id) == path else {
             throw ReplicationError.litestreamRefused(reason: "\(path) is not the file the configuration gives tenant \(id): not registered")
