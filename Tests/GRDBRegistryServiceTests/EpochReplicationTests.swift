@@ -345,6 +345,55 @@ private let quiet = Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() }
         #expect(try Data(contentsOf: URL(fileURLWithPath: report.destination)) == before)
     }
 
+    /// A scheduled round copies an encrypted tenant only when it may have
+    /// changed since its last backup: with a one-second interval, an idle
+    /// tenant costs no copy, and a write is in the next backup. A tenant
+    /// modified within a second of its last backup's start is copied again
+    /// (timestamps are coarse: any doubt copies), so an idle tenant is
+    /// copied once more before the rounds skip it.
+    @Test func aScheduledRoundSkipsAnEncryptedTenantUnchangedSinceItsLastBackup() async throws {
+        let directory = try TemporaryDirectory()
+        let replica = directory.url.appendingPathComponent("replica")
+        let environment = ["FLEET_MASTER_KEY": Self.master]
+        let configuration = try Self.nodeConfiguration(
+            directory, node: "a", replica: replica, masterKey: true, extra: #", "encryptedBackupIntervalSeconds": 3600"#)
+        let placement = ReplicaPlacement()
+        let node = try ReplicatedDaemon(configuration: configuration, environment: environment, scanInterval: .seconds(3600), placement: placement)
+        let tenants = node.tenants, replicator = node.replicator, service = node.service
+        let vault = try TenantID("vault")
+        let backup = replica.appendingPathComponent("tenants/vault/epoch-00000000000000000001/encrypted.sqlite").path
+        func inode() throws -> UInt64 {
+            try #require((try FileManager.default.attributesOfItem(atPath: backup)[.systemFileNumber] as? NSNumber)?.uint64Value)
+        }
+        let key = { try #require(try TenantStorage(configuration: configuration, environment: environment).encryption.key(forTenant: "vault", atPath: backup)) }
+
+        try await node.run {
+            placement.assign(vault, epoch: 1)
+            try tenants.provision(vault, configuration: service.tenantConfiguration(for: vault, encrypted: true))
+            _ = try await tenants.withRepository(vault) { try await $0.add(name: "one", score: 1) }
+            try await replicator.replicate(vault)
+            let first = try inode()
+            // Modified just before that backup began: copied again.
+            await replicator.encryptedBackups.backUpNow()
+            let second = try inode()
+            #expect(second != first)
+            // A backup that began over a second after the last write...
+            try await Task.sleep(for: .milliseconds(1200))
+            await replicator.encryptedBackups.backUpNow()
+            let third = try inode()
+            #expect(third != second)
+            // ... has it for sure: from then on, idle rounds are skipped.
+            await replicator.encryptedBackups.backUpNow()
+            await replicator.encryptedBackups.backUpNow()
+            #expect(try inode() == third)
+            // A write: in the next round's backup.
+            _ = try await tenants.withRepository(vault) { try await $0.add(name: "two", score: 2) }
+            await replicator.encryptedBackups.backUpNow()
+            #expect(try inode() != third)
+            #expect(try Self.names(inTenantAt: backup, key: try key()) == ["one", "two"])
+        }
+    }
+
     /// N writers of one tenant, each waiting for its write to be in the
     /// replica: fewer sync rounds than writers, and each waiter, when it
     /// returns, finds its own row in a restore of the replica.
