@@ -23,6 +23,23 @@ private func relativeFiles(under url: URL) -> [String] {
     return files.sorted()
 }
 
+/// Releases its callers once `count` of them arrived.
+private actor Gate {
+    private var waiting: [CheckedContinuation<Void, Never>] = []
+    private let count: Int
+    init(count: Int) { self.count = count }
+
+    func arrive() async {
+        await withCheckedContinuation { continuation in
+            waiting.append(continuation)
+            if waiting.count == count {
+                for waiter in waiting { waiter.resume() }
+                waiting = []
+            }
+        }
+    }
+}
+
 private let quiet = Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() }
 
 /// The replication side of a fleet, with the real Litestream and real
@@ -417,11 +434,15 @@ private let quiet = Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() }
             try tenants.provision(acme)
             try await replicator.replicate(acme)
             let roundsBefore = acknowledgements.rounds
+            let gate = Gate(count: writers)
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for writer in 0..<writers {
                     group.addTask {
                         let name = "writer-\(writer)"
                         _ = try await tenants.withRepository(acme) { try await $0.add(name: name, score: writer) }
+                        // Every writer committed before any waits: they
+                        // wait together, as a busy tenant's writers do.
+                        await gate.arrive()
                         try await acknowledgements.waitUntilReplicated(acme, path: path, encrypted: false)
                         // Right now, the replica has it.
                         let copy = directory.path("check-\(writer).sqlite")

@@ -13,7 +13,7 @@ import Synchronization
 /// ```swift
 /// let acknowledgements = ReplicaAcknowledgements(replicator: replicator)
 ///
-/// try await tenants.withRepository(id) { try await $0.add(name: "Arthur", score: 10) }
+/// _ = try await tenants.withRepository(id) { try await $0.add(name: "Arthur", score: 10) }
 /// try await acknowledgements.waitUntilReplicated(id, path: try tenants.path(of: id), encrypted: false)
 /// // Now answer the client.
 /// ```
