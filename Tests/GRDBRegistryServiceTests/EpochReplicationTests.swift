@@ -422,10 +422,14 @@ private let quiet = Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() }
         #expect(configuration.replication?.lossWindow(encrypted: false) == .zero)
         let placement = ReplicaPlacement()
         let node = try ReplicatedDaemon(configuration: configuration, scanInterval: .seconds(3600), placement: placement)
+        _ = testMetrics
         let acknowledgements = ReplicaAcknowledgements(replicator: node.replicator)
         let tenants = node.tenants, replicator = node.replicator
         let acme = try TenantID("acme")
         let path = try tenants.path(of: acme)
+        let waitersBefore = testMetrics.counterTotal(label: "grdbregistry_replica_ack_waiters_total", dimensions: [])
+        let okBefore = testMetrics.counterTotal(label: "grdbregistry_replica_ack_rounds_total", dimensions: [("result", "ok")])
+        let failedBefore = testMetrics.counterTotal(label: "grdbregistry_replica_ack_rounds_total", dimensions: [("result", "failed")])
         let url = try #require(try TenantStorage(configuration: configuration, environment: [:]).replicaURL(for: acme, epoch: 1))
         let writers = 12
 
@@ -455,6 +459,9 @@ private let quiet = Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() }
             }
             let rounds = acknowledgements.rounds - roundsBefore
             #expect(rounds >= 1 && rounds < writers, "\(rounds) rounds for \(writers) writers")
+            // The metrics say the same (this suite runs its tests one at a time).
+            #expect(testMetrics.counterTotal(label: "grdbregistry_replica_ack_waiters_total", dimensions: []) - waitersBefore == Int64(writers))
+            #expect(testMetrics.counterTotal(label: "grdbregistry_replica_ack_rounds_total", dimensions: [("result", "ok")]) - okBefore == Int64(rounds))
 
             // A tenant Litestream does not replicate: the wait fails, never
             // pretends.
@@ -463,6 +470,7 @@ private let quiet = Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() }
             await #expect(throws: ReplicationError.self) {
                 try await acknowledgements.waitUntilReplicated(acme, path: path, encrypted: false)
             }
+            #expect(testMetrics.counterTotal(label: "grdbregistry_replica_ack_rounds_total", dimensions: [("result", "failed")]) - failedBefore == 1)
         }
     }
 }
