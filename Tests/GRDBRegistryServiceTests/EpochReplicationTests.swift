@@ -314,6 +314,14 @@ private let quiet = Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() }
             let key = try #require(try TenantStorage(configuration: configuration, environment: environment).encryption.key(forTenant: "vault", atPath: backup.path))
             #expect(try Self.names(inTenantAt: backup.path, key: key).last == "\(marker)-durable")
             #expect(replicator.status.registered.isEmpty, "Litestream never sees an encrypted tenant")
+
+            // Once out of the placement, it no longer opens here either.
+            placement.remove(vault)
+            try await replicator.stopReplicating(vault)
+            try tenants.close(vault, force: true)
+            await #expect(throws: ReplicationError.notPlaced(tenant: "vault")) {
+                _ = try await tenants.withRepository(vault) { try await $0.add(name: "stale", score: 0) }
+            }
         }
 
         // Nothing in the replica store is plaintext.
