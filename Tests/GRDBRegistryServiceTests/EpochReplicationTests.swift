@@ -229,6 +229,71 @@ private let quiet = Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() }
         #expect(!FileManager.default.fileExists(atPath: try TenantStorage(configuration: configurationC, environment: [:]).path(of: initech)))
     }
 
+    /// A tenant goes back and forth between two nodes, as a fleet host
+    /// moves it: restore below the new epoch, assign, replicate, serve;
+    /// then remove, stop replicating, close. A node that gets the tenant
+    /// back restores over its own stale copy (left with its WAL: replicated
+    /// tenants don't checkpoint when they close) and serves every write.
+    @Test func aTenantHandedBackAndForthIsRestoredOverTheStaleLocalCopy() async throws {
+        let directory = try TemporaryDirectory()
+        let replica = directory.url.appendingPathComponent("replica")
+        let configurations = try ["a", "b"].map { try Self.nodeConfiguration(directory, node: $0, replica: replica) }
+        let placements = [ReplicaPlacement(), ReplicaPlacement()]
+        let nodes = try (0..<2).map {
+            try ReplicatedDaemon(configuration: configurations[$0], scanInterval: .milliseconds(200), placement: placements[$0])
+        }
+        let acme = try TenantID("acme")
+        let checks = try Self.checks
+
+        /// What a fleet host does when it gets acme at `epoch`.
+        @Sendable func acquire(_ node: Int, epoch: UInt64) async throws {
+            let restore = LitestreamRestore(configuration: configurations[node], environment: [:], logger: quiet)
+            if try restore.restoreNewestEpoch(tenant: acme, below: epoch, encrypted: false, checks: checks) == nil {
+                try nodes[node].tenants.provision(acme)
+            }
+            placements[node].assign(acme, epoch: epoch)
+            try await nodes[node].replicator.replicate(acme)
+        }
+        /// ... and when it lets it go, once its last writes are in the replica.
+        @Sendable func relinquish(_ node: Int) async throws {
+            let synced = try await nodes[node].replicator.sync(path: try nodes[node].tenants.path(of: acme))
+            #expect(synced.replicatedTXID == synced.txid)
+            placements[node].remove(acme)
+            try await nodes[node].replicator.stopReplicating(acme)
+            try nodes[node].tenants.close(acme, force: true)
+        }
+        @Sendable func write(_ node: Int, _ name: String) async throws {
+            _ = try await nodes[node].tenants.withRepository(acme) { try await $0.add(name: name, score: 0) }
+        }
+
+        try await nodes[0].run {
+            try await nodes[1].run {
+                try await acquire(0, epoch: 1)
+                try await write(0, "a-1")
+                try await relinquish(0)
+                let stale = try nodes[0].tenants.path(of: acme)
+                #expect(FileManager.default.fileExists(atPath: stale))
+                #expect(FileManager.default.fileExists(atPath: stale + "-wal"), "the stale copy keeps its WAL")
+
+                try await acquire(1, epoch: 2)
+                try await write(1, "b-1")
+                try await relinquish(1)
+
+                try await acquire(0, epoch: 3)
+                let names = try await nodes[0].tenants.withRepository(acme) { repository in
+                    try await repository.reader.read { db in try String.fetchAll(db, sql: "SELECT name FROM player ORDER BY id") }
+                }
+                #expect(names == ["a-1", "b-1"])
+                try await write(0, "a-2")
+                try await nodes[0].replicator.sync(path: stale)
+            }
+        }
+        let elsewhere = LitestreamRestore(configuration: try Self.nodeConfiguration(directory, node: "c", replica: replica), environment: [:], logger: quiet)
+        let report = try #require(try elsewhere.restoreNewestEpoch(tenant: acme, encrypted: false, checks: checks))
+        #expect(report.source.hasSuffix("epoch-00000000000000000003"))
+        #expect(try Self.names(inTenantAt: report.destination) == ["a-1", "b-1", "a-2"])
+    }
+
     /// A node that keeps its local copy across an epoch change (it held
     /// the tenant at the epoch just before, and fenced itself) replicates
     /// it anew under the new epoch, whole: a restore of the new epoch alone
