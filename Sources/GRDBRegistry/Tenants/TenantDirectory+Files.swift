@@ -122,6 +122,7 @@ extension TenantDirectory {
     /// that its streams end now. Closing a tenant that is not open does
     /// nothing.
     ///
+    /// - parameter id: The tenant to close.
     /// - parameter force: Close even when the tenant is in use: its users
     ///   get errors from then on, and its queries end with
     ///   ``ManagedDatabaseError/closed(database:)``.
