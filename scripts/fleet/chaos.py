@@ -229,7 +229,7 @@ class Campaign:
             for tenant in sorted(pending):
                 if self.first_ack_after(tenant, since) is None:
                     probe += 1
-                    if self.write(tenant, f"p-{label}-{probe}", probe) is None:
+                    if self.write(tenant, f"p-{label}-{probe}", probe, timeout=10) is None:
                         time.sleep(0.01)
                 if self.first_ack_after(tenant, since) is not None:
                     pending.discard(tenant)
@@ -265,8 +265,13 @@ class Campaign:
         return sorted(tenant for tenant, (owner, _) in self.placement().items() if owner == node_id and tenant in self.tokens)
 
     def victim(self, round):
-        candidates = [node for node in self.live_nodes()]
-        return candidates[round % len(candidates)]
+        """The live node that owns the most tenants (the round breaks ties),
+        so that every kill, partition and drain concerns tenants."""
+        counts = {}
+        for owner, _ in self.placement().values():
+            counts[owner] = counts.get(owner, 0) + 1
+        candidates = self.live_nodes()
+        return max(candidates, key=lambda node: (counts.get(node.node_id, 0), -((node.index - round) % len(candidates))))
 
     def scenario_kill(self, round):
         node = self.victim(round)
@@ -290,9 +295,13 @@ class Campaign:
         self.wait_ready(node)
         owners = self.settle(f"kill{round}")
         share = sum(1 for owner in owners.values() if owner == node.node_id)
+        plain = [seconds for tenant, seconds in times.items() if seconds is not None and not self.encrypted[tenant]]
+        encrypted = [seconds for tenant, seconds in times.items() if seconds is not None and self.encrypted[tenant]]
         self.details["kill"].append({
             "node": node.node_id, "tenants": len(tenants),
             "failover_seconds_max": round(max(recovered), 3) if recovered else None,
+            "failover_seconds_max_plain": round(max(plain), 3) if plain else None,
+            "failover_seconds_max_encrypted": round(max(encrypted), 3) if encrypted else None,
             "not_writable_again": len(tenants) - len(recovered),
             "rejoin_seconds": round(time.monotonic() - rejoin_started, 2), "tenants_after_rejoin": share})
 
@@ -534,10 +543,13 @@ class Campaign:
                 thread.join(timeout=60)
         elapsed = time.monotonic() - started
         lost, forked, reused, ages = self.check()
-        statuses = {node.node_id: node.stop() for node in self.nodes}
-        for node_id, status in statuses.items():
-            if status not in (0, None):
-                self.problems.append(f"{node_id} exited with {status} on SIGTERM")
+        for node in self.nodes:
+            if not node.alive():
+                self.problems.append(f"{node.node_id} had exited by itself (status {node.process.returncode}) before the end:\n{node.log_tail(10)}")
+                continue
+            status = node.stop()
+            if status != 0:
+                self.problems.append(f"{node.node_id} exited with {status} on SIGTERM")
         return self.summary(lost, forked, reused, ages, elapsed)
 
     def summary(self, lost, forked, reused, ages, elapsed):
