@@ -106,6 +106,7 @@ class Campaign:
                            PATH=os.path.join(ROOT, ".build-venv", "bin") + os.pathsep + os.environ.get("PATH", ""))
         self.nodes = [Node(index, port, self.work, server, environment) for index, port in enumerate(ports, start=1)]
         self.lock = threading.Lock()
+        self.started = time.monotonic()
         self.acks = {}             # tenant -> [Ack]
         self.tokens = {}
         self.encrypted = {}
@@ -180,7 +181,9 @@ class Campaign:
             if any(window.covers(tenant, start, end, status == 503 and retry_after) for window in self.windows):
                 self.expected_failures += 1
                 return
-            self.failures.append((tenant, f"{status} {detail}"[:300]))
+            open_windows = [window.kind for window in self.windows if window.covers(tenant, start, end, True)]
+            self.failures.append((tenant, f"at {start - self.started:.2f}-{end - self.started:.2f} s "
+                                          f"(windows: {','.join(open_windows) or 'none'}): {status} {detail}"[:400]))
 
     def write(self, tenant, name, score, base=None, timeout=30):
         """One write; returns the Ack or None."""
@@ -264,17 +267,17 @@ class Campaign:
     def owned_by(self, node_id):
         return sorted(tenant for tenant, (owner, _) in self.placement().items() if owner == node_id and tenant in self.tokens)
 
-    def victim(self, round):
-        """The live node that owns the most tenants (the round breaks ties),
+    def victim(self, number):
+        """The live node that owns the most tenants (the scenario's number breaks ties),
         so that every kill, partition and drain concerns tenants."""
         counts = {}
         for owner, _ in self.placement().values():
             counts[owner] = counts.get(owner, 0) + 1
         candidates = self.live_nodes()
-        return max(candidates, key=lambda node: (counts.get(node.node_id, 0), -((node.index - round) % len(candidates))))
+        return max(candidates, key=lambda node: (counts.get(node.node_id, 0), -((node.index - number) % len(candidates))))
 
-    def scenario_kill(self, round):
-        node = self.victim(round)
+    def scenario_kill(self, number):
+        node = self.victim(number)
         tenants = self.owned_by(node.node_id)
         window = self.open_window("kill", tenants, "any")
         instant = time.monotonic()
@@ -282,18 +285,18 @@ class Campaign:
             self.kills.append(instant)
         node.kill()
         node.wipe()
-        times = self.wait_writable(tenants, instant, self.arguments.bound, f"kill{round}")
+        times = self.wait_writable(tenants, instant, self.arguments.bound, f"kill{number}")
         window.end = time.monotonic()
         recovered = [seconds for seconds in times.values() if seconds is not None]
         self.failover.extend(times.values())
         if len(recovered) < len(tenants):
-            self.problems.append(f"kill {round}: {len(tenants) - len(recovered)} of {node.node_id}'s tenants not writable "
+            self.problems.append(f"kill {number}: {len(tenants) - len(recovered)} of {node.node_id}'s tenants not writable "
                                  f"within {max(3 * self.arguments.bound, 15)} s: {sorted(t for t, s in times.items() if s is None)}")
         # Rejoin: the same node id, an empty disk; it must take a share.
         rejoin_started = time.monotonic()
         self.start_node(node, attempts=int(3 * self.arguments.lease) + 1)
         self.wait_ready(node)
-        owners = self.settle(f"kill{round}")
+        owners = self.settle(f"kill{number}")
         share = sum(1 for owner in owners.values() if owner == node.node_id)
         plain = [seconds for tenant, seconds in times.items() if seconds is not None and not self.encrypted[tenant]]
         encrypted = [seconds for tenant, seconds in times.items() if seconds is not None and self.encrypted[tenant]]
@@ -305,10 +308,10 @@ class Campaign:
             "not_writable_again": len(tenants) - len(recovered),
             "rejoin_seconds": round(time.monotonic() - rejoin_started, 2), "tenants_after_rejoin": share})
 
-    def scenario_partition(self, round):
+    def scenario_partition(self, number):
         if network() != "netns":
-            return self.scenario_postgres_outage(round)
-        node = self.victim(round)
+            return self.scenario_postgres_outage(number)
+        node = self.victim(number)
         others = [other for other in self.live_nodes() if other is not node]
         tenants = self.owned_by(node.node_id)
         window = self.open_window("partition", tenants, "any")
@@ -321,7 +324,7 @@ class Campaign:
         while time.monotonic() < deadline and tenants:
             tenant = tenants[probe % len(tenants)]
             probe += 1
-            ack = self.write(tenant, f"z-{round}-{probe}", probe, base=node.base, timeout=3)
+            ack = self.write(tenant, f"z-{number}-{probe}", probe, base=node.base, timeout=3)
             if lease_invalid_at is None:
                 try:
                     fleet = request(node.base, "GET", "/health/ready", timeout=2).json().get("fleet") or {}
@@ -342,19 +345,19 @@ class Campaign:
             if claimed_at is not None and time.monotonic() - claimed_at > 1.0:
                 break
             time.sleep(0.02)
-        times = self.wait_writable(tenants, instant, self.arguments.bound, f"partition{round}")
+        times = self.wait_writable(tenants, instant, self.arguments.bound, f"partition{number}")
         recovered = [seconds for seconds in times.values() if seconds is not None]
         self.partition_failover.extend(times.values())
         if claimed_at is None and tenants:
-            self.problems.append(f"partition {round}: none of {node.node_id}'s tenants got another owner")
+            self.problems.append(f"partition {number}: none of {node.node_id}'s tenants got another owner")
         if last_direct_ack is not None and claimed_at is not None and last_direct_ack >= claimed_at:
-            self.problems.append(f"partition {round}: {node.node_id} acknowledged a write {last_direct_ack - claimed_at:.3f} s "
+            self.problems.append(f"partition {number}: {node.node_id} acknowledged a write {last_direct_ack - claimed_at:.3f} s "
                                  "after its tenants were claimed elsewhere")
         if zombie_acks:
-            self.problems.append(f"partition {round}: {zombie_acks} writes acknowledged by the partitioned node after the claim")
+            self.problems.append(f"partition {number}: {zombie_acks} writes acknowledged by the partitioned node after the claim")
         fleet_env("heal", node.index)
         healed = time.monotonic()
-        owners = self.settle(f"partition{round}")
+        owners = self.settle(f"partition{number}")
         window.end = time.monotonic()
         self.details["partition"].append({
             "node": node.node_id, "how": "blackhole route to PostgreSQL in the node's namespace", "tenants": len(tenants),
@@ -367,7 +370,7 @@ class Campaign:
             "tenants_after_heal": sum(1 for owner in owners.values() if owner == node.node_id),
             "heal_settle_seconds": round(time.monotonic() - healed, 2)})
 
-    def scenario_postgres_outage(self, round):
+    def scenario_postgres_outage(self, number):
         """Loopback: no partition of one node; PostgreSQL stops for every
         node for lease + 1 s: after the lease, nothing may be acknowledged."""
         window = self.open_window("postgres-outage", None, "any")
@@ -381,34 +384,34 @@ class Campaign:
             late = [(tenant, ack) for tenant, acks in self.acks.items() for ack in acks
                     if ack.start > instant + self.arguments.lease and ack.end < back]
         if late:
-            self.problems.append(f"postgres outage {round}: {len(late)} writes acknowledged while every lease had lapsed")
-        times = self.wait_writable(sorted(self.tokens), back, self.arguments.bound, f"outage{round}")
+            self.problems.append(f"postgres outage {number}: {len(late)} writes acknowledged while every lease had lapsed")
+        times = self.wait_writable(sorted(self.tokens), back, self.arguments.bound, f"outage{number}")
         window.end = time.monotonic()
         recovered = [seconds for seconds in times.values() if seconds is not None]
         if len(recovered) < len(times):
-            self.problems.append(f"postgres outage {round}: {len(times) - len(recovered)} tenants not writable after PostgreSQL came back")
+            self.problems.append(f"postgres outage {number}: {len(times) - len(recovered)} tenants not writable after PostgreSQL came back")
         self.details["partition"].append({
             "how": "simulated on loopback: PostgreSQL stopped for every node", "down_seconds": down,
             "writes_acknowledged_after_lease": len(late), "recovery_seconds_max": max(recovered) if recovered else None})
 
-    def scenario_pgrestart(self, round):
+    def scenario_pgrestart(self, number):
         window = self.open_window("pgrestart", None, "any")
         instant = time.monotonic()
         fleet_env("pg-restart", 1)
         back = time.monotonic()
-        times = self.wait_writable(sorted(self.tokens), back, self.arguments.bound, f"pgrestart{round}")
+        times = self.wait_writable(sorted(self.tokens), back, self.arguments.bound, f"pgrestart{number}")
         window.end = time.monotonic()
         recovered = [seconds for seconds in times.values() if seconds is not None]
         if len(recovered) < len(times):
-            self.problems.append(f"pgrestart {round}: {len(times) - len(recovered)} tenants not writable after the restart")
+            self.problems.append(f"pgrestart {number}: {len(times) - len(recovered)} tenants not writable after the restart")
         self.details["pgrestart"].append({"restart_seconds": round(back - instant, 2),
                                           "recovery_seconds_max": round(max(recovered), 3) if recovered else None})
 
-    def scenario_move(self, round):
+    def scenario_move(self, number):
         placement = self.placement()
         live = {node.node_id for node in self.live_nodes()}
         candidates = sorted(tenant for tenant, (owner, _) in placement.items() if owner in live and tenant in self.tokens)
-        tenant = candidates[round % len(candidates)]
+        tenant = candidates[number % len(candidates)]
         owner, epoch = placement[tenant]
         target = sorted(live - {owner})[0]
         window = self.open_window("move", [tenant], "retry_after")
@@ -422,21 +425,21 @@ class Campaign:
                 moved_at = time.monotonic()
                 break
             time.sleep(0.1)
-        times = self.wait_writable([tenant], instant, self.arguments.bound, f"move{round}")
+        times = self.wait_writable([tenant], instant, self.arguments.bound, f"move{number}")
         window.end = time.monotonic()
         if response.status not in (200, 202, 204):
-            self.problems.append(f"move {round}: POST /fleet/tenants/{tenant}/move answered {response.status} {response.body[:200]}")
+            self.problems.append(f"move {number}: POST /fleet/tenants/{tenant}/move answered {response.status} {response.body[:200]}")
         if moved_at is None:
-            self.problems.append(f"move {round}: {tenant} did not reach {target} within 30 s (placement: {after})")
+            self.problems.append(f"move {number}: {tenant} did not reach {target} within 30 s (placement: {after})")
         elif after[1] is not None and epoch is not None and after[1] != epoch + 1:
-            self.problems.append(f"move {round}: {tenant}'s epoch went from {epoch} to {after[1]}, not +1")
+            self.problems.append(f"move {number}: {tenant}'s epoch went from {epoch} to {after[1]}, not +1")
         self.details["move"].append({"tenant": tenant, "from": owner, "to": target, "status": response.status,
                                      "epoch_before": epoch, "epoch_after": after[1] if after else None,
                                      "seconds": None if moved_at is None else round(moved_at - instant, 3),
                                      "first_write_seconds": times[tenant]})
 
-    def scenario_drain(self, round):
-        node = self.victim(round)
+    def scenario_drain(self, number):
+        node = self.victim(number)
         tenants = self.owned_by(node.node_id)
         window = self.open_window("drain", tenants, "retry_after")
         instant = time.monotonic()
@@ -449,12 +452,12 @@ class Campaign:
                 drained_at = time.monotonic()
                 break
             time.sleep(0.2)
-        times = self.wait_writable(tenants, instant, self.arguments.bound, f"drain{round}")
+        times = self.wait_writable(tenants, instant, self.arguments.bound, f"drain{number}")
         window.end = time.monotonic()
         if response.status not in (200, 202, 204):
-            self.problems.append(f"drain {round}: POST /fleet/nodes/{node.node_id}/drain answered {response.status} {response.body[:200]}")
+            self.problems.append(f"drain {number}: POST /fleet/nodes/{node.node_id}/drain answered {response.status} {response.body[:200]}")
         if drained_at is None:
-            self.problems.append(f"drain {round}: {node.node_id} still owns {left} after 120 s")
+            self.problems.append(f"drain {number}: {node.node_id} still owns {left} after 120 s")
         recovered = [seconds for seconds in times.values() if seconds is not None]
         self.details["drain"].append({"node": node.node_id, "tenants": len(tenants), "status": response.status,
                                       "seconds": None if drained_at is None else round(drained_at - instant, 2),
@@ -532,10 +535,10 @@ class Campaign:
         for kind in arguments.scenarios:
             plan += [kind] * (arguments.kills if kind == "kill" else 1)
         try:
-            for round, kind in enumerate(plan):
+            for number, kind in enumerate(plan):
                 time.sleep(arguments.seconds)
-                log(f"{self.mode}: {kind} ({round + 1}/{len(plan)})")
-                getattr(self, f"scenario_{kind}")(round)
+                log(f"{self.mode}: {kind} ({number + 1}/{len(plan)})")
+                getattr(self, f"scenario_{kind}")(number)
             time.sleep(arguments.seconds)
         finally:
             stop.set()
@@ -580,6 +583,8 @@ class Campaign:
             "failed_requests_in_scenarios": self.expected_failures,
             "retry_after_503": self.retry_after, "cut_in_flight_by_a_kill": self.cut_by_kill,
             "scenarios": {kind: details for kind, details in self.details.items() if details},
+            "windows": [f"{window.kind} {window.start - self.started:.2f}-"
+                        f"{'open' if window.end is None else f'{window.end - self.started:.2f}'} s" for window in self.windows],
             "problems": self.problems,
         }
 
