@@ -270,6 +270,8 @@ class Campaign:
     def victim(self, number):
         """The live node that owns the most tenants (the scenario's number breaks ties),
         so that every kill, partition and drain concerns tenants."""
+        if len(self.live_nodes()) < 2:
+            raise RuntimeError(f"only {[node.node_id for node in self.live_nodes()]} alive: no node to spare")
         counts = {}
         for owner, _ in self.placement().values():
             counts[owner] = counts.get(owner, 0) + 1
@@ -345,7 +347,9 @@ class Campaign:
             if claimed_at is not None and time.monotonic() - claimed_at > 1.0:
                 break
             time.sleep(0.02)
-        times = self.wait_writable(tenants, instant, self.arguments.bound, f"partition{number}")
+        # Writable again, counted from the claim (before it, the node
+        # itself serves its tenants until its fence closes).
+        times = self.wait_writable(tenants, claimed_at or instant, self.arguments.bound, f"partition{number}")
         recovered = [seconds for seconds in times.values() if seconds is not None]
         self.partition_failover.extend(times.values())
         if claimed_at is None and tenants:
@@ -365,7 +369,7 @@ class Campaign:
             "claim_seen_seconds": None if claimed_at is None else round(claimed_at - instant, 3),
             "lease_invalid_seen_seconds": None if lease_invalid_at is None else round(lease_invalid_at - instant, 3),
             "writes_acknowledged_after_claim": zombie_acks,
-            "failover_seconds_max": max(recovered) if recovered else None,
+            "writable_after_claim_seconds_max": round(max(recovered), 3) if recovered else None,
             "node_alive_after_heal": node.alive(),
             "tenants_after_heal": sum(1 for owner in owners.values() if owner == node.node_id),
             "heal_settle_seconds": round(time.monotonic() - healed, 2)})
@@ -386,6 +390,7 @@ class Campaign:
         if late:
             self.problems.append(f"postgres outage {number}: {len(late)} writes acknowledged while every lease had lapsed")
         times = self.wait_writable(sorted(self.tokens), back, self.arguments.bound, f"outage{number}")
+        self.settle(f"outage{number}")
         window.end = time.monotonic()
         recovered = [seconds for seconds in times.values() if seconds is not None]
         if len(recovered) < len(times):
@@ -400,6 +405,9 @@ class Campaign:
         fleet_env("pg-restart", 1)
         back = time.monotonic()
         times = self.wait_writable(sorted(self.tokens), back, self.arguments.bound, f"pgrestart{number}")
+        # Every tenant is concerned until the placement is stable again
+        # (leases lapsed everywhere: tenants are claimed anew).
+        self.settle(f"pgrestart{number}")
         window.end = time.monotonic()
         recovered = [seconds for seconds in times.values() if seconds is not None]
         if len(recovered) < len(times):
@@ -411,6 +419,8 @@ class Campaign:
         placement = self.placement()
         live = {node.node_id for node in self.live_nodes()}
         candidates = sorted(tenant for tenant, (owner, _) in placement.items() if owner in live and tenant in self.tokens)
+        if not candidates or len(live) < 2:
+            raise RuntimeError(f"no tenant to move: placement {placement}, live nodes {sorted(live)}")
         tenant = candidates[number % len(candidates)]
         owner, epoch = placement[tenant]
         target = sorted(live - {owner})[0]
@@ -494,6 +504,13 @@ class Campaign:
                 ages.append((self.encrypted[tenant], min(later) - ack.end if later else None))
         return lost, forked, reused, ages
 
+    def lost_by_tenant(self, lost):
+        spans = {}
+        for tenant, ack in lost:
+            count, first, last = spans.get(tenant, (0, float("inf"), 0.0))
+            spans[tenant] = (count + 1, min(first, ack.end - self.started), max(last, ack.end - self.started))
+        return spans
+
     def events(self):
         return [window.start for window in self.windows if not window.kind.endswith("rebalance")]
 
@@ -538,7 +555,13 @@ class Campaign:
             for number, kind in enumerate(plan):
                 time.sleep(arguments.seconds)
                 log(f"{self.mode}: {kind} ({number + 1}/{len(plan)})")
-                getattr(self, f"scenario_{kind}")(number)
+                try:
+                    getattr(self, f"scenario_{kind}")(number)
+                except Exception as error:   # the scenario failed: said, and the campaign goes on
+                    self.problems.append(f"{kind} {number} raised {type(error).__name__}: {error}")
+                    for window in self.windows:
+                        if window.end is None:
+                            window.end = time.monotonic()
             time.sleep(arguments.seconds)
         finally:
             stop.set()
@@ -571,13 +594,15 @@ class Campaign:
             "acknowledged_writes": acknowledged,
             "acknowledged_writes_lost": len(lost),
             "lost_examples": [f"{tenant} id {ack.id} {ack.name}" for tenant, ack in lost[:5]],
+            "lost_by_tenant": {tenant: f"{count} acknowledged at {first:.2f}-{last:.2f} s"
+                               for tenant, (count, first, last) in self.lost_by_tenant(lost).items()},
             "lost_write_ages_seconds_max": max((age for _, age in ages if age is not None), default=None),
             "lost_outside_loss_window": len(outside), "loss_window": window, "loss_window_slack_seconds": slack,
             "ids_reused_after_loss": reused,
             "forked_sequences": len(forked), "forked_tenants": forked,
             "failover_seconds": sorted(failover),
             "failover_unrecovered": sum(1 for seconds in self.failover if seconds is None),
-            "partition_failover_seconds": sorted(round(s, 3) for s in self.partition_failover if s is not None),
+            "partition_writable_after_claim_seconds": sorted(round(s, 3) for s in self.partition_failover if s is not None),
             "failed_requests_on_unaffected_tenants": len(self.failures),
             "failure_examples": [f"{tenant}: {detail}" for tenant, detail in self.failures[:5]],
             "failed_requests_in_scenarios": self.expected_failures,

@@ -131,11 +131,20 @@ class Node:
             self.wait_listening()
 
     def log_tail(self, lines=30):
+        """The log's last lines; for a crash, its fatal error and the
+        frames of the sample's own code (the end of a backtrace only
+        lists libraries)."""
         try:
             with open(self.log_path, "rb") as file:
-                return b"\n".join(file.read().splitlines()[-lines:]).decode("utf-8", "replace")
+                text = file.read().decode("utf-8", "replace").splitlines()
         except OSError:
             return ""
+        if any("Program crashed" in line for line in text):
+            start = next(i for i, line in enumerate(text) if "Program crashed" in line)
+            fatal = [line for line in text if "Fatal error" in line][:2]
+            frames = [line.strip()[:240] for line in text[start:] if " in MultiTenantServer at /" in line and "/.build/" not in line and "compiler-generated" not in line][:8]
+            return "\n".join(fatal + text[start:start + 2] + frames) + f"\n(log: {self.log_path})"
+        return "\n".join(text[-lines:])
 
     def wait_listening(self, seconds=120):
         deadline = time.monotonic() + seconds
