@@ -24,8 +24,9 @@ for i in 1 2 3; do fleet_bench_node "$i" forwarding async; done
 file="$FLEET_WORK/forwarding/tenants"
 : >"$file"
 echo "creating $tenants tenants x $players players…" >&2
-for t in $(seq 0 $((tenants - 1))); do create_tenant "${node_url[1]}" "t$t" "$players" "$file"; done
+for t in $(seq 0 $((tenants - 1))); do create_tenant "${node_url[1]}" "t$t" 0 "$file"; done
 fleet_bench_settle "${node_url[1]}"
+fleet_bench_seed_players "${node_url[1]}" "$file" "$players"
 fleet_bench_owned n1 "$file" "${node_url[1]}" "$FLEET_WORK/forwarding/owned"
 owned=$(wc -l <"$FLEET_WORK/forwarding/owned")
 

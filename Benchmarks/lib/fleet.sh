@@ -128,3 +128,20 @@ fleet_bench_wrk() {
         /non-2xx or errors/ {errors = $NF}
         END {printf "%s %.3f %.3f %s\n", rps, p50, p99, errors == "" ? 0 : errors}'
 }
+
+# Writes $3 players (seed0…) to every tenant of tenants file $2 through
+# the node at $1: after fleet_bench_settle, when no tenant moves any more
+# (a moving tenant's writes get the documented 503 Retry-After).
+fleet_bench_seed_players() {
+    local base=$1 file=$2 count=$3 id token p
+    [ "$count" -gt 0 ] || return 0
+    while read -r id token; do
+        local args=()
+        for p in $(seq 0 $((count - 1))); do
+            [ "$p" -gt 0 ] && args+=(--next)
+            args+=(-sf -o /dev/null -X POST "$base/tenants/$id/players" -H "Authorization: Bearer $token"
+                -H 'Content-Type: application/json' -d "{\"name\":\"seed$p\",\"score\":$p}")
+        done
+        curl "${args[@]}" || { fleet_fail "seeding tenant $id through $base failed"; return 1; }
+    done <"$file"
+}
