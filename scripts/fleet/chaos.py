@@ -455,7 +455,7 @@ class Campaign:
         instant = time.monotonic()
         response = request(self.haproxy, "POST", f"/fleet/nodes/{node.node_id}/drain", None, self.operator, timeout=60)
         drained_at, left = None, tenants
-        deadline = instant + 120
+        deadline = instant + self.arguments.drain_seconds
         while time.monotonic() < deadline:
             left = self.owned_by(node.node_id)
             if not left:
@@ -467,7 +467,7 @@ class Campaign:
         if response.status not in (200, 202, 204):
             self.problems.append(f"drain {number}: POST /fleet/nodes/{node.node_id}/drain answered {response.status} {response.body[:200]}")
         if drained_at is None:
-            self.problems.append(f"drain {number}: {node.node_id} still owns {left} after 120 s")
+            self.problems.append(f"drain {number}: {node.node_id} still owns {left} after {self.arguments.drain_seconds} s")
         recovered = [seconds for seconds in times.values() if seconds is not None]
         self.details["drain"].append({"node": node.node_id, "tenants": len(tenants), "status": response.status,
                                       "seconds": None if drained_at is None else round(drained_at - instant, 2),
@@ -627,6 +627,7 @@ def main():
     parser.add_argument("--lease", type=float, default=2.0)
     parser.add_argument("--encrypted-backup-seconds", type=int, default=2,
                         help="encrypted tenants' backup interval: their loss window, and a durable write's wait")
+    parser.add_argument("--drain-seconds", type=float, default=None, help="how long a drain may take (120 s; 30 with --short)")
     parser.add_argument("--bound", type=float, default=5.0, help="failover bound, seconds")
     parser.add_argument("--loss-slack", type=float, default=1.0, help="async: seconds allowed beyond the documented loss window")
     parser.add_argument("--release", action="store_true")
@@ -639,6 +640,7 @@ def main():
     arguments.tenants = arguments.tenants or (12 if short else 30)
     arguments.writers = arguments.writers or (4 if short else 8)
     arguments.seconds = arguments.seconds if arguments.seconds is not None else (2.0 if short else 5.0)
+    arguments.drain_seconds = arguments.drain_seconds or (30.0 if short else 120.0)
     arguments.scenarios = [kind for kind in arguments.scenarios.split(",") if kind]
     unknown = set(arguments.scenarios) - set(SCENARIOS)
     if unknown:
