@@ -37,6 +37,8 @@ let package = Package(
             dependencies: [
                 "GRDBRegistryFleet",
                 .product(name: "GRDBRegistry", package: "GRDBRegistry"),
+                // In-memory databases whose write freezes the test host hands out.
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBRegistryService", package: "GRDBRegistry"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
