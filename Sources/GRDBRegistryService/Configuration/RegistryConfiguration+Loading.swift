@@ -297,6 +297,14 @@ extension Builder {
                 log.add("replication.removedTenantRetentionSeconds", "must be zero (delete at removal) or a positive number of seconds (at most \(Self.maximumSeconds))")
             }
         }
+        var acknowledgements = RegistryConfiguration.Replication.Acknowledgements.asynchronous
+        if let text = model.acknowledgements {
+            if let value = RegistryConfiguration.Replication.Acknowledgements(rawValue: text) {
+                acknowledgements = value
+            } else {
+                log.add("replication.acknowledgements", "unknown value \(String(reflecting: text)): use \"async\" (answer once committed here) or \"durable\" (answer once in the replica)")
+            }
+        }
         let backups = model.encryptedBackupDirectory.map(resolve)
         // Fail closed: an encrypted database is never handed to Litestream
         // (its SQLite can't read SQLCipher pages, and must never write into
@@ -311,6 +319,7 @@ extension Builder {
         }
         return RegistryConfiguration.Replication(
             replica: replica, litestream: litestream, socket: socket, startsReplicator: startsReplicator,
-            encryptedBackupDirectory: backups, encryptedBackupInterval: interval, removedTenantRetention: retention)
+            encryptedBackupDirectory: backups, encryptedBackupInterval: interval, removedTenantRetention: retention,
+            acknowledgements: acknowledgements)
     }
 }
