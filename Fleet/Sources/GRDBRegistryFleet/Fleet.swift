@@ -173,6 +173,11 @@ extension Fleet {
         /// after losing its lease (fenced, not handed off): a claim that
         /// finds the tenant still at that epoch, still ours, keeps the file.
         var lastHeldEpoch: [String: UInt64] = [:]
+        /// The tenants this node id owned, at these epochs, when this
+        /// session joined: an earlier process (or session) held them, so
+        /// this one claims them at a new epoch. A tenant owned by this node
+        /// at any other epoch was handed to it: it is adopted at that epoch.
+        var ownedAtJoin: [String: UInt64] = [:]
         /// The one move of the loop (drain, rebalance) under way.
         var loopMove: Task<Void, Never>?
         var loopMoveRunning = false

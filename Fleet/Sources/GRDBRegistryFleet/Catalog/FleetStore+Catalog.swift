@@ -12,7 +12,7 @@ extension FleetStore {
             try await client.query("""
                 INSERT INTO fleet_tenants (tenant_id, name, encrypted, token_hash, owner, epoch)
                 SELECT \(id), \(name), \(encrypted), \(tokenHash), node_id, 1 FROM fleet_nodes
-                WHERE node_id = \(nodeID) AND session = \(session) AND state <> 'left' AND lease_until >= now()
+                WHERE node_id = \(nodeID) AND session = \(session) AND state <> 'left' AND lease_until >= clock_timestamp()
                 ON CONFLICT (tenant_id) DO NOTHING
                 RETURNING tenant_id, name, encrypted, token_hash, created_at, owner, epoch
                 """).collect().first.map(Self.tenant(from:))

@@ -118,9 +118,12 @@ extension Fleet {
             return false
         }
         fence.extend(until: timing.fenceDeadline(renewalSent: sent))
+        let me = configuration.nodeID
+        let ownedAtJoin = try await store.tenants().filter { $0.owner == me }
         state.withLock {
             $0.session = session
             $0.nodeState = "active"
+            $0.ownedAtJoin = Dictionary(ownedAtJoin.map { ($0.id, $0.epoch) }, uniquingKeysWith: max)
         }
         return true
     }

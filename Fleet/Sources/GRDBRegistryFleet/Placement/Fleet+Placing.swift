@@ -25,12 +25,18 @@ extension Fleet {
                 state.local[id] = nil
             }
             var toClaim: [String] = []
+            var toAdopt: [FleetTenant] = []
             let canClaim = state.nodeState == "active"
             for tenant in snapshot.tenants.values where state.local[tenant.id] == nil {
                 if tenant.owner == me {
-                    // Ours but not held: handed to us, or held by an
-                    // earlier process of this node.
-                    toClaim.append(tenant.id)
+                    if state.ownedAtJoin[tenant.id] == tenant.epoch {
+                        // Held by an earlier process or session of this
+                        // node, which may still upload: a new epoch.
+                        toClaim.append(tenant.id)
+                    } else {
+                        // Handed to us at this epoch by its frozen owner.
+                        toAdopt.append(tenant)
+                    }
                     continue
                 }
                 if let owner = tenant.owner, snapshot.isLive(owner) {
@@ -46,9 +52,13 @@ extension Fleet {
             }
             var toRetry: [String] = []
             for (id, tenant) in state.local {
-                if case let .failed(_, retryAt, _) = tenant.progress, retryAt <= now { toRetry.append(id) }
+                    if case let .failed(_, retryAt, _) = tenant.progress, retryAt <= now { toRetry.append(id) }
             }
-            return (lost, toClaim.sorted(), toRetry)
+            for tenant in toAdopt {
+                state.local[tenant.id] = LocalTenant(epoch: tenant.epoch, encrypted: tenant.encrypted, keepLocal: false, progress: .claimed)
+                state.orphanSince[tenant.id] = nil
+            }
+            return (lost, toClaim.sorted(), toRetry + (configuration.restore == .eager ? toAdopt.map(\.id) : []))
         }
 
         for (id, tenant) in lost {

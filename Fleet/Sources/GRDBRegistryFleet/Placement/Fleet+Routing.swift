@@ -55,10 +55,24 @@ extension Fleet {
             case .wait:
                 if let task = startAcquire(id.rawValue) { await task.value }
             case .claim:
-                _ = try await claim(id.rawValue, store: store())
+                try await takeOwned(id.rawValue)
                 if let task = startAcquire(id.rawValue) { await task.value }
             }
         }
         return .unavailable(reason: "tenant \(id) changed hands while this request was routed; retry")
+    }
+
+    /// A tenant the catalog says this node owns, which it does not hold:
+    /// claimed at a new epoch when an earlier session held it, adopted at
+    /// its epoch when it was handed here.
+    private func takeOwned(_ id: String) async throws {
+        let mustClaim = state.withLock { state -> Bool? in
+            guard state.local[id] == nil, let row = state.snapshot.tenants[id], row.owner == configuration.nodeID else { return nil }
+            if state.ownedAtJoin[id] == row.epoch { return true }
+            state.local[id] = LocalTenant(epoch: row.epoch, encrypted: row.encrypted, keepLocal: false, progress: .claimed)
+            state.orphanSince[id] = nil
+            return false
+        }
+        if mustClaim == true { try await claim(id, store: store()) }
     }
 }

@@ -1,0 +1,97 @@
+import Foundation
+import GRDB
+import GRDBRegistry
+import Logging
+import PostgresNIO
+import Testing
+@testable import GRDBRegistryFleet
+
+/// A node that cannot renew stops writing before its lease can end in
+/// PostgreSQL, and comes back on its own when PostgreSQL does.
+@Suite("Fencing")
+struct FencingTests {
+    /// Renewals block on a lock of `fleet_nodes` (PostgreSQL answers
+    /// nobody's renewal, as when it is cut off): the node's fence closes,
+    /// measured on PostgreSQL's clock, before the `lease_until` of its last
+    /// renewal. A real commit is refused then. Once the lock goes (after
+    /// the lease lapsed), the node lets its tenant go, joins again with a
+    /// new session and claims it back at a new epoch, keeping its local
+    /// copy (nobody else held it meanwhile).
+    @Test func blockedRenewalsCloseTheFenceBeforeTheLeaseEndsInPostgreSQL() async throws {
+        let url = try await TestPostgres.newDatabase()
+        let node = try await TestNode.joined("n1", postgres: url)
+        try await node.create("t1")
+        let database = try #require(node.host.database("t1"))
+        // A tenant database guarded by the node's fence, as DatabaseService does.
+        let guarded = ManagedDatabase(name: "guarded", writer: try DatabaseQueue(), checks: [.writeGate, .fence(node.fence)])
+        try await guarded.writer.write { try $0.execute(sql: "CREATE TABLE t(a)") }
+        _ = database
+
+        let (leaseUntil, closedAt, sessionBefore): (Double, Double, String) = try await TestPostgres.withClient(url) { client in
+            try await client.withTransaction(logger: testLogger) { connection in
+                try await connection.query("LOCK TABLE fleet_nodes IN ACCESS EXCLUSIVE MODE", logger: testLogger)
+                let (leaseUntil, session) = try await connection.query(
+                    "SELECT extract(epoch FROM lease_until)::float8, session::text FROM fleet_nodes WHERE node_id = 'n1'", logger: testLogger
+                ).collect().first!.decode((Double, String).self)
+                let deadline = ContinuousClock.now + .seconds(5)
+                while node.fence.isOpen && ContinuousClock.now < deadline {
+                    try await Task.sleep(for: .milliseconds(5))
+                }
+                let closedAt = try await connection.query("SELECT extract(epoch FROM clock_timestamp())::float8", logger: testLogger)
+                    .collect().first!.decode(Double.self)
+                // Keep the lock until the lease lapsed in PostgreSQL.
+                while try await connection.query("SELECT clock_timestamp() <= lease_until FROM fleet_nodes WHERE node_id = 'n1'", logger: testLogger)
+                    .collect().first!.decode(Bool.self) {
+                    try await Task.sleep(for: .milliseconds(50))
+                }
+                return (leaseUntil, closedAt, session)
+            }
+        }
+        #expect(closedAt < leaseUntil, "fence closed at \(closedAt), lease ended at \(leaseUntil)")
+        // The margin is a quarter of the 2 s lease; allow for the polling.
+        #expect(leaseUntil - closedAt > 0.3, "fence closed only \(leaseUntil - closedAt) s before the lease ended")
+        await #expect(throws: ManagedDatabaseError.self) {
+            try await guarded.writer.write { try $0.execute(sql: "INSERT INTO t VALUES (1)") }
+        }
+
+        // PostgreSQL answers again: a new session, the tenant claimed back
+        // at epoch 2 with its local copy.
+        try await eventually("the node joins again") { node.fence.isOpen }
+        try await eventually("t1 is claimed back") {
+            node.host.acquires.contains(RecordingHost.Acquire(tenant: "t1", epoch: 2, keepLocal: true))
+        }
+        #expect(node.host.relinquished.contains("t1"))
+        let sessionAfter = try await TestPostgres.rows(url, "SELECT session::text FROM fleet_nodes WHERE node_id = 'n1'")
+        #expect(sessionAfter != [[sessionBefore]])
+        #expect(try await TestPostgres.rows(url, "SELECT owner, epoch FROM fleet_tenants") == [["n1", "2"]])
+        try await guarded.writer.write { try $0.execute(sql: "INSERT INTO t VALUES (2)") }
+        try await node.shutdown()
+        await #expect(throws: ManagedDatabaseError.self) {
+            try await guarded.writer.write { try $0.execute(sql: "INSERT INTO t VALUES (3)") }
+        }
+    }
+
+    /// While the fence is closed, the node routes none of its tenants here.
+    @Test func fencedNodeRoutesItsTenantsNowhere() async throws {
+        let url = try await TestPostgres.newDatabase()
+        let node = try await TestNode.joined("n1", postgres: url)
+        try await node.create("t1")
+        #expect(try await node.fleet.route(TenantID("t1")) == .local)
+        try await TestPostgres.withClient(url) { client in
+            try await client.withTransaction(logger: testLogger) { connection in
+                try await connection.query("LOCK TABLE fleet_nodes IN ACCESS EXCLUSIVE MODE", logger: testLogger)
+                try await eventually("the fence closes") { !node.fence.isOpen }
+                let route = try await node.fleet.route(TenantID("t1"))
+                guard case let .unavailable(reason) = route else {
+                    Issue.record("expected unavailable, got \(route)")
+                    return
+                }
+                #expect(reason.contains("fenced"))
+                #expect(node.fleet.status.leaseValid == false)
+            }
+        }
+        try await node.shutdown()
+    }
+}
+
+let testLogger = Logger(label: "fleet-test")
