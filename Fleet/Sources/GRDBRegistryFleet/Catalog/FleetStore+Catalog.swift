@@ -37,6 +37,15 @@ extension FleetStore {
         }
     }
 
+    /// Tenant `id`, nil when there is none.
+    func tenant(_ id: String) async throws -> FleetTenant? {
+        try await run("the lookup of tenant \(id)") { client in
+            try await client.query("""
+                SELECT tenant_id, name, encrypted, token_hash, created_at, owner, epoch FROM fleet_tenants WHERE tenant_id = \(id)
+                """).collect().first.map(Self.tenant(from:))
+        }
+    }
+
     /// Every tenant of the catalog.
     func tenants() async throws -> [FleetTenant] {
         try await run("the catalog") { client in

@@ -98,4 +98,17 @@ extension FleetStore {
             return nodes
         }
     }
+
+    /// Node `id`, unless it left.
+    func node(_ id: String) async throws -> FleetNode? {
+        try await run("the lookup of node \(id)") { client in
+            let rows = try await client.query("""
+                SELECT node_id, address, state, lease_until >= now() FROM fleet_nodes WHERE node_id = \(id) AND state <> 'left'
+                """)
+            for try await (id, address, state, live) in rows.decode((String, String, String, Bool).self) {
+                return FleetNode(id: id, address: address, state: state, live: live)
+            }
+            return nil
+        }
+    }
 }

@@ -18,6 +18,11 @@ extension Fleet {
     ///   when the tenant changed meanwhile (the freeze ends, nothing moved).
     public func move(_ id: TenantID, to node: String) async throws {
         let store = try store()
+        if !state.withLock({ $0.snapshot.activeNodes.contains(node) }) {
+            // A node that joined since the last refresh.
+            let nodes = try await store.nodes()
+            state.withLock { $0.snapshot.replaceNodes(nodes) }
+        }
         try state.withLock { state in
             guard let tenant = state.local[id.rawValue], tenant.isReady else {
                 throw FleetError.notOwner(tenant: id.rawValue)
@@ -107,8 +112,21 @@ extension Fleet {
                     if let target = snapshot.preferredNode(for: id, excluding: me) { pick = (id, target); break }
                 }
             } else if state.local.count > snapshot.fairShare {
+                // Above the fair share: first a tenant that prefers a node
+                // with room, else any tenant to the node with the fewest.
+                let counts = snapshot.tenantCounts
+                let fair = snapshot.fairShare
                 for id in ready {
-                    if let target = snapshot.preferredNode(for: id), target != me { pick = (id, target); break }
+                    if let target = snapshot.preferredNode(for: id), target != me, counts[target, default: 0] < fair {
+                        pick = (id, target)
+                        break
+                    }
+                }
+                if pick == nil, let id = ready.first,
+                   let target = snapshot.activeNodes.filter({ $0 != me && counts[$0, default: 0] < fair })
+                       .min(by: { (counts[$0, default: 0], $0) < (counts[$1, default: 0], $1) })
+                {
+                    pick = (id, target)
                 }
             }
             guard let (id, target) = pick, let tenantID = try? TenantID(id) else { return nil }

@@ -19,9 +19,26 @@ extension Fleet {
     ///
     /// - throws: ``FleetError/unknownTenant(_:)``; ``FleetError/notRunning``.
     public func route(_ id: TenantID) async throws -> TenantRoute {
+        try await route(id, forwardedBy: nil)
+    }
+
+    /// Where a request for tenant `id` goes now, for a request that node
+    /// `forwarder` forwarded here (nil: straight from a client).
+    ///
+    /// A forwarder believes this node owns the tenant: when this node's
+    /// snapshot says another node does (it is up to an interval old, and
+    /// the tenant may have been handed here since), the tenant's row is
+    /// read again before answering `.remote`. The caller still refuses to
+    /// forward a forwarded request a second time.
+    ///
+    /// ```swift
+    /// let route = try await fleet.route(id, forwardedBy: request.headers["X-MTS-Forwarded"])
+    /// ```
+    public func route(_ id: TenantID, forwardedBy forwarder: String?) async throws -> TenantRoute {
         let me = configuration.nodeID
+        var reread = false
         for _ in 0..<3 {
-            enum Next { case answer(TenantRoute), wait(Task<Void, Never>), claim }
+            enum Next { case answer(TenantRoute), wait(Task<Void, Never>), claim, reread(TenantRoute) }
             let next: Next = try state.withLock { state in
                 switch state.phase {
                 case .joined, .leaving: break
@@ -39,19 +56,30 @@ extension Fleet {
                     case .claimed: return .wait(Task {})   // started below
                     }
                 }
-                guard let row = state.snapshot.tenants[id.rawValue] else { throw FleetError.unknownTenant(id.rawValue) }
+                guard let row = state.snapshot.tenants[id.rawValue] else {
+                    // Created on another node since the last refresh?
+                    if reread { throw FleetError.unknownTenant(id.rawValue) }
+                    return .reread(.unavailable(reason: "unknown tenant \(id)"))
+                }
                 guard let owner = row.owner else {
-                    return .answer(.unavailable(reason: "tenant \(id) has no owner; a live node claims it within \(configuration.renewInterval * 2)"))
+                    return .reread(.unavailable(reason: "tenant \(id) has no owner; a live node claims it within \(configuration.renewInterval * 2)"))
                 }
                 if owner == me { return .claim }
                 guard let node = state.snapshot.nodes[owner], node.live else {
-                    return .answer(.unavailable(reason: "tenant \(id)'s owner \(owner) lost its lease; a live node claims it within \(configuration.renewInterval * 3)"))
+                    return .reread(.unavailable(reason: "tenant \(id)'s owner \(owner) lost its lease; a live node claims it within \(configuration.lease + configuration.renewInterval * 3)"))
                 }
+                if forwarder != nil { return .reread(.remote(node: owner, address: node.address)) }
                 return .answer(.remote(node: owner, address: node.address))
             }
             switch next {
             case let .answer(route):
                 return route
+            case let .reread(route):
+                // The snapshot may be an interval old (a failover, a move,
+                // a creation elsewhere): ask PostgreSQL once before answering.
+                if reread { return route }
+                reread = true
+                try await rereadTenant(id.rawValue)
             case .wait:
                 if let task = startAcquire(id.rawValue) { await task.value }
             case .claim:
@@ -74,5 +102,23 @@ extension Fleet {
             return false
         }
         if mustClaim == true { try await claim(id, store: store()) }
+    }
+
+    /// Reads tenant `id` and its owner's node again, into the snapshot.
+    private func rereadTenant(_ id: String) async throws {
+        let store = try store()
+        guard let tenant = try await store.tenant(id) else { return }
+        let owner = try await tenant.owner.asyncFlatMap { try await store.node($0) }
+        state.withLock { state in
+            state.snapshot.update(tenant)
+            if let owner { state.snapshot.setNode(owner) }
+        }
+    }
+}
+
+extension Optional {
+    fileprivate func asyncFlatMap<U>(_ transform: (Wrapped) async throws -> U?) async rethrows -> U? {
+        guard let self else { return nil }
+        return try await transform(self)
     }
 }
