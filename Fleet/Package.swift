@@ -41,6 +41,10 @@ let package = Package(
                 .product(name: "GRDBRegistry", package: "GRDBRegistry"),
                 // In-memory databases whose write freezes the test host hands out.
                 .product(name: "GRDB", package: "GRDB.swift"),
+                // ServiceTenantHost end to end: real services, Litestream, restores.
+                .product(name: "GRDBRegistryExamples", package: "GRDBRegistry"),
+                .product(name: "GRDBMigrations", package: "GRDBRegistry"),
+                .product(name: "GRDBBackup", package: "GRDBRegistry"),
                 .product(name: "GRDBRegistryService", package: "GRDBRegistry"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),

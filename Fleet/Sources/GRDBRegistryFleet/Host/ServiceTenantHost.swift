@@ -15,7 +15,7 @@ import Tracing
 ///
 /// ```swift
 /// let placement = ReplicaPlacement()
-/// let replicator = LitestreamReplicator(configuration: configuration, logger: logger, placement: placement)
+/// let replicator = try LitestreamReplicator(configuration: configuration, logger: logger, placement: placement)
 /// let fence = WriteFence()
 /// let service = DatabaseService(configuration: configuration, logger: logger, replicator: replicator, writeFence: fence)
 /// let teams = try service.tenants(of: PlayerRepository.self)
