@@ -128,6 +128,9 @@ extension Fleet {
         enum Progress {
             /// Inserted by ``Fleet/createTenant(id:name:encrypted:tokenHash:provision:)``, not provisioned yet.
             case creating
+            /// The claim statement is under way (one per tenant: a request
+            /// and the loop never both claim, which would skip an epoch).
+            case claiming(Task<Bool, any Error>, token: UUID)
             /// Claimed, not restored yet (on first request, or a restore about to start).
             case claimed
             /// Being restored: every request waits for this one task.

@@ -95,3 +95,38 @@ struct FencingTests {
 }
 
 let testLogger = Logger(label: "fleet-test")
+
+@Suite("PostgreSQL restarts")
+struct PostgresRestartTests {
+    /// PostgreSQL stops for longer than the lease, then comes back: the
+    /// node refuses writes (its fence closed) while it is away, then joins
+    /// again, claims its tenant back and serves it; nobody else took it.
+    /// A short restart (shorter than the fence's slack) changes nothing.
+    @Test func nodeSurvivesAPostgreSQLRestart() async throws {
+        try await TestPostgres.withPrivateCluster { url, directory in
+            let node = try await TestNode.joined("n1", postgres: url)
+            try await node.create("acme")
+            #expect(try await node.fleet.route(TenantID("acme")) == .local)
+
+            try TestPostgres.runScript(["stop", directory])
+            try await eventually("the fence closes while PostgreSQL is down") { !node.fence.isOpen }
+            try await Task.sleep(for: .seconds(2))
+            try TestPostgres.runScript(["start", directory, try String(contentsOfFile: directory + "/port", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)])
+
+            try await eventually("the node serves acme again", timeout: .seconds(15)) {
+                guard node.fence.isOpen else { return false }
+                return (try? await node.fleet.route(TenantID("acme"))) == .local
+            }
+            let rows = try await TestPostgres.rows(url, "SELECT owner, epoch FROM fleet_tenants")
+            #expect(rows == [["n1", "2"]])
+            #expect(node.host.acquires.last == RecordingHost.Acquire(tenant: "acme", epoch: 2, keepLocal: true))
+
+            // A quick restart: the lease holds, the epoch stays.
+            try TestPostgres.runScript(["restart", directory])
+            try await Task.sleep(for: .seconds(2))
+            try await eventually("the fence is open") { node.fence.isOpen }
+            #expect(try await node.fleet.route(TenantID("acme")) == .local)
+            try await node.shutdown()
+        }
+    }
+}

@@ -38,7 +38,7 @@ extension Fleet {
         let me = configuration.nodeID
         var reread = false
         for _ in 0..<3 {
-            enum Next { case answer(TenantRoute), wait(Task<Void, Never>), claim, reread(TenantRoute) }
+            enum Next { case answer(TenantRoute), wait(Task<Void, Never>), waitClaim(Task<Bool, any Error>), claim, reread(TenantRoute) }
             let next: Next = try state.withLock { state in
                 switch state.phase {
                 case .joined, .leaving: break
@@ -53,6 +53,7 @@ extension Fleet {
                     case .creating: return .answer(.unavailable(reason: "tenant \(id) is being created"))
                     case let .failed(reason, _, _): return .answer(.unavailable(reason: "tenant \(id) could not be restored on node \(me): \(reason)"))
                     case let .acquiring(task): return .wait(task)
+                    case let .claiming(task, _): return .waitClaim(task)
                     case .claimed: return .wait(Task {})   // started below
                     }
                 }
@@ -81,6 +82,9 @@ extension Fleet {
                 reread = true
                 try await rereadTenant(id.rawValue)
             case .wait:
+                if let task = startAcquire(id.rawValue) { await task.value }
+            case let .waitClaim(task):
+                _ = try await task.value
                 if let task = startAcquire(id.rawValue) { await task.value }
             case .claim:
                 try await takeOwned(id.rawValue)

@@ -100,6 +100,24 @@ enum TestPostgres {
         return Int(UInt16(bigEndian: address.sin_port))
     }
 
+    /// A cluster of the caller's own (to stop and restart without
+    /// disturbing the other tests), stopped and removed after `body`.
+    static func withPrivateCluster<T: Sendable>(_ body: @Sendable (_ url: String, _ directory: String) async throws -> T) async throws -> T {
+        let directory = FileManager.default.temporaryDirectory
+            .appendingPathComponent("fleet-private-\(UUID().uuidString.prefix(8))").path
+        let url = try runScript(["start", directory, "\(try freePort())"]).trimmingCharacters(in: .whitespacesAndNewlines)
+        do {
+            let result = try await body(url, directory)
+            _ = try? runScript(["stop", directory])
+            try? FileManager.default.removeItem(atPath: directory)
+            return result
+        } catch {
+            _ = try? runScript(["stop", directory])
+            try? FileManager.default.removeItem(atPath: directory)
+            throw error
+        }
+    }
+
     /// A new, empty database on the cluster; its URL.
     static func newDatabase() async throws -> String {
         let cluster = try cluster()
