@@ -180,7 +180,9 @@ extension Fleet {
         /// session joined: an earlier process (or session) held them, so
         /// this one claims them at a new epoch. A tenant owned by this node
         /// at any other epoch was handed to it: it is adopted at that epoch.
-        var ownedAtJoin: [String: UInt64] = [:]
+        /// Nil when unknown (the read after the join failed): every such
+        /// tenant is then claimed anew, the safe way.
+        var ownedAtJoin: [String: UInt64]? = [:]
         /// The one move of the loop (drain, rebalance) under way.
         var loopMove: Task<Void, Never>?
         var loopMoveRunning = false

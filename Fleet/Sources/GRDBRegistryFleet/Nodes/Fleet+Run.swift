@@ -117,13 +117,20 @@ extension Fleet {
         guard try await store.join(nodeID: configuration.nodeID, session: session, address: configuration.address, lease: timing.lease) else {
             return false
         }
-        fence.extend(until: timing.fenceDeadline(renewalSent: sent))
-        let me = configuration.nodeID
-        let ownedAtJoin = try await store.tenants().filter { $0.owner == me }
+        // The session first: PostgreSQL holds it now, whatever comes next.
         state.withLock {
             $0.session = session
             $0.nodeState = "active"
-            $0.ownedAtJoin = Dictionary(ownedAtJoin.map { ($0.id, $0.epoch) }, uniquingKeysWith: max)
+            $0.ownedAtJoin = nil
+        }
+        fence.extend(until: timing.fenceDeadline(renewalSent: sent))
+        let me = configuration.nodeID
+        if let owned = try? await store.tenants().filter({ $0.owner == me }) {
+            state.withLock { state in
+                if state.session == session {
+                    state.ownedAtJoin = Dictionary(owned.map { ($0.id, $0.epoch) }, uniquingKeysWith: max)
+                }
+            }
         }
         return true
     }

@@ -29,7 +29,7 @@ extension Fleet {
             let canClaim = state.nodeState == "active"
             for tenant in snapshot.tenants.values where state.local[tenant.id] == nil {
                 if tenant.owner == me {
-                    if state.ownedAtJoin[tenant.id] == tenant.epoch {
+                    if state.ownedAtJoin.map({ $0[tenant.id] == tenant.epoch }) ?? true {
                         // Held by an earlier process or session of this
                         // node, which may still upload: a new epoch.
                         toClaim.append(tenant.id)

@@ -100,7 +100,7 @@ extension Fleet {
     private func takeOwned(_ id: String) async throws {
         let mustClaim = state.withLock { state -> Bool? in
             guard state.local[id] == nil, let row = state.snapshot.tenants[id], row.owner == configuration.nodeID else { return nil }
-            if state.ownedAtJoin[id] == row.epoch { return true }
+            if state.ownedAtJoin.map({ $0[id] == row.epoch }) ?? true { return true }
             state.local[id] = LocalTenant(epoch: row.epoch, encrypted: row.encrypted, keepLocal: false, progress: .claimed)
             state.orphanSince[id] = nil
             return false
