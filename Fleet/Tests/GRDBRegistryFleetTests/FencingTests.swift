@@ -47,6 +47,7 @@ struct FencingTests {
                 return (leaseUntil, closedAt, session)
             }
         }
+        print("fencing: the fence closed \(leaseUntil - closedAt) s before lease_until (PostgreSQL's clock; lease 2 s, margin 0.5 s)")
         #expect(closedAt < leaseUntil, "fence closed at \(closedAt), lease ended at \(leaseUntil)")
         // The margin is a quarter of the 2 s lease; allow for the polling.
         #expect(leaseUntil - closedAt > 0.3, "fence closed only \(leaseUntil - closedAt) s before the lease ended")

@@ -21,7 +21,7 @@ import Tracing
 /// let teams = try service.tenants(of: PlayerRepository.self)
 /// let host = try ServiceTenantHost(
 ///     directory: teams, replicator: replicator,
-///     restoreChecks: DatabaseRestore.Checks(migrations: try PlayerRepository.migrationSet),
+///     restoreChecks: DatabaseRestore.Checks(migrations: PlayerRepository.migrationSet),
 ///     logger: logger)
 /// let fleet = Fleet(configuration: fleetConfiguration, host: host, fence: fence, logger: logger)
 /// ```
