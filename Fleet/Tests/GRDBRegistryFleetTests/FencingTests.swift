@@ -131,3 +131,73 @@ struct PostgresRestartTests {
         }
     }
 }
+
+@Suite("Partitions")
+struct PartitionTests {
+    /// n1 is cut from PostgreSQL for its renewals (its role loses UPDATE on
+    /// `fleet_nodes`: every renewal fails, as when packets are dropped)
+    /// while n2 is not. n1 stops serving acme before n2 may claim it; at
+    /// no instant do both serve it; once n1 reaches PostgreSQL again, it
+    /// finds its lease lapsed, lets acme go for good and joins again.
+    @Test func partitionedNodeStopsBeforeASurvivorTakesOverAndNeverBothServe() async throws {
+        let url = try await TestPostgres.newDatabase()
+        let suffix = UUID().uuidString.prefix(8).lowercased()
+        let (role1, role2) = ("fleet_n1_\(suffix)", "fleet_n2_\(suffix)")
+        try await TestPostgres.withClient(url) { client in
+            _ = try await FleetSchema.prepare(client, logger: testLogger)
+            for role in [role1, role2] {
+                try await client.query(PostgresQuery(unsafeSQL: "CREATE ROLE \(role) LOGIN"))
+                try await client.query(PostgresQuery(unsafeSQL: "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO \(role)"))
+            }
+        }
+        func connectionURL(as role: String) throws -> String {
+            guard var components = URLComponents(string: url) else { throw TestFailure("bad URL") }
+            components.user = role
+            guard let string = components.string else { throw TestFailure("bad URL") }
+            return string
+        }
+        let n1 = try await TestNode.joined("n1", postgres: try connectionURL(as: role1))
+        let n2 = try await TestNode.joined("n2", postgres: try connectionURL(as: role2))
+        try await n1.create("acme")
+
+        /// Whether `node` would commit to acme now.
+        @Sendable func serves(_ node: TestNode) -> Bool {
+            node.fence.isOpen && node.fleet.status.ownedTenants.contains("acme")
+        }
+        try await TestPostgres.withClient(url) { client in
+            try await client.query(PostgresQuery(unsafeSQL: "REVOKE UPDATE ON fleet_nodes FROM \(role1)"))
+        }
+        let cut = ContinuousClock.now
+        var n1StoppedAt: ContinuousClock.Instant?
+        var n2StartedAt: ContinuousClock.Instant?
+        var bothServed = 0
+        while ContinuousClock.now - cut < .seconds(10), n2StartedAt == nil {
+            let (one, two) = (serves(n1), serves(n2))
+            if one && two { bothServed += 1 }
+            if !one, n1StoppedAt == nil { n1StoppedAt = .now }
+            if two { n2StartedAt = .now }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        #expect(bothServed == 0)
+        let stopped = try #require(n1StoppedAt)
+        let started = try #require(n2StartedAt)
+        #expect(stopped < started)
+        print("partition: n1 stopped serving \(stopped - cut) after the cut, n2 served \(started - cut) after it")
+        #expect(try await n2.fleet.route(TenantID("acme")) == .local)
+        #expect(try await TestPostgres.rows(url, "SELECT owner, epoch FROM fleet_tenants") == [["n2", "2"]])
+
+        // The partition heals: n1 lets acme go and joins again; acme stays on n2.
+        try await TestPostgres.withClient(url) { client in
+            try await client.query(PostgresQuery(unsafeSQL: "GRANT UPDATE ON fleet_nodes TO \(role1)"))
+        }
+        try await eventually("n1 let acme go and is back") { n1.host.relinquished.contains("acme") && n1.fence.isOpen }
+        for _ in 0..<50 {
+            #expect(!(serves(n1) && serves(n2)))
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(try await n1.fleet.route(TenantID("acme")) == .remote(node: "n2", address: "http://n2.fleet.test:8080"))
+        #expect(try await TestPostgres.rows(url, "SELECT owner, epoch FROM fleet_tenants") == [["n2", "2"]])
+        try await n1.shutdown()
+        try await n2.shutdown()
+    }
+}

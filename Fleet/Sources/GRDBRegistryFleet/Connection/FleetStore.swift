@@ -59,3 +59,15 @@ extension Duration {
         return Double(s) + Double(attoseconds) / 1e18
     }
 }
+
+/// What a log line says of `error`: PostgreSQL's own message for a server
+/// error (PSQLError's description is deliberately generic).
+func logDescription(_ error: any Error) -> String {
+    if let error = error as? PSQLError {
+        if let message = error.serverInfo?[.message] {
+            return "PostgreSQL: \(message) (SQLSTATE \(error.serverInfo?[.sqlState] ?? "?"))"
+        }
+        return "PostgreSQL client error: \(error.code)"
+    }
+    return "\(error)"
+}

@@ -147,13 +147,13 @@ public final class ServiceTenantHost<Repository: TenantRepository>: FleetTenantH
         do {
             try await replicator.stopReplicating(id)
         } catch {
-            logger.warning("could not stop replicating a tenant let go", metadata: ["tenant": "\(id)", "error": "\(error)"])
+            logger.warning("could not stop replicating a tenant let go", metadata: ["tenant": "\(id)", "error": "\(logDescription(error))"])
         }
         letGo(frozenLeaseOf: id)
         do {
             try directory.close(id, force: true)
         } catch {
-            logger.warning("could not close a tenant let go", metadata: ["tenant": "\(id)", "error": "\(error)"])
+            logger.warning("could not close a tenant let go", metadata: ["tenant": "\(id)", "error": "\(logDescription(error))"])
         }
     }
 

@@ -176,7 +176,7 @@ extension Fleet {
         } catch {
             // The fence runs out on its own: no renewal, no write.
             logger.warning("lease renewal failed; writes stop when the fence runs out", metadata: [
-                "error": "\(error)", "fenceRemaining": "\(fence.remaining)",
+                "error": "\(logDescription(error))", "fenceRemaining": "\(fence.remaining)",
             ])
             return
         }
@@ -185,7 +185,7 @@ extension Fleet {
             try await refresh(store: store)
             try await place(store: store)
         } catch {
-            logger.warning("placement round failed", metadata: ["error": "\(error)"])
+            logger.warning("placement round failed", metadata: ["error": "\(logDescription(error))"])
         }
     }
 
@@ -215,7 +215,7 @@ extension Fleet {
                 logger.error("another process holds this node id now; retrying", metadata: ["node": "\(configuration.nodeID)"])
             }
         } catch {
-            logger.warning("join after a lapsed lease failed", metadata: ["error": "\(error)"])
+            logger.warning("join after a lapsed lease failed", metadata: ["error": "\(logDescription(error))"])
         }
     }
 

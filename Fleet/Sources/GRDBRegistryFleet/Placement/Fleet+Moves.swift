@@ -140,7 +140,7 @@ extension Fleet {
             do {
                 try await handoff(id, to: target, store: store())
             } catch {
-                logger.warning("move failed", metadata: ["tenant": "\(id)", "to": "\(target)", "error": "\(error)"])
+                logger.warning("move failed", metadata: ["tenant": "\(id)", "to": "\(target)", "error": "\(logDescription(error))"])
             }
         }
         state.withLock { $0.loopMove = task }
@@ -179,7 +179,7 @@ extension Fleet {
                     try await handoff(tenantID, to: target, store: store)
                     continue
                 } catch {
-                    logger.warning("hand-off at shutdown failed: releasing instead", metadata: ["tenant": "\(id)", "error": "\(error)"])
+                    logger.warning("hand-off at shutdown failed: releasing instead", metadata: ["tenant": "\(id)", "error": "\(logDescription(error))"])
                 }
             }
             // Release: the replica must hold every commit first (a ready
@@ -189,7 +189,7 @@ extension Fleet {
             do {
                 try await store.release(tenant: id, nodeID: configuration.nodeID, epoch: tenant.epoch)
             } catch {
-                logger.warning("release at shutdown failed: the tenant is claimable once the lease lapses", metadata: ["tenant": "\(id)", "error": "\(error)"])
+                logger.warning("release at shutdown failed: the tenant is claimable once the lease lapses", metadata: ["tenant": "\(id)", "error": "\(logDescription(error))"])
             }
             state.withLock { _ = $0.local.removeValue(forKey: id) }
             await host.relinquish(tenantID)
@@ -198,7 +198,7 @@ extension Fleet {
         do {
             try await store.leave(nodeID: configuration.nodeID, session: session)
         } catch {
-            logger.warning("leave failed: the node's lease lapses on its own", metadata: ["error": "\(error)"])
+            logger.warning("leave failed: the node's lease lapses on its own", metadata: ["error": "\(logDescription(error))"])
         }
         fence.close()
         state.withLock {

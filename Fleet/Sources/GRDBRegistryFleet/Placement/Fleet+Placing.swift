@@ -195,7 +195,7 @@ extension Fleet {
                 "seconds": "\((ContinuousClock.now - started).seconds)",
             ])
         case let .failure(error):
-            logger.error("tenant unavailable: its restore failed", metadata: ["tenant": "\(id)", "epoch": "\(epoch)", "error": "\(error)"])
+            logger.error("tenant unavailable: its restore failed", metadata: ["tenant": "\(id)", "epoch": "\(epoch)", "error": "\(logDescription(error))"])
         }
         if stale, case .success = outcome, let tenantID = try? TenantID(id) {
             // Lost while it was being restored: it is not ours to serve.
