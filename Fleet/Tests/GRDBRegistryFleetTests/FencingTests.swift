@@ -77,7 +77,7 @@ struct FencingTests {
         let url = try await TestPostgres.newDatabase()
         let node = try await TestNode.joined("n1", postgres: url)
         try await node.create("t1")
-        #expect(try await node.fleet.route(TenantID("t1")) == .local)
+        try await eventually("t1 is served") { try await node.fleet.route(TenantID("t1")) == .local }
         try await TestPostgres.withClient(url) { client in
             try await client.withTransaction(logger: testLogger) { connection in
                 try await connection.query("LOCK TABLE fleet_nodes IN ACCESS EXCLUSIVE MODE", logger: testLogger)
