@@ -39,6 +39,10 @@ struct FencingTests {
                 }
                 let closedAt = try await connection.query("SELECT extract(epoch FROM clock_timestamp())::float8", logger: testLogger)
                     .collect().first!.decode(Double.self)
+                // While PostgreSQL does not answer, commits are refused.
+                await #expect(throws: ManagedDatabaseError.self) {
+                    try await guarded.writer.write { try $0.execute(sql: "INSERT INTO t VALUES (1)") }
+                }
                 // Keep the lock until the lease lapsed in PostgreSQL.
                 while try await connection.query("SELECT clock_timestamp() <= lease_until FROM fleet_nodes WHERE node_id = 'n1'", logger: testLogger)
                     .collect().first!.decode(Bool.self) {
@@ -51,21 +55,23 @@ struct FencingTests {
         #expect(closedAt < leaseUntil, "fence closed at \(closedAt), lease ended at \(leaseUntil)")
         // The margin is a quarter of the 2 s lease; allow for the polling.
         #expect(leaseUntil - closedAt > 0.3, "fence closed only \(leaseUntil - closedAt) s before the lease ended")
-        await #expect(throws: ManagedDatabaseError.self) {
-            try await guarded.writer.write { try $0.execute(sql: "INSERT INTO t VALUES (1)") }
-        }
-
         // PostgreSQL answers again: a new session, the tenant claimed back
         // at epoch 2 with its local copy.
         try await eventually("the node joins again") { node.fence.isOpen }
+        // (On a loaded machine the node may lapse more than once: each
+        // time it claims t1 back at the next epoch, keeping its copy.)
         try await eventually("t1 is claimed back") {
-            node.host.acquires.contains(RecordingHost.Acquire(tenant: "t1", epoch: 2, keepLocal: true))
+            node.host.acquires.contains { $0.tenant == "t1" && $0.epoch >= 2 && $0.keepLocal }
         }
+        #expect(node.host.acquires.allSatisfy { $0.keepLocal })
         #expect(node.host.relinquished.contains("t1"))
         let sessionAfter = try await TestPostgres.rows(url, "SELECT session::text FROM fleet_nodes WHERE node_id = 'n1'")
         #expect(sessionAfter != [[sessionBefore]])
-        #expect(try await TestPostgres.rows(url, "SELECT owner, epoch FROM fleet_tenants") == [["n1", "2"]])
-        try await guarded.writer.write { try $0.execute(sql: "INSERT INTO t VALUES (2)") }
+        let placement = try await TestPostgres.rows(url, "SELECT owner, epoch >= 2 FROM fleet_tenants")
+        #expect(placement == [["n1", "true"]])
+        try await eventually("commits go through again") {
+            (try? await guarded.writer.write { try $0.execute(sql: "INSERT INTO t VALUES (2)") }) != nil
+        }
         try await node.shutdown()
         await #expect(throws: ManagedDatabaseError.self) {
             try await guarded.writer.write { try $0.execute(sql: "INSERT INTO t VALUES (3)") }

@@ -35,6 +35,16 @@ extension Fleet {
     /// let route = try await fleet.route(id, forwardedBy: request.headers["X-MTS-Forwarded"])
     /// ```
     public func route(_ id: TenantID, forwardedBy forwarder: String?) async throws -> TenantRoute {
+        do {
+            return try await routeOrThrow(id, forwardedBy: forwarder)
+        } catch let FleetError.unreachable(reason) {
+            // A claim or a re-read that PostgreSQL did not answer: nobody
+            // can say who serves the tenant now.
+            return .unavailable(reason: "tenant \(id) can't be placed now: \(reason)")
+        }
+    }
+
+    private func routeOrThrow(_ id: TenantID, forwardedBy forwarder: String?) async throws -> TenantRoute {
         let me = configuration.nodeID
         var reread = false
         for _ in 0..<3 {
