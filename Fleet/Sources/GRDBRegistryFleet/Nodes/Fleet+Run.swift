@@ -221,10 +221,11 @@ extension Fleet {
 
     /// Reads the catalog and the nodes.
     func refresh(store: FleetStore) async throws {
+        let readStart = state.withLock { $0.editClock }
         async let tenants = store.tenants()
         async let nodes = store.nodes()
         let snapshot = PlacementSnapshot(tenants: try await tenants, nodes: try await nodes)
-        state.withLock { $0.snapshot = snapshot }
+        state.withLock { $0.install(snapshot, readStart: readStart) }
     }
 }
 

@@ -89,7 +89,7 @@ extension Fleet {
             if var row = state.snapshot.tenants[id.rawValue] {
                 row.owner = target
                 row.epoch = newEpoch
-                state.snapshot.update(row)
+                state.edit(row)
             }
         }
         await host.relinquish(id)

@@ -124,7 +124,7 @@ extension Fleet {
             state.orphanSince[id] = nil
             row.owner = configuration.nodeID
             row.epoch = claim.epoch
-            state.snapshot.update(row)
+            state.edit(row)
             state.local[id] = LocalTenant(epoch: claim.epoch, encrypted: row.encrypted, keepLocal: keepLocal, progress: .claimed)
             return true
         }

@@ -124,7 +124,7 @@ extension Fleet {
         guard let tenant = try await store.tenant(id) else { return }
         let owner = try await tenant.owner.asyncFlatMap { try await store.node($0) }
         state.withLock { state in
-            state.snapshot.update(tenant)
+            state.edit(tenant)
             if let owner { state.snapshot.setNode(owner) }
         }
     }
