@@ -52,7 +52,7 @@ extension Fleet {
             }
             var toRetry: [String] = []
             for (id, tenant) in state.local {
-                    if case let .failed(_, retryAt, _) = tenant.progress, retryAt <= now { toRetry.append(id) }
+                if case let .failed(_, retryAt, _) = tenant.progress, retryAt <= now { toRetry.append(id) }
             }
             for tenant in toAdopt {
                 state.local[tenant.id] = LocalTenant(epoch: tenant.epoch, encrypted: tenant.encrypted, keepLocal: false, progress: .claimed)
