@@ -128,6 +128,9 @@ extension Fleet {
         enum Progress {
             /// Inserted by ``Fleet/createTenant(id:name:encrypted:tokenHash:provision:)``, not provisioned yet.
             case creating
+            /// The claim statement is under way (one per tenant: a request
+            /// and the loop never both claim, which would skip an epoch).
+            case claiming(Task<Bool, any Error>, token: UUID)
             /// Claimed, not restored yet (on first request, or a restore about to start).
             case claimed
             /// Being restored: every request waits for this one task.
@@ -158,6 +161,27 @@ extension Fleet {
     }
 
     struct State {
+        /// Records a row this node changed in PostgreSQL.
+        mutating func edit(_ tenant: FleetTenant) {
+            editClock += 1
+            snapshot.update(tenant)
+            edits[tenant.id] = (tenant, editClock)
+        }
+
+        /// Installs what a refresh read, `readStart` being the edit clock
+        /// when its read began.
+        mutating func install(_ read: PlacementSnapshot, readStart: UInt64) {
+            var snapshot = read
+            for (id, edit) in edits {
+                if edit.at > readStart {
+                    snapshot.update(edit.tenant)
+                } else {
+                    edits[id] = nil
+                }
+            }
+            self.snapshot = snapshot
+        }
+
         var phase = Phase.starting
         var joinWaiters: [CheckedContinuation<Void, any Error>] = []
         var store: FleetStore?
@@ -173,6 +197,19 @@ extension Fleet {
         /// after losing its lease (fenced, not handed off): a claim that
         /// finds the tenant still at that epoch, still ours, keeps the file.
         var lastHeldEpoch: [String: UInt64] = [:]
+        /// The tenants this node id owned, at these epochs, when this
+        /// session joined: an earlier process (or session) held them, so
+        /// this one claims them at a new epoch. A tenant owned by this node
+        /// at any other epoch was handed to it: it is adopted at that epoch.
+        /// Nil when unknown (the read after the join failed): every such
+        /// tenant is then claimed anew, the safe way.
+        var ownedAtJoin: [String: UInt64]? = [:]
+        /// The rows this node changed itself (creations, claims,
+        /// hand-offs, tokens), with the edit clock at the change: a
+        /// refresh whose read began before a change applies it again over
+        /// what it read, so that it never reverts this node's own news.
+        var edits: [String: (tenant: FleetTenant, at: UInt64)] = [:]
+        var editClock: UInt64 = 0
         /// The one move of the loop (drain, rebalance) under way.
         var loopMove: Task<Void, Never>?
         var loopMoveRunning = false

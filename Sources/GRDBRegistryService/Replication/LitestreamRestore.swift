@@ -235,7 +235,7 @@ public struct LitestreamRestore: Sendable {
         tenant id: TenantID, below epoch: UInt64? = nil, encrypted: Bool, checks: DatabaseRestore.Checks = .init()
     ) throws -> DatabaseRestore.Report? {
         let storage = try tenantStorage(for: id)
-        let candidates = try replicaEpochs(of: id).filter { epoch == nil || $0.epoch < epoch! }
+        let candidates = try replicaEpochs(of: id).filter { candidate in epoch.map { candidate.epoch < $0 } ?? true }
         guard let newest = candidates.first(where: { !$0.isEmpty }) else { return nil }
         let name = id.databaseName
         let folder = RegistryConfiguration.Replication.epochFolderName(newest.epoch)

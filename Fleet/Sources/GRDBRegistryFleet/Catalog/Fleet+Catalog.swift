@@ -54,7 +54,7 @@ extension Fleet {
             throw error
         }
         state.withLock { state in
-            state.snapshot.update(tenant)
+            state.edit(tenant)
             state.local[id.rawValue]?.progress = .ready
         }
         return tenant
@@ -70,7 +70,7 @@ extension Fleet {
     /// - returns: the updated tenant, nil when there is none.
     public func setTokenHash(_ hash: String, of id: String) async throws -> FleetTenant? {
         guard let tenant = try await store().setTokenHash(hash, of: id) else { return nil }
-        state.withLock { $0.snapshot.update(tenant) }
+        state.withLock { $0.edit(tenant) }
         return tenant
     }
 }

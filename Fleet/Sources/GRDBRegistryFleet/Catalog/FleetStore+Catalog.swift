@@ -12,7 +12,7 @@ extension FleetStore {
             try await client.query("""
                 INSERT INTO fleet_tenants (tenant_id, name, encrypted, token_hash, owner, epoch)
                 SELECT \(id), \(name), \(encrypted), \(tokenHash), node_id, 1 FROM fleet_nodes
-                WHERE node_id = \(nodeID) AND session = \(session) AND state <> 'left' AND lease_until >= now()
+                WHERE node_id = \(nodeID) AND session = \(session) AND state <> 'left' AND lease_until >= clock_timestamp()
                 ON CONFLICT (tenant_id) DO NOTHING
                 RETURNING tenant_id, name, encrypted, token_hash, created_at, owner, epoch
                 """).collect().first.map(Self.tenant(from:))
@@ -33,6 +33,15 @@ extension FleetStore {
             try await client.query("""
                 UPDATE fleet_tenants SET token_hash = \(hash) WHERE tenant_id = \(id)
                 RETURNING tenant_id, name, encrypted, token_hash, created_at, owner, epoch
+                """).collect().first.map(Self.tenant(from:))
+        }
+    }
+
+    /// Tenant `id`, nil when there is none.
+    func tenant(_ id: String) async throws -> FleetTenant? {
+        try await run("the lookup of tenant \(id)") { client in
+            try await client.query("""
+                SELECT tenant_id, name, encrypted, token_hash, created_at, owner, epoch FROM fleet_tenants WHERE tenant_id = \(id)
                 """).collect().first.map(Self.tenant(from:))
         }
     }

@@ -38,17 +38,19 @@ struct FleetStore: Sendable {
         }
     }
 
-    /// The round trip of `SELECT 1`, the worst of three.
+    /// The round trip of `SELECT 1`: the median of five, after one that
+    /// opens the connection (a connection's start-up is not a round trip,
+    /// and one slow sample on a busy machine says little).
     func measureRoundTrip() async throws -> Duration {
-        var worst = Duration.zero
-        for _ in 0..<3 {
+        var samples: [Duration] = []
+        for index in 0..<6 {
             let start = ContinuousClock.now
             try await run("SELECT 1") { client in
                 _ = try await client.query("SELECT 1").collect()
             }
-            worst = max(worst, ContinuousClock.now - start)
+            if index > 0 { samples.append(ContinuousClock.now - start) }
         }
-        return worst
+        return samples.sorted()[samples.count / 2]
     }
 }
 
@@ -58,4 +60,16 @@ extension Duration {
         let (s, attoseconds) = components
         return Double(s) + Double(attoseconds) / 1e18
     }
+}
+
+/// What a log line says of `error`: PostgreSQL's own message for a server
+/// error (PSQLError's description is deliberately generic).
+func logDescription(_ error: any Error) -> String {
+    if let error = error as? PSQLError {
+        if let message = error.serverInfo?[.message] {
+            return "PostgreSQL: \(message) (SQLSTATE \(error.serverInfo?[.sqlState] ?? "?"))"
+        }
+        return "PostgreSQL client error: \(error.code)"
+    }
+    return "\(error)"
 }

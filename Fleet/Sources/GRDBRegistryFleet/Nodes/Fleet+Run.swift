@@ -41,7 +41,13 @@ extension Fleet {
             throw error
         }
         await loop()
-        await leave()
+        if Task.isCancelled {
+            // Cancelled, not shut down: like a crash, the node stops
+            // writing and lets its lease lapse; survivors claim its tenants.
+            abandon()
+        } else {
+            await leave()
+        }
         pool.cancel()
         await pool.value
     }
@@ -111,12 +117,31 @@ extension Fleet {
         guard try await store.join(nodeID: configuration.nodeID, session: session, address: configuration.address, lease: timing.lease) else {
             return false
         }
-        fence.extend(until: timing.fenceDeadline(renewalSent: sent))
+        // The session first: PostgreSQL holds it now, whatever comes next.
         state.withLock {
             $0.session = session
             $0.nodeState = "active"
+            $0.ownedAtJoin = nil
+        }
+        fence.extend(until: timing.fenceDeadline(renewalSent: sent))
+        let me = configuration.nodeID
+        if let owned = try? await store.tenants().filter({ $0.owner == me }) {
+            state.withLock { state in
+                if state.session == session {
+                    state.ownedAtJoin = Dictionary(owned.map { ($0.id, $0.epoch) }, uniquingKeysWith: max)
+                }
+            }
         }
         return true
+    }
+
+    private func abandon() {
+        fence.close()
+        state.withLock {
+            $0.phase = .stopped
+            $0.local = [:]
+        }
+        logger.warning("fleet cancelled: writes stopped, the lease lapses on its own", metadata: ["node": "\(configuration.nodeID)"])
     }
 
     /// Ticks every renew interval until graceful shutdown or cancellation.
@@ -151,7 +176,7 @@ extension Fleet {
         } catch {
             // The fence runs out on its own: no renewal, no write.
             logger.warning("lease renewal failed; writes stop when the fence runs out", metadata: [
-                "error": "\(error)", "fenceRemaining": "\(fence.remaining)",
+                "error": "\(logDescription(error))", "fenceRemaining": "\(fence.remaining)",
             ])
             return
         }
@@ -160,7 +185,7 @@ extension Fleet {
             try await refresh(store: store)
             try await place(store: store)
         } catch {
-            logger.warning("placement round failed", metadata: ["error": "\(error)"])
+            logger.warning("placement round failed", metadata: ["error": "\(logDescription(error))"])
         }
     }
 
@@ -190,16 +215,17 @@ extension Fleet {
                 logger.error("another process holds this node id now; retrying", metadata: ["node": "\(configuration.nodeID)"])
             }
         } catch {
-            logger.warning("join after a lapsed lease failed", metadata: ["error": "\(error)"])
+            logger.warning("join after a lapsed lease failed", metadata: ["error": "\(logDescription(error))"])
         }
     }
 
     /// Reads the catalog and the nodes.
     func refresh(store: FleetStore) async throws {
+        let readStart = state.withLock { $0.editClock }
         async let tenants = store.tenants()
         async let nodes = store.nodes()
         let snapshot = PlacementSnapshot(tenants: try await tenants, nodes: try await nodes)
-        state.withLock { $0.snapshot = snapshot }
+        state.withLock { $0.install(snapshot, readStart: readStart) }
     }
 }
 

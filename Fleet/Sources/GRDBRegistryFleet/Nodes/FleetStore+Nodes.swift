@@ -38,6 +38,13 @@ extension FleetStore {
     /// one conditional statement. PostgreSQL computes the new end with its
     /// own clock.
     ///
+    /// `clock_timestamp()`, not `now()`: `now()` is when the statement
+    /// started, and a renewal that waited behind a claim's lock on the
+    /// node's row (see ``claim(tenant:nodeID:session:)``) must find the
+    /// lease lapsed if it lapsed while it waited, or a node could renew a
+    /// lease whose tenants were just claimed. The new end is computed after
+    /// the renewal was sent, which the fence relies on.
+    ///
     /// - returns: the node's state (`active`, `draining`), or nil when the
     ///   lease lapsed or another session took the id (the node must
     ///   consider every tenant lost).
@@ -45,8 +52,8 @@ extension FleetStore {
         let seconds = lease.seconds
         return try await run("the lease renewal of node \(nodeID)") { client in
             let rows = try await client.query("""
-                UPDATE fleet_nodes SET lease_until = now() + make_interval(secs => \(seconds))
-                WHERE node_id = \(nodeID) AND session = \(session) AND state <> 'left' AND lease_until >= now()
+                UPDATE fleet_nodes SET lease_until = clock_timestamp() + make_interval(secs => \(seconds))
+                WHERE node_id = \(nodeID) AND session = \(session) AND state <> 'left' AND lease_until >= clock_timestamp()
                 RETURNING state
                 """).collect()
             return try rows.first?.decode(String.self)
@@ -71,7 +78,7 @@ extension FleetStore {
         let updated = try await run("the drain of node \(nodeID)") { client in
             try await client.query("""
                 UPDATE fleet_nodes SET state = 'draining'
-                WHERE node_id = \(nodeID) AND state <> 'left' AND lease_until >= now()
+                WHERE node_id = \(nodeID) AND state <> 'left' AND lease_until >= clock_timestamp()
                 RETURNING node_id
                 """).collect().count
         }
@@ -89,6 +96,19 @@ extension FleetStore {
                 nodes.append(FleetNode(id: id, address: address, state: state, live: live))
             }
             return nodes
+        }
+    }
+
+    /// Node `id`, unless it left.
+    func node(_ id: String) async throws -> FleetNode? {
+        try await run("the lookup of node \(id)") { client in
+            let rows = try await client.query("""
+                SELECT node_id, address, state, lease_until >= now() FROM fleet_nodes WHERE node_id = \(id) AND state <> 'left'
+                """)
+            for try await (id, address, state, live) in rows.decode((String, String, String, Bool).self) {
+                return FleetNode(id: id, address: address, state: state, live: live)
+            }
+            return nil
         }
     }
 }

@@ -18,6 +18,11 @@ extension Fleet {
     ///   when the tenant changed meanwhile (the freeze ends, nothing moved).
     public func move(_ id: TenantID, to node: String) async throws {
         let store = try store()
+        if !state.withLock({ $0.snapshot.activeNodes.contains(node) }) {
+            // A node that joined since the last refresh.
+            let nodes = try await store.nodes()
+            state.withLock { $0.snapshot.replaceNodes(nodes) }
+        }
         try state.withLock { state in
             guard let tenant = state.local[id.rawValue], tenant.isReady else {
                 throw FleetError.notOwner(tenant: id.rawValue)
@@ -84,7 +89,7 @@ extension Fleet {
             if var row = state.snapshot.tenants[id.rawValue] {
                 row.owner = target
                 row.epoch = newEpoch
-                state.snapshot.update(row)
+                state.edit(row)
             }
         }
         await host.relinquish(id)
@@ -107,8 +112,21 @@ extension Fleet {
                     if let target = snapshot.preferredNode(for: id, excluding: me) { pick = (id, target); break }
                 }
             } else if state.local.count > snapshot.fairShare {
+                // Above the fair share: first a tenant that prefers a node
+                // with room, else any tenant to the node with the fewest.
+                let counts = snapshot.tenantCounts
+                let fair = snapshot.fairShare
                 for id in ready {
-                    if let target = snapshot.preferredNode(for: id), target != me { pick = (id, target); break }
+                    if let target = snapshot.preferredNode(for: id), target != me, counts[target, default: 0] < fair {
+                        pick = (id, target)
+                        break
+                    }
+                }
+                if pick == nil, let id = ready.first,
+                   let target = snapshot.activeNodes.filter({ $0 != me && counts[$0, default: 0] < fair })
+                       .min(by: { (counts[$0, default: 0], $0) < (counts[$1, default: 0], $1) })
+                {
+                    pick = (id, target)
                 }
             }
             guard let (id, target) = pick, let tenantID = try? TenantID(id) else { return nil }
@@ -122,7 +140,7 @@ extension Fleet {
             do {
                 try await handoff(id, to: target, store: store())
             } catch {
-                logger.warning("move failed", metadata: ["tenant": "\(id)", "to": "\(target)", "error": "\(error)"])
+                logger.warning("move failed", metadata: ["tenant": "\(id)", "to": "\(target)", "error": "\(logDescription(error))"])
             }
         }
         state.withLock { $0.loopMove = task }
@@ -161,7 +179,7 @@ extension Fleet {
                     try await handoff(tenantID, to: target, store: store)
                     continue
                 } catch {
-                    logger.warning("hand-off at shutdown failed: releasing instead", metadata: ["tenant": "\(id)", "error": "\(error)"])
+                    logger.warning("hand-off at shutdown failed: releasing instead", metadata: ["tenant": "\(id)", "error": "\(logDescription(error))"])
                 }
             }
             // Release: the replica must hold every commit first (a ready
@@ -171,7 +189,7 @@ extension Fleet {
             do {
                 try await store.release(tenant: id, nodeID: configuration.nodeID, epoch: tenant.epoch)
             } catch {
-                logger.warning("release at shutdown failed: the tenant is claimable once the lease lapses", metadata: ["tenant": "\(id)", "error": "\(error)"])
+                logger.warning("release at shutdown failed: the tenant is claimable once the lease lapses", metadata: ["tenant": "\(id)", "error": "\(logDescription(error))"])
             }
             state.withLock { _ = $0.local.removeValue(forKey: id) }
             await host.relinquish(tenantID)
@@ -180,7 +198,7 @@ extension Fleet {
         do {
             try await store.leave(nodeID: configuration.nodeID, session: session)
         } catch {
-            logger.warning("leave failed: the node's lease lapses on its own", metadata: ["error": "\(error)"])
+            logger.warning("leave failed: the node's lease lapses on its own", metadata: ["error": "\(logDescription(error))"])
         }
         fence.close()
         state.withLock {

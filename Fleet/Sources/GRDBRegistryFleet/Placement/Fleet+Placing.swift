@@ -17,7 +17,7 @@ extension Fleet {
             var lost: [(String, LocalTenant)] = []
             for (id, tenant) in state.local {
                 switch tenant.progress {
-                case .creating, .handingOff: continue
+                case .creating, .handingOff, .claiming: continue
                 default: break
                 }
                 if let row = snapshot.tenants[id], row.owner == me, row.epoch == tenant.epoch { continue }
@@ -25,12 +25,18 @@ extension Fleet {
                 state.local[id] = nil
             }
             var toClaim: [String] = []
+            var toAdopt: [FleetTenant] = []
             let canClaim = state.nodeState == "active"
             for tenant in snapshot.tenants.values where state.local[tenant.id] == nil {
                 if tenant.owner == me {
-                    // Ours but not held: handed to us, or held by an
-                    // earlier process of this node.
-                    toClaim.append(tenant.id)
+                    if state.ownedAtJoin.map({ $0[tenant.id] == tenant.epoch }) ?? true {
+                        // Held by an earlier process or session of this
+                        // node, which may still upload: a new epoch.
+                        toClaim.append(tenant.id)
+                    } else {
+                        // Handed to us at this epoch by its frozen owner.
+                        toAdopt.append(tenant)
+                    }
                     continue
                 }
                 if let owner = tenant.owner, snapshot.isLive(owner) {
@@ -48,7 +54,11 @@ extension Fleet {
             for (id, tenant) in state.local {
                 if case let .failed(_, retryAt, _) = tenant.progress, retryAt <= now { toRetry.append(id) }
             }
-            return (lost, toClaim.sorted(), toRetry)
+            for tenant in toAdopt {
+                state.local[tenant.id] = LocalTenant(epoch: tenant.epoch, encrypted: tenant.encrypted, keepLocal: false, progress: .claimed)
+                state.orphanSince[tenant.id] = nil
+            }
+            return (lost, toClaim.sorted(), toRetry + (configuration.restore == .eager ? toAdopt.map(\.id) : []))
         }
 
         for (id, tenant) in lost {
@@ -69,27 +79,56 @@ extension Fleet {
     }
 
     /// Claims tenant `id` (one statement), then restores it now or on its
-    /// first request.
+    /// first request. One claim per tenant at a time: a second caller
+    /// waits for the first one's outcome.
     ///
     /// - returns: whether this node holds the tenant now.
     @discardableResult
     func claim(_ id: String, store: FleetStore) async throws -> Bool {
-        let session = state.withLock { $0.session }
-        guard let claim = try await store.claim(tenant: id, nodeID: configuration.nodeID, session: session) else {
+        let (task, started): (Task<Bool, any Error>?, Bool) = state.withLock { state in
+            if let tenant = state.local[id] {
+                if case let .claiming(task, _) = tenant.progress { return (task, false) }
+                return (nil, false)
+            }
+            let token = UUID()
+            let task = Task { [self] in try await performClaim(id, store: store, token: token) }
+            state.local[id] = LocalTenant(epoch: 0, encrypted: false, keepLocal: false, progress: .claiming(task, token: token))
+            return (task, true)
+        }
+        guard let task else { return false }
+        let claimed = try await task.value
+        return claimed && started
+    }
+
+    private func performClaim(_ id: String, store: FleetStore, token: UUID) async throws -> Bool {
+        func isMine(_ state: State) -> Bool {
+            if case let .claiming(_, current)? = state.local[id]?.progress { return current == token }
             return false
         }
+        let session = state.withLock { $0.session }
+        let claim: Claim?
+        do {
+            claim = try await store.claim(tenant: id, nodeID: configuration.nodeID, session: session)
+        } catch {
+            state.withLock { state in if isMine(state) { state.local[id] = nil } }
+            throw error
+        }
         let claimed = state.withLock { state -> Bool in
-            guard state.local[id] == nil, var row = state.snapshot.tenants[id] else { return false }
+            guard isMine(state) else { return false }
+            guard let claim, var row = state.snapshot.tenants[id] else {
+                state.local[id] = nil
+                return false
+            }
             let keepLocal = claim.priorOwner == configuration.nodeID && state.lastHeldEpoch[id] == claim.priorEpoch
             state.lastHeldEpoch[id] = nil
             state.orphanSince[id] = nil
             row.owner = configuration.nodeID
             row.epoch = claim.epoch
-            state.snapshot.update(row)
+            state.edit(row)
             state.local[id] = LocalTenant(epoch: claim.epoch, encrypted: row.encrypted, keepLocal: keepLocal, progress: .claimed)
             return true
         }
-        guard claimed else { return false }
+        guard claimed, let claim else { return false }
         logger.info("claimed tenant", metadata: [
             "tenant": "\(id)", "epoch": "\(claim.epoch)",
             "priorOwner": "\(claim.priorOwner ?? "-")", "priorEpoch": "\(claim.priorEpoch)",
@@ -109,7 +148,7 @@ extension Fleet {
             let attempts: Int
             switch tenant.progress {
             case let .acquiring(task): return task
-            case .ready, .handingOff, .creating: return nil
+            case .ready, .handingOff, .creating, .claiming: return nil
             case .claimed: attempts = 0
             case let .failed(_, _, previous): attempts = previous
             }
@@ -156,7 +195,7 @@ extension Fleet {
                 "seconds": "\((ContinuousClock.now - started).seconds)",
             ])
         case let .failure(error):
-            logger.error("tenant unavailable: its restore failed", metadata: ["tenant": "\(id)", "epoch": "\(epoch)", "error": "\(error)"])
+            logger.error("tenant unavailable: its restore failed", metadata: ["tenant": "\(id)", "epoch": "\(epoch)", "error": "\(logDescription(error))"])
         }
         if stale, case .success = outcome, let tenantID = try? TenantID(id) {
             // Lost while it was being restored: it is not ours to serve.

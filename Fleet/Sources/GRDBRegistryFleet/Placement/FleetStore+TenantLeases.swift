@@ -15,19 +15,32 @@ extension FleetStore {
     /// its owner's lease lapsed, or its owner is this node id in an
     /// earlier session (a restart).
     ///
+    /// The claim locks the owner's node row (`FOR SHARE`) before it judges
+    /// its lease: a renewal of that node under way finishes first (and the
+    /// claim then sees the renewed lease), and a renewal that comes during
+    /// the claim waits for it, then finds the lease lapsed (renewals
+    /// compare with `clock_timestamp()`). So a node never renews a lease
+    /// whose tenants were claimed.
+    ///
     /// - returns: nil when the tenant is not claimable (someone live owns it).
     func claim(tenant: String, nodeID: String, session: UUID) async throws -> Claim? {
         try await run("the claim of tenant \(tenant)") { client in
             let rows = try await client.query("""
+                WITH prior AS (
+                    SELECT tenant_id, owner, epoch FROM fleet_tenants WHERE tenant_id = \(tenant) FOR UPDATE),
+                owner_lease AS (
+                    SELECT n.state, n.lease_until FROM fleet_nodes AS n JOIN prior ON n.node_id = prior.owner
+                    FOR SHARE OF n),
+                claimer AS (
+                    SELECT 1 FROM fleet_nodes
+                    WHERE node_id = \(nodeID) AND session = \(session) AND state <> 'left' AND lease_until >= clock_timestamp()
+                    FOR SHARE)
                 UPDATE fleet_tenants AS t SET owner = \(nodeID), epoch = t.epoch + 1
-                FROM (SELECT tenant_id, owner, epoch FROM fleet_tenants WHERE tenant_id = \(tenant) FOR UPDATE) AS prior
+                FROM prior
                 WHERE t.tenant_id = prior.tenant_id
-                  AND EXISTS (SELECT 1 FROM fleet_nodes AS me
-                              WHERE me.node_id = \(nodeID) AND me.session = \(session)
-                                AND me.state <> 'left' AND me.lease_until >= now())
-                  AND (t.owner IS NULL OR t.owner = \(nodeID)
-                       OR NOT EXISTS (SELECT 1 FROM fleet_nodes AS o
-                                      WHERE o.node_id = t.owner AND o.state <> 'left' AND o.lease_until >= now()))
+                  AND EXISTS (SELECT 1 FROM claimer)
+                  AND (prior.owner IS NULL OR prior.owner = \(nodeID)
+                       OR NOT EXISTS (SELECT 1 FROM owner_lease AS o WHERE o.state <> 'left' AND o.lease_until >= clock_timestamp()))
                 RETURNING t.epoch, prior.owner, prior.epoch
                 """).collect()
             guard let row = rows.first else { return nil }
@@ -67,7 +80,7 @@ extension FleetStore {
                 UPDATE fleet_tenants AS t SET owner = \(target), epoch = t.epoch + 1
                 WHERE t.tenant_id = \(tenant) AND t.owner = \(nodeID) AND t.epoch = \(epoch)
                   AND EXISTS (SELECT 1 FROM fleet_nodes AS me
-                              WHERE me.node_id = \(nodeID) AND me.session = \(session) AND me.lease_until >= now())
+                              WHERE me.node_id = \(nodeID) AND me.session = \(session) AND me.lease_until >= clock_timestamp())
                   AND EXISTS (SELECT 1 FROM fleet_nodes AS n
                               WHERE n.node_id = \(target) AND n.state = 'active' AND n.lease_until >= now())
                 RETURNING t.epoch

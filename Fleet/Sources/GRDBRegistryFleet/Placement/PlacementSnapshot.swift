@@ -24,6 +24,23 @@ struct PlacementSnapshot: Sendable {
         if let hash = tenant.tokenHash { tenantsByTokenHash[hash] = tenant.id }
     }
 
+    mutating func replaceNodes(_ nodes: [FleetNode]) {
+        self.nodes = Dictionary(nodes.map { ($0.id, $0) }, uniquingKeysWith: { $1 })
+    }
+
+    mutating func setNode(_ node: FleetNode) {
+        nodes[node.id] = node
+    }
+
+    /// How many tenants each node owns.
+    var tenantCounts: [String: Int] {
+        var counts: [String: Int] = [:]
+        for tenant in tenants.values {
+            if let owner = tenant.owner { counts[owner, default: 0] += 1 }
+        }
+        return counts
+    }
+
     mutating func setNode(_ id: String, state: String) {
         nodes[id]?.state = state
     }

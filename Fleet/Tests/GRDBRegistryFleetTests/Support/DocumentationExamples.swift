@@ -1,0 +1,43 @@
+import GRDBBackup
+import GRDBRegistry
+import GRDBRegistryExamples
+import GRDBRegistryFleet
+import GRDBRegistryService
+import Logging
+import ServiceLifecycle
+
+// The DocC examples of the package, compiled with the tests so that they
+// stay true to the API (GRDBRegistryFleet.md, Fleet, ServiceTenantHost).
+// Never called.
+
+func documentationExampleOfTheOverview(configuration: RegistryConfiguration, logger: Logger) throws -> ServiceGroup {
+    let placement = ReplicaPlacement()
+    let replicator = try LitestreamReplicator(configuration: configuration, logger: logger, placement: placement)
+    let fence = WriteFence()
+    let service = DatabaseService(configuration: configuration, logger: logger, replicator: replicator, writeFence: fence)
+    let host = try ServiceTenantHost(
+        directory: try service.tenants(of: PlayerRepository.self), replicator: replicator,
+        restoreChecks: DatabaseRestore.Checks(migrations: PlayerRepository.migrationSet), logger: logger)
+    let fleet = Fleet(
+        configuration: FleetConfiguration(postgres: "postgres://fleet@db:5432/fleet", nodeID: "n1", address: "http://10.0.0.11:8080"),
+        host: host, fence: fence, logger: logger)
+    // Reverse order at shutdown: the fleet hands its tenants off first.
+    let group = ServiceGroup(services: [replicator, replicator.encryptedBackups, service, fleet], logger: logger)
+    return group
+}
+
+func documentationExampleOfRoutes(fleet: Fleet) async throws {
+    switch try await fleet.route(try TenantID("acme")) {
+    case .local: break
+    case let .remote(node, address): print("forward to \(node) at \(address)")
+    case let .unavailable(reason): print("503: \(reason)")
+    }
+    for row in try await fleet.placement() {
+        print(row.tenant, row.owner ?? "-", row.epoch)
+    }
+    let status = fleet.status
+    print(status.leaseValid, status.ownedTenants.count, status.liveNodes)
+    try await fleet.move(try TenantID("acme"), to: "n2")
+    try await fleet.drain(node: "n3")
+    _ = try await fleet.setTokenHash("newHash", of: "acme")
+}
