@@ -46,13 +46,11 @@ let package = Package(
                 .product(name: "GRDBRegistryExamples", package: "GRDBRegistry"),
                 .product(name: "GRDBMigrations", package: "GRDBRegistry"),
                 .product(name: "GRDBCipher", package: "GRDBRegistry"),
-                // Tenant moves: the copy (source) and its checked restore (target).
-                .product(name: "GRDBBackup", package: "GRDBRegistry"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 // HTTPS (--tls-cert, --tls-key): swift-nio-ssl through Hummingbird.
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
-                // Tenant moves: the source pushes the copy to the target.
+                // Fleet mode: the forwarder proxies a tenant's requests to its owner.
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "HummingbirdAuth", package: "hummingbird-auth"),
                 // SHA-256 of tokens (swift-crypto, already in the graph through hummingbird-auth).
@@ -75,7 +73,7 @@ let package = Package(
             dependencies: [
                 "MultiTenantServer",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                // A scripted move target that records what a source sends it.
+                // In-process servers of the forwarder's tests.
                 .product(name: "Hummingbird", package: "hummingbird"),
                 // Reads tenant files directly, to check what is stored.
                 .product(name: "GRDB", package: "GRDB.swift"),

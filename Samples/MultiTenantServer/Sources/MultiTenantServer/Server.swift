@@ -19,7 +19,8 @@ import Prometheus
 import ServiceLifecycle
 
 /// Command-line settings: `MultiTenantServer [--host H] [--port P] [--data DIR]
-/// [--tls-cert PEM --tls-key PEM] [--behind-tls-proxy]`.
+/// [--tls-cert PEM --tls-key PEM] [--behind-tls-proxy]`, and the options of
+/// fleet mode (``FleetSettings``).
 /// Port 0 picks a free port; the server prints the one it listens on. The
 /// environment gives defaults that arguments override: `PORT`, `MTS_DATA`
 /// for the data directory, `MTS_TLS_CERT` and `MTS_TLS_KEY`. The limits
@@ -39,6 +40,8 @@ struct ServerSettings: Sendable {
     /// A reverse proxy terminates TLS: plain HTTP off loopback is allowed.
     var behindTLSProxy = false
     var limits: ServerLimits
+    /// Fleet mode (``FleetSettings``); nil for a single server, the default.
+    var fleet: FleetMode?
 
     init(arguments: [String], environment: [String: String]) throws {
         if let port = environment["PORT"].flatMap(Int.init) { self.port = port }
@@ -46,6 +49,8 @@ struct ServerSettings: Sendable {
         tlsCertificate = environment["MTS_TLS_CERT"].flatMap { $0.isEmpty ? nil : $0 }
         tlsKey = environment["MTS_TLS_KEY"].flatMap { $0.isEmpty ? nil : $0 }
         limits = try ServerLimits(environment: environment)
+        var fleetSettings = try FleetSettings(environment: environment)
+        var advertiseGiven = environment["MTS_ADVERTISE"].map { !$0.isEmpty } ?? false
         var iterator = arguments.makeIterator()
         while let argument = iterator.next() {
             switch argument {
@@ -60,7 +65,11 @@ struct ServerSettings: Sendable {
             case "--tls-cert": tlsCertificate = try value(after: argument, &iterator)
             case "--tls-key": tlsKey = try value(after: argument, &iterator)
             case "--behind-tls-proxy": behindTLSProxy = true
-            default: throw UsageError(message: "unknown argument \(argument)")
+            default:
+                if argument == "--advertise" { advertiseGiven = true }
+                guard try fleetSettings.parse(argument, &iterator) else {
+                    throw UsageError(message: "unknown argument \(argument)")
+                }
             }
         }
         guard (tlsCertificate == nil) == (tlsKey == nil) else {
@@ -69,6 +78,10 @@ struct ServerSettings: Sendable {
         if !Self.isLoopback(host) && tlsCertificate == nil && !behindTLSProxy {
             throw UsageError(message: "--host \(host) is not a loopback address, and the server would speak plain HTTP: tokens and tenant data would travel in clear. Give --tls-cert and --tls-key, or --behind-tls-proxy when a reverse proxy terminates TLS for this server")
         }
+        if fleetSettings.postgres != nil && port == 0 && !advertiseGiven {
+            throw UsageError(message: "--port 0 picks a port the other nodes of the fleet can't know: give --advertise http(s)://host:port, or a port")
+        }
+        fleet = try fleetSettings.validated(environment: environment, defaultAdvertise: "\(tlsCertificate != nil ? "https" : "http")://\(host.contains(":") && !host.hasPrefix("[") ? "[\(host)]" : host):\(port)")
     }
 
     /// Whether the server speaks HTTPS itself.
@@ -90,7 +103,7 @@ struct ServerSettings: Sendable {
 
 struct UsageError: Error, CustomStringConvertible {
     var message: String
-    var description: String { "\(message)\nusage: MultiTenantServer [--host HOST] [--port PORT] [--data DIRECTORY] [--tls-cert PEM --tls-key PEM] [--behind-tls-proxy]" }
+    var description: String { "\(message)\nusage: MultiTenantServer [--host HOST] [--port PORT] [--data DIRECTORY] [--tls-cert PEM --tls-key PEM] [--behind-tls-proxy]\n       [--fleet postgres://… --node-id ID --replica-store DIR [--advertise URL] [--acknowledge async|durable] [--lease-seconds S] [--restore eager|on-first-request] [--encrypted-backup-seconds S]]" }
 }
 
 @main
@@ -145,12 +158,7 @@ struct MultiTenantServer {
         try SecretFiles.checkExisting(at: data.appendingPathComponent("master.key"))
         // The operator token creates tenants: from MTS_OPERATOR_TOKEN, or
         // a file made on first start.
-        let operatorToken = try SharedToken.load(.operator, environment: environment, keyFile: data.appendingPathComponent("operator.token"))
-        // The peer token moves tenants between servers (Moves/): never the operator's.
-        let peerToken = try SharedToken.load(.peer, environment: environment, keyFile: data.appendingPathComponent("peer.token"))
-        guard let peerSecret = peerToken.presented, !operatorToken.accepts(peerSecret) else {
-            throw UsageError(message: "the peer token (from \(peerToken.source)) is the operator token: give servers a peer token of their own (e.g. `openssl rand -hex 32`)")
-        }
+        let operatorToken = try SharedToken.load(environment: environment, keyFile: data.appendingPathComponent("operator.token"))
         let replicator = try Replication.replicator(configuration: configuration, logger: logger)
         // Traces, when the OTEL_* variables ask for them (Tracing/).
         let tracing = try ServerTracing.start(environment: environment, logger: logger)
@@ -165,8 +173,7 @@ struct MultiTenantServer {
         router.add(middleware: FailureLogMiddleware(logger: logger))
         router.add(middleware: RequestMetricsMiddleware())
         router.add(middleware: BearerAuthenticator(state: state))
-        let moves = TenantMoves(state: state, data: data, peerToken: peerToken, environment: environment, logger: logger)
-        Routes(state: state, metrics: metrics, page: try WebPage.load(), moves: moves).add(to: router)
+        Routes(state: state, metrics: metrics, page: try WebPage.load()).add(to: router)
 
         // Idle connections close (a partial request included), and one
         // beyond the cap gets 429 (ConnectionLimiter).
@@ -195,7 +202,6 @@ struct MultiTenantServer {
                 // then, requests get 503.
                 do {
                     try await state.becomeReady()
-                    try await moves.load()
                 } catch {
                     logger.error("the databases did not start", metadata: ["error": "\(error)"])
                     return

@@ -15,9 +15,10 @@ final class ServerState: Sendable {
         /// The server's databases, filled by the `DatabaseService`: every
         /// request runs in this registry (see ``TenantMiddleware``).
         let registry: DatabaseRegistry
-        let catalog: CatalogView
+        /// The embedded catalog, or the fleet's.
+        let catalog: any TenantCatalog
 
-        init(registry: DatabaseRegistry, catalog: CatalogView) {
+        init(registry: DatabaseRegistry, catalog: any TenantCatalog) {
             self.registry = registry
             self.catalog = catalog
         }
@@ -35,8 +36,6 @@ final class ServerState: Sendable {
     let connections: ConnectionCount
     /// Event streams, per tenant and in total.
     let streams: Slots
-    /// Tenant imports at once (Moves/), one per tenant.
-    let imports: Slots
     /// Failed sign-ins per client address.
     let signIns: SignInThrottle
     /// Tenant creations, one at a time: a creation checks the catalog, the
@@ -51,17 +50,17 @@ final class ServerState: Sendable {
         self.limits = limits
         self.connections = ConnectionCount(limit: limits.maxConnections)
         self.streams = Slots(what: "event streams", maxTotal: limits.maxStreams, maxPerTenant: limits.maxStreamsPerTenant)
-        self.imports = Slots(what: "imports", maxTotal: limits.maxImports, maxPerTenant: 1)
         self.signIns = SignInThrottle(freeFailures: limits.freeSignInFailures)
     }
 
-    /// Waits until the databases are ready, and fills the registry.
+    /// Waits until the databases are ready, and fills the registry. The
+    /// embedded catalog refuses rows that a removed push move left
+    /// unsettled (``CatalogRepository/refuseLeftoverMoves(catalogPath:)``).
     func becomeReady() async throws {
         let registry = try await DatabaseRegistry.server(from: databases)
-        let state = Ready(
-            registry: registry,
-            catalog: CatalogView(catalog: try CatalogRepository(writer: try registry.catalog.writer)))
-        ready.withLock { $0 = state }
+        let repository = try CatalogRepository(writer: try registry.catalog.writer)
+        try await repository.refuseLeftoverMoves(catalogPath: databases.configuration.databases.first { $0.name == "catalog" }?.path ?? "catalog.sqlite")
+        ready.withLock { $0 = Ready(registry: registry, catalog: CatalogView(catalog: repository)) }
     }
 
     var readyOrNil: Ready? { ready.withLock { $0 } }
