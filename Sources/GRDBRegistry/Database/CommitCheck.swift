@@ -20,6 +20,7 @@ public struct CommitCheck: Sendable {
     enum Kind: Sendable {
         case writeGate
         case invariants([DatabaseInvariant])
+        case fence(WriteFence)
     }
 
     let kind: Kind
@@ -40,5 +41,22 @@ public struct CommitCheck: Sendable {
     /// marks the transaction, and this check refuses unmarked commits.
     public static func invariants(_ invariants: [DatabaseInvariant]) -> CommitCheck {
         CommitCheck(kind: .invariants(invariants))
+    }
+
+    /// Refuses every commit while `fence` is not open (its deadline
+    /// passed, it was never extended, or it was closed), with
+    /// ``ManagedDatabaseError/fenced(database:)``, whatever API performed
+    /// the write: the database of a tenant whose lease this node may no
+    /// longer hold takes no write.
+    ///
+    /// ```swift
+    /// let fence = WriteFence(validUntil: .now + .seconds(1))
+    /// let tenant = ManagedDatabase(name: "tenants/acme", writer: try DatabaseQueue(), checks: [.writeGate, .fence(fence)])
+    /// ```
+    ///
+    /// Checked writes (``ManagedDatabase/write(_:)-6ft3j``) are refused
+    /// before they start as well, when the fence is not open then.
+    public static func fence(_ fence: WriteFence) -> CommitCheck {
+        CommitCheck(kind: .fence(fence))
     }
 }

@@ -38,6 +38,9 @@ final class CommitPolicy: TransactionObserver, Sendable {
     let hasWriteGate: Bool
     let requiresCheckedWrites: Bool
     let invariants: [DatabaseInvariant]
+    /// The write fences of ``CommitCheck/fence(_:)``: every one must be
+    /// open for a commit to go through.
+    let fences: [WriteFence]
     private let onEvent: (@Sendable (ManagedDatabase.Event) -> Void)?
     private let state: Mutex<State>
     /// The transactions committed on the writer, counted after each
@@ -54,6 +57,7 @@ final class CommitPolicy: TransactionObserver, Sendable {
         var hasWriteGate = false
         var requiresCheckedWrites = false
         var invariants: [DatabaseInvariant] = []
+        var fences: [WriteFence] = []
         for check in checks {
             switch check.kind {
             case .writeGate:
@@ -61,8 +65,11 @@ final class CommitPolicy: TransactionObserver, Sendable {
             case let .invariants(list):
                 requiresCheckedWrites = true
                 invariants += list
+            case let .fence(fence):
+                fences.append(fence)
             }
         }
+        self.fences = fences
         self.hasWriteGate = hasWriteGate
         self.requiresCheckedWrites = requiresCheckedWrites
         self.invariants = invariants
@@ -151,6 +158,11 @@ final class CommitPolicy: TransactionObserver, Sendable {
         }
     }
 
+    /// Whether a fence refuses commits now.
+    var isFenced: Bool {
+        fences.contains { !$0.isOpen }
+    }
+
     /// Whether a freeze is in effect (checked writes are refused).
     var isFrozen: Bool {
         freezeCount.load(ordering: .acquiring) > 0
@@ -207,6 +219,12 @@ final class CommitPolicy: TransactionObserver, Sendable {
         if hasWriteGate && !acceptsWrites {
             onEvent?(.commitRefused(.notAcceptingWrites))
             throw ManagedDatabaseError.notAcceptingWrites(database: database)
+        }
+        // Read at the commit itself, the latest moment: a transaction
+        // begun under the lease and ending after it is refused.
+        if isFenced {
+            onEvent?(.commitRefused(.fenced))
+            throw ManagedDatabaseError.fenced(database: database)
         }
         // Whatever the checks: a freeze is asked for explicitly, and its
         // promise (nothing commits) must hold for raw writers too.

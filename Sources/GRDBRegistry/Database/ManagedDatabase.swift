@@ -82,6 +82,9 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
             /// The commit did not go through ``ManagedDatabase/write(_:)-6ft3j``
             /// (``CommitCheck/invariants(_:)``).
             case uncheckedWrite
+            /// The database's write fence is not open (``CommitCheck/fence(_:)``):
+            /// this node's lease on it may have lapsed.
+            case fenced
         }
 
         /// A transaction committed.
@@ -447,11 +450,13 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
     ///
     /// - throws: ``InvariantViolation`` (the transaction is rolled back),
     ///   ``ManagedDatabaseError/notAcceptingWrites(database:)``,
-    ///   ``ManagedDatabaseError/writesFrozen(database:)``, or the
+    ///   ``ManagedDatabaseError/writesFrozen(database:)``,
+    ///   ``ManagedDatabaseError/fenced(database:)``, or the
     ///   error of `updates` or of the database.
     public func write<T: Sendable>(_ updates: @escaping @Sendable (Database) throws -> T) async throws -> T {
         let policy = policy
         if policy.isFrozen { throw ManagedDatabaseError.writesFrozen(database: name) }
+        if policy.isFenced { throw ManagedDatabaseError.fenced(database: name) }
         let (tracing, name) = (tracing, name)
         return try await tracing.withSpan(.transaction, database: name) { span in
             let context = span?.context
@@ -469,6 +474,7 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
     /// ```
     public func write<T>(_ updates: (Database) throws -> T) throws -> T {
         if policy.isFrozen { throw ManagedDatabaseError.writesFrozen(database: name) }
+        if policy.isFenced { throw ManagedDatabaseError.fenced(database: name) }
         return try tracing.withSpan(.transaction, database: name) { span in
             let context = span?.context
             return try writer.write { db in try policy.runChecked(db, updates, tracing: tracing, context: context) }

@@ -18,6 +18,13 @@ public enum ManagedDatabaseError: Error, CustomStringConvertible, Sendable, Equa
     /// withdrawn: writes go through as before.
     case freezeTimedOut(database: String, timeout: Duration)
 
+    /// The database's write fence is not open (``CommitCheck/fence(_:)``):
+    /// this node could not renew the lease it holds the database under in
+    /// time, so another node may own it by now. Nothing was written (the
+    /// transaction rolled back). Retry: a server answers 503 with
+    /// `Retry-After`, and the next request reaches the owner.
+    case fenced(database: String)
+
     public var description: String {
         switch self {
         case let .notAcceptingWrites(database):
@@ -28,6 +35,8 @@ public enum ManagedDatabaseError: Error, CustomStringConvertible, Sendable, Equa
             return "\(database) accepts no writes for now (its writes are frozen, during a move or a maintenance): nothing was written. Retry in a moment."
         case let .freezeTimedOut(database, timeout):
             return "The writes of \(database) did not finish within \(timeout), so it was not frozen: writes go on as before. Retry when it is less busy, or with a longer timeout."
+        case let .fenced(database):
+            return "\(database) accepts no writes on this node: its lease could not be renewed in time, and another node may own it now. Nothing was written. Retry in a moment: the request goes to the owner."
         }
     }
 }

@@ -139,11 +139,12 @@ struct ReplicationModel: Decodable {
     var encryptedBackupDirectory: String?
     var encryptedBackupIntervalSeconds: Double?
     var removedTenantRetentionSeconds: Double?
+    var acknowledgements: String?
 
     init(from decoder: any Decoder) throws {
         let log = decoder.log
         let container = try decoder.container(keyedBy: AnyKey.self)
-        container.checkKeys(["replica", "litestream", "socket", "startReplicator", "encryptedBackupDirectory", "encryptedBackupIntervalSeconds", "removedTenantRetentionSeconds"], log)
+        container.checkKeys(["replica", "litestream", "socket", "startReplicator", "encryptedBackupDirectory", "encryptedBackupIntervalSeconds", "removedTenantRetentionSeconds", "acknowledgements"], log)
         replica = container.field("replica", log, expected: "a replica URL (file:///dir, s3://bucket/prefix) or a directory", required: true)
         litestream = container.field("litestream", log, expected: "the path of the litestream executable")
         socket = container.field("socket", log, expected: "the path of Litestream's control socket")
@@ -151,5 +152,6 @@ struct ReplicationModel: Decodable {
         encryptedBackupDirectory = container.field("encryptedBackupDirectory", log, expected: "the directory of encrypted backups")
         encryptedBackupIntervalSeconds = container.field("encryptedBackupIntervalSeconds", log, expected: "a number of seconds")
         removedTenantRetentionSeconds = container.field("removedTenantRetentionSeconds", log, expected: "a number of seconds")
+        acknowledgements = container.field("acknowledgements", log, expected: "\"async\" or \"durable\"")
     }
 }

@@ -283,10 +283,11 @@ extension Builder {
         }
         var interval = RegistryConfiguration.Replication.defaultEncryptedBackupInterval
         if let seconds = model.encryptedBackupIntervalSeconds {
-            if let duration = Self.duration(seconds: seconds, allowingZero: false) {
+            if let duration = Self.duration(seconds: seconds, allowingZero: false),
+               duration >= RegistryConfiguration.Replication.minimumEncryptedBackupInterval {
                 interval = duration
             } else {
-                log.add("replication.encryptedBackupIntervalSeconds", "must be a positive number of seconds (at most \(Self.maximumSeconds))")
+                log.add("replication.encryptedBackupIntervalSeconds", "must be a positive number of seconds, from 1 (each backup is a full copy) to \(Self.maximumSeconds)")
             }
         }
         var retention = RegistryConfiguration.Replication.defaultRemovedTenantRetention
@@ -295,6 +296,14 @@ extension Builder {
                 retention = duration
             } else {
                 log.add("replication.removedTenantRetentionSeconds", "must be zero (delete at removal) or a positive number of seconds (at most \(Self.maximumSeconds))")
+            }
+        }
+        var acknowledgements = RegistryConfiguration.Replication.Acknowledgements.asynchronous
+        if let text = model.acknowledgements {
+            if let value = RegistryConfiguration.Replication.Acknowledgements(rawValue: text) {
+                acknowledgements = value
+            } else {
+                log.add("replication.acknowledgements", "unknown value \(String(reflecting: text)): use \"async\" (answer once committed here) or \"durable\" (answer once in the replica)")
             }
         }
         let backups = model.encryptedBackupDirectory.map(resolve)
@@ -311,6 +320,7 @@ extension Builder {
         }
         return RegistryConfiguration.Replication(
             replica: replica, litestream: litestream, socket: socket, startsReplicator: startsReplicator,
-            encryptedBackupDirectory: backups, encryptedBackupInterval: interval, removedTenantRetention: retention)
+            encryptedBackupDirectory: backups, encryptedBackupInterval: interval, removedTenantRetention: retention,
+            acknowledgements: acknowledgements)
     }
 }

@@ -25,7 +25,24 @@ extension RegistryConfiguration {
     /// let replication = RegistryConfiguration.Replication(replica: "file:///srv/replica")
     /// print(replication.replicaURL(forTenant: "acme")) // file:///srv/replica/tenants/acme
     /// ```
+    ///
+    /// In a fleet, each owner of a tenant replicates it under its epoch
+    /// (``replicaURL(forTenant:epoch:)``), and ``acknowledgements`` says
+    /// whether a write is answered before or after it reaches the replica
+    /// (``lossWindow(encrypted:)``).
     public struct Replication: Sendable, Equatable {
+        /// When a write is acknowledged, relative to its replication (the
+        /// `acknowledgements` key of the file: `"async"` or `"durable"`).
+        public enum Acknowledgements: String, Sendable, Equatable, CaseIterable {
+            /// As soon as it commits locally; Litestream uploads it within
+            /// its sync interval (``RegistryConfiguration/Replication/litestreamSyncInterval``),
+            /// an encrypted tenant at its next encrypted backup. The default.
+            case asynchronous = "async"
+            /// Once the replica has it (``ReplicaAcknowledgements``): a
+            /// failover loses no acknowledged write.
+            case durable
+        }
+
         /// The replica URL all databases replicate under: `file:///dir`,
         /// `s3://bucket/prefix`, or another scheme Litestream 0.5 knows
         /// (`gs`, `abs`, `sftp`, `webdav`, `nats`).
@@ -53,6 +70,11 @@ extension RegistryConfiguration {
         /// (`file://` replicas), and the replicator deletes it once this
         /// retention has passed. Zero deletes it at removal.
         public var removedTenantRetention: Duration
+        /// Whether writes are acknowledged before (`.asynchronous`, the
+        /// default) or after (`.durable`) they reach the replica. The
+        /// library only says which; a server waits with
+        /// ``ReplicaAcknowledgements`` after each write when it is durable.
+        public var acknowledgements: Acknowledgements
 
         public init(
             replica: String,
@@ -61,7 +83,8 @@ extension RegistryConfiguration {
             startsReplicator: Bool = true,
             encryptedBackupDirectory: String? = nil,
             encryptedBackupInterval: Duration = Replication.defaultEncryptedBackupInterval,
-            removedTenantRetention: Duration = Replication.defaultRemovedTenantRetention
+            removedTenantRetention: Duration = Replication.defaultRemovedTenantRetention,
+            acknowledgements: Acknowledgements = .asynchronous
         ) {
             self.replica = replica
             self.litestream = litestream
@@ -70,6 +93,7 @@ extension RegistryConfiguration {
             self.encryptedBackupDirectory = encryptedBackupDirectory
             self.encryptedBackupInterval = encryptedBackupInterval
             self.removedTenantRetention = removedTenantRetention
+            self.acknowledgements = acknowledgements
         }
 
         /// The file name of the control socket when none is given.
@@ -107,6 +131,75 @@ extension RegistryConfiguration {
         public func replicaURL(forTenant id: String) -> String {
             Self.join(replica, "tenants", id)
         }
+
+        /// The replica URL of tenant `id` as owned at `epoch`, in a fleet:
+        /// `<replica>/tenants/<id>/epoch-<epoch, 20 digits>`. Each owner
+        /// writes under its own epoch, so a node that lost its lease and
+        /// still uploads never mixes its files with the new owner's; the
+        /// names sort as the epochs do.
+        ///
+        /// ```swift
+        /// let replication = RegistryConfiguration.Replication(replica: "file:///srv/replica")
+        /// print(replication.replicaURL(forTenant: "acme", epoch: 7))
+        /// // file:///srv/replica/tenants/acme/epoch-00000000000000000007
+        /// ```
+        public func replicaURL(forTenant id: String, epoch: UInt64) -> String {
+            Self.join(replica, "tenants", id, Self.epochFolderName(epoch))
+        }
+
+        /// The folder of an epoch: `epoch-` and the epoch in 20 digits
+        /// (the width of `UInt64.max`), so that names sort as epochs do.
+        public static func epochFolderName(_ epoch: UInt64) -> String {
+            let digits = String(epoch)
+            return "epoch-" + String(repeating: "0", count: 20 - digits.count) + digits
+        }
+
+        /// The epoch of an epoch folder's name (``epochFolderName(_:)``),
+        /// or nil for any other name.
+        public static func epoch(ofFolderName name: String) -> UInt64? {
+            guard name.hasPrefix("epoch-") else { return nil }
+            let digits = name.dropFirst("epoch-".count)
+            guard digits.count == 20, digits.allSatisfy({ $0.isASCII && $0.isNumber }) else { return nil }
+            return UInt64(digits)
+        }
+
+        /// The file name of an encrypted tenant's backup in its epoch
+        /// folder (``TenantStorage/encryptedReplicaPath(for:epoch:)``).
+        public static let encryptedReplicaFileName = "encrypted.sqlite"
+
+        /// The directory of a `file://` replica, or nil for another scheme.
+        public var replicaDirectory: String? {
+            guard replica.hasPrefix("file://") else { return nil }
+            return String(replica.dropFirst("file://".count))
+        }
+
+        /// How long acknowledged writes may be lost when the node dies
+        /// with its disk: zero for ``Acknowledgements/durable``; otherwise
+        /// Litestream's sync interval for a plain tenant
+        /// (``litestreamSyncInterval``, one second), and the
+        /// ``encryptedBackupInterval`` for an encrypted one, whose copies
+        /// are encrypted backups (Litestream can't read SQLCipher files).
+        ///
+        /// ```swift
+        /// let replication = RegistryConfiguration.Replication(replica: "file:///srv/replica", encryptedBackupInterval: .seconds(5))
+        /// print(replication.lossWindow(encrypted: false))   // 1.0 seconds
+        /// print(replication.lossWindow(encrypted: true))    // 5.0 seconds
+        /// ```
+        ///
+        /// The window of an asynchronous plain write is an upper bound in
+        /// normal operation (Litestream also waits for its WAL monitor,
+        /// whose interval is one second as well): Benchmarks/RESULTS.md
+        /// has the measured figures.
+        public func lossWindow(encrypted: Bool) -> Duration {
+            switch acknowledgements {
+            case .durable: return .zero
+            case .asynchronous: return encrypted ? encryptedBackupInterval : Self.litestreamSyncInterval
+            }
+        }
+
+        /// The shortest ``encryptedBackupInterval`` a file may give: one
+        /// second. Each backup is a full, checked copy of the database.
+        public static let minimumEncryptedBackupInterval = Duration.seconds(1)
 
         /// The replica URL of the named database `name`.
         public func replicaURL(forDatabase name: String) -> String {

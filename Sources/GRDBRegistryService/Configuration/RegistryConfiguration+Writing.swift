@@ -80,6 +80,7 @@ extension RegistryConfiguration {
                 "startReplicator": replication.startsReplicator,
                 "encryptedBackupIntervalSeconds": seconds(replication.encryptedBackupInterval),
                 "removedTenantRetentionSeconds": seconds(replication.removedTenantRetention),
+                "acknowledgements": replication.acknowledgements.rawValue,
             ]
             if let socket = replication.socket { entry["socket"] = path(socket) }
             if let backups = replication.encryptedBackupDirectory { entry["encryptedBackupDirectory"] = path(backups) }

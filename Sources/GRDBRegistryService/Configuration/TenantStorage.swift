@@ -61,6 +61,12 @@ import GRDBRegistry
 /// - ``checkpointOnClose``
 /// - ``replicaURL(for:)``
 /// - ``encryptedBackupPath(for:)``
+///
+/// ### Replicas in a fleet
+///
+/// - ``replicaURL(for:epoch:)``
+/// - ``encryptedReplicaPath(for:epoch:)``
+/// - ``replicaEpochsDirectory(for:)``
 /// - ``tenantID(ofPath:)``
 public struct TenantStorage: Sendable {
     /// Where the tenant files are: `<root>/<id>.sqlite`.
@@ -261,6 +267,46 @@ public struct TenantStorage: Sendable {
     /// The Litestream replica URL of tenant `id`: `<replica>/tenants/<id>`.
     public func replicaURL(for id: TenantID) -> String? {
         replication?.replicaURL(forTenant: id.rawValue)
+    }
+
+    /// The Litestream replica URL of tenant `id` as owned at `epoch`, in a
+    /// fleet: `<replica>/tenants/<id>/epoch-<epoch, 20 digits>`
+    /// (``RegistryConfiguration/Replication/replicaURL(forTenant:epoch:)``).
+    /// Nil without replication.
+    ///
+    /// ```swift
+    /// let url = storage.replicaURL(for: try TenantID("acme"), epoch: 3)
+    /// // file:///srv/replica/tenants/acme/epoch-00000000000000000003
+    /// ```
+    public func replicaURL(for id: TenantID, epoch: UInt64) -> String? {
+        replication?.replicaURL(forTenant: id.rawValue, epoch: epoch)
+    }
+
+    /// Where the encrypted backups of the encrypted tenant `id`, owned at
+    /// `epoch`, go in a fleet: `encrypted.sqlite` in the folder of that
+    /// epoch in the replica store, beside where Litestream would put a plain
+    /// tenant's files. Ciphertext only, under the tenant's key. Nil without
+    /// replication, or for a replica that is not a `file://` directory
+    /// (the backups are files written by this process).
+    ///
+    /// ```swift
+    /// let path = storage.encryptedReplicaPath(for: try TenantID("acme"), epoch: 3)
+    /// // /srv/replica/tenants/acme/epoch-00000000000000000003/encrypted.sqlite
+    /// ```
+    public func encryptedReplicaPath(for id: TenantID, epoch: UInt64) -> String? {
+        replicaEpochsDirectory(for: id).map {
+            URL(fileURLWithPath: $0)
+                .appendingPathComponent(RegistryConfiguration.Replication.epochFolderName(epoch))
+                .appendingPathComponent(RegistryConfiguration.Replication.encryptedReplicaFileName).path
+        }
+    }
+
+    /// The folder that holds the epoch folders of tenant `id` in a
+    /// `file://` replica store (`<replica path>/tenants/<id>`), or nil.
+    public func replicaEpochsDirectory(for id: TenantID) -> String? {
+        replication?.replicaDirectory.map {
+            URL(fileURLWithPath: $0).appendingPathComponent("tenants").appendingPathComponent(id.rawValue).path
+        }
     }
 
     /// The scheduled encrypted backup of tenant `id`:

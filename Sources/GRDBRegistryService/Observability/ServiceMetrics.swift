@@ -40,7 +40,7 @@ final class ServiceMetrics: Sendable {
             switch event {
             case .committed: counters.commits.increment()
             case .rolledBack: counters.rollbacks.increment()
-            case .commitRefused(.notAcceptingWrites): counters.rejected.increment()
+            case .commitRefused(.notAcceptingWrites), .commitRefused(.fenced): counters.rejected.increment()
             case .commitRefused(.uncheckedWrite): counters.unchecked.increment()
             case .checkpointFailed: counters.checkpointFailures.increment()
             case let .invariantViolated(invariant), let .outOfBandWriteBrokeInvariant(invariant):

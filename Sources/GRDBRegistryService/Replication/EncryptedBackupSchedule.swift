@@ -102,7 +102,7 @@ public final class EncryptedBackupSchedule: Service, Sendable {
     public func run() async throws {
         readiness.succeed()
         defer { readiness.fail(.replicatorNotRunning(reason: "the encrypted backups stopped")) }
-        guard replication.encryptedBackupDirectory != nil else {
+        guard candidates.backsUpEncryptedDatabases else {
             try? await gracefulShutdown()
             return
         }
@@ -125,7 +125,7 @@ public final class EncryptedBackupSchedule: Service, Sendable {
     /// await replicator.encryptedBackups.backUpNow()
     /// ```
     public func backUpNow() async {
-        guard replication.encryptedBackupDirectory != nil else { return }
+        guard candidates.backsUpEncryptedDatabases else { return }
         let present = candidates.present { record(error: $0) }
         endRetiring(notIn: Set(present.map(\.path)))
         for candidate in present {
@@ -179,13 +179,26 @@ public final class EncryptedBackupSchedule: Service, Sendable {
         state.withLock { $0.retiring.formIntersection(present) }
     }
 
-    /// The last backup of `candidate`, an encrypted tenant being removed, so
-    /// that the backup kept aside has every write. Blocking.
-    func backUpLastTime(_ candidate: ReplicationCandidate, encryption: BackupEncryption) throws {
-        guard let destination = candidate.encryptedBackupPath else { return }
+    /// A backup of `candidate` now, whatever the schedule: the last one of
+    /// an encrypted tenant being removed (so that the backup kept aside
+    /// has every write), the first one of a tenant a fleet node acquires,
+    /// the round of a durable acknowledgement. Blocking.
+    ///
+    /// - throws: ``ReplicationError/backupFailed(database:reason:)`` when
+    ///   the candidate has nowhere to go, and the errors of the copy.
+    func backUp(_ candidate: ReplicationCandidate, encryption: BackupEncryption) throws {
+        guard let destination = candidate.encryptedBackupPath else {
+            throw ReplicationError.backupFailed(database: candidate.name, reason: "no destination: set replication.encryptedBackupDirectory, or, in a fleet, a file:// replica store")
+        }
         try copying.withLock { _ in
             try Self.backUp(candidate, encryption: encryption, to: destination)
         }
+        state.withLock { _ = $0.status.backedUp.insert(candidate.path) }
+    }
+
+    /// Returns once no backup is running (blocking).
+    func waitForBackups() {
+        copying.withLock { _ in }
     }
 
     // MARK: - Copies

@@ -63,14 +63,24 @@ import Tracing
 ///   and the checkpoint tenants run when they are evicted or closed
 ///   (`TenantDirectory(checkpointOnClose: nil)`): the WAL stays for
 ///   Litestream, which checkpoints it once copied.
+/// - **In a fleet** (a ``ReplicaPlacement``), only the tenants the
+///   placement gives an epoch are replicated, each under its epoch
+///   (``TenantStorage/replicaURL(for:epoch:)``; an encrypted one's backups
+///   at ``TenantStorage/encryptedReplicaPath(for:epoch:)``, every
+///   `encryptedBackupIntervalSeconds` and at once on ``replicate(_:)``).
+///   A tenant that leaves the placement is unregistered at the next scan
+///   or at ``stopReplicating(_:)``, and its replica stays where it is (it
+///   was handed off, not removed: no retention applies). A tenant file
+///   without an epoch is never registered, and doesn't open.
 ///
 /// ## Topics
 ///
 /// ### Creating the replicator
 ///
-/// - ``init(configuration:environment:logger:scanInterval:tracer:)``
+/// - ``init(configuration:environment:logger:scanInterval:tracer:placement:)``
 /// - ``configuration``
 /// - ``replication``
+/// - ``placement``
 ///
 /// ### Running it
 ///
@@ -81,6 +91,8 @@ import Tracing
 /// ### Replicating now
 ///
 /// - ``registerNow()``
+/// - ``replicate(_:)``
+/// - ``stopReplicating(_:)``
 /// - ``sync(path:)``
 /// - ``SyncResult``
 ///
@@ -127,6 +139,9 @@ public final class LitestreamReplicator: Service, Sendable {
         var isStopped = false
         /// Tenants being removed: the scan does not register them again.
         var retiring: Set<String> = []
+        /// The replica URL each registered path replicates to: in a fleet,
+        /// a tenant claimed again at a newer epoch is registered anew.
+        var replicaURLs: [String: String] = [:]
     }
 
     /// The configuration the replicator serves; its `replication` section
@@ -134,6 +149,9 @@ public final class LitestreamReplicator: Service, Sendable {
     public let configuration: RegistryConfiguration
     /// The replication section of ``configuration``.
     public let replication: RegistryConfiguration.Replication
+    /// In a fleet, which tenants this node replicates, under which epoch;
+    /// nil for a single server (every tenant, under `<replica>/tenants/<id>`).
+    public let placement: ReplicaPlacement?
     /// The scheduled backups of the encrypted databases, which Litestream
     /// never sees: a `Service` to run in the same group, right after the
     /// replicator.
@@ -168,6 +186,9 @@ public final class LitestreamReplicator: Service, Sendable {
     ///   register beyond the tenants the service registers as they open.
     /// - parameter tracer: Where the `litestream.sync` span of each
     ///   ``sync(path:)`` goes (``/GRDBRegistry/DatabaseSpan``): none by default.
+    /// - parameter placement: In a fleet, the tenants this node owns and
+    ///   their epochs: only those are replicated, each under its epoch.
+    ///   Nil (the default): every tenant, as a single server does.
     /// - throws: ``ReplicationError/notConfigured`` when
     ///   `configuration.replication` is not set.
     public init(
@@ -175,7 +196,8 @@ public final class LitestreamReplicator: Service, Sendable {
         environment: [String: String] = ProcessInfo.processInfo.environment,
         logger: Logger,
         scanInterval: Duration = .seconds(1),
-        tracer: any Tracer = NoOpTracer()
+        tracer: any Tracer = NoOpTracer(),
+        placement: ReplicaPlacement? = nil
     ) throws {
         self.tracing = DatabaseTracing(tracer)
         guard let replication = configuration.replication else { throw ReplicationError.notConfigured }
@@ -188,7 +210,9 @@ public final class LitestreamReplicator: Service, Sendable {
         self.litestream = LitestreamProcess(
             executable: try LitestreamExecutable(configuration: configuration, environment: environment),
             control: control, logger: logger)
-        let candidates = ReplicationCandidates(configuration: configuration, replication: replication, environment: environment)
+        self.placement = placement
+        let candidates = ReplicationCandidates(
+            configuration: configuration, replication: replication, environment: environment, placement: placement)
         self.candidates = candidates
         self.encryptedBackups = EncryptedBackupSchedule(candidates: candidates, logger: logger)
         self.logger = logger
@@ -277,7 +301,7 @@ public final class LitestreamReplicator: Service, Sendable {
             // `startReplicator: false`: one runs already, or will soon.
             try await litestream.waitUntilAnswering()
         }
-        if replication.encryptedBackupDirectory != nil {
+        if candidates.backsUpEncryptedDatabases {
             // Encrypted databases would silently go without backups.
             let schedule = encryptedBackups.readiness
             let timeout = LitestreamProcess.startTimeout
@@ -310,9 +334,11 @@ public final class LitestreamReplicator: Service, Sendable {
             return
         }
         let candidates = candidates.present { record(error: $0) }
-        let (registered, refused) = state.withLock { ($0.status.registered, $0.status.refused) }
+        let (registered, refused, urls) = state.withLock { ($0.status.registered, $0.status.refused, $0.replicaURLs) }
         let present = Set(candidates.map(\.path))
-        for candidate in candidates where !registered.contains(candidate.path) && !refused.contains(candidate.path) {
+        // New files, and, in a fleet, tenants claimed again at a newer epoch.
+        for candidate in candidates where !refused.contains(candidate.path)
+            && (!registered.contains(candidate.path) || urls[candidate.path] != candidate.replicaURL) {
             do {
                 _ = try await BlockingWork.run { () throws -> Bool in try self.registerLocked(candidate) }
             } catch {
@@ -320,11 +346,18 @@ public final class LitestreamReplicator: Service, Sendable {
             }
         }
         // Files removed behind the daemon's back (not through
-        // `TenantDirectory.remove`, which retires its tenants itself).
+        // `TenantDirectory.remove`, which retires its tenants itself), and,
+        // in a fleet, tenants that left the placement.
         for path in registered.subtracting(present) {
             do {
                 // Retired meanwhile by a removal: nothing left to do.
                 guard try await BlockingWork.run({ () throws -> Bool in try self.unregisterLocked(path: path) }) else { continue }
+                // A tenant that left the placement was handed off, not
+                // removed: its replica stays, for its next owner.
+                guard placement == nil else {
+                    logger.info("replication stopped: tenant no longer placed here", metadata: ["path": "\(path)"])
+                    continue
+                }
                 logger.info("replication stopped: database removed", metadata: ["path": "\(path)"])
                 if let storage = try self.candidates.storage(), let id = storage.tenantID(ofPath: path) {
                     try RemovedTenantReplicas(replication: replication).keep(id, from: storage, removedAt: Date())
@@ -357,20 +390,29 @@ public final class LitestreamReplicator: Service, Sendable {
     @discardableResult
     private func registerLocked(_ candidate: ReplicationCandidate, retiring byRemoval: Bool = false) throws -> Bool {
         try registration.withLock { _ in
-            let (registered, refused, retiring, stopped) = state.withLock {
-                ($0.status.registered.contains(candidate.path), $0.status.refused.contains(candidate.path),
-                 $0.retiring.contains(candidate.path), $0.isStopped)
+            let (registered, url, refused, retiring, stopped) = state.withLock {
+                ($0.status.registered.contains(candidate.path), $0.replicaURLs[candidate.path],
+                 $0.status.refused.contains(candidate.path), $0.retiring.contains(candidate.path), $0.isStopped)
             }
-            if registered { return true }
+            if registered && url == candidate.replicaURL { return true }
             if refused || (retiring && !byRemoval) { return false }
             if stopped { throw ReplicationError.replicatorNotRunning(reason: "stopped") }
+            if registered {
+                // Another epoch: what Litestream has of the file goes to
+                // the old replica, and its position state is forgotten, so
+                // that the new replica starts with a whole snapshot.
+                try unregisterHoldingLock(path: candidate.path)
+            }
             // No key in the configuration, and a plain file: any doubt answers no.
             guard try candidate.key() == nil, PlainDatabaseFile.isPlain(atPath: candidate.path) else {
                 state.withLock { _ = $0.status.refused.insert(candidate.path) }
                 return false
             }
             let result = try control.register(path: candidate.path, replicaURL: candidate.replicaURL)
-            state.withLock { _ = $0.status.registered.insert(candidate.path) }
+            state.withLock { state in
+                state.status.registered.insert(candidate.path)
+                state.replicaURLs[candidate.path] = candidate.replicaURL
+            }
             logger.info("replicating", metadata: ["database": "\(candidate.name)", "replica": "\(candidate.replicaURL)", "status": "\(result)"])
             return true
         }
@@ -382,16 +424,29 @@ public final class LitestreamReplicator: Service, Sendable {
     /// - returns: false when it was not registered.
     @discardableResult
     private func unregisterLocked(path: String) throws -> Bool {
-        try registration.withLock { _ in
-            guard state.withLock({ $0.status.registered.contains(path) }) else { return false }
-            _ = try control.unregister(path: path)
-            state.withLock { _ = $0.status.registered.remove(path) }
-            // Litestream's position state of the file (`.<file>-litestream`
-            // beside it): a tenant created again with this id starts anew.
-            let url = URL(fileURLWithPath: path)
-            try? FileManager.default.removeItem(at: url.deletingLastPathComponent().appendingPathComponent(".\(url.lastPathComponent)-litestream"))
-            return true
+        try registration.withLock { _ in try unregisterHoldingLock(path: path) }
+    }
+
+    /// ``unregisterLocked(path:)``, for a caller that holds the
+    /// registration lock.
+    @discardableResult
+    private func unregisterHoldingLock(path: String) throws -> Bool {
+        guard state.withLock({ $0.status.registered.contains(path) }) else { return false }
+        _ = try control.unregister(path: path)
+        state.withLock { state in
+            state.status.registered.remove(path)
+            state.replicaURLs[path] = nil
         }
+        Self.forgetPositions(ofDatabaseAt: path)
+        return true
+    }
+
+    /// Removes Litestream's position state of the file at `path`
+    /// (`.<file>-litestream` beside it): a tenant created again with this
+    /// id, or replicated under another epoch, starts anew.
+    static func forgetPositions(ofDatabaseAt path: String) {
+        let url = URL(fileURLWithPath: path)
+        try? FileManager.default.removeItem(at: url.deletingLastPathComponent().appendingPathComponent(".\(url.lastPathComponent)-litestream"))
     }
 
     // MARK: - Tenants of the DatabaseService
@@ -428,7 +483,8 @@ public final class LitestreamReplicator: Service, Sendable {
         guard let storage = try candidates.storage(), storage.path(of: id) == path else {
             throw ReplicationError.litestreamRefused(reason: "\(path) is not the file the configuration gives tenant \(id): not registered")
         }
-        var candidate = candidates.tenant(id, in: storage)
+        // In a fleet: throws `notPlaced` when this node does not own it.
+        var candidate = try candidates.tenant(id, in: storage)
         // The service opens it without a key: the policy says plain.
         candidate.key = { nil }
         guard try registerLocked(candidate) else { throw ReplicationError.notPlain(path: path) }
@@ -453,11 +509,11 @@ public final class LitestreamReplicator: Service, Sendable {
             guard let storage = try candidates.storage(), storage.path(of: id) == path else {
                 throw ReplicationError.removalFailed(tenant: id.rawValue, reason: "\(path) is not the file the configuration gives the tenant")
             }
-            let candidate = candidates.tenant(id, in: storage)
+            let candidate = try candidates.tenant(id, in: storage)
             if let keyed = try candidate.key() {
                 // Encrypted: a last backup, so that the one kept aside has
                 // every write.
-                try encryptedBackups.backUpLastTime(candidate, encryption: keyed)
+                try encryptedBackups.backUp(candidate, encryption: keyed)
             } else if try registerLocked(candidate, retiring: true) {
                 // Plain: registered if it was not (Litestream's first sync
                 // copies it whole), then every write uploaded before
@@ -484,5 +540,72 @@ public final class LitestreamReplicator: Service, Sendable {
     private func record(error: String) {
         state.withLock { $0.status.lastError = error }
         logger.error("replication problem", metadata: ["error": "\(error)"])
+    }
+
+    // MARK: - Tenants of a fleet
+
+    /// Starts replicating tenant `id` now, under the epoch its
+    /// ``placement`` gives it, without waiting for the next scan: a plain
+    /// tenant is registered with Litestream (whose first sync uploads it
+    /// whole), an encrypted one gets its first encrypted backup at once.
+    /// Without a placement, the tenant is replicated as the scan would.
+    ///
+    /// ```swift
+    /// placement.assign(id, epoch: 5)
+    /// try await replicator.replicate(id)   // before its first write is acknowledged
+    /// ```
+    ///
+    /// - throws: ``ReplicationError/notPlaced(tenant:)`` when the placement
+    ///   gives it no epoch; ``ReplicationError/notPlain(path:)`` for a
+    ///   file that is neither plain nor keyed; the errors of Litestream or
+    ///   of the backup.
+    public func replicate(_ id: TenantID) async throws {
+        try await BlockingWork.run { () throws in
+            try self.waitUntilReadyBlocking()
+            guard let storage = try self.candidates.storage() else { throw ReplicationError.notConfigured }
+            let candidate = try self.candidates.tenant(id, in: storage)
+            guard FileManager.default.fileExists(atPath: candidate.path) else {
+                throw ReplicationError.litestreamRefused(reason: "\(candidate.name) has no file at \(candidate.path): nothing to replicate")
+            }
+            if let keyed = try candidate.key() {
+                try self.encryptedBackups.backUp(candidate, encryption: keyed)
+            } else {
+                self.state.withLock { _ = $0.status.refused.remove(candidate.path) }
+                guard try self.registerLocked(candidate) else { throw ReplicationError.notPlain(path: candidate.path) }
+            }
+        }
+    }
+
+    /// Stops replicating tenant `id` now: a plain tenant is unregistered
+    /// from Litestream (which uploads what it has seen of it first). Its
+    /// replica stays where it is, for the tenant's next owner. Remove it
+    /// from the ``placement`` first, or the next scan registers it again.
+    ///
+    /// ```swift
+    /// placement.remove(id)
+    /// try await replicator.stopReplicating(id)
+    /// ```
+    ///
+    /// An encrypted tenant has nothing to stop: once out of the placement,
+    /// no scheduled backup writes it (a backup already running ends first).
+    public func stopReplicating(_ id: TenantID) async throws {
+        try await BlockingWork.run { () throws in
+            guard let storage = try self.candidates.storage() else { return }
+            let path = storage.path(of: id)
+            try self.unregisterLocked(path: path)
+            // A backup of it in flight ends before this returns.
+            self.encryptedBackups.waitForBackups()
+        }
+    }
+
+    /// Backs up the encrypted tenant `id` now, to where its placement says
+    /// (blocking): the round of a durable acknowledgement.
+    func backUpEncryptedTenant(_ id: TenantID) throws {
+        guard let storage = try candidates.storage() else { throw ReplicationError.notConfigured }
+        let candidate = try candidates.tenant(id, in: storage)
+        guard let keyed = try candidate.key() else {
+            throw ReplicationError.notReplicated(database: candidate.name, reason: "it is not encrypted: its writes are replicated by Litestream")
+        }
+        try encryptedBackups.backUp(candidate, encryption: keyed)
     }
 }

@@ -40,6 +40,11 @@ import Tracing
 /// - ``restore(tenant:at:checks:)``
 /// - ``restoreRemoved(tenant:at:checks:)``
 /// - ``replicatedTenants()``
+///
+/// ### Restoring in a fleet
+///
+/// - ``restoreNewestEpoch(tenant:below:encrypted:checks:)``
+/// - ``replicaEpochs(of:)``
 public struct LitestreamRestore: Sendable {
     /// The configuration whose `replication` section names the replica.
     public let configuration: RegistryConfiguration
@@ -128,6 +133,138 @@ public struct LitestreamRestore: Sendable {
         return try pipeline.restoreTenant(id, fromFile: backup, into: storage.layout, encryption: storage.encryption, checks: checks)
     }
 
+    // MARK: - Fleet
+
+    /// The epochs of tenant `id` in the `file://` replica store, newest
+    /// first, with what each holds.
+    ///
+    /// - throws: ``ReplicationError/restoreFailed(database:reason:)`` when
+    ///   the replica is not a `file://` directory, or can't be read.
+    public func replicaEpochs(of id: TenantID) throws -> [ReplicaEpoch] {
+        let storage = try tenantStorage(for: id)
+        guard let directory = storage.replicaEpochsDirectory(for: id) else {
+            throw ReplicationError.restoreFailed(database: id.databaseName, reason: "epochs can only be listed in a file:// replica store")
+        }
+        let names: [String]
+        do {
+            names = try FileManager.default.contentsOfDirectory(atPath: directory)
+        } catch CocoaError.fileReadNoSuchFile {
+            return []
+        } catch {
+            if !FileManager.default.fileExists(atPath: directory) { return [] }
+            throw ReplicationError.restoreFailed(database: id.databaseName, reason: "can't list \(directory): \(error)")
+        }
+        return names.compactMap { name -> ReplicaEpoch? in
+            guard let epoch = RegistryConfiguration.Replication.epoch(ofFolderName: name) else { return nil }
+            let folder = URL(fileURLWithPath: directory).appendingPathComponent(name)
+            let encrypted = folder.appendingPathComponent(RegistryConfiguration.Replication.encryptedReplicaFileName)
+            return ReplicaEpoch(
+                epoch: epoch, directory: folder.path,
+                encryptedBackup: FileManager.default.fileExists(atPath: encrypted.path) ? encrypted.path : nil,
+                hasLitestreamFiles: Self.holdsLTXFiles(folder))
+        }.sorted { $0.epoch > $1.epoch }
+    }
+
+    /// What an epoch folder of a tenant's replica holds.
+    public struct ReplicaEpoch: Sendable, Equatable {
+        /// The epoch.
+        public var epoch: UInt64
+        /// Its folder.
+        public var directory: String
+        /// The encrypted backup of an encrypted tenant, if any.
+        public var encryptedBackup: String?
+        /// Whether Litestream wrote any LTX file there (a plain tenant's replica).
+        public var hasLitestreamFiles: Bool
+
+        /// Whether the owner at this epoch replicated anything: an empty
+        /// folder means it never did (it died first, or held no write).
+        public var isEmpty: Bool { encryptedBackup == nil && !hasLitestreamFiles }
+    }
+
+    private static func holdsLTXFiles(_ folder: URL) -> Bool {
+        guard let enumerator = FileManager.default.enumerator(atPath: folder.path) else { return false }
+        for case let name as String in enumerator where name.hasSuffix(".ltx") { return true }
+        return false
+    }
+
+    /// Restores tenant `id` from the newest epoch of its replica that holds
+    /// anything, over its local file (a stale copy from an earlier epoch is
+    /// replaced): a fleet node restores this way a tenant it claims or is
+    /// handed.
+    ///
+    /// ```swift
+    /// let report = try restore.restoreNewestEpoch(
+    ///     tenant: id, below: 8, encrypted: false,
+    ///     checks: .init(migrations: playersSet, invariants: PlayerRepository.invariants))
+    /// if report == nil { /* a new tenant: no epoch replicated anything yet */ }
+    /// ```
+    ///
+    /// - An epoch folder that holds nothing (its owner never replicated
+    ///   anything) is skipped, and the one before it is tried.
+    /// - The newest epoch that holds something is the only one restored:
+    ///   when it fails (Litestream restores nothing, the file fails the
+    ///   checks, the backup is not encrypted), this throws, and never falls
+    ///   back to an older epoch, which would bring back a past the tenant
+    ///   has left, with acknowledged writes missing.
+    /// - A plain tenant comes from Litestream's files
+    ///   (`litestream restore`); an encrypted one from its epoch's
+    ///   `encrypted.sqlite`, opened with its key (from the master key and
+    ///   the backup's salt). Either goes through the one pipeline
+    ///   (``/GRDBBackup/DatabaseRestore``): integrity, migrations, schema,
+    ///   invariants, then published over the local file, which must not be
+    ///   open (``/GRDBBackup/BackupError/destinationInUse(path:)``).
+    ///
+    /// - parameter id: The tenant.
+    /// - parameter epoch: Only epochs below this one are considered: the
+    ///   epoch the caller now owns the tenant at, whose folder it has not
+    ///   written yet. Nil: every epoch.
+    /// - parameter encrypted: Whether the catalog says the tenant is
+    ///   encrypted: a replica of the other kind is refused.
+    /// - parameter checks: The migrations and invariants the restored
+    ///   tenant must satisfy.
+    /// - returns: The report, or nil when no epoch holds a replica (a new
+    ///   tenant, or one whose owners never replicated a write).
+    /// - throws: ``ReplicationError/restoreFailed(database:reason:)``,
+    ///   ``/GRDBBackup/BackupError``.
+    @discardableResult
+    public func restoreNewestEpoch(
+        tenant id: TenantID, below epoch: UInt64? = nil, encrypted: Bool, checks: DatabaseRestore.Checks = .init()
+    ) throws -> DatabaseRestore.Report? {
+        let storage = try tenantStorage(for: id)
+        let candidates = try replicaEpochs(of: id).filter { epoch == nil || $0.epoch < epoch! }
+        guard let newest = candidates.first(where: { !$0.isEmpty }) else { return nil }
+        let name = id.databaseName
+        let folder = RegistryConfiguration.Replication.epochFolderName(newest.epoch)
+        if newest.encryptedBackup != nil && newest.hasLitestreamFiles {
+            throw ReplicationError.restoreFailed(database: name, reason: "\(folder) holds both a Litestream replica and an encrypted backup: it was not written by one owner; inspect \(newest.directory)")
+        }
+        let report: DatabaseRestore.Report
+        if let backup = newest.encryptedBackup {
+            guard encrypted else {
+                throw ReplicationError.restoreFailed(database: name, reason: "the catalog says the tenant is plain, but \(folder) holds an encrypted backup")
+            }
+            // Plaintext there was not written by this library: never
+            // published as a tenant.
+            guard CipherDatabase.isEncrypted(atPath: backup) == true else {
+                throw ReplicationError.restoreFailed(database: name, reason: "\(backup) is not encrypted")
+            }
+            report = try pipeline.restoreTenant(
+                id, fromFile: backup, into: storage.layout, encryption: storage.encryption, checks: checks, force: true)
+        } else {
+            guard !encrypted else {
+                throw ReplicationError.restoreFailed(database: name, reason: "the catalog says the tenant is encrypted, but \(folder) holds a plain Litestream replica")
+            }
+            guard let url = storage.replicaURL(for: id, epoch: newest.epoch) else { throw ReplicationError.notConfigured }
+            let candidate = DatabaseRestore.Candidate(tenant: id, source: url, layout: storage.layout)
+            let key = DatabaseRestore.tenantEncryption(storage.encryption, id: id, database: candidate.displayName)
+            report = try restore(candidate, at: nil, encryption: key, destinationEncryption: key, checks: checks, force: true)
+        }
+        // Litestream's positions of the file it replaced would describe
+        // another database.
+        LitestreamReplicator.forgetPositions(ofDatabaseAt: report.destination)
+        return report
+    }
+
     private func tenantStorage(for id: TenantID) throws -> TenantStorage {
         do {
             return try storage.get()
@@ -165,10 +302,11 @@ public struct LitestreamRestore: Sendable {
     /// to the pipeline.
     private func restore(
         _ candidate: DatabaseRestore.Candidate, at date: Date?, encryption: (String) throws -> BackupEncryption?,
-        checks: DatabaseRestore.Checks
+        destinationEncryption: (String) throws -> BackupEncryption? = { _ in nil },
+        checks: DatabaseRestore.Checks, force: Bool = false
     ) throws -> DatabaseRestore.Report {
         try pipeline.restore(
-            candidate, checks: checks, force: false,
+            candidate, checks: checks, force: force,
             fetch: { temporary in
                 var arguments = ["restore", "-o", temporary]
                 if let date { arguments += ["-timestamp", Self.timestamp(date)] }
@@ -177,7 +315,7 @@ public struct LitestreamRestore: Sendable {
                     throw ReplicationError.restoreFailed(database: candidate.displayName, reason: "litestream restored nothing from \(candidate.source): \(output)")
                 }
             },
-            encryption: encryption, destinationEncryption: { _ in nil })
+            encryption: encryption, destinationEncryption: destinationEncryption)
     }
 
     /// RFC 3339 in UTC, with milliseconds: what `litestream restore

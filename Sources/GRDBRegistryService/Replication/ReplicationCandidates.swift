@@ -17,6 +17,8 @@ struct ReplicationCandidate: Sendable {
     var encryptedBackupPath: String?
     /// The tenant, when the candidate is one.
     var tenant: TenantID?
+    /// The epoch it is replicated under, in a fleet (``ReplicaPlacement``).
+    var epoch: UInt64?
     /// The key and cipher settings the configuration gives it, or nil
     /// when it is plain.
     var key: @Sendable () throws -> BackupEncryption?
@@ -35,13 +37,27 @@ struct ReplicationCandidate: Sendable {
 final class ReplicationCandidates: Sendable {
     let configuration: RegistryConfiguration
     let replication: RegistryConfiguration.Replication
+    /// In a fleet, the tenants this node replicates and their epochs:
+    /// the others are no candidates at all.
+    let placement: ReplicaPlacement?
     private let environment: [String: String]
     private let builtStorage = Mutex<TenantStorage?>(nil)
 
-    init(configuration: RegistryConfiguration, replication: RegistryConfiguration.Replication, environment: [String: String]) {
+    init(
+        configuration: RegistryConfiguration, replication: RegistryConfiguration.Replication,
+        environment: [String: String], placement: ReplicaPlacement? = nil
+    ) {
         self.configuration = configuration
         self.replication = replication
         self.environment = environment
+        self.placement = placement
+    }
+
+    /// Whether encrypted databases get scheduled backups: into the
+    /// configuration's `encryptedBackupDirectory`, or, in a fleet, into
+    /// their epoch folders of the replica store.
+    var backsUpEncryptedDatabases: Bool {
+        replication.encryptedBackupDirectory != nil || placement != nil
     }
 
     /// The storage of the configuration's tenants, built once; nil when the
@@ -83,7 +99,9 @@ final class ReplicationCandidates: Sendable {
         do {
             guard let storage = try storage() else { return candidates }
             for id in (try? storage.layout.tenants()) ?? [] {
-                candidates.append(tenant(id, in: storage))
+                // In a fleet, a tenant file this node does not own (a
+                // stale copy, one being restored) is left alone.
+                if let candidate = try? tenant(id, in: storage) { candidates.append(candidate) }
             }
         } catch {
             problem("tenants.masterKey: \(error)")
@@ -91,12 +109,24 @@ final class ReplicationCandidates: Sendable {
         return candidates
     }
 
-    /// Tenant `id`, as the storage has it.
-    func tenant(_ id: TenantID, in storage: TenantStorage) -> ReplicationCandidate {
-        ReplicationCandidate(
+    /// Tenant `id`, as the storage has it: in a fleet, under the epoch
+    /// the placement gives it.
+    ///
+    /// - throws: ``ReplicationError/notPlaced(tenant:)`` in a fleet, when
+    ///   the placement gives it no epoch (this node does not own it).
+    func tenant(_ id: TenantID, in storage: TenantStorage) throws(ReplicationError) -> ReplicationCandidate {
+        guard let placement else {
+            return ReplicationCandidate(
+                name: TenantStorage.name(of: id), path: storage.path(of: id),
+                replicaURL: replication.replicaURL(forTenant: id.rawValue),
+                encryptedBackupPath: storage.encryptedBackupPath(for: id), tenant: id,
+                key: { try storage.backupEncryption(for: id) })
+        }
+        guard let epoch = placement.epoch(of: id) else { throw .notPlaced(tenant: id.rawValue) }
+        return ReplicationCandidate(
             name: TenantStorage.name(of: id), path: storage.path(of: id),
-            replicaURL: replication.replicaURL(forTenant: id.rawValue),
-            encryptedBackupPath: storage.encryptedBackupPath(for: id), tenant: id,
+            replicaURL: replication.replicaURL(forTenant: id.rawValue, epoch: epoch),
+            encryptedBackupPath: storage.encryptedReplicaPath(for: id, epoch: epoch), tenant: id, epoch: epoch,
             key: { try storage.backupEncryption(for: id) })
     }
 

@@ -80,10 +80,10 @@ extension DatabaseService {
                 maxOpen: budget.maxOpen,
                 policy: storage.repositoryPolicy(hasRunner: runner != nil),
                 connections: connections,
-                configuration: { [weak self, logger, tracing, replicator] id, _ in
+                configuration: { [weak self, logger, tracing, replicator, writeFence] id, _ in
                     do {
                         return try Self.openingConfiguration(
-                            of: id, storage: storage, runner: opening, metrics: metrics,
+                            of: id, storage: storage, runner: opening, metrics: metrics, writeFence: writeFence,
                             replicator: replicator, observer: observer, tracing: tracing, logger: logger)
                     } catch {
                         // "unable to open database file" says nothing of
@@ -159,15 +159,25 @@ extension DatabaseService {
     /// after it is registered with Litestream (so before any write is
     /// acknowledged). A missing file is a tenant being provisioned: the
     /// repository creates and migrates it, and its first lease registers it.
+    /// With a write fence, every writing connection of the tenant (its
+    /// migrations' included) refuses commits while the fence is not open:
+    /// the check is in the configuration, so no repository can open the
+    /// tenant without it.
     private static func openingConfiguration(
         of id: TenantID, storage: TenantStorage, runner: DatabaseMigrationRunner?, metrics: StatementMetrics,
-        replicator: LitestreamReplicator?, observer: DatabaseServiceObserver, tracing: DatabaseTracing, logger: Logger
+        writeFence: WriteFence?, replicator: LitestreamReplicator?, observer: DatabaseServiceObserver,
+        tracing: DatabaseTracing, logger: Logger
     ) throws -> Configuration {
         let name = TenantStorage.name(of: id)
         let path = storage.path(of: id)
         let key = try storage.key(for: id)
         var configuration = try storage.connectionConfiguration(key: key)
         configuration.prepareDatabase { db in metrics.install(in: db) }
+        if let writeFence {
+            configuration.addCommitChecks([.fence(writeFence)], database: name) { refusal in
+                observer(.database(name, .commitRefused(refusal)))
+            }
+        }
         if var runner, FileManager.default.fileExists(atPath: path) {
             if let key { runner.prepareConfiguration = { try $0.encrypt(with: key) } }
             var logger = logger
@@ -193,7 +203,8 @@ extension DatabaseService {
     /// ```
     ///
     /// Without an explicit configuration, `provision` follows the policy:
-    /// encrypted when a master key is configured, plain otherwise.
+    /// encrypted when a master key is configured, plain otherwise. With a
+    /// ``writeFence``, the new tenant's commits are fenced as well.
     ///
     /// - throws: ``/GRDBCipher/TenantEncryptionError/noMasterKey(tenant:)`` when `encrypted` is
     ///   true and no master key is configured; `.plaintextTenant` when
@@ -204,6 +215,14 @@ extension DatabaseService {
         var configuration = try storage.connectionConfiguration(key: try storage.keyForNew(id, encrypted: encrypted))
         let metrics = StatementMetrics(database: "tenants")
         configuration.prepareDatabase { db in metrics.install(in: db) }
+        // A tenant created without a valid lease would be written by a
+        // node that may not own it.
+        if let writeFence {
+            let (name, observer) = (TenantStorage.name(of: id), observer)
+            configuration.addCommitChecks([.fence(writeFence)], database: name) { refusal in
+                observer(.database(name, .commitRefused(refusal)))
+            }
+        }
         return configuration
     }
 

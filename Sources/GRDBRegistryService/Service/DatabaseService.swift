@@ -69,9 +69,10 @@ import Tracing
 ///
 /// ### Creating and running the service
 ///
-/// - ``init(configuration:environment:logger:connections:observer:hooks:replicator:reservedFileDescriptors:tracer:)``
+/// - ``init(configuration:environment:logger:connections:observer:hooks:replicator:writeFence:reservedFileDescriptors:tracer:)``
 /// - ``Hooks``
 /// - ``configuration``
+/// - ``writeFence``
 /// - ``run()``
 /// - ``waitUntilReady()``
 /// - ``phase``
@@ -139,6 +140,11 @@ public final class DatabaseService: Service, Sendable {
     /// The replicator of the configuration's `replication` section: it
     /// registers plain tenants as they open and retires removed ones.
     let replicator: LitestreamReplicator?
+    /// The fence every tenant's commits must pass, in a fleet: a node
+    /// whose lease lapsed takes no write (``/GRDBRegistry/CommitCheck/fence(_:)``).
+    /// Nil: tenants are not fenced. Named databases never are: they are
+    /// the node's own, not placed.
+    public let writeFence: WriteFence?
     /// Where the spans of the databases and tenants go (``/GRDBRegistry/DatabaseSpan``).
     let tracing: DatabaseTracing
     /// Descriptors kept for what is not a tenant (see ``FileDescriptorBudget``).
@@ -178,6 +184,13 @@ public final class DatabaseService: Service, Sendable {
     ///   ``LitestreamReplicator`` of the same configuration, which the
     ///   service hands each plain tenant as it opens, and each tenant it
     ///   removes.
+    /// - parameter writeFence: In a fleet, the fence of this node's
+    ///   leases: every tenant the service opens refuses its commits while
+    ///   the fence is not open, whatever API wrote, with
+    ///   ``/GRDBRegistry/ManagedDatabaseError/fenced(database:)`` (its
+    ///   migrations at open included: a node without a valid lease writes
+    ///   nothing into a tenant's file). Nil, the default, for a single
+    ///   server.
     /// - parameter reservedFileDescriptors: Descriptors kept for what is
     ///   not a tenant database (the connections and streams of an HTTP
     ///   server, logs, sockets). The service raises the soft limit of open
@@ -195,6 +208,7 @@ public final class DatabaseService: Service, Sendable {
         observer: DatabaseServiceObserver = .metrics(),
         hooks: Hooks = Hooks(),
         replicator: LitestreamReplicator? = nil,
+        writeFence: WriteFence? = nil,
         reservedFileDescriptors: Int = 256,
         tracer: any Tracer = NoOpTracer()
     ) {
@@ -205,6 +219,7 @@ public final class DatabaseService: Service, Sendable {
         self.observer = observer
         self.hooks = hooks
         self.replicator = replicator
+        self.writeFence = writeFence
         self.reservedFileDescriptors = max(0, reservedFileDescriptors)
         self.tracing = DatabaseTracing(tracer)
     }

@@ -1,0 +1,76 @@
+import GRDBRegistry
+
+extension Fleet {
+    /// Creates tenant `id` on this node, at epoch 1: inserts it in the
+    /// catalog owned by this node, runs `provision` (which makes its
+    /// files), then tells the host. When `provision` or the host fails,
+    /// the row is deleted: nothing of the tenant remains in the catalog.
+    ///
+    /// ```swift
+    /// let tenant = try await fleet.createTenant(
+    ///     id: try TenantID("acme"), name: "Acme", encrypted: false, tokenHash: hash
+    /// ) {
+    ///     try teams.provision(try TenantID("acme"))
+    /// }
+    /// ```
+    ///
+    /// - throws: ``FleetError/tenantExists(_:)``; ``FleetError/leaseLost``
+    ///   when this node's lease is not valid.
+    public func createTenant(
+        id: TenantID, name: String, encrypted: Bool, tokenHash: String,
+        provision: @Sendable () async throws -> Void
+    ) async throws -> FleetTenant {
+        let store = try store()
+        let session = try state.withLock { state in
+            guard fence.isOpen else { throw FleetError.leaseLost }
+            guard state.local[id.rawValue] == nil, state.snapshot.tenants[id.rawValue] == nil else {
+                throw FleetError.tenantExists(id.rawValue)
+            }
+            state.local[id.rawValue] = LocalTenant(epoch: 1, encrypted: encrypted, keepLocal: true, progress: .creating)
+            return state.session
+        }
+        let tenant: FleetTenant
+        do {
+            tenant = try await store.insertTenant(
+                id: id.rawValue, name: name, encrypted: encrypted, tokenHash: tokenHash,
+                nodeID: configuration.nodeID, session: session)
+        } catch {
+            state.withLock { _ = $0.local.removeValue(forKey: id.rawValue) }
+            throw error
+        }
+        do {
+            try await provision()
+            try await host.created(id, epoch: tenant.epoch, encrypted: encrypted)
+        } catch {
+            await host.relinquish(id)
+            do {
+                try await store.deleteNewTenant(id: id.rawValue, nodeID: configuration.nodeID, epoch: tenant.epoch)
+            } catch let deleteError {
+                logger.error("could not delete the catalog row of a tenant whose creation failed", metadata: [
+                    "tenant": "\(id)", "error": "\(deleteError)",
+                ])
+            }
+            state.withLock { _ = $0.local.removeValue(forKey: id.rawValue) }
+            throw error
+        }
+        state.withLock { state in
+            state.snapshot.update(tenant)
+            state.local[id.rawValue]?.progress = .ready
+        }
+        return tenant
+    }
+
+    /// Sets the token hash of tenant `id` in the catalog; this node sees
+    /// it at once, the others at their next refresh.
+    ///
+    /// ```swift
+    /// try await fleet.setTokenHash(newHash, of: "acme")
+    /// ```
+    ///
+    /// - returns: the updated tenant, nil when there is none.
+    public func setTokenHash(_ hash: String, of id: String) async throws -> FleetTenant? {
+        guard let tenant = try await store().setTokenHash(hash, of: id) else { return nil }
+        state.withLock { $0.snapshot.update(tenant) }
+        return tenant
+    }
+}

@@ -1,0 +1,67 @@
+import Foundation
+import PostgresNIO
+
+extension FleetStore {
+    /// Inserts a new tenant owned by `nodeID` at epoch 1, while the node's
+    /// lease is valid in `session`.
+    ///
+    /// - throws: ``FleetError/tenantExists(_:)``; ``FleetError/leaseLost``
+    ///   when the node's lease is not valid.
+    func insertTenant(id: String, name: String, encrypted: Bool, tokenHash: String, nodeID: String, session: UUID) async throws -> FleetTenant {
+        let row = try await run("the creation of tenant \(id)") { client in
+            try await client.query("""
+                INSERT INTO fleet_tenants (tenant_id, name, encrypted, token_hash, owner, epoch)
+                SELECT \(id), \(name), \(encrypted), \(tokenHash), node_id, 1 FROM fleet_nodes
+                WHERE node_id = \(nodeID) AND session = \(session) AND state <> 'left' AND lease_until >= now()
+                ON CONFLICT (tenant_id) DO NOTHING
+                RETURNING tenant_id, name, encrypted, token_hash, created_at, owner, epoch
+                """).collect().first.map(Self.tenant(from:))
+        }
+        if let row { return row }
+        // Nothing inserted: either the id is taken or this node's lease is not valid.
+        let exists = try await run("the lookup of tenant \(id)") { client in
+            try await client.query("SELECT 1 FROM fleet_tenants WHERE tenant_id = \(id)").collect().count == 1
+        }
+        throw exists ? FleetError.tenantExists(id) : FleetError.leaseLost
+    }
+
+    /// Sets the token hash of tenant `id`.
+    ///
+    /// - returns: the updated tenant, nil when there is none.
+    func setTokenHash(_ hash: String, of id: String) async throws -> FleetTenant? {
+        try await run("the token update of tenant \(id)") { client in
+            try await client.query("""
+                UPDATE fleet_tenants SET token_hash = \(hash) WHERE tenant_id = \(id)
+                RETURNING tenant_id, name, encrypted, token_hash, created_at, owner, epoch
+                """).collect().first.map(Self.tenant(from:))
+        }
+    }
+
+    /// Every tenant of the catalog.
+    func tenants() async throws -> [FleetTenant] {
+        try await run("the catalog") { client in
+            try await client.query("""
+                SELECT tenant_id, name, encrypted, token_hash, created_at, owner, epoch FROM fleet_tenants
+                """).collect().map(Self.tenant(from:))
+        }
+    }
+
+    private static func tenant(from row: PostgresRow) throws -> FleetTenant {
+        let (id, name, encrypted, tokenHash, createdAt, owner, epoch) =
+            try row.decode((String, String, Bool, String?, Date, String?, Int64).self)
+        return FleetTenant(id: id, name: name, encrypted: encrypted, tokenHash: tokenHash, createdAt: createdAt, owner: owner, epoch: UInt64(epoch))
+    }
+}
+
+extension FleetStore {
+    /// Deletes a tenant whose creation failed: only while it is still
+    /// ours at the epoch it was created with.
+    func deleteNewTenant(id: String, nodeID: String, epoch: UInt64) async throws {
+        let epoch = Int64(epoch)
+        try await run("the deletion of tenant \(id)") { client in
+            _ = try await client.query("""
+                DELETE FROM fleet_tenants WHERE tenant_id = \(id) AND owner = \(nodeID) AND epoch = \(epoch)
+                """).collect()
+        }
+    }
+}

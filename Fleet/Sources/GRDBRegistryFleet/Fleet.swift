@@ -1,0 +1,180 @@
+import Foundation
+import GRDBRegistry
+import Logging
+import PostgresNIO
+import ServiceLifecycle
+import Synchronization
+import Tracing
+
+/// A node of a fleet: its lease in PostgreSQL, the write fence that lease
+/// keeps open, and the tenants it serves.
+///
+/// Every `renewInterval`, the node renews its lease (one statement for all
+/// its tenants), refreshes its view of the catalog and of the live nodes,
+/// claims the orphaned tenants it prefers (rendezvous hashing; any orphan
+/// after two intervals), and moves at most one tenant at a time to where it
+/// belongs when it holds more than its fair share or drains. Its host
+/// (``FleetTenantHost``) restores, replicates and closes tenants when told.
+///
+/// ```swift
+/// let fence = WriteFence()
+/// let fleet = Fleet(
+///     configuration: FleetConfiguration(
+///         postgres: "postgres://fleet@127.0.0.1:5432/fleet", nodeID: "n1", address: "http://127.0.0.1:8080"),
+///     host: host, fence: fence, logger: logger)
+/// // The service group shuts services down in reverse order: the fleet
+/// // after the database service and the replicator, so that it hands its
+/// // tenants off while they still run.
+/// let group = ServiceGroup(services: [replicator, databaseService, fleet], logger: logger)
+/// ```
+///
+/// The node fences its own writes (`fence`, which the `DatabaseService`
+/// checks before each tenant commit) before its lease can lapse anywhere
+/// else (``FleetConfiguration``'s timing assumptions). The fleet runs its
+/// own PostgreSQL connection pool, outside the service group's graceful
+/// shutdown, so that its hand-offs at shutdown still reach PostgreSQL.
+public final class Fleet: Service, Sendable {
+    public let configuration: FleetConfiguration
+    let host: any FleetTenantHost
+    let fence: WriteFence
+    let logger: Logger
+    let tracer: any Tracer
+    let state = Mutex(State())
+
+    /// - parameter fence: The fence of the node's tenants: the fleet
+    ///   extends it after each renewal, lets it run out when renewals
+    ///   fail, and closes it when the node leaves.
+    public init(configuration: FleetConfiguration, host: any FleetTenantHost, fence: WriteFence, logger: Logger, tracer: any Tracer = NoOpTracer()) {
+        self.configuration = configuration
+        self.host = host
+        self.fence = fence
+        self.logger = logger
+        self.tracer = tracer
+    }
+
+    /// Waits until the node joined the fleet (or throws why it could not).
+    ///
+    /// ```swift
+    /// try await fleet.waitUntilJoined()
+    /// ```
+    public func waitUntilJoined() async throws {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            let result: Result<Void, any Error>? = state.withLock { state in
+                switch state.phase {
+                case .joined, .leaving: return .success(())
+                case let .failed(error): return .failure(error)
+                case .stopped: return .failure(FleetError.notRunning)
+                case .starting:
+                    state.joinWaiters.append(continuation)
+                    return nil
+                }
+            }
+            if let result { continuation.resume(with: result) }
+        }
+    }
+
+    /// The tenant `id` of the catalog, as of the last refresh.
+    public func catalogTenant(_ id: String) -> FleetTenant? {
+        state.withLock { $0.snapshot.tenants[id] }
+    }
+
+    /// The tenant whose token has SHA-256 hex `hash`, as of the last refresh.
+    public func tenant(forTokenHash hash: String) -> FleetTenant? {
+        state.withLock { $0.snapshot.tenant(forTokenHash: hash) }
+    }
+
+    /// Every tenant of the catalog, sorted by id, as of the last refresh.
+    public func allTenants() -> [FleetTenant] {
+        state.withLock { $0.snapshot.tenants.values.sorted { $0.id < $1.id } }
+    }
+
+    /// Every tenant's owner and epoch, read from PostgreSQL now.
+    public func placement() async throws -> [Placement] {
+        try await store().placement()
+    }
+
+    /// What this node knows of itself and the fleet.
+    public var status: FleetStatus {
+        let remaining = fence.remaining
+        return state.withLock { state in
+            FleetStatus(
+                nodeID: configuration.nodeID,
+                leaseValid: remaining > .zero,
+                fenceRemaining: remaining,
+                ownedTenants: state.local.filter { $0.value.isServing }.keys.sorted(),
+                liveNodes: state.snapshot.liveNodes,
+                state: state.nodeState,
+                lossWindow: host.lossWindow)
+        }
+    }
+
+    func store() throws -> FleetStore {
+        guard let store = state.withLock({ $0.store }) else { throw FleetError.notRunning }
+        return store
+    }
+}
+
+extension Fleet {
+    enum Phase {
+        case starting
+        case joined
+        case leaving
+        case stopped
+        case failed(any Error)
+    }
+
+    /// A tenant this node claimed.
+    struct LocalTenant {
+        enum Progress {
+            /// Inserted by ``Fleet/createTenant(id:name:encrypted:tokenHash:provision:)``, not provisioned yet.
+            case creating
+            /// Claimed, not restored yet (on first request, or a restore about to start).
+            case claimed
+            /// Being restored: every request waits for this one task.
+            case acquiring(Task<Void, Never>)
+            case ready
+            /// The restore failed: unavailable with `reason` until a retry after `retryAt`.
+            case failed(reason: String, retryAt: ContinuousClock.Instant, attempts: Int)
+            /// Frozen, being handed to another node.
+            case handingOff
+        }
+
+        var epoch: UInt64
+        var encrypted: Bool
+        var keepLocal: Bool
+        var progress: Progress
+
+        var isServing: Bool {
+            switch progress {
+            case .ready, .handingOff: return true
+            default: return false
+            }
+        }
+
+        var isReady: Bool {
+            if case .ready = progress { return true }
+            return false
+        }
+    }
+
+    struct State {
+        var phase = Phase.starting
+        var joinWaiters: [CheckedContinuation<Void, any Error>] = []
+        var store: FleetStore?
+        var timing: LeaseTiming?
+        var session = UUID()
+        /// This node's state in PostgreSQL (`active`, `draining`).
+        var nodeState: String?
+        var snapshot = PlacementSnapshot()
+        var local: [String: LocalTenant] = [:]
+        /// When each orphan was first seen: anyone claims it after two intervals.
+        var orphanSince: [String: ContinuousClock.Instant] = [:]
+        /// The epoch at which this node last held each tenant it let go
+        /// after losing its lease (fenced, not handed off): a claim that
+        /// finds the tenant still at that epoch, still ours, keeps the file.
+        var lastHeldEpoch: [String: UInt64] = [:]
+        /// The one move of the loop (drain, rebalance) under way.
+        var loopMove: Task<Void, Never>?
+        var loopMoveRunning = false
+    }
+}

@@ -1,0 +1,72 @@
+/// How a node joins a fleet: where the shared PostgreSQL is, who the node
+/// is, and the timing of its leases.
+///
+/// ```swift
+/// let configuration = FleetConfiguration(
+///     postgres: "postgres://fleet@db.internal:5432/fleet",
+///     nodeID: "n1",
+///     address: "http://10.0.0.11:8080")
+/// // lease 2 s, renewed every 0.5 s, tenants restored as soon as claimed
+/// ```
+///
+/// ## Timing assumptions
+///
+/// A node's lease ends at PostgreSQL's `now() + lease`, computed by
+/// PostgreSQL when it runs the renewal. The node fences its own writes at
+/// `sent + lease - margin`, where `sent` is the instant of its monotonic
+/// clock at which it sent that renewal, and `margin` is the larger of
+/// `lease / 4` and twice the round trip measured at start. PostgreSQL runs
+/// the renewal after it was sent, so the node stops committing before any
+/// other node can see its lease expired, provided the node's monotonic
+/// clock runs within 1% of PostgreSQL's (no wall-clock synchronisation is
+/// needed: expiry is only ever compared with PostgreSQL's `now()`, fencing
+/// only with the node's monotonic clock). ``Fleet/run()`` refuses timings
+/// that leave no room: `renewInterval * 3 > lease`, or a round trip longer
+/// than `lease / 8` (``FleetError/timing(reason:)``).
+public struct FleetConfiguration: Sendable {
+    /// `postgres://user[:password]@host[:port]/database`.
+    public var postgres: String
+    /// This node's identifier: 1 to 63 characters among `a-z`, `0-9`, `-`.
+    public var nodeID: String
+    /// `http(s)://host:port`, where peers forward this node's tenants' requests.
+    public var address: String
+    /// How long a renewal keeps the node's lease (PostgreSQL's clock).
+    public var lease: Duration
+    /// How often the node renews, refreshes its view and claims orphans.
+    public var renewInterval: Duration
+    /// When a claimed tenant is restored.
+    public var restore: RestoreTiming
+
+    /// - parameter renewInterval: `lease / 4` when nil.
+    public init(
+        postgres: String,
+        nodeID: String,
+        address: String,
+        lease: Duration = .seconds(2),
+        renewInterval: Duration? = nil,
+        restore: RestoreTiming = .eager
+    ) {
+        self.postgres = postgres
+        self.nodeID = nodeID
+        self.address = address
+        self.lease = lease
+        self.renewInterval = renewInterval ?? lease / 4
+        self.restore = restore
+    }
+
+    /// Whether `id` is a valid node identifier.
+    static func isValidNodeID(_ id: String) -> Bool {
+        guard (1...63).contains(id.unicodeScalars.count) else { return false }
+        return id.unicodeScalars.allSatisfy { ("a"..."z").contains($0) || ("0"..."9").contains($0) || $0 == "-" }
+    }
+}
+
+/// When a node restores a tenant it claimed from a lapsed node.
+public enum RestoreTiming: Sendable, Equatable {
+    /// Right after the claim, in the background: the first request finds
+    /// it ready (the default).
+    case eager
+    /// On the first request that needs it (one restore per tenant, however
+    /// many requests wait for it).
+    case onFirstRequest
+}

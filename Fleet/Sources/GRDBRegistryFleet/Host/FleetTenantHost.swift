@@ -1,0 +1,43 @@
+import GRDBRegistry
+
+/// What a node does with tenants' files; the ``Fleet`` tells it when.
+///
+/// ``ServiceTenantHost`` is the host of a `DatabaseService` replicated by
+/// Litestream. A host runs no placement decision of its own: it is told to
+/// bring a tenant here, to freeze it before it moves, and to let it go.
+///
+/// ```swift
+/// struct LoggingHost: FleetTenantHost {
+///     func acquire(_ id: TenantID, epoch: UInt64, encrypted: Bool, keepLocal: Bool) async throws {
+///         print("serving \(id) at epoch \(epoch)")
+///     }
+///     func prepareHandoff(_ id: TenantID) async throws -> WriteFreeze {
+///         throw CancellationError()   // a host that can't move tenants
+///     }
+///     func relinquish(_ id: TenantID) async {}
+///     func created(_ id: TenantID, epoch: UInt64, encrypted: Bool) async throws {}
+/// }
+/// ```
+public protocol FleetTenantHost: Sendable {
+    /// Brings tenant `id` here at `epoch`: restores it from its newest
+    /// replica unless `keepLocal` (this node held it at the epoch just
+    /// before and fenced itself), then starts replicating it under
+    /// `epoch`. Throws: the tenant is unavailable with that reason.
+    func acquire(_ id: TenantID, epoch: UInt64, encrypted: Bool, keepLocal: Bool) async throws
+    /// Freezes the tenant's writes and waits for the replica to have every
+    /// commit. The fleet ends the returned freeze when the hand-off fails.
+    func prepareHandoff(_ id: TenantID) async throws -> WriteFreeze
+    /// The tenant is no longer ours (handed off, lost): close it, stop
+    /// replicating it; its local file is stale.
+    func relinquish(_ id: TenantID) async
+    /// A new tenant created on this node at `epoch` (its files provisioned
+    /// by the caller before).
+    func created(_ id: TenantID, epoch: UInt64, encrypted: Bool) async throws
+    /// How many seconds of acknowledged writes a crash of this node can
+    /// lose, in words, for `/health/ready`; nil when unknown.
+    var lossWindow: String? { get }
+}
+
+extension FleetTenantHost {
+    public var lossWindow: String? { nil }
+}

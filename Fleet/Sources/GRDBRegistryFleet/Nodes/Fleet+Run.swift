@@ -1,0 +1,213 @@
+import Foundation
+import GRDBRegistry
+import Logging
+import PostgresNIO
+import ServiceLifecycle
+
+extension Fleet {
+    /// Joins the fleet, then renews, refreshes and places tenants every
+    /// `renewInterval` until graceful shutdown; then hands each tenant off
+    /// to its preferred live node (or releases it), and leaves.
+    ///
+    /// Before writing anything in PostgreSQL, the start checks the
+    /// configuration, the round trip and the timings
+    /// (``FleetError/timing(reason:)``), and the schema
+    /// (``FleetError/schemaVersion(found:expected:)``); an unreachable
+    /// server is ``FleetError/unreachable(reason:)``. A live node with the
+    /// same id is retried for one lease (a quick restart after a crash),
+    /// then ``FleetError/duplicateNode(_:)``.
+    public func run() async throws {
+        let url: PostgresURL
+        do {
+            url = try validatedURL()
+        } catch {
+            fail(error)
+            throw error
+        }
+        let client = PostgresClient(
+            configuration: url.clientConfiguration(connectTimeout: max(configuration.lease, .seconds(1))),
+            backgroundLogger: logger)
+        // Detached: the pool must not inherit the service group's graceful
+        // shutdown (PostgresClient.run() ends on it), because the hand-offs
+        // at shutdown still need PostgreSQL. Ended below, on every path.
+        let pool = Task.detached { await client.run() }
+        defer { pool.cancel() }
+        do {
+            try await join(client: client, url: url)
+        } catch {
+            fail(error)
+            pool.cancel()
+            await pool.value
+            throw error
+        }
+        await loop()
+        await leave()
+        pool.cancel()
+        await pool.value
+    }
+
+    private func validatedURL() throws -> PostgresURL {
+        guard FleetConfiguration.isValidNodeID(configuration.nodeID) else {
+            throw FleetError.invalidConfiguration("node id \(configuration.nodeID.debugDescription) must be 1 to 63 characters among a-z, 0-9 and '-'")
+        }
+        guard let address = URLComponents(string: configuration.address),
+              address.scheme == "http" || address.scheme == "https", address.host?.isEmpty == false
+        else {
+            throw FleetError.invalidConfiguration("the advertised address \(configuration.address.debugDescription) must look like http://host:port")
+        }
+        // The timings that need no round trip, before connecting.
+        _ = try LeaseTiming(lease: configuration.lease, renewInterval: configuration.renewInterval, roundTrip: .zero)
+        return try PostgresURL(configuration.postgres)
+    }
+
+    private func fail(_ error: any Error) {
+        let waiters = state.withLock { state in
+            state.phase = .failed(error)
+            defer { state.joinWaiters = [] }
+            return state.joinWaiters
+        }
+        for waiter in waiters { waiter.resume(throwing: error) }
+    }
+
+    /// Measures, checks, prepares the schema, joins: the first write comes
+    /// after every check passed.
+    private func join(client: PostgresClient, url: PostgresURL) async throws {
+        let startStore = FleetStore(client: client, url: url, logger: logger, timeout: max(configuration.lease * 2, .seconds(5)))
+        let roundTrip = try await startStore.measureRoundTrip()
+        let timing = try LeaseTiming(lease: configuration.lease, renewInterval: configuration.renewInterval, roundTrip: roundTrip)
+        try await FleetSchema.prepare(client, startStore: startStore, logger: logger)
+        let store = FleetStore(client: client, url: url, logger: logger, timeout: timing.statementTimeout)
+        state.withLock {
+            $0.store = store
+            $0.timing = timing
+        }
+
+        // A node restarted right after a crash finds its old lease still
+        // live: wait it out, once.
+        let giveUp = ContinuousClock.now + configuration.lease + configuration.renewInterval
+        while true {
+            if try await joinOnce(store: store, timing: timing) { break }
+            guard ContinuousClock.now < giveUp else { throw FleetError.duplicateNode(configuration.nodeID) }
+            logger.notice("node id held by a live lease, retrying", metadata: ["node": "\(configuration.nodeID)"])
+            try await Task.sleep(for: configuration.renewInterval)
+        }
+        try await refresh(store: store)
+        let waiters = state.withLock { state in
+            state.phase = .joined
+            defer { state.joinWaiters = [] }
+            return state.joinWaiters
+        }
+        for waiter in waiters { waiter.resume() }
+        logger.info("joined the fleet", metadata: [
+            "node": "\(configuration.nodeID)", "lease": "\(timing.lease)",
+            "renewInterval": "\(timing.renewInterval)", "margin": "\(timing.margin)", "roundTrip": "\(roundTrip)",
+        ])
+    }
+
+    /// One join attempt with a new session; extends the fence on success.
+    func joinOnce(store: FleetStore, timing: LeaseTiming) async throws -> Bool {
+        let session = UUID()
+        let sent = ContinuousClock.now
+        guard try await store.join(nodeID: configuration.nodeID, session: session, address: configuration.address, lease: timing.lease) else {
+            return false
+        }
+        fence.extend(until: timing.fenceDeadline(renewalSent: sent))
+        state.withLock {
+            $0.session = session
+            $0.nodeState = "active"
+        }
+        return true
+    }
+
+    /// Ticks every renew interval until graceful shutdown or cancellation.
+    private func loop() async {
+        while !Task.isShuttingDownGracefully && !Task.isCancelled {
+            let started = ContinuousClock.now
+            await tick()
+            let next = started + configuration.renewInterval
+            do {
+                try await cancelWhenGracefulShutdown {
+                    try await Task.sleep(until: next, clock: .continuous)
+                }
+            } catch {
+                // Shutdown or cancellation: the while condition says which.
+            }
+        }
+    }
+
+    /// Renew, refresh, place.
+    func tick() async {
+        guard let (store, timing, session) = state.withLock({ state in
+            state.store.flatMap { store in state.timing.map { (store, $0, state.session) } }
+        }) else { return }
+        let sent = ContinuousClock.now
+        do {
+            if let nodeState = try await store.renew(nodeID: configuration.nodeID, session: session, lease: timing.lease) {
+                fence.extend(until: timing.fenceDeadline(renewalSent: sent))
+                state.withLock { $0.nodeState = nodeState }
+            } else {
+                await leaseLapsed(store: store, timing: timing)
+            }
+        } catch {
+            // The fence runs out on its own: no renewal, no write.
+            logger.warning("lease renewal failed; writes stop when the fence runs out", metadata: [
+                "error": "\(error)", "fenceRemaining": "\(fence.remaining)",
+            ])
+            return
+        }
+        guard fence.isOpen else { return }
+        do {
+            try await refresh(store: store)
+            try await place(store: store)
+        } catch {
+            logger.warning("placement round failed", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// The lease lapsed in PostgreSQL (PostgreSQL unreachable for longer
+    /// than the lease, or the process paused): the fence ran out before,
+    /// others may have claimed the tenants. Let every tenant go, join
+    /// again with a new session, and claim afresh.
+    private func leaseLapsed(store: FleetStore, timing: LeaseTiming) async {
+        logger.error("lease lapsed: letting every tenant go and joining again", metadata: ["node": "\(configuration.nodeID)"])
+        let dropped = state.withLock { state in
+            let dropped = state.local
+            for (id, tenant) in dropped where tenant.isServing {
+                state.lastHeldEpoch[id] = tenant.epoch
+            }
+            state.local = [:]
+            return dropped
+        }
+        for (id, tenant) in dropped {
+            if case let .acquiring(task) = tenant.progress {
+                task.cancel()
+                await task.value
+            }
+            if let tenantID = try? TenantID(id) { await host.relinquish(tenantID) }
+        }
+        do {
+            if try await !joinOnce(store: store, timing: timing) {
+                logger.error("another process holds this node id now; retrying", metadata: ["node": "\(configuration.nodeID)"])
+            }
+        } catch {
+            logger.warning("join after a lapsed lease failed", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// Reads the catalog and the nodes.
+    func refresh(store: FleetStore) async throws {
+        async let tenants = store.tenants()
+        async let nodes = store.nodes()
+        let snapshot = PlacementSnapshot(tenants: try await tenants, nodes: try await nodes)
+        state.withLock { $0.snapshot = snapshot }
+    }
+}
+
+extension FleetSchema {
+    /// Prepares the schema within the start's deadline.
+    static func prepare(_ client: PostgresClient, startStore: FleetStore, logger: Logger) async throws {
+        try await startStore.run("the schema check") { client in
+            _ = try await prepare(client, logger: logger)
+        }
+    }
+}

@@ -1,0 +1,192 @@
+import GRDBRegistry
+import Logging
+
+extension Fleet {
+    /// Moves tenant `id` to `node`: freezes its writes, waits for the
+    /// replica to hold every commit, hands the epoch to `node` in one
+    /// conditional statement, and closes the tenant here. `node` restores
+    /// it at its next refresh or first request. Writes during the freeze
+    /// fail with the freeze's error (a server answers 503 Retry-After).
+    ///
+    /// ```swift
+    /// try await fleet.move(try TenantID("acme"), to: "n2")
+    /// ```
+    ///
+    /// - throws: ``FleetError/notOwner(tenant:)`` on any node but the
+    ///   tenant's owner; ``FleetError/unknownNode(_:)`` when `node` is not
+    ///   live and active; ``FleetError/handoffRefused(tenant:reason:)``
+    ///   when the tenant changed meanwhile (the freeze ends, nothing moved).
+    public func move(_ id: TenantID, to node: String) async throws {
+        let store = try store()
+        try state.withLock { state in
+            guard let tenant = state.local[id.rawValue], tenant.isReady else {
+                throw FleetError.notOwner(tenant: id.rawValue)
+            }
+            guard node != configuration.nodeID else {
+                throw FleetError.handoffRefused(tenant: id.rawValue, reason: "node \(node) already owns it")
+            }
+            guard state.snapshot.activeNodes.contains(node) else { throw FleetError.unknownNode(node) }
+            state.local[id.rawValue]?.progress = .handingOff
+        }
+        try await handoff(id, to: node, store: store)
+    }
+
+    /// Marks `node` draining: it takes no tenant any more, and moves its
+    /// tenants to the others one at a time.
+    ///
+    /// ```swift
+    /// try await fleet.drain(node: "n3")
+    /// ```
+    ///
+    /// - throws: ``FleetError/unknownNode(_:)`` when no live node has the id.
+    public func drain(node: String) async throws {
+        try await store().markDraining(nodeID: node)
+        state.withLock { state in
+            state.snapshot.setNode(node, state: "draining")
+            if node == configuration.nodeID { state.nodeState = "draining" }
+        }
+    }
+
+    /// Hands tenant `id` (marked `.handingOff` by the caller) to `target`.
+    /// On failure, the tenant is served here again.
+    func handoff(_ id: TenantID, to target: String, store: FleetStore) async throws {
+        let (epoch, session) = try state.withLock { state in
+            guard let tenant = state.local[id.rawValue] else { throw FleetError.notOwner(tenant: id.rawValue) }
+            return (tenant.epoch, state.session)
+        }
+        func restore() {
+            state.withLock { state in
+                if state.local[id.rawValue]?.epoch == epoch { state.local[id.rawValue]?.progress = .ready }
+            }
+        }
+        let freeze: WriteFreeze
+        do {
+            freeze = try await host.prepareHandoff(id)
+        } catch {
+            restore()
+            throw error
+        }
+        let newEpoch: UInt64?
+        do {
+            newEpoch = try await store.handoff(tenant: id.rawValue, nodeID: configuration.nodeID, session: session, epoch: epoch, to: target)
+        } catch {
+            freeze.end()
+            restore()
+            throw error
+        }
+        guard let newEpoch else {
+            freeze.end()
+            restore()
+            throw FleetError.handoffRefused(tenant: id.rawValue, reason: "it is no longer at epoch \(epoch) on this node, or \(target) is not live and active")
+        }
+        state.withLock { state in
+            state.local[id.rawValue] = nil
+            if var row = state.snapshot.tenants[id.rawValue] {
+                row.owner = target
+                row.epoch = newEpoch
+                state.snapshot.update(row)
+            }
+        }
+        await host.relinquish(id)
+        freeze.end()
+        logger.info("handed tenant off", metadata: ["tenant": "\(id)", "to": "\(target)", "epoch": "\(newEpoch)"])
+    }
+
+    /// At most one move of the loop at a time: a draining node moves its
+    /// tenants away; a node above its fair share moves one tenant that
+    /// prefers another node to it.
+    func startLoopMoveIfNeeded() {
+        let me = configuration.nodeID
+        let chosen: (TenantID, String)? = state.withLock { state in
+            if state.loopMoveRunning { return nil }
+            let snapshot = state.snapshot
+            let ready = state.local.filter { $0.value.isReady }.keys.sorted()
+            var pick: (String, String)?
+            if state.nodeState == "draining" {
+                for id in ready {
+                    if let target = snapshot.preferredNode(for: id, excluding: me) { pick = (id, target); break }
+                }
+            } else if state.local.count > snapshot.fairShare {
+                for id in ready {
+                    if let target = snapshot.preferredNode(for: id), target != me { pick = (id, target); break }
+                }
+            }
+            guard let (id, target) = pick, let tenantID = try? TenantID(id) else { return nil }
+            state.local[id]?.progress = .handingOff
+            state.loopMoveRunning = true
+            return (tenantID, target)
+        }
+        guard let (id, target) = chosen else { return }
+        let task = Task { [self] in
+            defer { state.withLock { $0.loopMoveRunning = false } }
+            do {
+                try await handoff(id, to: target, store: store())
+            } catch {
+                logger.warning("move failed", metadata: ["tenant": "\(id)", "to": "\(target)", "error": "\(error)"])
+            }
+        }
+        state.withLock { $0.loopMove = task }
+    }
+
+    /// Graceful shutdown: waits for the restores and the move under way,
+    /// hands each tenant to its preferred live node (or releases it after
+    /// a final sync), leaves, and closes the fence for good.
+    func leave() async {
+        let (moving, restores) = state.withLock { state in
+            state.phase = .leaving
+            let restores: [Task<Void, Never>] = state.local.values.compactMap {
+                if case let .acquiring(task) = $0.progress { return task }
+                return nil
+            }
+            return (state.loopMove, restores)
+        }
+        await moving?.value
+        for task in restores { await task.value }
+        guard let store = try? store() else { return }
+        if let nodes = try? await store.nodes() {
+            state.withLock { state in
+                state.snapshot = PlacementSnapshot(tenants: Array(state.snapshot.tenants.values), nodes: nodes)
+            }
+        }
+        let (held, session) = state.withLock { state in
+            (state.local.sorted { $0.key < $1.key }, state.session)
+        }
+        for (id, tenant) in held {
+            guard let tenantID = try? TenantID(id) else { continue }
+            if tenant.isReady, fence.isOpen,
+               let target = state.withLock({ $0.snapshot.preferredNode(for: id, excluding: configuration.nodeID) })
+            {
+                state.withLock { $0.local[id]?.progress = .handingOff }
+                do {
+                    try await handoff(tenantID, to: target, store: store)
+                    continue
+                } catch {
+                    logger.warning("hand-off at shutdown failed: releasing instead", metadata: ["tenant": "\(id)", "error": "\(error)"])
+                }
+            }
+            // Release: the replica must hold every commit first (a ready
+            // tenant), then the row, then the files.
+            var freeze: WriteFreeze?
+            if tenant.isReady || tenant.isServing { freeze = try? await host.prepareHandoff(tenantID) }
+            do {
+                try await store.release(tenant: id, nodeID: configuration.nodeID, epoch: tenant.epoch)
+            } catch {
+                logger.warning("release at shutdown failed: the tenant is claimable once the lease lapses", metadata: ["tenant": "\(id)", "error": "\(error)"])
+            }
+            state.withLock { _ = $0.local.removeValue(forKey: id) }
+            await host.relinquish(tenantID)
+            freeze?.end()
+        }
+        do {
+            try await store.leave(nodeID: configuration.nodeID, session: session)
+        } catch {
+            logger.warning("leave failed: the node's lease lapses on its own", metadata: ["error": "\(error)"])
+        }
+        fence.close()
+        state.withLock {
+            $0.phase = .stopped
+            $0.nodeState = "left"
+        }
+        logger.info("left the fleet", metadata: ["node": "\(configuration.nodeID)"])
+    }
+}

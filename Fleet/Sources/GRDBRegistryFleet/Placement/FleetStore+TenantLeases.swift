@@ -1,0 +1,90 @@
+import Foundation
+import PostgresNIO
+
+/// The result of a claim: the new epoch, and what was there before.
+struct Claim: Sendable, Equatable {
+    var epoch: UInt64
+    var priorOwner: String?
+    var priorEpoch: UInt64
+}
+
+extension FleetStore {
+    /// Claims `tenant` for `nodeID`: owner = the node, epoch + 1, in one
+    /// conditional statement. It succeeds only while the claimer's own
+    /// lease is valid in `session`, and only when the tenant has no owner,
+    /// its owner's lease lapsed, or its owner is this node id in an
+    /// earlier session (a restart).
+    ///
+    /// - returns: nil when the tenant is not claimable (someone live owns it).
+    func claim(tenant: String, nodeID: String, session: UUID) async throws -> Claim? {
+        try await run("the claim of tenant \(tenant)") { client in
+            let rows = try await client.query("""
+                UPDATE fleet_tenants AS t SET owner = \(nodeID), epoch = t.epoch + 1
+                FROM (SELECT tenant_id, owner, epoch FROM fleet_tenants WHERE tenant_id = \(tenant) FOR UPDATE) AS prior
+                WHERE t.tenant_id = prior.tenant_id
+                  AND EXISTS (SELECT 1 FROM fleet_nodes AS me
+                              WHERE me.node_id = \(nodeID) AND me.session = \(session)
+                                AND me.state <> 'left' AND me.lease_until >= now())
+                  AND (t.owner IS NULL OR t.owner = \(nodeID)
+                       OR NOT EXISTS (SELECT 1 FROM fleet_nodes AS o
+                                      WHERE o.node_id = t.owner AND o.state <> 'left' AND o.lease_until >= now()))
+                RETURNING t.epoch, prior.owner, prior.epoch
+                """).collect()
+            guard let row = rows.first else { return nil }
+            let (epoch, priorOwner, priorEpoch) = try row.decode((Int64, String?, Int64).self)
+            return Claim(epoch: UInt64(epoch), priorOwner: priorOwner, priorEpoch: UInt64(priorEpoch))
+        }
+    }
+
+    /// Releases `tenant` held by `nodeID` at `epoch`: no owner, same epoch.
+    /// One conditional statement: a tenant claimed or moved since (another
+    /// owner, another epoch) is left alone.
+    ///
+    /// - returns: whether the tenant was released.
+    @discardableResult
+    func release(tenant: String, nodeID: String, epoch: UInt64) async throws -> Bool {
+        let epoch = Int64(epoch)
+        return try await run("the release of tenant \(tenant)") { client in
+            try await client.query("""
+                UPDATE fleet_tenants SET owner = NULL
+                WHERE tenant_id = \(tenant) AND owner = \(nodeID) AND epoch = \(epoch)
+                RETURNING tenant_id
+                """).collect().count == 1
+        }
+    }
+
+    /// Hands `tenant`, held by `nodeID` at `epoch`, to `target` at epoch
+    /// + 1, in one conditional statement: only while this node's lease is
+    /// valid in `session`, the tenant is still at `epoch` with this owner,
+    /// and the target is live and active. A stale epoch's hand-off does
+    /// nothing.
+    ///
+    /// - returns: the target's epoch, or nil when nothing moved.
+    func handoff(tenant: String, nodeID: String, session: UUID, epoch: UInt64, to target: String) async throws -> UInt64? {
+        let epoch = Int64(epoch)
+        return try await run("the hand-off of tenant \(tenant) to \(target)") { client in
+            let rows = try await client.query("""
+                UPDATE fleet_tenants AS t SET owner = \(target), epoch = t.epoch + 1
+                WHERE t.tenant_id = \(tenant) AND t.owner = \(nodeID) AND t.epoch = \(epoch)
+                  AND EXISTS (SELECT 1 FROM fleet_nodes AS me
+                              WHERE me.node_id = \(nodeID) AND me.session = \(session) AND me.lease_until >= now())
+                  AND EXISTS (SELECT 1 FROM fleet_nodes AS n
+                              WHERE n.node_id = \(target) AND n.state = 'active' AND n.lease_until >= now())
+                RETURNING t.epoch
+                """).collect()
+            return try rows.first.map { UInt64(try $0.decode(Int64.self)) }
+        }
+    }
+
+    /// Every tenant's owner and epoch, by tenant id.
+    func placement() async throws -> [Placement] {
+        try await run("the placement") { client in
+            var result: [Placement] = []
+            let rows = try await client.query("SELECT tenant_id, owner, epoch FROM fleet_tenants ORDER BY tenant_id")
+            for try await (tenant, owner, epoch) in rows.decode((String, String?, Int64).self) {
+                result.append(Placement(tenant: tenant, owner: owner, epoch: UInt64(epoch)))
+            }
+            return result
+        }
+    }
+}

@@ -1,0 +1,142 @@
+import GRDBRegistry
+import Synchronization
+
+/// Durable acknowledgements: waits, after a write committed, until the
+/// replica has it, with the waits of one tenant grouped.
+///
+/// With `"acknowledgements": "durable"`
+/// (``RegistryConfiguration/Replication/Acknowledgements/durable``), a
+/// server answers a write only once it is in the replica, so a failover
+/// (another node restoring the tenant from its replica) loses no
+/// acknowledged write:
+///
+/// ```swift
+/// let acknowledgements = ReplicaAcknowledgements(replicator: replicator)
+///
+/// try await tenants.withRepository(id) { try await $0.add(name: "Arthur", score: 10) }
+/// try await acknowledgements.waitUntilReplicated(id, path: try tenants.path(of: id), encrypted: false)
+/// // Now answer the client.
+/// ```
+///
+/// **Group commit.** A round of a tenant makes Litestream read the WAL
+/// and upload what it has not yet (its control socket's `sync` with
+/// `wait`), so it covers every transaction committed before the round
+/// started. Waiters who call while no round of the tenant runs start one;
+/// those who call during a round wait for it to end and share the next
+/// one. Under N concurrent writers a tenant runs far fewer than N rounds
+/// (``rounds`` counts them), and a waiter never returns before a round
+/// that started after its call, so after its commit.
+///
+/// **Encrypted tenants** are not seen by Litestream: their round is an
+/// encrypted backup to their replica (in a fleet, their epoch folder),
+/// grouped the same way. Each is a full copy of the database: a durable
+/// write to an encrypted tenant costs about that copy, shared by the
+/// writes of its round.
+///
+/// A round that fails throws its error to each of its waiters
+/// (``ReplicationError``): their writes committed on this node, but are not
+/// known to be in the replica. The wait is not cancelled with the calling
+/// task (the round runs anyway, and its result comes back).
+public final class ReplicaAcknowledgements: Sendable {
+    private struct Tenant {
+        /// Whether a round of the tenant runs (and will run the next).
+        var running = false
+        /// The waiters of the next round: they called before it starts.
+        var waiting: [CheckedContinuation<Void, any Error>] = []
+    }
+
+    /// The replicator whose Litestream (or encrypted backups) the rounds use.
+    public let replicator: LitestreamReplicator
+    private let tenants = Mutex<[TenantID: Tenant]>([:])
+    private let roundCount = Atomic<Int>(0)
+
+    /// Acknowledgements through `replicator`: the one of the service whose
+    /// tenants are written.
+    public init(replicator: LitestreamReplicator) {
+        self.replicator = replicator
+    }
+
+    /// The rounds run since this object was created, over every tenant
+    /// (each is one Litestream sync, or one encrypted backup).
+    public var rounds: Int {
+        roundCount.load(ordering: .relaxed)
+    }
+
+    /// Returns once the replica has every transaction of tenant `id`
+    /// committed before this call. Call it after the write returned, before
+    /// answering.
+    ///
+    /// ```swift
+    /// try await acknowledgements.waitUntilReplicated(id, path: try tenants.path(of: id), encrypted: false)
+    /// ```
+    ///
+    /// - parameter id: The tenant.
+    /// - parameter path: Its database file (what Litestream knows it by).
+    /// - parameter encrypted: Whether it is encrypted: its round is then an
+    ///   encrypted backup.
+    /// - throws: ``ReplicationError``: Litestream does not replicate it (not
+    ///   registered: in a fleet, not placed here), its answer shows a
+    ///   replica behind the database, or the backup failed.
+    public func waitUntilReplicated(_ id: TenantID, path: String, encrypted: Bool) async throws {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            let starts = tenants.withLock { tenants in
+                tenants[id, default: Tenant()].waiting.append(continuation)
+                guard tenants[id]?.running == false else { return false }
+                tenants[id]?.running = true
+                return true
+            }
+            // Not a child task: the rounds outlive the waiter that started
+            // them, and serve the waiters who come meanwhile.
+            if starts {
+                Task { await self.runRounds(id, path: path, encrypted: encrypted) }
+            }
+        }
+    }
+
+    /// Runs rounds of tenant `id` while waiters are queued.
+    private func runRounds(_ id: TenantID, path: String, encrypted: Bool) async {
+        while true {
+            // Everyone queued now called after their commit: this round,
+            // starting after the line below, covers them all.
+            let batch = tenants.withLock { tenants -> [CheckedContinuation<Void, any Error>] in
+                let waiting = tenants[id]?.waiting ?? []
+                if waiting.isEmpty {
+                    tenants[id] = nil
+                } else {
+                    tenants[id]?.waiting = []
+                }
+                return waiting
+            }
+            if batch.isEmpty { return }
+            roundCount.add(1, ordering: .relaxed)
+            let result: Result<Void, any Error>
+            do {
+                try await round(id, path: path, encrypted: encrypted)
+                result = .success(())
+            } catch {
+                result = .failure(error)
+            }
+            for waiter in batch { waiter.resume(with: result) }
+        }
+    }
+
+    /// One round: a sync that waits for the upload, or an encrypted backup.
+    private func round(_ id: TenantID, path: String, encrypted: Bool) async throws {
+        let replicator = replicator
+        if encrypted {
+            try await BlockingWork.run { try replicator.backUpEncryptedTenant(id) }
+            return
+        }
+        let synced: LitestreamReplicator.SyncResult
+        do {
+            synced = try await replicator.sync(path: path)
+        } catch {
+            throw ReplicationError.notReplicated(database: TenantStorage.name(of: id), reason: "\(error)")
+        }
+        guard synced.replicatedTXID >= synced.txid else {
+            throw ReplicationError.notReplicated(
+                database: TenantStorage.name(of: id),
+                reason: "Litestream's sync ended with transaction \(synced.replicatedTXID) of \(synced.txid) in the replica (\(synced.status))")
+        }
+    }
+}
