@@ -19,6 +19,9 @@ let package = Package(
     ],
     dependencies: [
         .package(name: "GRDBRegistry", path: "../.."),
+        // Fleet mode (--fleet): linked always, started only in fleet mode;
+        // postgres-nio comes with it, and never reaches the library.
+        .package(name: "GRDBRegistryFleet", path: "../../Fleet"),
         .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", exact: "2.28.1"),
         .package(url: "https://github.com/apple/swift-log", exact: "1.16.2"),
@@ -46,6 +49,7 @@ let package = Package(
                 .product(name: "GRDBRegistryExamples", package: "GRDBRegistry"),
                 .product(name: "GRDBMigrations", package: "GRDBRegistry"),
                 .product(name: "GRDBCipher", package: "GRDBRegistry"),
+                .product(name: "GRDBRegistryFleet", package: "GRDBRegistryFleet"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 // HTTPS (--tls-cert, --tls-key): swift-nio-ssl through Hummingbird.
@@ -73,6 +77,8 @@ let package = Package(
             dependencies: [
                 "MultiTenantServer",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                // The forwarder's routes (TenantRoute).
+                .product(name: "GRDBRegistryFleet", package: "GRDBRegistryFleet"),
                 // In-process servers of the forwarder's tests.
                 .product(name: "Hummingbird", package: "hummingbird"),
                 // Reads tenant files directly, to check what is stored.

@@ -27,7 +27,13 @@ struct Routes: Sendable {
             for database in health.databases {
                 states[database.name] = "\(database.isOpen ? "open" : "closed"), \(database.isMigrated ? "migrated" : "pending"), \(database.isWritable ? "writable" : "read-only")"
             }
-            let healthy = health.isHealthy && state.readyOrNil != nil
+            let fleet = state.fleet.map { node in
+                let status = node.fleet.status
+                return ReadinessResponse.Fleet(node: status.nodeID, leaseValid: status.leaseValid, ownedTenants: status.ownedTenants.count, liveNodes: status.liveNodes)
+            }
+            // A fleet node whose lease is not valid refuses writes: a load
+            // balancer sends traffic to the others meanwhile.
+            let healthy = health.isHealthy && state.readyOrNil != nil && fleet?.leaseValid != false
             let budget = health.tenants?.fileDescriptors.map {
                 ReadinessResponse.FileDescriptors(
                     softLimit: $0.softLimit, hardLimit: $0.hardLimit, inUse: FileDescriptorBudget.openDescriptorCount(),
@@ -37,7 +43,8 @@ struct Routes: Sendable {
                 phase: health.phase.rawValue, healthy: healthy, databases: states,
                 openTenants: state.readyOrNil?.directory.openCount ?? 0, fileDescriptors: budget,
                 connections: .init(current: state.connections.current, limit: state.connections.limit),
-                streams: .init(current: state.streams.count, limit: state.streams.maxTotal))
+                streams: .init(current: state.streams.count, limit: state.streams.maxTotal),
+                fleet: fleet, lossWindow: state.databases.configuration.replication.map(ReadinessResponse.LossWindow.init))
             return EditedResponse(status: healthy ? .ok : .serviceUnavailable, response: response)
         }
         // Prometheus text format: the library's metrics (per database, open
@@ -85,35 +92,36 @@ struct Routes: Sendable {
         // Tenant routes: the middleware resolves the tenant once, and runs
         // the handler in its scope. No route keeps books for reading its
         // writes: the tenant's commit count does (ActiveTenant).
-        let tenant = router.group("tenants/:tenant").add(middleware: TenantMiddleware(state: state))
+        // In a fleet, the forwarder first: a tenant owned elsewhere is
+        // proxied to its owner (Fleet/TenantForwarder).
+        var tenant = router.group("tenants/:tenant")
+        if let fleet = state.fleet { tenant = tenant.add(middleware: fleet.forwarder(audience: .tenant)) }
+        tenant = tenant.add(middleware: TenantMiddleware(state: state))
         tenant.get("players") { _, context -> [Player] in
             try await context.currentTenant().repository.players.reader.read { db in try Player.order(Column("id")).fetchAll(db) }
         }
         tenant.post("players") { request, context -> EditedResponse<Player> in
-            let tenant = try context.currentTenant().repository
             let body = try await request.decode(as: NewPlayer.self, context: context)
             // A quota of players per tenant (MTS_MAX_PLAYERS): a tenant can't
             // grow its leaderboard, and every stream's events, unbounded.
-            let player = try await mapErrors {
+            let player = try await write(context) { tenant in
                 try await tenant.add(name: body.name, score: body.score ?? 0, team: body.team, maximumPlayers: state.limits.maxPlayers)
             }
             return EditedResponse(status: .created, response: player)
         }
         tenant.put("players/:player") { request, context -> Player in
-            let tenant = try context.currentTenant().repository
             let id = try context.parameters.require("player", as: Int64.self)
             let body = try await request.decode(as: PlayerUpdate.self, context: context)
             // One checked transaction: a 422 changes nothing.
-            let player = try await mapErrors { try await tenant.update(id, name: body.name, score: body.score) }
+            let player = try await write(context) { tenant in try await tenant.update(id, name: body.name, score: body.score) }
             guard let player else {
                 throw HTTPError(.notFound, message: "No player \(id) in this tenant.")
             }
             return player
         }
         tenant.delete("players/:player") { _, context -> HTTPResponse.Status in
-            let tenant = try context.currentTenant().repository
             let id = try context.parameters.require("player", as: Int64.self)
-            let deleted = try await mapErrors { try await tenant.delete(id) }
+            let deleted = try await write(context) { tenant in try await tenant.delete(id) }
             guard deleted else {
                 throw HTTPError(.notFound, message: "No player \(id) in this tenant.")
             }
@@ -180,6 +188,25 @@ struct Routes: Sendable {
         return IssuedToken(tenant: TenantResponse(tenant), token: token)
     }
 
+    /// A write to the request's tenant: its refusals answered
+    /// (``mapErrors(_:)``), then, with durable acknowledgements, a wait
+    /// until the replica has it (``ServerState/acknowledge(_:encrypted:)``).
+    /// Every write route goes through here, so none is answered before
+    /// its acknowledgement.
+    private func write<T>(_ context: ServerRequestContext, _ operation: (ActiveTenant) async throws -> T) async throws -> T {
+        let lease = try context.currentTenant()
+        let result = try await mapErrors { try await operation(lease.repository) }
+        if state.acknowledgements != nil {
+            // The catalog says whether the tenant is encrypted (its
+            // round is then an encrypted backup, not a Litestream sync).
+            guard let listed = try state.requireReady().catalog.tenant(lease.id.rawValue) else {
+                throw HTTPError(.serviceUnavailable, message: "Tenant \(lease.id) left the catalog: its write is not acknowledged.")
+            }
+            try await state.acknowledge(lease, encrypted: listed.encrypted)
+        }
+        return result
+    }
+
     private func tenantID(_ raw: String) throws -> TenantID {
         do {
             return try TenantID(raw)
@@ -200,6 +227,10 @@ struct Routes: Sendable {
             // A fleet move froze the tenant: it is about to be served by
             // another node.
             throw TenantWritesPaused(database: database, reason: .moving)
+        } catch let ManagedDatabaseError.fenced(database) {
+            // This node's fleet lease is not known valid: nothing of the
+            // write committed, and another node may serve the tenant soon.
+            throw TenantWritesPaused(database: database, reason: .fenced)
         } catch ManagedDatabaseError.notAcceptingWrites, ManagedDatabaseError.closed {
             throw HTTPError(.serviceUnavailable, message: "The server is shutting down: retry on another instance.")
         }

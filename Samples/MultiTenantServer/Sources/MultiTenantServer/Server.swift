@@ -150,22 +150,44 @@ struct MultiTenantServer {
         // to the migration sets the server ships (never a copy).
         try linkMigrationSets(in: data.appendingPathComponent("migrations"))
         let configurationFile = data.appendingPathComponent("registry.json")
-        if !FileManager.default.fileExists(atPath: configurationFile.path) {
-            try writeDefaultConfiguration(to: configurationFile, data: data)
+        let configuration: RegistryConfiguration
+        if let fleet = settings.fleet {
+            // A fleet node: tenants only (the catalog is the fleet's),
+            // replicated to the shared store (Fleet/).
+            configuration = try FleetNodeConfiguration.load(file: configurationFile, data: data, mode: fleet)
+        } else {
+            if !FileManager.default.fileExists(atPath: configurationFile.path) {
+                try writeDefaultConfiguration(to: configurationFile, data: data)
+            }
+            configuration = try RegistryConfiguration.load(contentsOf: configurationFile)
         }
-        let configuration = try RegistryConfiguration.load(contentsOf: configurationFile)
         // A master key file others may read is refused, as token files are.
         try SecretFiles.checkExisting(at: data.appendingPathComponent("master.key"))
         // The operator token creates tenants: from MTS_OPERATOR_TOKEN, or
         // a file made on first start.
         let operatorToken = try SharedToken.load(environment: environment, keyFile: data.appendingPathComponent("operator.token"))
-        let replicator = try Replication.replicator(configuration: configuration, logger: logger)
+        // In a fleet, only the tenants this node owns are replicated, each
+        // under its epoch; the fence closes their commits when the lease
+        // is not known valid.
+        let placement = settings.fleet.map { _ in ReplicaPlacement() }
+        let fence = settings.fleet.map { _ in WriteFence() }
+        let replicator = try Replication.replicator(configuration: configuration, logger: logger, placement: placement)
         // Traces, when the OTEL_* variables ask for them (Tracing/).
         let tracing = try ServerTracing.start(environment: environment, logger: logger)
         let databases = DatabaseService(
-            configuration: configuration, logger: logger, replicator: replicator,
+            configuration: configuration, logger: logger, replicator: replicator, writeFence: fence,
             reservedFileDescriptors: limits.reservedFileDescriptors, tracer: tracing.tracer)
-        let state = ServerState(databases: databases, operatorToken: operatorToken, logger: logger, limits: limits)
+        let fleetNode = try settings.fleet.map { mode in
+            guard let replicator, let placement, let fence else {
+                throw UsageError(message: "fleet mode needs replication: \(configurationFile.path) has no replication section")
+            }
+            return FleetNode(
+                mode: mode, host: try FleetNode.tenantHost(databases: databases, replicator: replicator, placement: placement, logger: logger),
+                fence: fence, logger: logger, tracer: tracing.tracer)
+        }
+        let state = ServerState(
+            databases: databases, operatorToken: operatorToken, logger: logger, limits: limits,
+            fleet: fleetNode, acknowledgements: Replication.acknowledgements(configuration: configuration, replicator: replicator))
 
         let router = Router(context: ServerRequestContext.self)
         if tracing.service != nil { router.add(middleware: TracingMiddleware()) }
@@ -174,6 +196,7 @@ struct MultiTenantServer {
         router.add(middleware: RequestMetricsMiddleware())
         router.add(middleware: BearerAuthenticator(state: state))
         Routes(state: state, metrics: metrics, page: try WebPage.load()).add(to: router)
+        if let fleetNode { FleetRoutes(node: fleetNode).add(to: router) }
 
         // Idle connections close (a partial request included), and one
         // beyond the cap gets 429 (ConnectionLimiter).
@@ -216,6 +239,9 @@ struct MultiTenantServer {
 
         // Databases first: the group shuts services down in reverse order,
         // so the server stops taking requests before the databases close.
+        // In a fleet, the fleet comes after the replicator and its
+        // encrypted backups: at shutdown it hands its tenants off (a final
+        // sync each) while they still run.
         // SIGTERM (what service managers send): graceful shutdown. SIGINT
         // (Ctrl-C), alone or after a SIGTERM, or 15 s of graceful shutdown:
         // cancellation, which interrupts writes in flight (they roll back),
@@ -223,7 +249,7 @@ struct MultiTenantServer {
         // ServiceGroup refuses a signal in both lists, so the escalation
         // is a second, different signal.
         var groupConfiguration = ServiceGroupConfiguration(
-            services: tracing.exporterFirst([databases] + Replication.services(of: replicator) + [app]),
+            services: tracing.exporterFirst([databases] + Replication.services(of: replicator) + (fleetNode?.services ?? []) + [app]),
             gracefulShutdownSignals: [.sigterm],
             cancellationSignals: [.sigint],
             logger: logger)

@@ -28,6 +28,12 @@ final class ServerState: Sendable {
     }
 
     let databases: DatabaseService
+    /// Fleet mode's parts; nil for a single server.
+    let fleet: FleetNode?
+    /// Durable acknowledgements: each write waits until the replica has
+    /// it before it is answered (``acknowledge(_:encrypted:)``); nil when
+    /// writes are answered once committed here.
+    let acknowledgements: ReplicaAcknowledgements?
     let operatorToken: SharedToken
     let logger: Logger
     /// What a client or tenant may hold (ServerLimits).
@@ -43,8 +49,10 @@ final class ServerState: Sendable {
     let creations = SerialQueue()
     private let ready = Mutex<Ready?>(nil)
 
-    init(databases: DatabaseService, operatorToken: SharedToken, logger: Logger, limits: ServerLimits) {
+    init(databases: DatabaseService, operatorToken: SharedToken, logger: Logger, limits: ServerLimits, fleet: FleetNode? = nil, acknowledgements: ReplicaAcknowledgements? = nil) {
         self.databases = databases
+        self.fleet = fleet
+        self.acknowledgements = acknowledgements
         self.operatorToken = operatorToken
         self.logger = logger
         self.limits = limits
@@ -57,6 +65,13 @@ final class ServerState: Sendable {
     /// embedded catalog refuses rows that a removed push move left
     /// unsettled (``CatalogRepository/refuseLeftoverMoves(catalogPath:)``).
     func becomeReady() async throws {
+        if let fleet {
+            // The catalog is the fleet's: ready once this node joined.
+            let registry = try await DatabaseRegistry.fleetServer(from: databases)
+            try await fleet.fleet.waitUntilJoined()
+            ready.withLock { $0 = Ready(registry: registry, catalog: FleetCatalog(fleet: fleet.fleet)) }
+            return
+        }
         let registry = try await DatabaseRegistry.server(from: databases)
         let repository = try CatalogRepository(writer: try registry.catalog.writer)
         try await repository.refuseLeftoverMoves(catalogPath: databases.configuration.databases.first { $0.name == "catalog" }?.path ?? "catalog.sqlite")
@@ -64,6 +79,22 @@ final class ServerState: Sendable {
     }
 
     var readyOrNil: Ready? { ready.withLock { $0 } }
+
+    /// After a write to tenant `lease` committed: returns at once, or, with
+    /// durable acknowledgements, once the replica has the write (the waits
+    /// of concurrent writes to one tenant share one Litestream sync).
+    ///
+    /// - throws: 503: the write committed here, but is not known to be in
+    ///   the replica, so it is not acknowledged.
+    func acknowledge(_ lease: TenantLease<ActiveTenant>, encrypted: Bool) async throws {
+        guard let acknowledgements else { return }
+        do {
+            try await acknowledgements.waitUntilReplicated(lease.id, path: lease.repository.managedDatabase.writer.path, encrypted: encrypted)
+        } catch {
+            logger.error("a committed write is not confirmed in the replica", metadata: ["database": "\(lease.id.databaseName)", "error": "\(error)"])
+            throw HTTPError(.serviceUnavailable, message: "The write committed on this server, but the replica did not confirm it: it is not acknowledged. Read before retrying.")
+        }
+    }
 
     func requireReady() throws -> Ready {
         guard let ready = readyOrNil else {
