@@ -7,8 +7,8 @@ import Testing
 /// token are gone (review S1), and no fleet route or field appears.
 @Suite struct SingleServerModeTests {
     /// The push endpoints answer 404 whatever token comes with them, a
-    /// peer token in the environment signs nobody in, and no `peer.token`
-    /// file is made.
+    /// peer token in the environment signs nobody in (and the log says to
+    /// unset it), and no `peer.token` file is made.
     @Test func pushMovesAndThePeerTokenAreGone() async throws {
         let data = temporaryTestDirectory()
         defer { try? FileManager.default.removeItem(at: data) }
@@ -30,6 +30,8 @@ import Testing
             #expect(try await api.send(.GET, "/fleet/placement", token: ServerProcess.operatorToken).status == 404)
             let health = try await api.send(.GET, "/health/ready").body
             #expect(!health.contains("\"fleet\"") && !health.contains("\"lossWindow\""), "\(health)")
+            // The leftover variable is named in the log, not silently kept.
+            #expect(server.outputText.contains("MTS_PEER_TOKEN is set, but servers no longer push tenants to each other"), "\(server.outputText)")
         }
         #expect(!FileManager.default.fileExists(atPath: data.appendingPathComponent("peer.token").path))
     }
