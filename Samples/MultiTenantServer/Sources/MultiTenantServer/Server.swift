@@ -103,7 +103,7 @@ struct ServerSettings: Sendable {
 
 struct UsageError: Error, CustomStringConvertible {
     var message: String
-    var description: String { "\(message)\nusage: MultiTenantServer [--host HOST] [--port PORT] [--data DIRECTORY] [--tls-cert PEM --tls-key PEM] [--behind-tls-proxy]\n       [--fleet postgres://… --node-id ID --replica-store DIR [--advertise URL] [--acknowledge async|durable] [--lease-seconds S] [--restore eager|on-first-request] [--encrypted-backup-seconds S]]" }
+    var description: String { "\(message)\nusage: MultiTenantServer [--host HOST] [--port PORT] [--data DIRECTORY] [--tls-cert PEM --tls-key PEM] [--behind-tls-proxy]\n       [--fleet postgres://… --node-id ID --replica-store DIR [--advertise URL] [--acknowledge async|durable] [--lease-seconds S] [--restore eager|on-first-request] [--encrypted-backup-seconds S] [--litestream PATH]]" }
 }
 
 @main

@@ -33,14 +33,14 @@ import Testing
         #expect(fleet == FleetMode(
             postgres: "postgres://fleet@127.0.0.1:5432/fleet", nodeID: "n1", advertise: "http://127.0.0.1:8081",
             replicaStore: "/srv/replica", acknowledgements: .asynchronous, lease: .seconds(2), restore: .eager,
-            encryptedBackupInterval: .seconds(5)))
+            encryptedBackupInterval: .seconds(5), litestream: "litestream"))
     }
 
     @Test func theEnvironmentGivesDefaultsThatArgumentsOverride() throws {
         let environment = Self.shared.merging([
             "MTS_FLEET": "postgres://fleet@db:5432/fleet", "MTS_NODE_ID": "n2", "MTS_REPLICA_STORE": "/srv/r",
             "MTS_ACKNOWLEDGE": "durable", "MTS_LEASE_SECONDS": "4", "MTS_RESTORE": "on-first-request",
-            "MTS_ADVERTISE": "http://10.0.0.2:8080/", "MTS_ENCRYPTED_BACKUP_SECONDS": "1",
+            "MTS_ADVERTISE": "http://10.0.0.2:8080/", "MTS_ENCRYPTED_BACKUP_SECONDS": "1", "MTS_LITESTREAM": "/opt/litestream",
         ]) { $1 }
         let fleet = try #require(try settings(["--node-id", "n3", "--acknowledge", "async"], environment).fleet)
         #expect(fleet.nodeID == "n3")
@@ -49,6 +49,7 @@ import Testing
         #expect(fleet.restore == .onFirstRequest)
         #expect(fleet.advertise == "http://10.0.0.2:8080")
         #expect(fleet.encryptedBackupInterval == .seconds(1))
+        #expect(fleet.litestream == "/opt/litestream")
     }
 
     @Test func incompleteOrUnsafeFleetSettingsAreRefused() {

@@ -11,7 +11,7 @@ import GRDBRegistryService
 /// --config` reads too); later starts check that the file is a fleet
 /// node's, replicating to the same store, and bring its
 /// acknowledgements and encrypted backup interval up to the command
-/// line's.
+/// line's (and its Litestream executable).
 ///
 /// ```swift
 /// let configuration = try FleetNodeConfiguration.load(file: data.appendingPathComponent("registry.json"), data: data, mode: mode)
@@ -31,9 +31,10 @@ enum FleetNodeConfiguration {
             throw UsageError(message: "\(file.path) replicates to \(configuration.replication?.replica ?? "nothing"), not to the replica store \(mode.replicaStore): a node's tenants must replicate where the other nodes restore them from. Give the same --replica-store as before, or a data directory of its own")
         }
         let acknowledgements: RegistryConfiguration.Replication.Acknowledgements = mode.acknowledgements == .durable ? .durable : .asynchronous
-        if replication.acknowledgements != acknowledgements || replication.encryptedBackupInterval != mode.encryptedBackupInterval {
+        if replication.acknowledgements != acknowledgements || replication.encryptedBackupInterval != mode.encryptedBackupInterval || replication.litestream != mode.litestream {
             replication.acknowledgements = acknowledgements
             replication.encryptedBackupInterval = mode.encryptedBackupInterval
+            replication.litestream = mode.litestream
             configuration.replication = replication
             // What registryctl reads says what the server does.
             try configuration.fileContents(relativeTo: data).write(to: file, options: .atomic)
@@ -50,7 +51,7 @@ enum FleetNodeConfiguration {
                 maxOpen: 256, masterKey: .environment("MTS_MASTER_KEY"), allowPlaintextTenants: true),
             shutdownTimeout: .seconds(5))
         configuration.replication = RegistryConfiguration.Replication(
-            replica: "file://" + mode.replicaStore,
+            replica: "file://" + mode.replicaStore, litestream: mode.litestream,
             // In a fleet, an encrypted tenant's backups go to its epoch's
             // folder in the replica store (the replicator's placement);
             // this local folder is only where the configuration's

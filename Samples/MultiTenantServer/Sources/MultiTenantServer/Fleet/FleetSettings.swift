@@ -14,6 +14,7 @@ import Foundation
 /// | `--lease-seconds S` | `MTS_LEASE_SECONDS` | 2 | the lease of a node on its tenants |
 /// | `--restore eager\|on-first-request` | `MTS_RESTORE` | `eager` | when a claimed tenant is restored |
 /// | `--encrypted-backup-seconds S` | `MTS_ENCRYPTED_BACKUP_SECONDS` | 5 | how often an encrypted tenant's encrypted backup runs: its loss window |
+/// | `--litestream PATH` | `MTS_LITESTREAM` | `litestream` (on `PATH`) | the Litestream 0.5 executable each node runs |
 ///
 /// Fleet mode also needs `MTS_OPERATOR_TOKEN` and `MTS_MASTER_KEY`, the
 /// same on every node: a key file per node would make an encrypted
@@ -44,6 +45,7 @@ struct FleetSettings: Sendable, Equatable {
     var leaseSeconds = 2.0
     var restore = Restore.eager
     var encryptedBackupSeconds = 5
+    var litestream = "litestream"
 
     /// The fleet options given on the command line or in the environment,
     /// for the refusal of one given without `--fleet`.
@@ -62,6 +64,7 @@ struct FleetSettings: Sendable, Equatable {
         if let lease = value("MTS_LEASE_SECONDS") { try setLease(lease, from: "MTS_LEASE_SECONDS") }
         if let restore = value("MTS_RESTORE") { try setRestore(restore, from: "MTS_RESTORE") }
         if let seconds = value("MTS_ENCRYPTED_BACKUP_SECONDS") { try setEncryptedBackup(seconds, from: "MTS_ENCRYPTED_BACKUP_SECONDS") }
+        if let path = value("MTS_LITESTREAM") { litestream = path; given.append("MTS_LITESTREAM") }
     }
 
     /// Takes `argument` (and its value from `iterator`) if it is a fleet
@@ -80,6 +83,7 @@ struct FleetSettings: Sendable, Equatable {
         case "--lease-seconds": try setLease(try value(), from: argument)
         case "--restore": try setRestore(try value(), from: argument)
         case "--encrypted-backup-seconds": try setEncryptedBackup(try value(), from: argument)
+        case "--litestream": litestream = try value(); given.append(argument)
         default: return false
         }
         return true
@@ -161,7 +165,7 @@ struct FleetSettings: Sendable, Equatable {
         return FleetMode(
             postgres: postgres, nodeID: nodeID, advertise: base, replicaStore: URL(fileURLWithPath: replicaStore).standardizedFileURL.path,
             acknowledgements: acknowledgements, lease: .milliseconds(Int64(leaseSeconds * 1000)), restore: restore,
-            encryptedBackupInterval: .seconds(encryptedBackupSeconds))
+            encryptedBackupInterval: .seconds(encryptedBackupSeconds), litestream: litestream)
     }
 }
 
@@ -177,4 +181,6 @@ struct FleetMode: Sendable, Equatable {
     var lease: Duration
     var restore: FleetSettings.Restore
     var encryptedBackupInterval: Duration
+    /// The `litestream` executable: a path, or a name found on `PATH`.
+    var litestream: String
 }
