@@ -113,9 +113,8 @@ import Testing
     }
 
     static func withClient<R>(_ body: (HTTPClient) async throws -> R) async throws -> R {
-        var configuration = HTTPClient.Configuration()
-        configuration.redirectConfiguration = .disallow
-        let client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
+        // The server's own forwarding client (which follows no redirect).
+        let client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: FleetNode.forwardingClientConfiguration)
         do {
             let result = try await body(client)
             try await client.shutdown()
@@ -189,6 +188,25 @@ import Testing
         #expect(hits.count == 0)
     }
 
+    /// An owner that does not answer (down, cut off): 503 with
+    /// `Retry-After`, within the client's connect timeout; its lease
+    /// lapses and another node claims the tenant.
+    @Test func anOwnerThatDoesNotAnswerGets503RetryAfter() async throws {
+        // A port nobody listens on: bound, then closed.
+        let closed = try await Self.serving(Router()) { $0 }
+        try await Self.withClient { client in
+            try await Self.serving(Self.front(route: .remote(node: "n2", address: closed), client: client)) { front in
+                let start = ContinuousClock.now
+                let response = try await client.execute(Self.request(front + "/tenants/acme/here"), timeout: .seconds(30))
+                #expect(response.status == .serviceUnavailable)
+                #expect(response.headers.first(name: "Retry-After") == "1")
+                let body = String(buffer: try await response.body.collect(upTo: 1 << 20))
+                #expect(body.contains("served by node n2, which does not answer"), "\(body)")
+                #expect(ContinuousClock.now - start < .seconds(5), "the forwarder's connect timeout is 2 s")
+            }
+        }
+    }
+
     @Test func anUnavailableTenantGets503NamingWhy() async throws {
         try await Self.withClient { client in
             try await Self.serving(Self.front(route: .unavailable(reason: "its replica fails its checks"), client: client)) { front in
@@ -196,6 +214,7 @@ import Testing
                 #expect(response.status == .serviceUnavailable)
                 let body = String(buffer: try await response.body.collect(upTo: 1 << 20))
                 #expect(body.contains("Tenant acme is unavailable: its replica fails its checks"), "\(body)")
+                #expect(response.headers.first(name: "Retry-After") == "1")
             }
         }
     }

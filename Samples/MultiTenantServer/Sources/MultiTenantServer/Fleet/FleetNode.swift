@@ -37,13 +37,19 @@ final class FleetNode: Sendable {
                 postgres: mode.postgres, nodeID: mode.nodeID, address: mode.advertise, lease: mode.lease,
                 restore: mode.restore == .eager ? .eager : .onFirstRequest),
             host: host, fence: fence, logger: logger, tracer: tracer)
+        client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: Self.forwardingClientConfiguration)
+    }
+
+    /// The configuration of the forwarder's client (``client``).
+    static var forwardingClientConfiguration: HTTPClient.Configuration {
         var configuration = HTTPClient.Configuration()
         configuration.redirectConfiguration = .disallow
         configuration.decompression = .disabled
+        // AsyncHTTPClient retries a refused connection until this timeout.
         configuration.timeout = .init(connect: .seconds(2), read: nil)
         configuration.connectionPool = .init(idleTimeout: .seconds(60))
         configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = 64
-        client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
+        return configuration
     }
 
     /// The middleware of the routes of one tenant (tenant routes, or the

@@ -164,8 +164,11 @@ struct TenantForwarder: RouterMiddleware {
     }
 }
 
-/// 503 naming why a tenant can't be served now (its restore failed, its
-/// replica is missing): nothing is fabricated in its place.
+/// 503 naming why a tenant can't be served now (its owner lost its lease
+/// and nobody claimed it yet, its restore failed, its replica is missing):
+/// nothing is fabricated in its place. `Retry-After: 1`: most of these
+/// last a renew interval or two (a failed restore is retried by the
+/// fleet after a backoff).
 struct TenantUnavailable: ClientFacingError, CustomStringConvertible {
     var tenant: String
     var reason: String
@@ -174,6 +177,7 @@ struct TenantUnavailable: ClientFacingError, CustomStringConvertible {
 
     func response(from request: Request, context: some RequestContext) throws -> Response {
         var headers = HTTPFields()
+        headers[.retryAfter] = "\(TenantWritesPaused.retryAfterSeconds)"
         headers[.contentType] = "application/json; charset=utf-8"
         let body = try JSONEncoder().encode(["error": ["message": description]])
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: body)))
