@@ -234,7 +234,7 @@ struct MultiTenantServer {
                 do {
                     try await state.becomeReady()
                 } catch {
-                    logger.error("the databases did not start", metadata: ["error": "\(error)"])
+                    logger.error("the server did not become ready (databases, or in a fleet the join)", metadata: ["error": "\(error)"])
                     return
                 }
                 let port = channel.localAddress?.port ?? settings.port
