@@ -27,10 +27,18 @@ struct ReplicatedDaemon {
 
     /// `scanInterval` is the replicator's: how often it looks for files
     /// beyond the tenants the service registers as they open.
-    init(configuration: RegistryConfiguration, environment: [String: String] = [:], scanInterval: Duration = .seconds(1), tracer: any Tracer = NoOpTracer()) throws {
+    /// `placement` and `writeFence` make it a fleet node.
+    init(
+        configuration: RegistryConfiguration, environment: [String: String] = [:], scanInterval: Duration = .seconds(1),
+        tracer: any Tracer = NoOpTracer(), placement: ReplicaPlacement? = nil, writeFence: WriteFence? = nil
+    ) throws {
         self.configuration = configuration
-        replicator = try LitestreamReplicator(configuration: configuration, environment: environment, logger: logs.logger(), scanInterval: scanInterval, tracer: tracer)
-        service = DatabaseService(configuration: configuration, environment: environment, logger: logs.logger(), observer: .none, replicator: replicator, tracer: tracer)
+        replicator = try LitestreamReplicator(
+            configuration: configuration, environment: environment, logger: logs.logger(), scanInterval: scanInterval,
+            tracer: tracer, placement: placement)
+        service = DatabaseService(
+            configuration: configuration, environment: environment, logger: logs.logger(), observer: .none,
+            replicator: replicator, writeFence: writeFence, tracer: tracer)
         tenants = try service.tenants(of: PlayerRepository.self)
     }
 

@@ -107,4 +107,37 @@ extension TenantDirectory {
         try willRemove?(id, path)
         DurableFiles.removeDatabase(path)
     }
+
+    /// Closes tenant `id` in this process, and deletes nothing: for a
+    /// server that lets the tenant go (another server owns it now), or
+    /// before its file is replaced by a restore. A later lease opens the
+    /// file again.
+    ///
+    /// ```swift
+    /// try teams.close(TenantID("acme"), force: true)   // handed off: its streams end
+    /// ```
+    ///
+    /// Its repository is asked back first (``TenantRepository/directoryWantsTenantBack(_:)``,
+    /// with ``TenantReclaim/removal``: the tenant goes away from here), so
+    /// that its streams end now. Closing a tenant that is not open does
+    /// nothing.
+    ///
+    /// - parameter id: The tenant to close.
+    /// - parameter force: Close even when the tenant is in use: its users
+    ///   get errors from then on, and its queries end with
+    ///   ``ManagedDatabaseError/closed(database:)``.
+    /// - throws: ``TenantError/inUse(_:leases:)`` when in use (or being
+    ///   opened or closed) and not forced; the error of closing its database.
+    public func close(_ id: TenantID, force: Bool = false) throws {
+        _ = try path(of: id)
+        let (repository, generation) = try state.withLock { slots throws(TenantError) in
+            try slots.beginRemoval(id, force: force)
+        }
+        defer {
+            if repository != nil { reportOpenCount() }
+            finishClosing(id, generation: generation)
+        }
+        repository?.directoryWantsTenantBack(.removal)
+        try repository?.managedDatabase.close()
+    }
 }

@@ -60,6 +60,7 @@ import Tracing
 /// - ``exists(_:)``
 /// - ``provision(_:configuration:)``
 /// - ``remove(_:force:)``
+/// - ``close(_:force:)``
 ///
 /// ### Using tenants
 ///

@@ -283,11 +283,10 @@ extension Builder {
         }
         var interval = RegistryConfiguration.Replication.defaultEncryptedBackupInterval
         if let seconds = model.encryptedBackupIntervalSeconds {
-            if let duration = Self.duration(seconds: seconds, allowingZero: false),
-               duration >= RegistryConfiguration.Replication.minimumEncryptedBackupInterval {
+            if let duration = Self.duration(seconds: seconds, allowingZero: false) {
                 interval = duration
             } else {
-                log.add("replication.encryptedBackupIntervalSeconds", "must be a positive number of seconds, from 1 (each backup is a full copy) to \(Self.maximumSeconds)")
+                log.add("replication.encryptedBackupIntervalSeconds", "must be a positive number of seconds (at most \(Self.maximumSeconds))")
             }
         }
         var retention = RegistryConfiguration.Replication.defaultRemovedTenantRetention

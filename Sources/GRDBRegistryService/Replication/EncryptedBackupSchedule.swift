@@ -21,8 +21,10 @@ import Darwin
 /// Litestream's SQLite can't read SQLCipher pages, so an encrypted tenant
 /// or named database is never registered for replication. Instead, every
 /// `replication.encryptedBackupIntervalSeconds` (and once at start), each
-/// one gets a copy in `replication.encryptedBackupDirectory`
-/// (`tenants/<id>.sqlite`, or `<name>.sqlite` for a named database):
+/// one that may have changed since its last backup gets a copy in
+/// `replication.encryptedBackupDirectory` (`tenants/<id>.sqlite`, or
+/// `<name>.sqlite` for a named database; in a fleet, `encrypted.sqlite` in
+/// the tenant's epoch folder of the replica store):
 /// ciphertext under the same key, made and checked by
 /// ``/GRDBBackup/DatabaseBackup`` (the engine of `registryctl backup`) from
 /// a read-only connection of its own, then renamed over the previous one,
@@ -71,6 +73,50 @@ public final class EncryptedBackupSchedule: Service, Sendable {
         /// Encrypted tenants being removed: no scheduled backup writes
         /// beside their last one, which is kept aside.
         var retiring: Set<String> = []
+        /// The last backup of each database, by path: a scheduled round
+        /// skips a database unchanged since (`isUnchangedSinceLastBackup`).
+        var lastBackups: [String: LastBackup] = [:]
+    }
+
+    /// What a database's files looked like when its last backup began.
+    struct LastBackup: Sendable {
+        var destination: String
+        var files: FileSignature
+        /// When the backup began, on the wall clock the file system
+        /// stamps modifications with.
+        var startedAt: Date
+    }
+
+    /// The identity, size and modification time of a database file and
+    /// of its WAL: any commit changes one of them (a WAL that restarted
+    /// after a checkpoint keeps its size, not its modification time).
+    struct FileSignature: Sendable, Equatable {
+        struct Entry: Sendable, Equatable {
+            var inode: UInt64
+            var size: Int64
+            var modified: Date
+        }
+        var database: Entry?
+        var wal: Entry?
+
+        init(path: String) {
+            database = Self.entry(path)
+            wal = Self.entry(path + "-wal")
+        }
+
+        private static func entry(_ path: String) -> Entry? {
+            guard let attributes = try? FileManager.default.attributesOfItem(atPath: path),
+                  let inode = (attributes[.systemFileNumber] as? NSNumber)?.uint64Value,
+                  let size = (attributes[.size] as? NSNumber)?.int64Value,
+                  let modified = attributes[.modificationDate] as? Date
+            else { return nil }
+            return Entry(inode: inode, size: size, modified: modified)
+        }
+
+        /// The latest modification of the two files.
+        var lastModified: Date? {
+            [database?.modified, wal?.modified].compactMap { $0 }.max()
+        }
     }
 
     private let candidates: ReplicationCandidates
@@ -124,6 +170,11 @@ public final class EncryptedBackupSchedule: Service, Sendable {
     /// ```swift
     /// await replicator.encryptedBackups.backUpNow()
     /// ```
+    ///
+    /// A database unchanged since its last backup (its file and WAL are
+    /// as they were, and were last modified well before that backup began)
+    /// is skipped: its backup already has every commit, and a tenant that
+    /// takes no write costs no copy, even every second.
     public func backUpNow() async {
         guard candidates.backsUpEncryptedDatabases else { return }
         let present = candidates.present { record(error: $0) }
@@ -145,7 +196,12 @@ public final class EncryptedBackupSchedule: Service, Sendable {
                 let written = try await BlockingWork.run {
                     try self.copying.withLock { _ in
                         guard !self.state.withLock({ $0.retiring.contains(candidate.path) }) else { return false }
-                        try Self.backUp(candidate, encryption: encryption, to: destination)
+                        // In a fleet, a tenant that left the placement (or
+                        // changed epoch) since the listing is not written.
+                        if let id = candidate.tenant, let placement = self.candidates.placement,
+                           placement.epoch(of: id) != candidate.epoch { return false }
+                        if self.isUnchangedSinceLastBackup(candidate.path, destination: destination) { return false }
+                        try self.backUpRecording(candidate, encryption: encryption, to: destination)
                         return true
                     }
                 }
@@ -191,9 +247,41 @@ public final class EncryptedBackupSchedule: Service, Sendable {
             throw ReplicationError.backupFailed(database: candidate.name, reason: "no destination: set replication.encryptedBackupDirectory, or, in a fleet, a file:// replica store")
         }
         try copying.withLock { _ in
-            try Self.backUp(candidate, encryption: encryption, to: destination)
+            try backUpRecording(candidate, encryption: encryption, to: destination)
         }
         state.withLock { _ = $0.status.backedUp.insert(candidate.path) }
+    }
+
+    /// Whether the last backup of `path` to `destination` has every
+    /// commit the file has now: same files, unchanged since well before
+    /// that backup began. The second condition makes the file system's
+    /// coarse timestamps safe: a commit stamped with the same tick as the
+    /// signature was taken is not "unchanged". Any doubt answers no.
+    private func isUnchangedSinceLastBackup(_ path: String, destination: String) -> Bool {
+        guard let last = state.withLock({ $0.lastBackups[path] }), last.destination == destination,
+              FileManager.default.fileExists(atPath: destination)
+        else { return false }
+        let now = FileSignature(path: path)
+        guard now == last.files, let modified = now.lastModified else { return false }
+        return modified < last.startedAt.addingTimeInterval(-Self.timestampSlack)
+    }
+
+    /// Far more than the granularity of file modification times (a few
+    /// milliseconds on Linux).
+    private static let timestampSlack: TimeInterval = 1
+
+    /// A backup, with what the files looked like when it began. Called
+    /// under the copying lock.
+    private func backUpRecording(_ candidate: ReplicationCandidate, encryption: BackupEncryption, to destination: String) throws {
+        let started = Date()
+        let files = FileSignature(path: candidate.path)
+        do {
+            try Self.backUp(candidate, encryption: encryption, to: destination)
+        } catch {
+            state.withLock { _ = $0.lastBackups.removeValue(forKey: candidate.path) }
+            throw error
+        }
+        state.withLock { $0.lastBackups[candidate.path] = LastBackup(destination: destination, files: files, startedAt: started) }
     }
 
     /// Returns once no backup is running (blocking).

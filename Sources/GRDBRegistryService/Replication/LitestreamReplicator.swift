@@ -327,7 +327,10 @@ public final class LitestreamReplicator: Service, Sendable {
             try await litestream.restartIfExited { status in
                 record(error: "\(ReplicationError.replicatorExited(status: status))")
                 // The new process knows no database.
-                state.withLock { $0.status.registered = [] }
+                state.withLock { state in
+                    state.status.registered = []
+                    state.replicaURLs = [:]
+                }
             }
         } catch {
             record(error: "\(error)")
@@ -397,6 +400,12 @@ public final class LitestreamReplicator: Service, Sendable {
             if registered && url == candidate.replicaURL { return true }
             if refused || (retiring && !byRemoval) { return false }
             if stopped { throw ReplicationError.replicatorNotRunning(reason: "stopped") }
+            // In a fleet, checked again under the lock: a scan that listed
+            // the tenant before it left the placement (or changed epoch)
+            // must not register it after `stopReplicating` unregistered it.
+            if let id = candidate.tenant, let placement, placement.epoch(of: id) != candidate.epoch {
+                throw ReplicationError.notPlaced(tenant: id.rawValue)
+            }
             if registered {
                 // Another epoch: what Litestream has of the file goes to
                 // the old replica, and its position state is forgotten, so
@@ -478,7 +487,9 @@ public final class LitestreamReplicator: Service, Sendable {
             state.status.refused.remove(path)
             return state.status.registered.contains(path)
         }
-        if registered { return }
+        // In a fleet, registered under an older epoch is not enough: the
+        // registration below moves it to the placement's epoch.
+        if registered && placement == nil { return }
         try waitUntilReadyBlocking()
         guard let storage = try candidates.storage(), storage.path(of: id) == path else {
             throw ReplicationError.litestreamRefused(reason: "\(path) is not the file the configuration gives tenant \(id): not registered")

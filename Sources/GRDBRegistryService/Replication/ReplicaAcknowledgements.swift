@@ -1,4 +1,5 @@
 import GRDBRegistry
+import Metrics
 import Synchronization
 
 /// Durable acknowledgements: waits, after a write committed, until the
@@ -13,7 +14,7 @@ import Synchronization
 /// ```swift
 /// let acknowledgements = ReplicaAcknowledgements(replicator: replicator)
 ///
-/// try await tenants.withRepository(id) { try await $0.add(name: "Arthur", score: 10) }
+/// _ = try await tenants.withRepository(id) { try await $0.add(name: "Arthur", score: 10) }
 /// try await acknowledgements.waitUntilReplicated(id, path: try tenants.path(of: id), encrypted: false)
 /// // Now answer the client.
 /// ```
@@ -33,6 +34,13 @@ import Synchronization
 /// write to an encrypted tenant costs about that copy, shared by the
 /// writes of its round.
 ///
+/// **Metrics.** `grdbregistry_replica_ack_rounds_total` counts the rounds
+/// (`result`: `ok` or `failed`), `grdbregistry_replica_ack_waiters_total`
+/// the waits they answered (waiters ÷ rounds is the grouping), and
+/// `grdbregistry_replica_ack_round_duration` times them: a durable write
+/// waits up to two rounds. None is per tenant (one series per tenant would
+/// publish who the tenants are).
+///
 /// A round that fails throws its error to each of its waiters
 /// (``ReplicationError``): their writes committed on this node, but are not
 /// known to be in the replica. The wait is not cancelled with the calling
@@ -49,6 +57,10 @@ public final class ReplicaAcknowledgements: Sendable {
     public let replicator: LitestreamReplicator
     private let tenants = Mutex<[TenantID: Tenant]>([:])
     private let roundCount = Atomic<Int>(0)
+    private let succeededRounds = Counter(label: "grdbregistry_replica_ack_rounds_total", dimensions: [("result", "ok")])
+    private let failedRounds = Counter(label: "grdbregistry_replica_ack_rounds_total", dimensions: [("result", "failed")])
+    private let waiters = Counter(label: "grdbregistry_replica_ack_waiters_total")
+    private let roundDuration = Metrics.Timer(label: "grdbregistry_replica_ack_round_duration")
 
     /// Acknowledgements through `replicator`: the one of the service whose
     /// tenants are written.
@@ -109,13 +121,18 @@ public final class ReplicaAcknowledgements: Sendable {
             }
             if batch.isEmpty { return }
             roundCount.add(1, ordering: .relaxed)
+            waiters.increment(by: batch.count)
+            let started = ContinuousClock.now
             let result: Result<Void, any Error>
             do {
                 try await round(id, path: path, encrypted: encrypted)
                 result = .success(())
+                succeededRounds.increment()
             } catch {
                 result = .failure(error)
+                failedRounds.increment()
             }
+            roundDuration.record(duration: ContinuousClock.now - started)
             for waiter in batch { waiter.resume(with: result) }
         }
     }

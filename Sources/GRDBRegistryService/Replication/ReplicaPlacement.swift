@@ -27,6 +27,16 @@ import Synchronization
 /// try await replicator.stopReplicating(try TenantID("acme"))
 /// ```
 ///
+/// **The order when a node acquires a tenant** (claimed after a failover,
+/// or handed to it): restore it first
+/// (``LitestreamRestore/restoreNewestEpoch(tenant:below:encrypted:checks:)``
+/// with `below` its new epoch), then assign the epoch, then
+/// ``LitestreamReplicator/replicate(_:)``, then open it. Assigning first
+/// would let a scan register the node's stale local copy under the new
+/// epoch, and upload it there: the newest epoch would then hold a past
+/// state. When it lets a tenant go: remove it, then
+/// ``LitestreamReplicator/stopReplicating(_:)``.
+///
 /// Named databases are not placed: they are replicated as without a
 /// placement, under `<replica>/databases/<name>` (give each node its own
 /// replica store for them, or none).

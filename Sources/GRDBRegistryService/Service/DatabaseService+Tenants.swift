@@ -170,6 +170,12 @@ extension DatabaseService {
     ) throws -> Configuration {
         let name = TenantStorage.name(of: id)
         let path = storage.path(of: id)
+        // In a fleet, a tenant this node does not own (a stale copy) is not
+        // opened, plain or encrypted. A new tenant's file does not exist
+        // yet: its creator places it once provisioned.
+        if let placement = replicator?.placement, placement.epoch(of: id) == nil, FileManager.default.fileExists(atPath: path) {
+            throw ReplicationError.notPlaced(tenant: id.rawValue)
+        }
         let key = try storage.key(for: id)
         var configuration = try storage.connectionConfiguration(key: key)
         configuration.prepareDatabase { db in metrics.install(in: db) }
