@@ -25,6 +25,8 @@ let package = Package(
             dependencies: [
                 .product(name: "GRDBRegistry", package: "GRDBRegistry"),
                 .product(name: "GRDBRegistryService", package: "GRDBRegistry"),
+                // The restore checks of ServiceTenantHost (DatabaseRestore.Checks).
+                .product(name: "GRDBBackup", package: "GRDBRegistry"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -37,6 +39,8 @@ let package = Package(
             dependencies: [
                 "GRDBRegistryFleet",
                 .product(name: "GRDBRegistry", package: "GRDBRegistry"),
+                // In-memory databases whose write freezes the test host hands out.
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBRegistryService", package: "GRDBRegistry"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),

@@ -41,7 +41,13 @@ extension Fleet {
             throw error
         }
         await loop()
-        await leave()
+        if Task.isCancelled {
+            // Cancelled, not shut down: like a crash, the node stops
+            // writing and lets its lease lapse; survivors claim its tenants.
+            abandon()
+        } else {
+            await leave()
+        }
         pool.cancel()
         await pool.value
     }
@@ -117,6 +123,15 @@ extension Fleet {
             $0.nodeState = "active"
         }
         return true
+    }
+
+    private func abandon() {
+        fence.close()
+        state.withLock {
+            $0.phase = .stopped
+            $0.local = [:]
+        }
+        logger.warning("fleet cancelled: writes stopped, the lease lapses on its own", metadata: ["node": "\(configuration.nodeID)"])
     }
 
     /// Ticks every renew interval until graceful shutdown or cancellation.

@@ -1,0 +1,113 @@
+import Foundation
+import GRDBRegistry
+import PostgresNIO
+import Testing
+@testable import GRDBRegistryFleet
+
+/// A node's start: every refusal comes before anything is written.
+@Suite("Fleet start", .serialized)
+struct StartTests {
+    @Test func firstNodeCreatesSchemaVersionOneAndJoins() async throws {
+        let url = try await TestPostgres.newDatabase()
+        let node = try await TestNode.joined("n1", postgres: url)
+        #expect(try await TestPostgres.rows(url, "SELECT version FROM fleet_schema") == [["1"]])
+        #expect(try await TestPostgres.rows(url, "SELECT node_id, state, address FROM fleet_nodes") == [["n1", "active", "http://n1.fleet.test:8080"]])
+        #expect(node.fence.isOpen)
+        #expect(node.fleet.status.leaseValid)
+        try await node.shutdown()
+        #expect(try await TestPostgres.rows(url, "SELECT state, lease_until <= now() FROM fleet_nodes") == [["left", "true"]])
+        #expect(node.fence.isOpen == false)
+    }
+
+    @Test func secondNodeWithTheSameIDIsRefusedAndWritesNothing() async throws {
+        let url = try await TestPostgres.newDatabase()
+        let first = try await TestNode.joined("n1", postgres: url)
+        let before = try await TestPostgres.rows(url, "SELECT node_id, session, address, state, lease_until <= now() FROM fleet_nodes")
+
+        let started = ContinuousClock.now
+        let second = TestNode("n1", postgres: url)
+        let result = await second.result()
+        #expect(throws: FleetError.duplicateNode("n1")) { try result.get() }
+        // It waited one lease for a quick restart, not forever.
+        #expect(ContinuousClock.now - started >= .seconds(2))
+        #expect(second.fence.isOpen == false)
+        #expect(try await TestPostgres.rows(url, "SELECT node_id, session, address, state, lease_until <= now() FROM fleet_nodes") == before)
+        #expect(first.fence.isOpen)
+        try await first.shutdown()
+    }
+
+    @Test func nodeRestartedAfterACrashJoinsOnceItsOldLeaseLapses() async throws {
+        let url = try await TestPostgres.newDatabase()
+        let first = try await TestNode.joined("n1", postgres: url)
+        await first.crash()
+        // The old lease is still live: the new process waits it out.
+        let again = try await TestNode.joined("n1", postgres: url)
+        #expect(again.fence.isOpen)
+        try await again.shutdown()
+    }
+
+    @Test func schemaOfAnotherVersionIsRefusedAndNothingIsWritten() async throws {
+        let url = try await TestPostgres.newDatabase()
+        try await TestPostgres.withClient(url) { client in
+            try await client.query("CREATE TABLE fleet_schema (version integer NOT NULL)")
+            try await client.query("INSERT INTO fleet_schema VALUES (2)")
+        }
+        let node = TestNode("n1", postgres: url)
+        let result = await node.result()
+        #expect(throws: FleetError.schemaVersion(found: 2, expected: 1)) { try result.get() }
+        #expect(try await TestPostgres.rows(url, "SELECT to_regclass('fleet_nodes') IS NULL, to_regclass('fleet_tenants') IS NULL") == [["true", "true"]])
+        #expect(try await TestPostgres.rows(url, "SELECT version FROM fleet_schema") == [["2"]])
+        await #expect(throws: FleetError.schemaVersion(found: 2, expected: 1)) { try await node.fleet.waitUntilJoined() }
+    }
+
+    @Test func unreachablePostgreSQLAtStartIsAnErrorNamingTheServerWithoutItsPassword() async throws {
+        let port = try TestPostgres.freePort()
+        let node = TestNode("n1", postgres: "postgres://fleet:s3cret@127.0.0.1:\(port)/fleet")
+        let result = await node.result()
+        guard case let .failure(error) = result, case let .unreachable(reason) = error as? FleetError else {
+            Issue.record("expected FleetError.unreachable, got \(result)")
+            return
+        }
+        #expect(reason.contains("127.0.0.1:\(port)"))
+        #expect(!reason.contains("s3cret"))
+        #expect(!"\(error)".contains("s3cret"))
+        #expect(node.fence.isOpen == false)
+    }
+
+    @Test func leaseShorterThanThreeRenewIntervalsIsRefusedBeforeConnecting() async throws {
+        let url = try await TestPostgres.newDatabase()
+        let node = TestNode("n1", postgres: url, lease: .seconds(1), renewInterval: .milliseconds(400))
+        let result = await node.result()
+        guard case let .failure(error) = result, case .timing = error as? FleetError else {
+            Issue.record("expected FleetError.timing, got \(result)")
+            return
+        }
+        #expect(try await TestPostgres.rows(url, "SELECT to_regclass('fleet_schema') IS NULL") == [["true"]])
+    }
+
+    @Test func roundTripLongerThanAnEighthOfTheLeaseIsRefused() throws {
+        #expect(throws: FleetError.self) {
+            try LeaseTiming(lease: .seconds(2), renewInterval: .milliseconds(500), roundTrip: .milliseconds(300))
+        }
+        let timing = try LeaseTiming(lease: .seconds(2), renewInterval: .milliseconds(500), roundTrip: .milliseconds(10))
+        #expect(timing.margin == .milliseconds(500))
+        let sent = ContinuousClock.now
+        #expect(timing.fenceDeadline(renewalSent: sent) == sent + .milliseconds(1500))
+        // A slow round trip widens the margin.
+        let slow = try LeaseTiming(lease: .seconds(2), renewInterval: .milliseconds(500), roundTrip: .milliseconds(250))
+        #expect(slow.margin == .milliseconds(500))
+        let slower = try LeaseTiming(lease: .seconds(8), renewInterval: .seconds(2), roundTrip: .milliseconds(1000))
+        #expect(slower.margin == .seconds(2))
+    }
+
+    @Test func invalidNodeIDIsRefused() async throws {
+        let url = try await TestPostgres.newDatabase()
+        let node = TestNode("N_1", postgres: url)
+        let result = await node.result()
+        guard case let .failure(error) = result, case .invalidConfiguration = error as? FleetError else {
+            Issue.record("expected FleetError.invalidConfiguration, got \(result)")
+            return
+        }
+        #expect(try await TestPostgres.rows(url, "SELECT to_regclass('fleet_schema') IS NULL") == [["true"]])
+    }
+}
