@@ -50,6 +50,8 @@ let package = Package(
                 .product(name: "GRDBMigrations", package: "GRDBRegistry"),
                 .product(name: "GRDBCipher", package: "GRDBRegistry"),
                 .product(name: "GRDBRegistryFleet", package: "GRDBRegistryFleet"),
+                // The checks a fleet node's restores pass (DatabaseRestore.Checks).
+                .product(name: "GRDBBackup", package: "GRDBRegistry"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 // HTTPS (--tls-cert, --tls-key): swift-nio-ssl through Hummingbird.

@@ -185,17 +185,18 @@ struct MultiTenantServer {
         let databases = DatabaseService(
             configuration: configuration, logger: logger, replicator: replicator, writeFence: fence,
             reservedFileDescriptors: limits.reservedFileDescriptors, tracer: tracing.tracer)
+        let acknowledgements = Replication.acknowledgements(configuration: configuration, replicator: replicator)
         let fleetNode = try settings.fleet.map { mode in
-            guard let replicator, let placement, let fence else {
+            guard let replicator, let fence else {
                 throw UsageError(message: "fleet mode needs replication: \(configurationFile.path) has no replication section")
             }
-            return FleetNode(
-                mode: mode, host: try FleetNode.tenantHost(databases: databases, replicator: replicator, placement: placement, logger: logger),
-                fence: fence, logger: logger, tracer: tracing.tracer)
+            let host = try FleetNode.tenantHost(
+                databases: databases, replicator: replicator, acknowledgements: acknowledgements, logger: logger, tracer: tracing.tracer)
+            return FleetNode(mode: mode, host: host, fence: fence, logger: logger, tracer: tracing.tracer)
         }
         let state = ServerState(
             databases: databases, operatorToken: operatorToken, logger: logger, limits: limits,
-            fleet: fleetNode, acknowledgements: Replication.acknowledgements(configuration: configuration, replicator: replicator))
+            fleet: fleetNode, acknowledgements: acknowledgements)
 
         let router = Router(context: ServerRequestContext.self)
         if tracing.service != nil { router.add(middleware: TracingMiddleware()) }
