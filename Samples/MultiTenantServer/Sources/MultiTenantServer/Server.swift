@@ -242,7 +242,9 @@ struct MultiTenantServer {
                 // Unbuffered: scripts and tests read the port from this line.
                 say("listening on \(settings.scheme)://\(settings.host):\(port)")
                 say("open \(settings.scheme)://\(settings.host):\(port)/ and sign in with a tenant token; create a tenant with the operator token (from \(operatorToken.source)):")
-                say("  curl -X POST \(settings.scheme)://\(settings.host):\(port)/tenants -H \"Authorization: Bearer $(cat \(data.appendingPathComponent("operator.token").path))\" -d '{\"id\":\"acme\"}'")
+                // The token as it was given: the variable, or the file.
+                let bearer = environment[SharedToken.variable] != nil ? "$\(SharedToken.variable)" : "$(cat \(data.appendingPathComponent("operator.token").path))"
+                say("  curl -X POST \(settings.scheme)://\(settings.host):\(port)/tenants -H \"Authorization: Bearer \(bearer)\" -d '{\"id\":\"acme\"}'")
             },
             logger: logger)
 

@@ -188,6 +188,21 @@ import Testing
             let direct = try await Self.send(n2.baseURL, .GET, "/tenants/acme/players", token: token, headers: [("Prefer", "redirect")])
             #expect(direct.status == 200 && direct.body.contains("Bea"), "\(direct.body)")
 
+            // Draining n2 moves its tenants away (to n1, the only other
+            // node); an unknown node can't be drained.
+            let unknown = try await Self.send(n1.baseURL, .POST, "/fleet/nodes/n9/drain", token: ServerProcess.operatorToken)
+            #expect(unknown.status == 404, "\(unknown.body)")
+            let drain = try await Self.send(n1.baseURL, .POST, "/fleet/nodes/n2/drain", token: ServerProcess.operatorToken)
+            #expect(drain.status == 202, "\(drain.body)")
+            try await Self.eventually("acme leaves the draining n2") {
+                let placement = try await Self.send(n1.baseURL, .GET, "/fleet/placement", token: ServerProcess.operatorToken)
+                return placement.body.contains(#""owner":"n1""#)
+            }
+            try await Self.eventually("acme is served by n1 with both writes") {
+                let read = try await Self.send(n1.baseURL, .GET, "/tenants/acme/players", token: token, headers: [("Prefer", "redirect")])
+                return read.status == 200 && read.body.contains("Arthur") && read.body.contains("Bea")
+            }
+
             // A second process with n1's id is refused while n1 lives.
             let duplicate = await #expect(throws: ServerError.self) {
                 _ = try await Self.startNode("n1", postgres: postgres, store: store, data: root.appendingPathComponent("n1-again"))
