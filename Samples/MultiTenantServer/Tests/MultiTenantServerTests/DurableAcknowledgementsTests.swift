@@ -11,6 +11,7 @@ import Testing
 @Suite struct DurableAcknowledgementsTests {
     private final class Acknowledged: Sendable {
         let names = Mutex<[String]>([])
+        let refusals = Mutex<[String]>([])
         let stop = Mutex(false)
     }
 
@@ -36,6 +37,16 @@ import Testing
             let health = try await api.send(.GET, "/health/ready").body
             #expect(health.contains(#""lossWindow":{"acknowledgements":"durable","encryptedSeconds":0,"plainSeconds":0}"#)
                     || (health.contains(#""acknowledgements":"durable""#) && health.contains(#""plainSeconds":0"#) && health.contains(#""encryptedSeconds":0"#)), "\(health)")
+            // A first write acknowledged (the replicator starts with the
+            // server: under load it may need a moment), then the load.
+            var first = try await api.send(.POST, "/tenants/alpha/players", json: #"{"name":"first","score":1}"#, token: token, timeout: .seconds(30))
+            let deadline = ContinuousClock.now + .seconds(30)
+            while first.status != 201 && ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(200))
+                first = try await api.send(.POST, "/tenants/alpha/players", json: #"{"name":"first","score":1}"#, token: token, timeout: .seconds(30))
+            }
+            try #require(first.status == 201, "no write acknowledged within 30 s: \(first.status) \(first.body)\n\(server.outputText)")
+            acknowledged.names.withLock { $0.append("first") }
             // Eight writers on one tenant: their waits share syncs.
             let writers = Task {
                 await withTaskGroup(of: Void.self) { group in
@@ -46,7 +57,11 @@ import Testing
                                 index += 1
                                 let name = "w\(writer)-\(index)"
                                 guard let reply = try? await api.send(.POST, "/tenants/alpha/players", json: #"{"name":"\#(name)","score":1}"#, token: token, timeout: .seconds(10)) else { break }
-                                if reply.status == 201 { acknowledged.names.withLock { $0.append(name) } }
+                                if reply.status == 201 {
+                                    acknowledged.names.withLock { $0.append(name) }
+                                } else {
+                                    acknowledged.refusals.withLock { $0.append("\(reply.status) \(reply.body)") }
+                                }
                             }
                         }
                     }
@@ -70,7 +85,7 @@ import Testing
         try ReplicationDrillTests.restore(replica.appendingPathComponent("tenants/alpha"), to: restored)
         let names = Set(try Self.playerNames(in: restored))
         let writes = acknowledged.names.withLock { $0 }
-        #expect(writes.count > 20, "too few acknowledged writes to mean anything: \(writes.count)")
+        #expect(writes.count > 20, "too few acknowledged writes to mean anything: \(writes.count); refusals: \(acknowledged.refusals.withLock { $0.prefix(5) })")
         let lost = writes.filter { !names.contains($0) }
         #expect(lost.isEmpty, "\(lost.count) of \(writes.count) acknowledged writes are not in the replica: \(lost.prefix(10))")
         print("durable acknowledgements: \(writes.count) acknowledged writes by 8 writers in 4 s, \(lost.count) lost after SIGKILL of the server and Litestream")
