@@ -19,6 +19,9 @@ let package = Package(
     ],
     dependencies: [
         .package(name: "GRDBRegistry", path: "../.."),
+        // Fleet mode (--fleet): linked always, started only in fleet mode;
+        // postgres-nio comes with it, and never reaches the library.
+        .package(name: "GRDBRegistryFleet", path: "../../Fleet"),
         .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", exact: "2.28.1"),
         .package(url: "https://github.com/apple/swift-log", exact: "1.16.2"),
@@ -46,13 +49,14 @@ let package = Package(
                 .product(name: "GRDBRegistryExamples", package: "GRDBRegistry"),
                 .product(name: "GRDBMigrations", package: "GRDBRegistry"),
                 .product(name: "GRDBCipher", package: "GRDBRegistry"),
-                // Tenant moves: the copy (source) and its checked restore (target).
+                .product(name: "GRDBRegistryFleet", package: "GRDBRegistryFleet"),
+                // The checks a fleet node's restores pass (DatabaseRestore.Checks).
                 .product(name: "GRDBBackup", package: "GRDBRegistry"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 // HTTPS (--tls-cert, --tls-key): swift-nio-ssl through Hummingbird.
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
-                // Tenant moves: the source pushes the copy to the target.
+                // Fleet mode: the forwarder proxies a tenant's requests to its owner.
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "HummingbirdAuth", package: "hummingbird-auth"),
                 // SHA-256 of tokens (swift-crypto, already in the graph through hummingbird-auth).
@@ -75,7 +79,9 @@ let package = Package(
             dependencies: [
                 "MultiTenantServer",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                // A scripted move target that records what a source sends it.
+                // The forwarder's routes (TenantRoute).
+                .product(name: "GRDBRegistryFleet", package: "GRDBRegistryFleet"),
+                // In-process servers of the forwarder's tests.
                 .product(name: "Hummingbird", package: "hummingbird"),
                 // Reads tenant files directly, to check what is stored.
                 .product(name: "GRDB", package: "GRDB.swift"),

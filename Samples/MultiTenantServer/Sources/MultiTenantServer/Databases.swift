@@ -42,4 +42,10 @@ extension DatabaseRegistry {
             .tenants(TenantsKey.self),
         ])
     }
+
+    /// A fleet node's databases: its tenants only (the catalog is the
+    /// fleet's, in PostgreSQL).
+    static func fleetServer(from service: DatabaseService) async throws -> DatabaseRegistry {
+        try await service.registry([.tenants(TenantsKey.self)])
+    }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import GRDBRegistryExamples
+import GRDBRegistryService
 import Hummingbird
 // The request bodies (NewTenant, NewPlayer, PlayerUpdate) live in the
 // TenantRequests library, which the fuzzer shares; exported so that every
@@ -56,6 +57,36 @@ struct ReadinessResponse: ResponseEncodable {
     /// Open connections and event streams, against their caps.
     var connections: Usage
     var streams: Usage
+    /// Fleet mode: this node, its lease, how many tenants it serves, and
+    /// the live nodes. Counts, not ids: this endpoint signs nobody in.
+    var fleet: Fleet?
+    /// With replication: how many seconds of acknowledged writes a loss
+    /// of this server with its disk may lose, plain and encrypted tenants
+    /// apart (zero with durable acknowledgements).
+    var lossWindow: LossWindow?
+
+    struct Fleet: Codable, Sendable {
+        var node: String
+        var leaseValid: Bool
+        var ownedTenants: Int
+        var liveNodes: [String]
+    }
+
+    struct LossWindow: Codable, Sendable {
+        var acknowledgements: String
+        var plainSeconds: Double
+        var encryptedSeconds: Double
+
+        init(_ replication: RegistryConfiguration.Replication) {
+            acknowledgements = replication.acknowledgements.rawValue
+            plainSeconds = Self.seconds(replication.lossWindow(encrypted: false))
+            encryptedSeconds = Self.seconds(replication.lossWindow(encrypted: true))
+        }
+
+        static func seconds(_ duration: Duration) -> Double {
+            Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+        }
+    }
 
     struct FileDescriptors: Codable, Sendable {
         var softLimit: Int

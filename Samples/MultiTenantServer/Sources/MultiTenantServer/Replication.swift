@@ -12,9 +12,19 @@ import ServiceLifecycle
 /// server stops first, then Litestream makes its last sync and exits, then
 /// the databases close.
 enum Replication {
-    static func replicator(configuration: RegistryConfiguration, logger: Logger) throws -> LitestreamReplicator? {
+    /// - parameter placement: In a fleet, the tenants this node owns, and
+    ///   their epochs: only those are replicated, each under its epoch.
+    static func replicator(configuration: RegistryConfiguration, logger: Logger, placement: ReplicaPlacement? = nil) throws -> LitestreamReplicator? {
         guard configuration.replication != nil else { return nil }
-        return try LitestreamReplicator(configuration: configuration, logger: logger)
+        return try LitestreamReplicator(configuration: configuration, logger: logger, placement: placement)
+    }
+
+    /// The waits of durable acknowledgements (`"acknowledgements":
+    /// "durable"`, or `--acknowledge durable` in a fleet); nil when writes
+    /// are acknowledged once committed here.
+    static func acknowledgements(configuration: RegistryConfiguration, replicator: LitestreamReplicator?) -> ReplicaAcknowledgements? {
+        guard configuration.replication?.acknowledgements == .durable, let replicator else { return nil }
+        return ReplicaAcknowledgements(replicator: replicator)
     }
 
     /// The services of `replicator`, in group order: the replicator, then

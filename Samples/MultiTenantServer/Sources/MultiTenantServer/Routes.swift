@@ -6,14 +6,13 @@ import GRDBRegistryService
 import Hummingbird
 import TenantRequests
 import Prometheus
+import Synchronization
 
 /// The REST and SSE endpoints of the server, and its page.
 struct Routes: Sendable {
     let state: ServerState
     let metrics: PrometheusCollectorRegistry
     let page: WebPage
-    /// Tenants moving to or from another server (Moves/).
-    let moves: TenantMoves
 
     func add(to router: Router<ServerRequestContext>) {
         router.get("/") { _, _ in page.response() }
@@ -28,7 +27,13 @@ struct Routes: Sendable {
             for database in health.databases {
                 states[database.name] = "\(database.isOpen ? "open" : "closed"), \(database.isMigrated ? "migrated" : "pending"), \(database.isWritable ? "writable" : "read-only")"
             }
-            let healthy = health.isHealthy && state.readyOrNil != nil
+            let fleet = state.fleet.map { node in
+                let status = node.fleet.status
+                return ReadinessResponse.Fleet(node: status.nodeID, leaseValid: status.leaseValid, ownedTenants: status.ownedTenants.count, liveNodes: status.liveNodes)
+            }
+            // A fleet node whose lease is not valid refuses writes: a load
+            // balancer sends traffic to the others meanwhile.
+            let healthy = health.isHealthy && state.readyOrNil != nil && fleet?.leaseValid != false
             let budget = health.tenants?.fileDescriptors.map {
                 ReadinessResponse.FileDescriptors(
                     softLimit: $0.softLimit, hardLimit: $0.hardLimit, inUse: FileDescriptorBudget.openDescriptorCount(),
@@ -38,7 +43,8 @@ struct Routes: Sendable {
                 phase: health.phase.rawValue, healthy: healthy, databases: states,
                 openTenants: state.readyOrNil?.directory.openCount ?? 0, fileDescriptors: budget,
                 connections: .init(current: state.connections.current, limit: state.connections.limit),
-                streams: .init(current: state.streams.count, limit: state.streams.maxTotal))
+                streams: .init(current: state.streams.count, limit: state.streams.maxTotal),
+                fleet: fleet, lossWindow: state.databases.configuration.replication.map(ReadinessResponse.LossWindow.init))
             return EditedResponse(status: healthy ? .ok : .serviceUnavailable, response: response)
         }
         // Prometheus text format: the library's metrics (per database, open
@@ -58,10 +64,9 @@ struct Routes: Sendable {
             let body = try await request.decode(as: NewTenant.self, context: context)
             return EditedResponse(status: .created, response: try await createTenant(body))
         }
-        MoveRoutes(moves: moves).add(to: router)
         router.get("tenants") { _, context -> [TenantResponse] in
             try context.requireOperator()
-            return try state.requireReady().catalog.index.tenants.values.sorted { $0.id < $1.id }.map(TenantResponse.init)
+            return try state.requireReady().catalog.allTenants().map(TenantResponse.init)
         }
 
         // Who a token signs in as (the page's sign-in).
@@ -76,52 +81,47 @@ struct Routes: Sendable {
         // token). The old token stops working before the answer.
         router.post("tenants/:tenant/token") { request, context -> IssuedToken in
             let requested = try context.parameters.require("tenant")
-            let byOperator: Bool
             switch try context.requireSignedIn() {
-            case .operator: byOperator = true
-            case let .tenant(tenant) where tenant.id == requested: byOperator = false
+            case .operator: break
+            case let .tenant(tenant) where tenant.id == requested: break
             case .tenant: throw HTTPError(.notFound, message: "Unknown tenant \(requested).")
             }
-            // The token hash moves with the tenant: no rotation mid-move.
-            // The operator of a moved tenant gets 409 with the target, never
-            // a redirect: a client that re-sends `Authorization` on
-            // redirects would hand the operator token to the target.
-            try moves.admit(request, tenant: requested, writes: true, redirects: !byOperator)
             return try await rotateToken(of: requested)
         }
 
         // Tenant routes: the middleware resolves the tenant once, and runs
         // the handler in its scope. No route keeps books for reading its
         // writes: the tenant's commit count does (ActiveTenant).
-        let tenant = router.group("tenants/:tenant").add(middleware: TenantMiddleware(state: state, moves: moves))
+        // In a fleet, the forwarder first: a tenant owned elsewhere is
+        // proxied to its owner (Fleet/TenantForwarder).
+        var tenant = router.group("tenants/:tenant")
+        if let fleet = state.fleet { tenant = tenant.add(middleware: fleet.forwarder(audience: .tenant)) }
+        tenant = tenant.add(middleware: TenantMiddleware(state: state))
         tenant.get("players") { _, context -> [Player] in
             try await context.currentTenant().repository.players.reader.read { db in try Player.order(Column("id")).fetchAll(db) }
         }
         tenant.post("players") { request, context -> EditedResponse<Player> in
-            let tenant = try context.currentTenant().repository
             let body = try await request.decode(as: NewPlayer.self, context: context)
             // A quota of players per tenant (MTS_MAX_PLAYERS): a tenant can't
             // grow its leaderboard, and every stream's events, unbounded.
-            let player = try await mapErrors {
+            let player = try await write(context) { tenant in
                 try await tenant.add(name: body.name, score: body.score ?? 0, team: body.team, maximumPlayers: state.limits.maxPlayers)
             }
             return EditedResponse(status: .created, response: player)
         }
         tenant.put("players/:player") { request, context -> Player in
-            let tenant = try context.currentTenant().repository
             let id = try context.parameters.require("player", as: Int64.self)
             let body = try await request.decode(as: PlayerUpdate.self, context: context)
             // One checked transaction: a 422 changes nothing.
-            let player = try await mapErrors { try await tenant.update(id, name: body.name, score: body.score) }
+            let player = try await write(context) { tenant in try await tenant.update(id, name: body.name, score: body.score) }
             guard let player else {
                 throw HTTPError(.notFound, message: "No player \(id) in this tenant.")
             }
             return player
         }
         tenant.delete("players/:player") { _, context -> HTTPResponse.Status in
-            let tenant = try context.currentTenant().repository
             let id = try context.parameters.require("player", as: Int64.self)
-            let deleted = try await mapErrors { try await tenant.delete(id) }
+            let deleted = try await write(context) { tenant in try await tenant.delete(id) }
             guard deleted else {
                 throw HTTPError(.notFound, message: "No player \(id) in this tenant.")
             }
@@ -151,38 +151,60 @@ struct Routes: Sendable {
             if ready.catalog.tenant(id.rawValue) != nil {
                 throw HTTPError(.conflict, message: "Tenant \(id) already exists.")
             }
-            // A database without a catalog row is what a failed creation
-            // leaves behind. Nobody ever got its token, so it holds no
-            // acknowledged data: start it again from scratch.
-            if try ready.directory.exists(id) {
-                state.logger.warning("re-creating the orphan database of a tenant without a catalog row", metadata: ["database": "\(id.databaseName)"])
-                try ready.directory.remove(id)
-            }
             let encrypted = body.encrypted ?? false
-            try ready.directory.provision(id, configuration: state.databases.tenantConfiguration(for: id, encrypted: encrypted))
             let token = Tokens.generate()
-            let hash = Tokens.hash(token)
-            let tenant = Tenant(id: id.rawValue, name: body.name ?? id.rawValue, encrypted: encrypted, createdAt: Date(), tokenHash: hash)
+            let tenant = Tenant(id: id.rawValue, name: body.name ?? id.rawValue, encrypted: encrypted, createdAt: Date(), tokenHash: Tokens.hash(token))
+            let provisioned = Mutex(false)
             do {
-                try await ready.catalog.catalog.insert(tenant)
+                let created = try await ready.catalog.create(tenant) { [state] in
+                    // A database without a catalog row is what a failed
+                    // creation leaves behind. Nobody ever got its token, so
+                    // it holds no acknowledged data: start it again from
+                    // scratch.
+                    if try ready.directory.exists(id) {
+                        state.logger.warning("re-creating the orphan database of a tenant without a catalog row", metadata: ["database": "\(id.databaseName)"])
+                        try ready.directory.remove(id)
+                    }
+                    try ready.directory.provision(id, configuration: state.databases.tenantConfiguration(for: id, encrypted: encrypted))
+                    provisioned.withLock { $0 = true }
+                }
+                return IssuedToken(tenant: TenantResponse(created), token: token)
+            } catch CatalogError.tenantExists {
+                throw HTTPError(.conflict, message: "Tenant \(id) already exists.")
             } catch {
-                try? ready.directory.remove(id)
+                // Not listed: the database made for it goes.
+                if provisioned.withLock({ $0 }) { try? ready.directory.remove(id) }
                 throw error
             }
-            try await ready.catalog.waitUntil { $0.tenants[id.rawValue]?.tokenHash == hash }
-            return IssuedToken(tenant: TenantResponse(tenant), token: token)
         }
     }
 
     private func rotateToken(of rawID: String) async throws -> IssuedToken {
         let ready = try state.requireReady()
         let token = Tokens.generate()
-        let hash = Tokens.hash(token)
-        guard let tenant = try await ready.catalog.catalog.setTokenHash(hash, of: rawID) else {
+        guard let tenant = try await ready.catalog.setTokenHash(Tokens.hash(token), of: rawID) else {
             throw HTTPError(.notFound, message: "Unknown tenant \(rawID).")
         }
-        try await ready.catalog.waitUntil { $0.tenants[rawID]?.tokenHash == hash }
         return IssuedToken(tenant: TenantResponse(tenant), token: token)
+    }
+
+    /// A write to the request's tenant: its refusals answered
+    /// (``mapErrors(_:)``), then, with durable acknowledgements, a wait
+    /// until the replica has it (``ServerState/acknowledge(_:encrypted:)``).
+    /// Every write route goes through here, so none is answered before
+    /// its acknowledgement.
+    private func write<T>(_ context: ServerRequestContext, _ operation: (ActiveTenant) async throws -> T) async throws -> T {
+        let lease = try context.currentTenant()
+        let result = try await mapErrors { try await operation(lease.repository) }
+        if state.acknowledgements != nil {
+            // The catalog says whether the tenant is encrypted (its
+            // round is then an encrypted backup, not a Litestream sync).
+            guard let listed = try state.requireReady().catalog.tenant(lease.id.rawValue) else {
+                throw HTTPError(.serviceUnavailable, message: "Tenant \(lease.id) left the catalog: its write is not acknowledged.")
+            }
+            try await state.acknowledge(lease, encrypted: listed.encrypted)
+        }
+        return result
     }
 
     private func tenantID(_ raw: String) throws -> TenantID {
@@ -194,16 +216,21 @@ struct Routes: Sendable {
     }
 
     /// Invariant violations are the client's fault: 422, with the
-    /// invariant's name. A write refused during shutdown, or by a move's
-    /// freeze: 503.
+    /// invariant's name. A write refused during shutdown, by a move's
+    /// freeze or by the fleet's write fence: 503 (``TenantWritesPaused``).
     private func mapErrors<T>(_ operation: () async throws -> T) async throws -> T {
         do {
             return try await operation()
         } catch let violation as InvariantViolation {
             throw HTTPError(.unprocessableContent, message: "Invariant \(violation.invariant) violated by \(violation.offendingRows.joined(separator: "; ")).")
         } catch let ManagedDatabaseError.writesFrozen(database) {
-            // A move froze the tenant after this request was admitted.
-            throw TenantFrozen(tenant: database.hasPrefix("tenants/") ? String(database.dropFirst("tenants/".count)) : database)
+            // A fleet move froze the tenant: it is about to be served by
+            // another node.
+            throw TenantWritesPaused(database: database, reason: .moving)
+        } catch let ManagedDatabaseError.fenced(database) {
+            // This node's fleet lease is not known valid: nothing of the
+            // write committed, and another node may serve the tenant soon.
+            throw TenantWritesPaused(database: database, reason: .fenced)
         } catch ManagedDatabaseError.notAcceptingWrites, ManagedDatabaseError.closed {
             throw HTTPError(.serviceUnavailable, message: "The server is shutting down: retry on another instance.")
         }

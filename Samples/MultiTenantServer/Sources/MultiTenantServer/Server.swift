@@ -19,7 +19,8 @@ import Prometheus
 import ServiceLifecycle
 
 /// Command-line settings: `MultiTenantServer [--host H] [--port P] [--data DIR]
-/// [--tls-cert PEM --tls-key PEM] [--behind-tls-proxy]`.
+/// [--tls-cert PEM --tls-key PEM] [--behind-tls-proxy]`, and the options of
+/// fleet mode (``FleetSettings``).
 /// Port 0 picks a free port; the server prints the one it listens on. The
 /// environment gives defaults that arguments override: `PORT`, `MTS_DATA`
 /// for the data directory, `MTS_TLS_CERT` and `MTS_TLS_KEY`. The limits
@@ -39,6 +40,8 @@ struct ServerSettings: Sendable {
     /// A reverse proxy terminates TLS: plain HTTP off loopback is allowed.
     var behindTLSProxy = false
     var limits: ServerLimits
+    /// Fleet mode (``FleetSettings``); nil for a single server, the default.
+    var fleet: FleetMode?
 
     init(arguments: [String], environment: [String: String]) throws {
         if let port = environment["PORT"].flatMap(Int.init) { self.port = port }
@@ -46,6 +49,8 @@ struct ServerSettings: Sendable {
         tlsCertificate = environment["MTS_TLS_CERT"].flatMap { $0.isEmpty ? nil : $0 }
         tlsKey = environment["MTS_TLS_KEY"].flatMap { $0.isEmpty ? nil : $0 }
         limits = try ServerLimits(environment: environment)
+        var fleetSettings = try FleetSettings(environment: environment)
+        var advertiseGiven = environment["MTS_ADVERTISE"].map { !$0.isEmpty } ?? false
         var iterator = arguments.makeIterator()
         while let argument = iterator.next() {
             switch argument {
@@ -60,7 +65,11 @@ struct ServerSettings: Sendable {
             case "--tls-cert": tlsCertificate = try value(after: argument, &iterator)
             case "--tls-key": tlsKey = try value(after: argument, &iterator)
             case "--behind-tls-proxy": behindTLSProxy = true
-            default: throw UsageError(message: "unknown argument \(argument)")
+            default:
+                if argument == "--advertise" { advertiseGiven = true }
+                guard try fleetSettings.parse(argument, &iterator) else {
+                    throw UsageError(message: "unknown argument \(argument)")
+                }
             }
         }
         guard (tlsCertificate == nil) == (tlsKey == nil) else {
@@ -69,6 +78,10 @@ struct ServerSettings: Sendable {
         if !Self.isLoopback(host) && tlsCertificate == nil && !behindTLSProxy {
             throw UsageError(message: "--host \(host) is not a loopback address, and the server would speak plain HTTP: tokens and tenant data would travel in clear. Give --tls-cert and --tls-key, or --behind-tls-proxy when a reverse proxy terminates TLS for this server")
         }
+        if fleetSettings.postgres != nil && port == 0 && !advertiseGiven {
+            throw UsageError(message: "--port 0 picks a port the other nodes of the fleet can't know: give --advertise http(s)://host:port, or a port")
+        }
+        fleet = try fleetSettings.validated(environment: environment, defaultAdvertise: "\(tlsCertificate != nil ? "https" : "http")://\(host.contains(":") && !host.hasPrefix("[") ? "[\(host)]" : host):\(port)")
     }
 
     /// Whether the server speaks HTTPS itself.
@@ -90,7 +103,7 @@ struct ServerSettings: Sendable {
 
 struct UsageError: Error, CustomStringConvertible {
     var message: String
-    var description: String { "\(message)\nusage: MultiTenantServer [--host HOST] [--port PORT] [--data DIRECTORY] [--tls-cert PEM --tls-key PEM] [--behind-tls-proxy]" }
+    var description: String { "\(message)\nusage: MultiTenantServer [--host HOST] [--port PORT] [--data DIRECTORY] [--tls-cert PEM --tls-key PEM] [--behind-tls-proxy]\n       [--fleet postgres://… --node-id ID --replica-store DIR [--advertise URL] [--acknowledge async|durable] [--lease-seconds S] [--restore eager|on-first-request] [--encrypted-backup-seconds S] [--litestream PATH]]" }
 }
 
 @main
@@ -137,27 +150,53 @@ struct MultiTenantServer {
         // to the migration sets the server ships (never a copy).
         try linkMigrationSets(in: data.appendingPathComponent("migrations"))
         let configurationFile = data.appendingPathComponent("registry.json")
-        if !FileManager.default.fileExists(atPath: configurationFile.path) {
-            try writeDefaultConfiguration(to: configurationFile, data: data)
+        let configuration: RegistryConfiguration
+        if let fleet = settings.fleet {
+            // A fleet node: tenants only (the catalog is the fleet's),
+            // replicated to the shared store (Fleet/).
+            configuration = try FleetNodeConfiguration.load(file: configurationFile, data: data, mode: fleet)
+        } else {
+            if !FileManager.default.fileExists(atPath: configurationFile.path) {
+                try writeDefaultConfiguration(to: configurationFile, data: data)
+            }
+            configuration = try RegistryConfiguration.load(contentsOf: configurationFile)
         }
-        let configuration = try RegistryConfiguration.load(contentsOf: configurationFile)
         // A master key file others may read is refused, as token files are.
         try SecretFiles.checkExisting(at: data.appendingPathComponent("master.key"))
         // The operator token creates tenants: from MTS_OPERATOR_TOKEN, or
         // a file made on first start.
-        let operatorToken = try SharedToken.load(.operator, environment: environment, keyFile: data.appendingPathComponent("operator.token"))
-        // The peer token moves tenants between servers (Moves/): never the operator's.
-        let peerToken = try SharedToken.load(.peer, environment: environment, keyFile: data.appendingPathComponent("peer.token"))
-        guard let peerSecret = peerToken.presented, !operatorToken.accepts(peerSecret) else {
-            throw UsageError(message: "the peer token (from \(peerToken.source)) is the operator token: give servers a peer token of their own (e.g. `openssl rand -hex 32`)")
+        let operatorToken = try SharedToken.load(environment: environment, keyFile: data.appendingPathComponent("operator.token"))
+        // Push moves and their peer token are gone (issue 24): say so
+        // rather than leave a secret that looks in use.
+        if environment["MTS_PEER_TOKEN"] != nil {
+            logger.warning("MTS_PEER_TOKEN is set, but servers no longer push tenants to each other: it is ignored, unset it (in a fleet, tenants move through placement)")
         }
-        let replicator = try Replication.replicator(configuration: configuration, logger: logger)
+        if FileManager.default.fileExists(atPath: data.appendingPathComponent("peer.token").path) {
+            logger.warning("the peer token file is no longer used: delete it", metadata: ["file": "\(data.appendingPathComponent("peer.token").path)"])
+        }
+        // In a fleet, only the tenants this node owns are replicated, each
+        // under its epoch; the fence closes their commits when the lease
+        // is not known valid.
+        let placement = settings.fleet.map { _ in ReplicaPlacement() }
+        let fence = settings.fleet.map { _ in WriteFence() }
+        let replicator = try Replication.replicator(configuration: configuration, logger: logger, placement: placement)
         // Traces, when the OTEL_* variables ask for them (Tracing/).
         let tracing = try ServerTracing.start(environment: environment, logger: logger)
         let databases = DatabaseService(
-            configuration: configuration, logger: logger, replicator: replicator,
+            configuration: configuration, logger: logger, replicator: replicator, writeFence: fence,
             reservedFileDescriptors: limits.reservedFileDescriptors, tracer: tracing.tracer)
-        let state = ServerState(databases: databases, operatorToken: operatorToken, logger: logger, limits: limits)
+        let acknowledgements = Replication.acknowledgements(configuration: configuration, replicator: replicator)
+        let fleetNode = try settings.fleet.map { mode in
+            guard let replicator, let fence else {
+                throw UsageError(message: "fleet mode needs replication: \(configurationFile.path) has no replication section")
+            }
+            let host = try FleetNode.tenantHost(
+                databases: databases, replicator: replicator, acknowledgements: acknowledgements, logger: logger, tracer: tracing.tracer)
+            return FleetNode(mode: mode, host: host, fence: fence, logger: logger, tracer: tracing.tracer)
+        }
+        let state = ServerState(
+            databases: databases, operatorToken: operatorToken, logger: logger, limits: limits,
+            fleet: fleetNode, acknowledgements: acknowledgements)
 
         let router = Router(context: ServerRequestContext.self)
         if tracing.service != nil { router.add(middleware: TracingMiddleware()) }
@@ -165,8 +204,8 @@ struct MultiTenantServer {
         router.add(middleware: FailureLogMiddleware(logger: logger))
         router.add(middleware: RequestMetricsMiddleware())
         router.add(middleware: BearerAuthenticator(state: state))
-        let moves = TenantMoves(state: state, data: data, peerToken: peerToken, environment: environment, logger: logger)
-        Routes(state: state, metrics: metrics, page: try WebPage.load(), moves: moves).add(to: router)
+        Routes(state: state, metrics: metrics, page: try WebPage.load()).add(to: router)
+        if let fleetNode { FleetRoutes(node: fleetNode).add(to: router) }
 
         // Idle connections close (a partial request included), and one
         // beyond the cap gets 429 (ConnectionLimiter).
@@ -195,21 +234,25 @@ struct MultiTenantServer {
                 // then, requests get 503.
                 do {
                     try await state.becomeReady()
-                    try await moves.load()
                 } catch {
-                    logger.error("the databases did not start", metadata: ["error": "\(error)"])
+                    logger.error("the server did not become ready (databases, or in a fleet the join)", metadata: ["error": "\(error)"])
                     return
                 }
                 let port = channel.localAddress?.port ?? settings.port
                 // Unbuffered: scripts and tests read the port from this line.
                 say("listening on \(settings.scheme)://\(settings.host):\(port)")
                 say("open \(settings.scheme)://\(settings.host):\(port)/ and sign in with a tenant token; create a tenant with the operator token (from \(operatorToken.source)):")
-                say("  curl -X POST \(settings.scheme)://\(settings.host):\(port)/tenants -H \"Authorization: Bearer $(cat \(data.appendingPathComponent("operator.token").path))\" -d '{\"id\":\"acme\"}'")
+                // The token as it was given: the variable, or the file.
+                let bearer = environment[SharedToken.variable] != nil ? "$\(SharedToken.variable)" : "$(cat \(data.appendingPathComponent("operator.token").path))"
+                say("  curl -X POST \(settings.scheme)://\(settings.host):\(port)/tenants -H \"Authorization: Bearer \(bearer)\" -d '{\"id\":\"acme\"}'")
             },
             logger: logger)
 
         // Databases first: the group shuts services down in reverse order,
         // so the server stops taking requests before the databases close.
+        // In a fleet, the fleet comes after the replicator and its
+        // encrypted backups: at shutdown it hands its tenants off (a final
+        // sync each) while they still run.
         // SIGTERM (what service managers send): graceful shutdown. SIGINT
         // (Ctrl-C), alone or after a SIGTERM, or 15 s of graceful shutdown:
         // cancellation, which interrupts writes in flight (they roll back),
@@ -217,7 +260,7 @@ struct MultiTenantServer {
         // ServiceGroup refuses a signal in both lists, so the escalation
         // is a second, different signal.
         var groupConfiguration = ServiceGroupConfiguration(
-            services: tracing.exporterFirst([databases] + Replication.services(of: replicator) + [app]),
+            services: tracing.exporterFirst([databases] + Replication.services(of: replicator) + (fleetNode?.services ?? []) + [app]),
             gracefulShutdownSignals: [.sigterm],
             cancellationSignals: [.sigint],
             logger: logger)

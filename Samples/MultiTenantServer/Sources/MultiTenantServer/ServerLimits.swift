@@ -12,7 +12,6 @@ import Foundation
 /// | `MTS_MAX_STREAMS` | 512 | event streams in total (beyond: 429) |
 /// | `MTS_MAX_STREAMS_PER_TENANT` | 16 | event streams of one tenant (beyond: 429) |
 /// | `MTS_MAX_PLAYERS` | 10000 | players of one tenant (beyond: 409) |
-/// | `MTS_MAX_IMPORTS` | 2 | tenant imports at once (beyond: 429) |
 /// | `MTS_FREE_SIGNIN_FAILURES` | 5 | failed sign-ins of one address in a minute before each waits (SignInThrottle) |
 ///
 /// A stream counts as a connection too. Names are at most
@@ -24,7 +23,6 @@ struct ServerLimits: Sendable, Equatable {
     var maxStreams = 512
     var maxStreamsPerTenant = 16
     var maxPlayers = 10_000
-    var maxImports = 2
     var freeSignInFailures = 5
     /// What a 429 asks the client to wait, in seconds.
     static let retryAfterSeconds = 5
@@ -43,7 +41,6 @@ struct ServerLimits: Sendable, Equatable {
         try read("MTS_MAX_STREAMS", into: &maxStreams)
         try read("MTS_MAX_STREAMS_PER_TENANT", into: &maxStreamsPerTenant)
         try read("MTS_MAX_PLAYERS", into: &maxPlayers)
-        try read("MTS_MAX_IMPORTS", into: &maxImports)
         try read("MTS_FREE_SIGNIN_FAILURES", into: &freeSignInFailures)
     }
 

@@ -15,9 +15,10 @@ final class ServerState: Sendable {
         /// The server's databases, filled by the `DatabaseService`: every
         /// request runs in this registry (see ``TenantMiddleware``).
         let registry: DatabaseRegistry
-        let catalog: CatalogView
+        /// The embedded catalog, or the fleet's.
+        let catalog: any TenantCatalog
 
-        init(registry: DatabaseRegistry, catalog: CatalogView) {
+        init(registry: DatabaseRegistry, catalog: any TenantCatalog) {
             self.registry = registry
             self.catalog = catalog
         }
@@ -27,6 +28,12 @@ final class ServerState: Sendable {
     }
 
     let databases: DatabaseService
+    /// Fleet mode's parts; nil for a single server.
+    let fleet: FleetNode?
+    /// Durable acknowledgements: each write waits until the replica has
+    /// it before it is answered (``acknowledge(_:encrypted:)``); nil when
+    /// writes are answered once committed here.
+    let acknowledgements: ReplicaAcknowledgements?
     let operatorToken: SharedToken
     let logger: Logger
     /// What a client or tenant may hold (ServerLimits).
@@ -35,8 +42,6 @@ final class ServerState: Sendable {
     let connections: ConnectionCount
     /// Event streams, per tenant and in total.
     let streams: Slots
-    /// Tenant imports at once (Moves/), one per tenant.
-    let imports: Slots
     /// Failed sign-ins per client address.
     let signIns: SignInThrottle
     /// Tenant creations, one at a time: a creation checks the catalog, the
@@ -44,27 +49,52 @@ final class ServerState: Sendable {
     let creations = SerialQueue()
     private let ready = Mutex<Ready?>(nil)
 
-    init(databases: DatabaseService, operatorToken: SharedToken, logger: Logger, limits: ServerLimits) {
+    init(databases: DatabaseService, operatorToken: SharedToken, logger: Logger, limits: ServerLimits, fleet: FleetNode? = nil, acknowledgements: ReplicaAcknowledgements? = nil) {
         self.databases = databases
+        self.fleet = fleet
+        self.acknowledgements = acknowledgements
         self.operatorToken = operatorToken
         self.logger = logger
         self.limits = limits
         self.connections = ConnectionCount(limit: limits.maxConnections)
         self.streams = Slots(what: "event streams", maxTotal: limits.maxStreams, maxPerTenant: limits.maxStreamsPerTenant)
-        self.imports = Slots(what: "imports", maxTotal: limits.maxImports, maxPerTenant: 1)
         self.signIns = SignInThrottle(freeFailures: limits.freeSignInFailures)
     }
 
-    /// Waits until the databases are ready, and fills the registry.
+    /// Waits until the databases are ready, and fills the registry. The
+    /// embedded catalog refuses rows that a removed push move left
+    /// unsettled (``CatalogRepository/refuseLeftoverMoves(catalogPath:)``).
     func becomeReady() async throws {
+        if let fleet {
+            // The catalog is the fleet's: ready once this node joined.
+            let registry = try await DatabaseRegistry.fleetServer(from: databases)
+            try await fleet.fleet.waitUntilJoined()
+            ready.withLock { $0 = Ready(registry: registry, catalog: FleetCatalog(fleet: fleet.fleet)) }
+            return
+        }
         let registry = try await DatabaseRegistry.server(from: databases)
-        let state = Ready(
-            registry: registry,
-            catalog: CatalogView(catalog: try CatalogRepository(writer: try registry.catalog.writer)))
-        ready.withLock { $0 = state }
+        let repository = try CatalogRepository(writer: try registry.catalog.writer)
+        try await repository.refuseLeftoverMoves(catalogPath: databases.configuration.databases.first { $0.name == "catalog" }?.path ?? "catalog.sqlite")
+        ready.withLock { $0 = Ready(registry: registry, catalog: CatalogView(catalog: repository)) }
     }
 
     var readyOrNil: Ready? { ready.withLock { $0 } }
+
+    /// After a write to tenant `lease` committed: returns at once, or, with
+    /// durable acknowledgements, once the replica has the write (the waits
+    /// of concurrent writes to one tenant share one Litestream sync).
+    ///
+    /// - throws: 503: the write committed here, but is not known to be in
+    ///   the replica, so it is not acknowledged.
+    func acknowledge(_ lease: TenantLease<ActiveTenant>, encrypted: Bool) async throws {
+        guard let acknowledgements else { return }
+        do {
+            try await acknowledgements.waitUntilReplicated(lease.id, path: lease.repository.managedDatabase.writer.path, encrypted: encrypted)
+        } catch {
+            logger.error("a committed write is not confirmed in the replica", metadata: ["database": "\(lease.id.databaseName)", "error": "\(error)"])
+            throw HTTPError(.serviceUnavailable, message: "The write committed on this server, but the replica did not confirm it: it is not acknowledged. Read before retrying.")
+        }
+    }
 
     func requireReady() throws -> Ready {
         guard let ready = readyOrNil else {

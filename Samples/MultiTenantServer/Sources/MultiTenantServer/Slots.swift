@@ -1,8 +1,7 @@
 import Hummingbird
 import Synchronization
 
-/// Slots of something scarce held per tenant and in total (event streams,
-/// imports): ``acquire(_:)`` takes one, or throws ``TooManyRequests``
+/// Slots of something scarce held per tenant and in total (event streams): ``acquire(_:)`` takes one, or throws ``TooManyRequests``
 /// (429 with `Retry-After`) when the tenant or the server holds its cap.
 ///
 /// ```swift

@@ -111,28 +111,34 @@ public struct PlayerUpdate: Codable, Sendable, Equatable {
     }
 }
 
-/// The body of `POST /admin/tenants/{id}/move`: the base URL of the
-/// target server (checked by the move, which accepts only a bare
-/// `http(s)://host[:port]`); at most 2,048 bytes.
+/// The body of `POST /fleet/tenants/{id}/move` (fleet mode): the id of
+/// the node the tenant moves to, as the fleet names nodes (`[a-z0-9-]`,
+/// 1 to 63 characters). Which address that node has is the fleet's to
+/// know (PostgreSQL), never the client's to say.
 ///
 /// ```swift
-/// let body = try JSONDecoder().decode(MoveRequest.self, from: Data(#"{"target":"https://10.0.0.2:8443"}"#.utf8))
+/// let body = try JSONDecoder().decode(MoveRequest.self, from: Data(#"{"to":"n2"}"#.utf8))
 /// ```
 public struct MoveRequest: Codable, Sendable, Equatable {
-    public var target: String
+    public var to: String
 
-    public init(target: String) {
-        self.target = target
+    public init(to: String) {
+        self.to = to
     }
 
-    private enum CodingKeys: String, CodingKey { case target }
+    private enum CodingKeys: String, CodingKey { case to }
+
+    /// Whether `id` is a node id: 1 to 63 of `a-z`, `0-9` and `-`.
+    public static func isNodeID(_ id: String) -> Bool {
+        (1...63).contains(id.utf8.count) && id.utf8.allSatisfy { (97...122).contains($0) || (48...57).contains($0) || $0 == 45 }
+    }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
-        let target = try container.decode(String.self, forKey: .target)
-        guard target.utf8.count <= 2048 else {
-            throw DecodingError.dataCorruptedError(forKey: .target, in: container, debugDescription: "target is longer than 2048 bytes")
+        let to = try container.decode(String.self, forKey: .to)
+        guard Self.isNodeID(to) else {
+            throw DecodingError.dataCorruptedError(forKey: .to, in: container, debugDescription: "to is not a node id (1 to 63 of a-z, 0-9 and -)")
         }
-        self.target = target
+        self.to = to
     }
 }

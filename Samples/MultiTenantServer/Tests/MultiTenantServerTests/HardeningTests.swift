@@ -13,8 +13,7 @@ import Testing
     // MARK: S2: secrets
 
     /// The data directory is 0700, and the secret files the server makes
-    /// (`peer.token`, `master.key`; `operator.token` without
-    /// MTS_OPERATOR_TOKEN) are 0600 from their first byte: strace shows
+    /// (`operator.token` without MTS_OPERATOR_TOKEN, `master.key`) are 0600 from their first byte: strace shows
     /// each created by one `open` with O_EXCL|O_NOFOLLOW and mode 0600, and
     /// never a chmod or a rename (Foundation's write-then-chmod).
     @Test func secretsArePrivateFromTheirFirstByte() async throws {
@@ -38,7 +37,7 @@ import Testing
 
         #expect(try mode(of: data) == 0o700)
         let lines = try String(contentsOf: trace, encoding: .utf8).split(separator: "\n")
-        for name in ["operator.token", "peer.token", "master.key"] {
+        for name in ["operator.token", "master.key"] {
             let path = data.appendingPathComponent(name).path
             #expect(try mode(of: URL(fileURLWithPath: path)) == 0o600, "\(name)")
             let touching = lines.filter { $0.contains(path) }
@@ -57,7 +56,7 @@ import Testing
     /// A secret file that group or others may read stops the start, with
     /// the command that fixes it; the file is left as it was.
     @Test func aSecretFileOthersMayReadIsRefused() async throws {
-        for name in ["peer.token", "master.key"] {
+        for name in ["master.key"] {
             let data = temporaryTestDirectory()
             defer { try? FileManager.default.removeItem(at: data) }
             // A first start makes the files; then one of them is opened to others.
@@ -83,9 +82,9 @@ import Testing
 
     // MARK: S12: tokens and sign-ins
 
-    /// An operator or peer token from the environment needs 32 characters.
+    /// An operator token from the environment needs 32 characters.
     @Test func shortTokensFromTheEnvironmentAreRefused() async throws {
-        for variable in ["MTS_OPERATOR_TOKEN", "MTS_PEER_TOKEN"] {
+        for variable in ["MTS_OPERATOR_TOKEN"] {
             let data = temporaryTestDirectory()
             defer { try? FileManager.default.removeItem(at: data) }
             let short = String(repeating: "a", count: 31)

@@ -8,7 +8,7 @@ import Testing
 private let repositoryRoot = URL(fileURLWithPath: #filePath)
     .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
     .deletingLastPathComponent().deletingLastPathComponent()
-private let litestream = repositoryRoot.appendingPathComponent(".build-venv/bin/litestream").path
+let litestream = repositoryRoot.appendingPathComponent(".build-venv/bin/litestream").path
 
 /// A restore drill: the machine of a server with replication on is lost
 /// under write load (the server and its Litestream killed with SIGKILL at
@@ -134,7 +134,7 @@ private let litestream = repositoryRoot.appendingPathComponent(".build-venv/bin/
     }
 
     /// `litestream restore -o destination replica`, the real tool.
-    private static func restore(_ replica: URL, to destination: URL) throws {
+    static func restore(_ replica: URL, to destination: URL) throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: litestream)
         process.arguments = ["restore", "-integrity-check", "full", "-o", destination.path, "file://" + replica.path]
@@ -150,7 +150,7 @@ private let litestream = repositoryRoot.appendingPathComponent(".build-venv/bin/
     }
 
     /// The child processes of `pid` (Linux: /proc/PID/task/*/children).
-    private static func children(of pid: Int32) -> [Int32] {
+    static func children(of pid: Int32) -> [Int32] {
         let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
         return tasks.flatMap { task -> [Int32] in
             let text = (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/children", encoding: .utf8)) ?? ""

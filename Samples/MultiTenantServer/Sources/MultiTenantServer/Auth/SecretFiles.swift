@@ -5,8 +5,7 @@ import Darwin
 #endif
 import Foundation
 
-/// The server's secrets on disk (`operator.token`, `peer.token`,
-/// `master.key`) and the data directory that holds them.
+/// The server's secrets on disk (`operator.token`, `master.key`) and the data directory that holds them.
 ///
 /// Foundation's `createFile(attributes: [.posixPermissions: 0o600])`
 /// creates a temporary file at 0644, renames it, *then* chmods it: a local
@@ -19,8 +18,8 @@ import Foundation
 ///
 /// ```swift
 /// try SecretFiles.createDirectory(at: data)
-/// try SecretFiles.create(at: data.appendingPathComponent("peer.token"), contents: Data(token.utf8))
-/// let token = try SecretFiles.read(at: data.appendingPathComponent("peer.token"))
+/// try SecretFiles.create(at: data.appendingPathComponent("operator.token"), contents: Data(token.utf8))
+/// let token = try SecretFiles.read(at: data.appendingPathComponent("operator.token"))
 /// ```
 enum SecretFiles {
     /// Creates `url` (and missing parents) with mode 0700; an existing

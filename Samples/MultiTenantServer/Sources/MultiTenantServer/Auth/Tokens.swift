@@ -76,78 +76,50 @@ enum Tokens {
     }
 }
 
-/// A token shared out of band, which a bearer presents: from the
-/// environment, or from a key file in the data directory, created with a
-/// random token on first start (mode 0600 from its first byte, see
-/// ``SecretFiles``) so that the README's command
-/// works as is. Two roles, never interchangeable:
-///
-/// - ``Role/operator`` (`MTS_OPERATOR_TOKEN`, `operator.token`): creates,
-///   lists and moves tenants. This server only checks it.
-/// - ``Role/peer`` (`MTS_PEER_TOKEN`, `peer.token`): what one server
-///   presents to another to move a tenant there, accepted only on the
-///   import endpoints (Moves/). Servers that move tenants to each other
-///   share it; it must differ from the operator token, so that a move
-///   never hands the operator's credential to the target.
+/// The operator token, shared out of band: from `MTS_OPERATOR_TOKEN`, or
+/// from `operator.token` in the data directory, created with a random
+/// token on first start (mode 0600 from its first byte, see
+/// ``SecretFiles``) so that the README's command works as is. It creates,
+/// lists and rotates tenants, and in fleet mode places them; the server
+/// only checks it (it keeps its SHA-256, never presents it anywhere). The
+/// servers of a fleet share it: a request forwarded to the tenant's owner
+/// keeps its `Authorization`, which the owner checks again.
 ///
 /// ```swift
-/// let peer = try SharedToken.load(.peer, environment: ["MTS_PEER_TOKEN": secret], keyFile: data.appendingPathComponent("peer.token"))
-/// peer.accepts(secret)    // true
+/// let token = try SharedToken.load(environment: ["MTS_OPERATOR_TOKEN": secret], keyFile: data.appendingPathComponent("operator.token"))
+/// token.accepts(secret)    // true
 /// ```
 struct SharedToken: Sendable {
-    enum Role: Sendable {
-        case `operator`
-        case peer
+    static let variable = "MTS_OPERATOR_TOKEN"
 
-        var variable: String {
-            switch self {
-            case .operator: "MTS_OPERATOR_TOKEN"
-            case .peer: "MTS_PEER_TOKEN"
-            }
-        }
-
-        var name: String {
-            switch self {
-            case .operator: "operator token"
-            case .peer: "peer token"
-            }
-        }
-    }
-
-    let role: Role
     let hash: String
     /// Where the token came from, for the startup message (never the token).
     let source: String
-    /// The token itself, for the role this server presents to others (the
-    /// peer token); nil for the operator token, which it only checks.
-    let presented: String?
 
     /// The fewest characters of a token from the environment or a file:
     /// 32 (128 bits of hex, 192 of base64). Generated tokens are 68.
     static let minimumLength = 32
 
-    static func load(_ role: Role, environment: [String: String], keyFile: URL) throws -> SharedToken {
-        if let token = environment[role.variable] {
+    static func load(environment: [String: String], keyFile: URL) throws -> SharedToken {
+        if let token = environment[variable] {
             guard token.utf8.count >= minimumLength else {
-                throw UsageError(message: "\(role.variable) is too short: use at least \(minimumLength) characters (e.g. `openssl rand -hex 32`)")
+                throw UsageError(message: "\(variable) is too short: use at least \(minimumLength) characters (e.g. `openssl rand -hex 32`)")
             }
-            return SharedToken(role: role, token: token, source: "the environment variable \(role.variable)")
+            return SharedToken(token: token, source: "the environment variable \(variable)")
         }
         // Private from the first byte (SecretFiles), and refused when
         // others may read it.
         try SecretFiles.createUnlessPresent(at: keyFile) { Data((Tokens.generate() + "\n").utf8) }
         let contents = String(decoding: try SecretFiles.read(at: keyFile), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         guard contents.utf8.count >= minimumLength else {
-            throw UsageError(message: "the \(role.name) file \(keyFile.path) holds fewer than \(minimumLength) characters: delete it to get a new token")
+            throw UsageError(message: "the operator token file \(keyFile.path) holds fewer than \(minimumLength) characters: delete it to get a new token")
         }
-        return SharedToken(role: role, token: contents, source: "the file \(keyFile.path)")
+        return SharedToken(token: contents, source: "the file \(keyFile.path)")
     }
 
-    private init(role: Role, token: String, source: String) {
-        self.role = role
+    private init(token: String, source: String) {
         self.hash = Tokens.hash(token)
         self.source = source
-        self.presented = role == .peer ? token : nil
     }
 
     func accepts(_ token: String) -> Bool {

@@ -3,16 +3,18 @@ import GRDB
 import GRDBMigrations
 import GRDBRegistry
 
-/// The catalog database, written only through its permitted writes: which
-/// tenants exist, the hash of each one's token, and where each one is in a
-/// move between servers. Every write is one checked transaction: the
-/// invariants hold after it, or nothing of it stays.
+/// The embedded catalog database (single-server mode), written only
+/// through its permitted writes: which tenants exist, and the hash of each
+/// one's token. Every write is one checked transaction: the invariants
+/// hold after it, or nothing of it stays. The columns of the push moves
+/// that issue 24 removed (migration 0003) stay, unused: applied migrations
+/// are immutable, and a server refuses to start over a row that a move
+/// left unsettled (``refuseLeftoverMoves(catalogPath:)``) rather than guess.
 ///
 /// ```swift
 /// let catalog = try CatalogRepository(writer: try registry.catalog.writer)
 /// try await catalog.insert(tenant)
-/// try await catalog.beginMove(of: "acme", moveID: id, target: "http://10.0.0.2:8080")
-/// try await catalog.markMoved("acme", moveID: id)
+/// try await catalog.setTokenHash(Tokens.hash(token), of: "acme")
 /// ```
 ///
 /// The service opens and migrates the catalog (it is a configured
@@ -23,23 +25,12 @@ struct CatalogRepository: Sendable {
     private let database: RepositoryDatabase
 
     /// The catalog's rules, checked over the rows each write changed. The
-    /// schema enforces the rest: a unique token hash (`tenant_on_tokenHash`)
-    /// and the three move states (a CHECK constraint).
+    /// schema enforces the rest: a unique token hash (`tenant_on_tokenHash`).
     static let invariants: [DatabaseInvariant] = [
         // Only hashes are stored, never a token: 64 lowercase hex digits.
         .sql("tokenHashIsSHA256", changedRowsOf: "tenant", """
             SELECT id FROM changed_tenant
             WHERE tokenHash IS NOT NULL AND (length(tokenHash) <> 64 OR tokenHash GLOB '*[^0-9a-f]*')
-            """),
-        // A move state belongs to a move: a resumed or aborted move finds
-        // its own by id.
-        .sql("moveStateNamesItsMove", changedRowsOf: "tenant", """
-            SELECT id, moveState, moveID FROM changed_tenant WHERE (moveState IS NULL) <> (moveID IS NULL)
-            """),
-        // A frozen or moved tenant knows where it goes: requests redirect there.
-        .sql("moveHasATarget", changedRowsOf: "tenant", """
-            SELECT id, moveState FROM changed_tenant
-            WHERE moveState IN ('moving', 'moved') AND (moveTarget IS NULL OR moveTarget = '')
             """),
     ]
 
@@ -101,101 +92,48 @@ struct CatalogRepository: Sendable {
         try await reader.read { db in try Tenant.fetchOne(db, key: id) }
     }
 
-    // MARK: Moves
+    // MARK: Push moves (removed)
 
-    /// The rows of tenants in a move (any ``MoveState``), by id.
-    func moves() async throws -> [MoveRecord] {
+    /// The tenants that a push move of an earlier version left unsettled
+    /// (`moveState` `moving` or `moved`, migration 0003). An `imported`
+    /// tenant is settled: it is served like any other.
+    func leftoverMoves() async throws -> [LeftoverMove] {
         try await reader.read { db in
-            try MoveRecord.filter(Column("moveState") != nil).order(Column("id")).fetchAll(db)
+            try LeftoverMove.fetchAll(db, sql: "SELECT id, moveState, moveTarget FROM tenant WHERE moveState IN ('moving', 'moved') ORDER BY id")
         }
     }
 
-    /// The move columns of `tenant`, or nil if it is not listed.
-    func move(of tenant: String) async throws -> MoveRecord? {
-        try await reader.read { db in try MoveRecord.fetchOne(db, key: tenant) }
+    /// Refuses a catalog where a push move (removed with issue 24) left a
+    /// tenant unsettled: a `moving` tenant is frozen here mid-move, a
+    /// `moved` one lives on another server while its row would still sign
+    /// its token in here. Guessing would serve a tenant from two places or
+    /// none: the operator decides, and the refusal says how.
+    func refuseLeftoverMoves(catalogPath: String) async throws {
+        let leftovers = try await leftoverMoves()
+        guard !leftovers.isEmpty else { return }
+        let list = leftovers.map { "\($0.id) (\($0.moveState)\($0.moveTarget.map { " to \($0)" } ?? ""))" }.joined(separator: ", ")
+        throw UsageError(message: "the catalog records push moves, which this version of the server no longer has: \(list). A moving tenant: finish or cancel its move with the previous version first. A moved tenant lives on its target: with the server stopped, remove its row here (sqlite3 \(catalogPath) \"DELETE FROM tenant WHERE moveState = 'moved'\"). Then start this version; in fleet mode tenants move through placement (POST /fleet/tenants/{id}/move)")
     }
+}
 
-    /// Source: `tenant` starts (or resumes) move `moveID` to `target`:
-    /// ``MoveState/moving``, recorded before anything leaves.
-    func beginMove(of tenant: String, moveID: String, target: String) async throws {
-        try await database.write { db in
-            try db.execute(
-                sql: "UPDATE tenant SET moveID = ?, moveState = ?, moveTarget = ? WHERE id = ?",
-                arguments: [moveID, MoveState.moving, target, tenant])
-        }
-    }
-
-    /// Source: move `moveID` stops before the target acknowledged it; the
-    /// tenant takes writes again. Nothing changes if the tenant is not
-    /// ``MoveState/moving`` for that move.
-    func endMove(of tenant: String, moveID: String) async throws {
-        try await database.write { db in
-            try db.execute(
-                sql: "UPDATE tenant SET moveID = NULL, moveState = NULL, moveTarget = NULL WHERE id = ? AND moveID = ? AND moveState = ?",
-                arguments: [tenant, moveID, MoveState.moving])
-        }
-    }
-
-    /// Source: the target acknowledged move `moveID`: ``MoveState/moved``.
-    func markMoved(_ tenant: String, moveID: String) async throws {
-        try await database.write { db in
-            try db.execute(
-                sql: "UPDATE tenant SET moveState = ? WHERE id = ? AND moveID = ?",
-                arguments: [MoveState.moved, tenant, moveID])
-        }
-    }
-
-    /// Target: lists `tenant`, brought by move `moveID`, as
-    /// ``MoveState/imported``. A row of a tenant that moved away from here
-    /// (``MoveState/moved``) is replaced, and its redirect remembered in
-    /// `moveTarget`; any other row refuses the import.
-    ///
-    /// - returns: The row it replaced, if any.
-    /// - throws: ``CatalogError/tenantExists(_:)``.
-    func importTenant(_ tenant: Tenant, moveID: String) async throws -> MoveRecord? {
-        try await database.write { db in
-            let former = try MoveRecord.fetchOne(db, key: tenant.id)
-            if let former {
-                guard former.moveState == .moved else { throw CatalogError.tenantExists(tenant.id) }
-                try Tenant.deleteOne(db, key: tenant.id)
-            }
-            try tenant.insert(db)
-            try db.execute(
-                sql: "UPDATE tenant SET moveID = ?, moveState = ?, moveTarget = ? WHERE id = ?",
-                arguments: [moveID, MoveState.imported, former?.moveTarget, tenant.id])
-            return former
-        }
-    }
-
-    /// Target: the source aborts move `moveID`, which imported `tenant`
-    /// here: the row goes, or, for a tenant that had moved away from here,
-    /// becomes ``MoveState/moved`` again.
-    ///
-    /// - returns: nil when move `moveID` did not import `tenant` (nothing
-    ///   changed); else the redirect restored (nil when the row went).
-    func abortImport(of tenant: String, moveID: String) async throws -> String?? {
-        try await database.write { db -> String?? in
-            guard let row = try MoveRecord.fetchOne(db, key: tenant), row.moveID == moveID, row.moveState == .imported else {
-                return .none
-            }
-            if row.moveTarget != nil {
-                try db.execute(sql: "UPDATE tenant SET moveState = ? WHERE id = ?", arguments: [MoveState.moved, tenant])
-            } else {
-                try Tenant.deleteOne(db, key: tenant)
-            }
-            return .some(row.moveTarget)
-        }
-    }
+/// A catalog row that a push move of an earlier version left unsettled.
+struct LeftoverMove: Decodable, FetchableRecord, Sendable, Equatable {
+    var id: String
+    var moveState: String
+    var moveTarget: String?
 }
 
 /// A catalog write refused by its current rows.
 enum CatalogError: Error, Equatable, CustomStringConvertible {
-    /// The catalog lists a tenant of that id, which did not move away.
+    /// The catalog lists a tenant of that id.
     case tenantExists(String)
+    /// A tenant is created with the hash of its first token.
+    case missingTokenHash(String)
 
     var description: String {
         switch self {
-        case let .tenantExists(id): "This server already has a tenant \(id)."
+        case let .tenantExists(id): "Tenant \(id) already exists."
+        case let .missingTokenHash(id): "Tenant \(id) has no token hash: a tenant is created with the hash of its first token."
         }
     }
 }

@@ -1,7 +1,6 @@
 import Foundation
 import GRDB
 import GRDBRegistry
-import Synchronization
 
 /// The catalog as an in-memory index: by id, and by token hash.
 struct CatalogIndex: Sendable, Equatable {
@@ -25,14 +24,14 @@ struct CatalogIndexRequest: ValueObservationQueryable {
     }
 }
 
-/// What requests read from the catalog: an in-memory view kept current by
-/// a live query, so that authenticating a request and checking that its
-/// tenant exists cost no database access.
+/// The embedded catalog (single-server mode) as requests read it: an
+/// in-memory view kept current by a live query, so that authenticating a
+/// request and checking that its tenant exists cost no database access.
 ///
 /// The server's own catalog writes wait until the view shows them before
 /// they are acknowledged: a client that created a tenant or rotated a
 /// token can use the result at once.
-final class CatalogView: Sendable {
+final class CatalogView: TenantCatalog {
     /// The catalog's one writer: every write goes through its checked
     /// transitions.
     let catalog: CatalogRepository
@@ -45,44 +44,37 @@ final class CatalogView: Sendable {
 
     var index: CatalogIndex { query.value }
 
-    /// A token that signed a tenant in, remembered in memory only (the
-    /// catalog keeps hashes): the next request with it costs a
-    /// constant-time compare, not a SHA-256. Valid while the tenant's
-    /// hash in the catalog is still `hash`: a rotation voids it.
-    private struct SignIn {
-        var token: [UInt8]
-        var tenantID: String
-        var hash: String
-    }
-
-    /// Remembered sign-ins, by the first 16 hex digits of their token (a
-    /// lookup key, not a secret check: the whole token is compared).
-    private let signIns = Mutex<[UInt64: SignIn]>([:])
+    private let signIns = SignInCache()
 
     /// The tenant signed in by `token`, if any.
     func tenant(forToken token: String) -> Tenant? {
-        guard let key = Tokens.lookupKey(token) else { return nil }
         let index = query.value
-        if let signIn = signIns.withLock({ $0[key] }),
-           Tokens.bytesEqual(signIn.token, token.utf8),
-           let tenant = index.tenants[signIn.tenantID], tenant.tokenHash == signIn.hash {
-            return tenant
-        }
-        let hash = Tokens.hash(token)
-        guard let id = index.idsByTokenHash[hash], let tenant = index.tenants[id] else { return nil }
-        signIns.withLock { signIns in
-            // Rotated-out tokens stay until their key is reused; sweep
-            // them when they could outnumber the live ones.
-            if signIns.count > 2 * index.tenants.count + 64 {
-                signIns = signIns.filter { index.tenants[$0.value.tenantID]?.tokenHash == $0.value.hash }
-            }
-            signIns[key] = SignIn(token: Array(token.utf8), tenantID: id, hash: hash)
-        }
-        return tenant
+        return signIns.tenant(
+            forToken: token, tenantCount: index.tenants.count,
+            byHash: { index.idsByTokenHash[$0].flatMap { index.tenants[$0] } },
+            byID: { index.tenants[$0] })
     }
 
     func tenant(_ id: String) -> Tenant? {
         query.value.tenants[id]
+    }
+
+    func allTenants() -> [Tenant] {
+        query.value.tenants.values.sorted { $0.id < $1.id }
+    }
+
+    func create(_ tenant: Tenant, provision: @escaping @Sendable () async throws -> Void) async throws -> Tenant {
+        if self.tenant(tenant.id) != nil { throw CatalogError.tenantExists(tenant.id) }
+        try await provision()
+        try await catalog.insert(tenant)
+        try await waitUntil { $0.tenants[tenant.id]?.tokenHash == tenant.tokenHash }
+        return tenant
+    }
+
+    func setTokenHash(_ hash: String, of id: String) async throws -> Tenant? {
+        guard let tenant = try await catalog.setTokenHash(hash, of: id) else { return nil }
+        try await waitUntil { $0.tenants[id]?.tokenHash == hash }
+        return tenant
     }
 
     /// Waits until the view satisfies `condition` (after a catalog write

@@ -16,7 +16,6 @@ import Hummingbird
 struct TenantMiddleware: RouterMiddleware {
     typealias Context = ServerRequestContext
     let state: ServerState
-    let moves: TenantMoves
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let ready = try state.requireReady()
@@ -26,8 +25,6 @@ struct TenantMiddleware: RouterMiddleware {
         guard case let .tenant(signedIn) = try context.requireSignedIn(), signedIn.id == requested else {
             throw HTTPError(.notFound, message: "Unknown tenant \(requested).")
         }
-        // A moved tenant redirects, a moving one refuses writes (Moves/).
-        try moves.admit(request, tenant: requested)
         let lease: TenantLease<ActiveTenant>
         do {
             lease = try await ready.directory.lease(try TenantID(requested))

@@ -17,7 +17,8 @@ import Tracing
 /// When on, the tracer is bootstrapped as the process's tracer, which an
 /// executable does once: Hummingbird's `TracingMiddleware` (one span per
 /// request, from the W3C `traceparent` it receives) and AsyncHTTPClient
-/// (one client span per request to a peer server, whose `traceparent` it
+/// (one client span per request forwarded to a tenant's owner in fleet
+/// mode, whose `traceparent` it
 /// injects) find it there. The library gets the same tracer explicitly
 /// (`DatabaseService(tracer:)`): its spans hang under each request's.
 struct ServerTracing {

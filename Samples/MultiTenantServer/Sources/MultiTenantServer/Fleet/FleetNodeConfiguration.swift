@@ -1,0 +1,64 @@
+import Foundation
+import GRDBRegistry
+import GRDBRegistryService
+
+/// The registry configuration of a fleet node's data directory: its
+/// tenants (no embedded catalog: the catalog is the fleet's, in
+/// PostgreSQL), keyed from `MTS_MASTER_KEY` (the same on every node), and
+/// replicated to the shared replica store, each tenant under its epoch.
+///
+/// The first start writes `<data>/registry.json` (which `registryctl
+/// --config` reads too); later starts check that the file is a fleet
+/// node's, replicating to the same store, and bring its
+/// acknowledgements and encrypted backup interval up to the command
+/// line's (and its Litestream executable).
+///
+/// ```swift
+/// let configuration = try FleetNodeConfiguration.load(file: data.appendingPathComponent("registry.json"), data: data, mode: mode)
+/// ```
+enum FleetNodeConfiguration {
+    static func load(file: URL, data: URL, mode: FleetMode) throws -> RegistryConfiguration {
+        if !FileManager.default.fileExists(atPath: file.path) {
+            try make(data: data, mode: mode).fileContents(relativeTo: data).write(to: file)
+        }
+        var configuration = try RegistryConfiguration.load(contentsOf: file)
+        if configuration.databases.contains(where: { $0.name == "catalog" }) {
+            throw UsageError(message: "\(data.path) is the data directory of a single server (its registry.json has an embedded catalog, whose tenants the fleet does not know): give this fleet node a data directory of its own")
+        }
+        guard var replication = configuration.replication,
+              let directory = replication.replicaDirectory,
+              URL(fileURLWithPath: directory).standardizedFileURL.path == mode.replicaStore else {
+            throw UsageError(message: "\(file.path) replicates to \(configuration.replication?.replica ?? "nothing"), not to the replica store \(mode.replicaStore): a node's tenants must replicate where the other nodes restore them from. Give the same --replica-store as before, or a data directory of its own")
+        }
+        let acknowledgements: RegistryConfiguration.Replication.Acknowledgements = mode.acknowledgements == .durable ? .durable : .asynchronous
+        if replication.acknowledgements != acknowledgements || replication.encryptedBackupInterval != mode.encryptedBackupInterval || replication.litestream != mode.litestream {
+            replication.acknowledgements = acknowledgements
+            replication.encryptedBackupInterval = mode.encryptedBackupInterval
+            replication.litestream = mode.litestream
+            configuration.replication = replication
+            // What registryctl reads says what the server does.
+            try configuration.fileContents(relativeTo: data).write(to: file, options: .atomic)
+        }
+        return configuration
+    }
+
+    static func make(data: URL, mode: FleetMode) throws -> RegistryConfiguration {
+        let migrations = data.appendingPathComponent("migrations")
+        var configuration = RegistryConfiguration(
+            databases: [],
+            tenants: .init(
+                root: data.appendingPathComponent("tenants").path, migrations: migrations.appendingPathComponent("players").path,
+                maxOpen: 256, masterKey: .environment("MTS_MASTER_KEY"), allowPlaintextTenants: true),
+            shutdownTimeout: .seconds(5))
+        configuration.replication = RegistryConfiguration.Replication(
+            replica: "file://" + mode.replicaStore, litestream: mode.litestream,
+            // In a fleet, an encrypted tenant's backups go to its epoch's
+            // folder in the replica store (the replicator's placement);
+            // this local folder is only where the configuration's
+            // loader, which knows no placement, wants them to go.
+            encryptedBackupDirectory: data.appendingPathComponent("encrypted-backups").path,
+            encryptedBackupInterval: mode.encryptedBackupInterval,
+            acknowledgements: mode.acknowledgements == .durable ? .durable : .asynchronous)
+        return configuration
+    }
+}

@@ -1,0 +1,186 @@
+import Foundation
+
+/// The settings of fleet mode, from the command line and the environment
+/// (arguments override): the server joins a fleet whose catalog,
+/// placement and leases live in PostgreSQL.
+///
+/// | Argument | Variable | Default | What |
+/// |---|---|---|---|
+/// | `--fleet URL` | `MTS_FLEET` | (single-server mode) | `postgres://user[:password]@host:port/database` |
+/// | `--node-id ID` | `MTS_NODE_ID` | required | this node's id, `[a-z0-9-]{1,63}` |
+/// | `--advertise URL` | `MTS_ADVERTISE` | `http(s)://<host>:<port>` | where the other nodes forward this node's tenants' requests |
+/// | `--replica-store DIR` | `MTS_REPLICA_STORE` | required | a folder every node shares: Litestream `file` replicas and encrypted backups |
+/// | `--acknowledge async\|durable` | `MTS_ACKNOWLEDGE` | `async` | `durable`: a write is answered once its transaction is in the replica |
+/// | `--lease-seconds S` | `MTS_LEASE_SECONDS` | 2 | the lease of a node on its tenants |
+/// | `--restore eager\|on-first-request` | `MTS_RESTORE` | `eager` | when a claimed tenant is restored |
+/// | `--encrypted-backup-seconds S` | `MTS_ENCRYPTED_BACKUP_SECONDS` | 5 | how often an encrypted tenant's encrypted backup runs: its loss window |
+/// | `--litestream PATH` | `MTS_LITESTREAM` | `litestream` (on `PATH`) | the Litestream 0.5 executable each node runs |
+///
+/// Fleet mode also needs `MTS_OPERATOR_TOKEN` and `MTS_MASTER_KEY`, the
+/// same on every node: a key file per node would make an encrypted
+/// tenant unreadable anywhere else, and an operator token per node would
+/// fail on whichever node a load balancer picks.
+///
+/// ```swift
+/// var fleet = FleetSettings(environment: ["MTS_FLEET": "postgres://fleet@127.0.0.1:5432/fleet", "MTS_NODE_ID": "n1"])
+/// _ = try fleet.parse("--replica-store", &iterator)
+/// let settings = try fleet.validated(environment: environment, defaultAdvertise: "http://127.0.0.1:8080")
+/// ```
+struct FleetSettings: Sendable, Equatable {
+    enum Acknowledgements: String, Sendable, Equatable {
+        case asynchronous = "async"
+        case durable
+    }
+
+    enum Restore: String, Sendable, Equatable {
+        case eager
+        case onFirstRequest = "on-first-request"
+    }
+
+    var postgres: String?
+    var nodeID: String?
+    var advertise: String?
+    var replicaStore: String?
+    var acknowledgements = Acknowledgements.asynchronous
+    var leaseSeconds = 2.0
+    var restore = Restore.eager
+    var encryptedBackupSeconds = 5
+    var litestream = "litestream"
+
+    /// The fleet options given on the command line or in the environment,
+    /// for the refusal of one given without `--fleet`.
+    private var given: [String] = []
+
+    init(environment: [String: String]) throws {
+        func value(_ variable: String) -> String? {
+            guard let value = environment[variable], !value.isEmpty else { return nil }
+            return value
+        }
+        postgres = value("MTS_FLEET")
+        if let node = value("MTS_NODE_ID") { nodeID = node; given.append("MTS_NODE_ID") }
+        if let address = value("MTS_ADVERTISE") { advertise = address; given.append("MTS_ADVERTISE") }
+        if let store = value("MTS_REPLICA_STORE") { replicaStore = store; given.append("MTS_REPLICA_STORE") }
+        if let mode = value("MTS_ACKNOWLEDGE") { try setAcknowledgements(mode, from: "MTS_ACKNOWLEDGE") }
+        if let lease = value("MTS_LEASE_SECONDS") { try setLease(lease, from: "MTS_LEASE_SECONDS") }
+        if let restore = value("MTS_RESTORE") { try setRestore(restore, from: "MTS_RESTORE") }
+        if let seconds = value("MTS_ENCRYPTED_BACKUP_SECONDS") { try setEncryptedBackup(seconds, from: "MTS_ENCRYPTED_BACKUP_SECONDS") }
+        if let path = value("MTS_LITESTREAM") { litestream = path; given.append("MTS_LITESTREAM") }
+    }
+
+    /// Takes `argument` (and its value from `iterator`) if it is a fleet
+    /// option; false for any other argument.
+    mutating func parse(_ argument: String, _ iterator: inout IndexingIterator<[String]>) throws -> Bool {
+        func value() throws -> String {
+            guard let value = iterator.next() else { throw UsageError(message: "\(argument) needs a value") }
+            return value
+        }
+        switch argument {
+        case "--fleet": postgres = try value()
+        case "--node-id": nodeID = try value(); given.append(argument)
+        case "--advertise": advertise = try value(); given.append(argument)
+        case "--replica-store": replicaStore = try value(); given.append(argument)
+        case "--acknowledge": try setAcknowledgements(try value(), from: argument)
+        case "--lease-seconds": try setLease(try value(), from: argument)
+        case "--restore": try setRestore(try value(), from: argument)
+        case "--encrypted-backup-seconds": try setEncryptedBackup(try value(), from: argument)
+        case "--litestream": litestream = try value(); given.append(argument)
+        default: return false
+        }
+        return true
+    }
+
+    private mutating func setAcknowledgements(_ text: String, from source: String) throws {
+        guard let mode = Acknowledgements(rawValue: text) else {
+            throw UsageError(message: "\(source) takes async or durable, not \(text)")
+        }
+        acknowledgements = mode
+        given.append(source)
+    }
+
+    private mutating func setLease(_ text: String, from source: String) throws {
+        // Below 0.5 s a renew every lease/4 would be faster than the
+        // round trips of a loaded PostgreSQL; the fleet checks the
+        // measured round trip against the lease at start as well.
+        guard let seconds = Double(text), seconds.isFinite, (0.5...3600).contains(seconds) else {
+            throw UsageError(message: "\(source) takes a number of seconds from 0.5 to 3600, not \(text)")
+        }
+        leaseSeconds = seconds
+        given.append(source)
+    }
+
+    private mutating func setRestore(_ text: String, from source: String) throws {
+        guard let restore = Restore(rawValue: text) else {
+            throw UsageError(message: "\(source) takes eager or on-first-request, not \(text)")
+        }
+        self.restore = restore
+        given.append(source)
+    }
+
+    private mutating func setEncryptedBackup(_ text: String, from source: String) throws {
+        guard let seconds = Int(text), seconds >= 1 else {
+            throw UsageError(message: "\(source) takes a whole number of seconds, 1 or more, not \(text)")
+        }
+        encryptedBackupSeconds = seconds
+        given.append(source)
+    }
+
+    /// Fleet mode, checked: nil in single-server mode (no `--fleet`).
+    ///
+    /// - throws: ``UsageError`` naming what is missing or wrong: a fleet
+    ///   option without `--fleet`, no node id or replica store, no shared
+    ///   operator token or master key, an advertised address that is not
+    ///   a bare `http(s)://host:port`.
+    func validated(environment: [String: String], defaultAdvertise: String) throws -> FleetMode? {
+        guard let postgres else {
+            if let option = given.first {
+                throw UsageError(message: "\(option) is a fleet option: give --fleet postgres://… (or MTS_FLEET) too, or leave it out for a single server")
+            }
+            return nil
+        }
+        guard postgres.hasPrefix("postgres://") || postgres.hasPrefix("postgresql://") else {
+            throw UsageError(message: "--fleet takes a PostgreSQL URL, postgres://user[:password]@host:port/database, not \(postgres)")
+        }
+        guard let nodeID else {
+            throw UsageError(message: "fleet mode needs --node-id (or MTS_NODE_ID): a name for this server, unique in the fleet, such as n1")
+        }
+        guard MoveRequest.isNodeID(nodeID) else {
+            throw UsageError(message: "--node-id takes 1 to 63 of a-z, 0-9 and -, not \(nodeID)")
+        }
+        guard let replicaStore else {
+            throw UsageError(message: "fleet mode needs --replica-store DIR (or MTS_REPLICA_STORE): a folder every node reaches, where tenants' replicas go so that another node can serve them")
+        }
+        guard replicaStore.hasPrefix("/") else {
+            throw UsageError(message: "--replica-store takes an absolute path (every node must name the same folder), not \(replicaStore)")
+        }
+        for variable in [SharedToken.variable, "MTS_MASTER_KEY"] where (environment[variable] ?? "").isEmpty {
+            throw UsageError(message: "fleet mode needs \(variable) in the environment, the same on every node: \(variable == "MTS_MASTER_KEY" ? "a key file per node would make encrypted tenants unreadable on the others" : "a token file per node would fail on whichever node a load balancer picks")")
+        }
+        let advertise = advertise ?? defaultAdvertise
+        guard let url = URL(string: advertise), ["http", "https"].contains(url.scheme ?? ""), url.host != nil, url.port != nil,
+              url.path.isEmpty || url.path == "/", url.query == nil, url.user == nil else {
+            throw UsageError(message: "--advertise takes the base URL the other nodes reach this one at, http(s)://host:port, not \(advertise)")
+        }
+        var base = advertise
+        while base.hasSuffix("/") { base.removeLast() }
+        return FleetMode(
+            postgres: postgres, nodeID: nodeID, advertise: base, replicaStore: URL(fileURLWithPath: replicaStore).standardizedFileURL.path,
+            acknowledgements: acknowledgements, lease: .milliseconds(Int64(leaseSeconds * 1000)), restore: restore,
+            encryptedBackupInterval: .seconds(encryptedBackupSeconds), litestream: litestream)
+    }
+}
+
+/// Fleet mode's checked settings (``FleetSettings/validated(environment:defaultAdvertise:)``).
+struct FleetMode: Sendable, Equatable {
+    var postgres: String
+    var nodeID: String
+    /// `http(s)://host:port`, without a trailing slash.
+    var advertise: String
+    /// An absolute, standardized path.
+    var replicaStore: String
+    var acknowledgements: FleetSettings.Acknowledgements
+    var lease: Duration
+    var restore: FleetSettings.Restore
+    var encryptedBackupInterval: Duration
+    /// The `litestream` executable: a path, or a name found on `PATH`.
+    var litestream: String
+}

@@ -1,0 +1,201 @@
+import AsyncHTTPClient
+import Foundation
+import GRDBRegistry
+import GRDBRegistryFleet
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import NIOHTTP1
+
+/// Fleet mode: every node answers every tenant. On a tenant's routes,
+/// this middleware asks the fleet where the tenant is served
+/// (`Fleet.route`): here (the request goes on), on another node (the
+/// request is reverse-proxied there, keeping the client's connection), or
+/// nowhere for now (503 naming why).
+///
+/// The proxy streams both ways (bodies are never collected: uploads and
+/// event streams pass through as they come), drops the hop-by-hop header
+/// fields, and adds `X-MTS-Forwarded: <this node>`. A request that
+/// already carries that field is never forwarded again: two nodes that
+/// disagree about placement for a moment answer `503 Retry-After: 1`
+/// rather than bounce a request between them. A client that sends
+/// `Prefer: redirect` gets `307` with the owner's URL instead (it talks
+/// to the owner itself from then on).
+///
+/// Authentication happens here first (the token hash is in PostgreSQL,
+/// so every node checks it): a request that does not sign in as the
+/// tenant (or, on operator routes, as the operator) is refused on this
+/// node and never forwarded. The proxied request keeps `Authorization`,
+/// which the owner checks again.
+///
+/// ```swift
+/// let tenant = router.group("tenants/:tenant")
+///     .add(middleware: TenantForwarder(audience: .tenant, nodeID: "n1", client: client) { try await fleet.route($0) })
+///     .add(middleware: TenantMiddleware(state: state))
+/// ```
+struct TenantForwarder: RouterMiddleware {
+    typealias Context = ServerRequestContext
+
+    /// Who may send the requests of the routes it guards.
+    enum Audience: Sendable {
+        /// The tenant of the path, signed in with its own token.
+        case tenant
+        /// The operator.
+        case `operator`
+    }
+
+    /// The header field a forwarded request carries: the forwarding node.
+    static let forwardedField = HTTPField.Name("X-MTS-Forwarded")!
+
+    /// How long the owner has to send the head of its answer. The body
+    /// (an event stream) is not bounded: it streams while both ends do.
+    static let responseHeadTimeout = TimeAmount.seconds(30)
+
+    let audience: Audience
+    /// This node's id, for `X-MTS-Forwarded`.
+    let nodeID: String
+    /// One client for every forwarded request of the node (its connection
+    /// pool to the other nodes). It follows no redirect: an owner's answer
+    /// goes back to the client as it is.
+    let client: HTTPClient
+    /// Where tenant `id` is served (`Fleet.route`).
+    let route: @Sendable (TenantID) async throws -> TenantRoute
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        let requested = try context.parameters.require("tenant")
+        switch (audience, try context.requireSignedIn()) {
+        case (.operator, .operator): break
+        case (.operator, .tenant): throw HTTPError(.forbidden, message: "This route needs the operator token.")
+        case let (.tenant, .tenant(tenant)) where tenant.id == requested: break
+        // A token of another tenant gets the same 404 as a tenant that
+        // does not exist (TenantMiddleware).
+        case (.tenant, _): throw HTTPError(.notFound, message: "Unknown tenant \(requested).")
+        }
+        guard let id = try? TenantID(requested) else {
+            throw HTTPError(.notFound, message: "Unknown tenant \(requested).")
+        }
+        switch try await route(id) {
+        case .local:
+            return try await next(request, context)
+        case let .unavailable(reason):
+            throw TenantUnavailable(tenant: requested, reason: reason)
+        case let .remote(node, address):
+            if let from = request.headers[Self.forwardedField] {
+                // Placement moved while the request travelled, or two nodes
+                // disagree for a renew interval: the client retries.
+                throw ForwardingRefused(message: "Tenant \(requested) is served by node \(node), and this request was already forwarded (by \(from)): placement is changing, retry in \(TenantWritesPaused.retryAfterSeconds) s.")
+            }
+            if Self.prefersRedirect(request.headers) {
+                return Self.redirect(to: address + request.uri.description)
+            }
+            return try await proxy(request, to: address, node: node, tenant: requested)
+        }
+    }
+
+    /// Whether the client asked for a redirect (`Prefer: redirect`, RFC
+    /// 7240 syntax: a comma-separated list, parameters after `;`).
+    static func prefersRedirect(_ headers: HTTPFields) -> Bool {
+        headers[values: HTTPField.Name("Prefer")!].contains { value in
+            value.split(separator: ",").contains { $0.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased() == "redirect" }
+        }
+    }
+
+    static func redirect(to location: String) -> Response {
+        var headers = HTTPFields()
+        headers[.location] = location
+        headers[.contentType] = "application/json; charset=utf-8"
+        let body = (try? JSONEncoder().encode(["error": ["message": "This tenant is served at \(location)"]])) ?? Data()
+        return Response(status: .temporaryRedirect, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: body)))
+    }
+
+    /// The header fields that concern one connection, never forwarded
+    /// (RFC 9110 section 7.6.1), with `Host` (the client sets the owner's)
+    /// and the body framing (the client frames the body it sends).
+    static let hopByHop: Set<String> = [
+        "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection",
+        "te", "trailer", "transfer-encoding", "upgrade", "host",
+    ]
+
+    /// `fields`, without the hop-by-hop ones and those that `Connection`
+    /// names.
+    static func endToEnd(_ fields: HTTPFields, dropping extra: Set<String> = []) -> [(name: String, value: String)] {
+        let named = Set(fields[values: .connection].flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces).lowercased() })
+        return fields.compactMap { field in
+            let name = field.name.canonicalName
+            if hopByHop.contains(name) || named.contains(name) || extra.contains(name) { return nil }
+            return (field.name.rawName, field.value)
+        }
+    }
+
+    private func proxy(_ request: Request, to address: String, node: String, tenant: String) async throws -> Response {
+        var outbound = HTTPClientRequest(url: address + request.uri.description)
+        outbound.method = HTTPMethod(rawValue: request.method.rawValue)
+        for field in Self.endToEnd(request.headers, dropping: ["content-length", Self.forwardedField.canonicalName]) {
+            outbound.headers.add(name: field.name, value: field.value)
+        }
+        outbound.headers.add(name: Self.forwardedField.rawName, value: nodeID)
+        if request.method != .get && request.method != .head {
+            let length = request.headers[.contentLength].flatMap(Int64.init)
+            outbound.body = .stream(request.body, length: length.map { .known($0) } ?? .unknown)
+        }
+        let response: HTTPClientResponse
+        do {
+            response = try await client.execute(outbound, timeout: Self.responseHeadTimeout)
+        } catch {
+            // The owner is down or cut off: its lease lapses within the
+            // lease, and another node claims the tenant.
+            throw ForwardingRefused(message: "Tenant \(tenant) is served by node \(node), which does not answer (\(Self.describe(error))): retry in \(TenantWritesPaused.retryAfterSeconds) s.")
+        }
+        var headers = HTTPFields()
+        for field in Self.endToEnd(response.headers.reduce(into: HTTPFields()) { fields, header in
+            if let name = HTTPField.Name(header.name) { fields.append(HTTPField(name: name, value: header.value)) }
+        }) {
+            if let name = HTTPField.Name(field.name) { headers.append(HTTPField(name: name, value: field.value)) }
+        }
+        return Response(
+            status: HTTPResponse.Status(code: Int(response.status.code), reasonPhrase: response.status.reasonPhrase),
+            headers: headers,
+            body: ResponseBody(asyncSequence: response.body))
+    }
+
+    private static func describe(_ error: any Error) -> String {
+        if let error = error as? HTTPClientError { return "\(error)" }
+        return String(describing: type(of: error))
+    }
+}
+
+/// 503 naming why a tenant can't be served now (its owner lost its lease
+/// and nobody claimed it yet, its restore failed, its replica is missing):
+/// nothing is fabricated in its place. `Retry-After: 1`: most of these
+/// last a renew interval or two (a failed restore is retried by the
+/// fleet after a backoff).
+struct TenantUnavailable: ClientFacingError, CustomStringConvertible {
+    var tenant: String
+    var reason: String
+    var status: HTTPResponse.Status { .serviceUnavailable }
+    var description: String { "Tenant \(tenant) is unavailable: \(reason)" }
+
+    func response(from request: Request, context: some RequestContext) throws -> Response {
+        var headers = HTTPFields()
+        headers[.retryAfter] = "\(TenantWritesPaused.retryAfterSeconds)"
+        headers[.contentType] = "application/json; charset=utf-8"
+        let body = try JSONEncoder().encode(["error": ["message": description]])
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: body)))
+    }
+}
+
+/// 503 with `Retry-After: 1`: a request this node can't serve or forward
+/// now (a forwarding loop, an owner that doesn't answer).
+struct ForwardingRefused: ClientFacingError, CustomStringConvertible {
+    var message: String
+    var status: HTTPResponse.Status { .serviceUnavailable }
+    var description: String { message }
+
+    func response(from request: Request, context: some RequestContext) throws -> Response {
+        var headers = HTTPFields()
+        headers[.retryAfter] = "\(TenantWritesPaused.retryAfterSeconds)"
+        headers[.contentType] = "application/json; charset=utf-8"
+        let body = try JSONEncoder().encode(["error": ["message": message]])
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: body)))
+    }
+}

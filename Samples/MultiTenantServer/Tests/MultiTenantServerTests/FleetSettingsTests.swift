@@ -1,0 +1,73 @@
+import Foundation
+@testable import MultiTenantServer
+import Testing
+
+/// Fleet mode's settings: single-server mode stays the default, and each
+/// incomplete or unsafe fleet setting is refused with what to give.
+@Suite struct FleetSettingsTests {
+    static let shared = ["MTS_OPERATOR_TOKEN": String(repeating: "o", count: 40), "MTS_MASTER_KEY": String(repeating: "ab", count: 32)]
+
+    func settings(_ arguments: [String], _ environment: [String: String] = FleetSettingsTests.shared) throws -> ServerSettings {
+        try ServerSettings(arguments: arguments, environment: environment)
+    }
+
+    func refusal(_ arguments: [String], _ environment: [String: String] = FleetSettingsTests.shared) -> String {
+        do {
+            _ = try settings(arguments, environment)
+            return "accepted"
+        } catch let error as UsageError {
+            return error.message
+        } catch {
+            return "\(error)"
+        }
+    }
+
+    static let complete = ["--fleet", "postgres://fleet@127.0.0.1:5432/fleet", "--node-id", "n1", "--replica-store", "/srv/replica", "--port", "8081"]
+
+    @Test func noFleetOptionIsSingleServerMode() throws {
+        #expect(try settings([], [:]).fleet == nil)
+    }
+
+    @Test func aCompleteFleetNodeGetsItsDefaults() throws {
+        let fleet = try #require(try settings(Self.complete).fleet)
+        #expect(fleet == FleetMode(
+            postgres: "postgres://fleet@127.0.0.1:5432/fleet", nodeID: "n1", advertise: "http://127.0.0.1:8081",
+            replicaStore: "/srv/replica", acknowledgements: .asynchronous, lease: .seconds(2), restore: .eager,
+            encryptedBackupInterval: .seconds(5), litestream: "litestream"))
+    }
+
+    @Test func theEnvironmentGivesDefaultsThatArgumentsOverride() throws {
+        let environment = Self.shared.merging([
+            "MTS_FLEET": "postgres://fleet@db:5432/fleet", "MTS_NODE_ID": "n2", "MTS_REPLICA_STORE": "/srv/r",
+            "MTS_ACKNOWLEDGE": "durable", "MTS_LEASE_SECONDS": "4", "MTS_RESTORE": "on-first-request",
+            "MTS_ADVERTISE": "http://10.0.0.2:8080/", "MTS_ENCRYPTED_BACKUP_SECONDS": "1", "MTS_LITESTREAM": "/opt/litestream",
+        ]) { $1 }
+        let fleet = try #require(try settings(["--node-id", "n3", "--acknowledge", "async"], environment).fleet)
+        #expect(fleet.nodeID == "n3")
+        #expect(fleet.acknowledgements == .asynchronous)
+        #expect(fleet.lease == .seconds(4))
+        #expect(fleet.restore == .onFirstRequest)
+        #expect(fleet.advertise == "http://10.0.0.2:8080")
+        #expect(fleet.encryptedBackupInterval == .seconds(1))
+        #expect(fleet.litestream == "/opt/litestream")
+    }
+
+    @Test func incompleteOrUnsafeFleetSettingsAreRefused() {
+        #expect(refusal(["--node-id", "n1"]).contains("--node-id is a fleet option: give --fleet"))
+        #expect(refusal(["--fleet", "mysql://x"]).contains("takes a PostgreSQL URL"))
+        #expect(refusal(["--fleet", "postgres://db/fleet", "--replica-store", "/r"]).contains("needs --node-id"))
+        #expect(refusal(["--fleet", "postgres://db/fleet", "--node-id", "N1", "--replica-store", "/r"]).contains("--node-id takes 1 to 63 of a-z"))
+        #expect(refusal(["--fleet", "postgres://db/fleet", "--node-id", "n1"]).contains("needs --replica-store"))
+        #expect(refusal(["--fleet", "postgres://db/fleet", "--node-id", "n1", "--replica-store", "relative"]).contains("absolute path"))
+        #expect(refusal(Self.complete, ["MTS_MASTER_KEY": "k"]).contains("needs MTS_OPERATOR_TOKEN"))
+        #expect(refusal(Self.complete, ["MTS_OPERATOR_TOKEN": "t"]).contains("needs MTS_MASTER_KEY"))
+        #expect(refusal(Self.complete + ["--acknowledge", "sometimes"]).contains("takes async or durable"))
+        #expect(refusal(Self.complete + ["--lease-seconds", "0.1"]).contains("from 0.5 to 3600"))
+        #expect(refusal(Self.complete + ["--restore", "lazy"]).contains("takes eager or on-first-request"))
+        #expect(refusal(Self.complete + ["--encrypted-backup-seconds", "0"]).contains("1 or more"))
+        #expect(refusal(Self.complete + ["--advertise", "http://10.0.0.1:8080/api"]).contains("--advertise takes the base URL"))
+        #expect(refusal(Self.complete + ["--advertise", "10.0.0.1:8080"]).contains("--advertise takes the base URL"))
+        #expect(refusal(Self.complete + ["--port", "0"]).contains("--port 0 picks a port the other nodes"))
+        #expect(refusal(Self.complete + ["--port", "0", "--advertise", "http://127.0.0.1:9000"]) == "accepted")
+    }
+}

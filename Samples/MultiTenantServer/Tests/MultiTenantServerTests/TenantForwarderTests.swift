@@ -1,0 +1,266 @@
+import AsyncHTTPClient
+import Foundation
+import GRDBRegistryFleet
+import HTTPTypes
+import Hummingbird
+@testable import MultiTenantServer
+import NIOCore
+import NIOHTTP1
+import Synchronization
+import Testing
+
+/// The forwarder between two real HTTP servers in this process (a front
+/// node and an owner), over real connections with AsyncHTTPClient: what it
+/// forwards, what it refuses, and when it redirects. Placement is the
+/// input here (a fixed route); the fleet's tests cover how it is decided,
+/// and the fleet scripts run it across real server processes.
+@Suite struct TenantForwarderTests {
+    static let acme = Tenant(id: "acme", name: "Acme", encrypted: false, createdAt: Date(timeIntervalSince1970: 0), tokenHash: nil)
+
+    /// Signs every request in as tenant `acme`, as BearerAuthenticator
+    /// would for its token.
+    struct SignedInAsAcme: RouterMiddleware {
+        typealias Context = ServerRequestContext
+        func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+            var context = context
+            context.identity = request.headers[.authorization] == nil ? nil : .tenant(TenantForwarderTests.acme)
+            return try await next(request, context)
+        }
+    }
+
+    /// What the owner saw of the last request, as JSON.
+    struct Seen: ResponseEncodable, Decodable {
+        var method: String
+        var uri: String
+        var forwardedBy: String?
+        var authorization: String?
+        var connectionHeader: String?
+        var custom: String?
+        var body: String
+    }
+
+    /// The owner: echoes what it received; `…/stream` sends events until
+    /// the client goes away.
+    static func owner(hits: Counter) -> Router<BasicRequestContext> {
+        let router = Router()
+        router.add(middleware: CountingMiddleware(hits: hits))
+        router.on("tenants/acme/echo", method: .post) { request, context -> Seen in
+            let body = try await request.body.collect(upTo: 1 << 20)
+            return Seen(
+                method: request.method.rawValue, uri: request.uri.description,
+                forwardedBy: request.headers[TenantForwarder.forwardedField],
+                authorization: request.headers[.authorization],
+                connectionHeader: request.headers[.connection],
+                custom: request.headers[HTTPField.Name("X-Custom")!],
+                body: String(buffer: body))
+        }
+        router.get("tenants/acme/stream") { _, _ -> Response in
+            var headers = HTTPFields()
+            headers[.contentType] = "text/event-stream"
+            return Response(status: .ok, headers: headers, body: ResponseBody { writer in
+                var index = 0
+                while !Task.isCancelled {
+                    try await writer.write(ByteBuffer(string: "data: \(index)\n\n"))
+                    index += 1
+                    try await Task.sleep(for: .milliseconds(100))
+                }
+                try await writer.finish(nil)
+            })
+        }
+        return router
+    }
+
+    final class Counter: Sendable {
+        private let value = Mutex(0)
+        func increment() { value.withLock { $0 += 1 } }
+        var count: Int { value.withLock { $0 } }
+    }
+
+    struct CountingMiddleware<Context: RequestContext>: RouterMiddleware {
+        let hits: Counter
+        func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+            hits.increment()
+            return try await next(request, context)
+        }
+    }
+
+    /// The front node: the same routes as the owner (a middleware runs
+    /// on the routes of its group), served here only when `route` says so.
+    static func front(route: TenantRoute, client: HTTPClient) -> Router<ServerRequestContext> {
+        let router = Router(context: ServerRequestContext.self)
+        router.add(middleware: SignedInAsAcme())
+        router.group("tenants/:tenant")
+            .add(middleware: TenantForwarder(audience: .tenant, nodeID: "n1", client: client) { _ in route })
+            .get("here") { _, _ in "served by the front" }
+            .post("echo") { _, _ in "served by the front" }
+            .get("stream") { _, _ in "served by the front" }
+        return router
+    }
+
+    /// Runs `router` on a free loopback port for the duration of `body`.
+    static func serving<Context: RequestContext, R: Sendable>(_ router: Router<Context>, _ body: (String) async throws -> R) async throws -> R where Context.Source == ApplicationRequestContextSource {
+        let (ports, continuation) = AsyncStream<Int>.makeStream()
+        let app = Application(
+            router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+            onServerRunning: { channel in continuation.yield(channel.localAddress?.port ?? 0) })
+        return try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await app.run() }
+            var iterator = ports.makeAsyncIterator()
+            guard let port = await iterator.next() else { throw CancellationError() }
+            defer { group.cancelAll() }
+            return try await body("http://127.0.0.1:\(port)")
+        }
+    }
+
+    static func withClient<R>(_ body: (HTTPClient) async throws -> R) async throws -> R {
+        // The server's own forwarding client (which follows no redirect).
+        let client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: FleetNode.forwardingClientConfiguration)
+        do {
+            let result = try await body(client)
+            try await client.shutdown()
+            return result
+        } catch {
+            try? await client.shutdown()
+            throw error
+        }
+    }
+
+    static func request(_ url: String, method: HTTPMethod = .GET, headers: [(String, String)] = [], body: String? = nil) -> HTTPClientRequest {
+        var request = HTTPClientRequest(url: url)
+        request.method = method
+        request.headers.add(name: "Authorization", value: "Bearer mts_token")
+        for (name, value) in headers { request.headers.add(name: name, value: value) }
+        if let body { request.body = .bytes(ByteBuffer(string: body)) }
+        return request
+    }
+
+    @Test func aRemoteTenantsRequestIsProxiedToItsOwnerWithItsAuthorization() async throws {
+        let hits = Counter()
+        try await Self.withClient { client in
+            try await Self.serving(Self.owner(hits: hits)) { owner in
+                try await Self.serving(Self.front(route: .remote(node: "n2", address: owner), client: client)) { front in
+                    let response = try await client.execute(Self.request(
+                        front + "/tenants/acme/echo?x=1", method: .POST,
+                        headers: [("X-Custom", "kept"), ("Connection", "keep-alive, X-Custom")],
+                        body: String(repeating: "p", count: 100_000)), timeout: .seconds(30))
+                    #expect(response.status == .ok)
+                    let seen = try JSONDecoder().decode(Seen.self, from: try await response.body.collect(upTo: 1 << 20))
+                    #expect(seen.method == "POST")
+                    #expect(seen.uri == "/tenants/acme/echo?x=1")
+                    #expect(seen.forwardedBy == "n1")
+                    #expect(seen.authorization == "Bearer mts_token")
+                    // Hop-by-hop: Connection, and the fields it names.
+                    #expect(seen.custom == nil)
+                    #expect(seen.body.count == 100_000)
+                }
+            }
+        }
+        #expect(hits.count == 1)
+    }
+
+    @Test func aRequestAlreadyForwardedIsNeverForwardedAgain() async throws {
+        let hits = Counter()
+        try await Self.withClient { client in
+            try await Self.serving(Self.owner(hits: hits)) { owner in
+                try await Self.serving(Self.front(route: .remote(node: "n2", address: owner), client: client)) { front in
+                    let response = try await client.execute(Self.request(
+                        front + "/tenants/acme/echo", method: .POST, headers: [("X-MTS-Forwarded", "n3")], body: "{}"), timeout: .seconds(30))
+                    #expect(response.status == .serviceUnavailable)
+                    #expect(response.headers.first(name: "Retry-After") == "1")
+                    let body = String(buffer: try await response.body.collect(upTo: 1 << 20))
+                    #expect(body.contains("already forwarded (by n3)"), "\(body)")
+                }
+            }
+        }
+        #expect(hits.count == 0, "the owner was reached")
+    }
+
+    @Test func preferRedirectGets307ToTheOwner() async throws {
+        let hits = Counter()
+        try await Self.withClient { client in
+            try await Self.serving(Self.front(route: .remote(node: "n2", address: "http://10.9.8.7:8080"), client: client)) { front in
+                let response = try await client.execute(Self.request(
+                    front + "/tenants/acme/echo?since=3", method: .POST, headers: [("Prefer", "respond-async, redirect")], body: "{}"), timeout: .seconds(30))
+                #expect(response.status == .temporaryRedirect)
+                #expect(response.headers.first(name: "Location") == "http://10.9.8.7:8080/tenants/acme/echo?since=3")
+            }
+        }
+        #expect(hits.count == 0)
+    }
+
+    /// An owner that does not answer (down, cut off): 503 with
+    /// `Retry-After`, within the client's connect timeout; its lease
+    /// lapses and another node claims the tenant.
+    @Test func anOwnerThatDoesNotAnswerGets503RetryAfter() async throws {
+        // A port nobody listens on: bound, then closed.
+        let closed = try await Self.serving(Router()) { $0 }
+        try await Self.withClient { client in
+            try await Self.serving(Self.front(route: .remote(node: "n2", address: closed), client: client)) { front in
+                let start = ContinuousClock.now
+                let response = try await client.execute(Self.request(front + "/tenants/acme/here"), timeout: .seconds(30))
+                #expect(response.status == .serviceUnavailable)
+                #expect(response.headers.first(name: "Retry-After") == "1")
+                let body = String(buffer: try await response.body.collect(upTo: 1 << 20))
+                #expect(body.contains("served by node n2, which does not answer"), "\(body)")
+                #expect(ContinuousClock.now - start < .seconds(5), "the forwarder's connect timeout is 2 s")
+            }
+        }
+    }
+
+    @Test func anUnavailableTenantGets503NamingWhy() async throws {
+        try await Self.withClient { client in
+            try await Self.serving(Self.front(route: .unavailable(reason: "its replica fails its checks"), client: client)) { front in
+                let response = try await client.execute(Self.request(front + "/tenants/acme/here"), timeout: .seconds(30))
+                #expect(response.status == .serviceUnavailable)
+                let body = String(buffer: try await response.body.collect(upTo: 1 << 20))
+                #expect(body.contains("Tenant acme is unavailable: its replica fails its checks"), "\(body)")
+                #expect(response.headers.first(name: "Retry-After") == "1")
+            }
+        }
+    }
+
+    @Test func aLocalTenantIsServedHereAndAnotherTenantsTokenIsRefusedHere() async throws {
+        let hits = Counter()
+        try await Self.withClient { client in
+            try await Self.serving(Self.owner(hits: hits)) { owner in
+                try await Self.serving(Self.front(route: .local, client: client)) { front in
+                    let response = try await client.execute(Self.request(front + "/tenants/acme/here"), timeout: .seconds(30))
+                    #expect(response.status == .ok)
+                    #expect(String(buffer: try await response.body.collect(upTo: 1024)) == "served by the front")
+                }
+                try await Self.serving(Self.front(route: .remote(node: "n2", address: owner), client: client)) { front in
+                    // Signed in as acme, asking for bravo: refused on this node.
+                    let other = try await client.execute(Self.request(front + "/tenants/bravo/echo", method: .POST, body: "{}"), timeout: .seconds(30))
+                    #expect(other.status == .notFound)
+                    var anonymous = HTTPClientRequest(url: front + "/tenants/acme/echo")
+                    anonymous.method = .POST
+                    let unauthenticated = try await client.execute(anonymous, timeout: .seconds(30))
+                    #expect(unauthenticated.status == .unauthorized)
+                }
+            }
+        }
+        #expect(hits.count == 0, "a request that does not sign in as the tenant was forwarded")
+    }
+
+    /// An event stream passes through as it comes: the first event
+    /// arrives while the owner is still sending (a proxy that collected
+    /// the body would never answer), and the client going away ends it.
+    @Test func anEventStreamIsStreamedThrough() async throws {
+        let hits = Counter()
+        try await Self.withClient { client in
+            try await Self.serving(Self.owner(hits: hits)) { owner in
+                try await Self.serving(Self.front(route: .remote(node: "n2", address: owner), client: client)) { front in
+                    let response = try await client.execute(Self.request(front + "/tenants/acme/stream"), timeout: .seconds(30))
+                    #expect(response.status == .ok)
+                    #expect(response.headers.first(name: "Content-Type") == "text/event-stream")
+                    var received = ""
+                    for try await chunk in response.body {
+                        received += String(buffer: chunk)
+                        if received.contains("data: 2\n\n") { break }
+                    }
+                    #expect(received.hasPrefix("data: 0\n\n"))
+                }
+            }
+        }
+    }
+}
