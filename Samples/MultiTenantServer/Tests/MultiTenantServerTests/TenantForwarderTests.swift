@@ -90,7 +90,7 @@ import Testing
         let router = Router(context: ServerRequestContext.self)
         router.add(middleware: SignedInAsAcme())
         router.group("tenants/:tenant")
-            .add(middleware: TenantForwarder(audience: .tenant, nodeID: "n1", client: client) { _ in route })
+            .add(middleware: TenantForwarder(audience: .tenant, nodeID: "n1", client: client) { _, _ in route })
             .get("here") { _, _ in "served by the front" }
             .post("echo") { _, _ in "served by the front" }
             .get("stream") { _, _ in "served by the front" }

@@ -55,8 +55,8 @@ final class FleetNode: Sendable {
     /// The middleware of the routes of one tenant (tenant routes, or the
     /// operator's per-tenant fleet routes).
     func forwarder(audience: TenantForwarder.Audience) -> TenantForwarder {
-        TenantForwarder(audience: audience, nodeID: mode.nodeID, client: client) { [fleet] id in
-            try await fleet.route(id)
+        TenantForwarder(audience: audience, nodeID: mode.nodeID, client: client) { [fleet] id, forwarder in
+            try await fleet.route(id, forwardedBy: forwarder)
         }
     }
 

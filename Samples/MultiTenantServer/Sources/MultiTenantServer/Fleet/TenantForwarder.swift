@@ -30,7 +30,7 @@ import NIOHTTP1
 ///
 /// ```swift
 /// let tenant = router.group("tenants/:tenant")
-///     .add(middleware: TenantForwarder(audience: .tenant, nodeID: "n1", client: client) { try await fleet.route($0) })
+///     .add(middleware: TenantForwarder(audience: .tenant, nodeID: "n1", client: client) { try await fleet.route($0, forwardedBy: $1) })
 ///     .add(middleware: TenantMiddleware(state: state))
 /// ```
 struct TenantForwarder: RouterMiddleware {
@@ -51,6 +51,10 @@ struct TenantForwarder: RouterMiddleware {
     /// (an event stream) is not bounded: it streams while both ends do.
     static let responseHeadTimeout = TimeAmount.seconds(30)
 
+    /// The largest request body forwarded to an owner (1 MiB): the tenant
+    /// routes take small JSON bodies.
+    static let maximumForwardedBody = 1 << 20
+
     let audience: Audience
     /// This node's id, for `X-MTS-Forwarded`.
     let nodeID: String
@@ -59,7 +63,11 @@ struct TenantForwarder: RouterMiddleware {
     /// goes back to the client as it is.
     let client: HTTPClient
     /// Where tenant `id` is served (`Fleet.route`).
-    let route: @Sendable (TenantID) async throws -> TenantRoute
+    /// Where a tenant's request goes; the second argument is the node
+    /// that forwarded the request here (its `X-MTS-Forwarded`), if any: the
+    /// fleet then re-reads a placement it believes is elsewhere, since the
+    /// forwarder believes this node owns the tenant.
+    let route: @Sendable (TenantID, _ forwardedBy: String?) async throws -> TenantRoute
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let requested = try context.parameters.require("tenant")
@@ -74,7 +82,7 @@ struct TenantForwarder: RouterMiddleware {
         guard let id = try? TenantID(requested) else {
             throw HTTPError(.notFound, message: "Unknown tenant \(requested).")
         }
-        switch try await route(id) {
+        switch try await route(id, request.headers[Self.forwardedField]) {
         case .local:
             return try await next(request, context)
         case let .unavailable(reason):
@@ -135,8 +143,13 @@ struct TenantForwarder: RouterMiddleware {
         }
         outbound.headers.add(name: Self.forwardedField.rawName, value: nodeID)
         if request.method != .get && request.method != .head {
-            let length = request.headers[.contentLength].flatMap(Int64.init)
-            outbound.body = .stream(request.body, length: length.map { .known($0) } ?? .unknown)
+            // Collected, not streamed: AsyncHTTPClient sends a request
+            // again on another pooled connection when the first one turns
+            // out closed, and a second pass over Hummingbird's body stream
+            // is a crash (one iterator only). Bodies here are small JSON;
+            // a larger one gets 413 before anything is forwarded.
+            let body = try await request.body.collect(upTo: Self.maximumForwardedBody)
+            outbound.body = .bytes(body)
         }
         let response: HTTPClientResponse
         do {
