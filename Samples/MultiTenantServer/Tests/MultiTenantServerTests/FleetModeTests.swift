@@ -191,15 +191,38 @@ import Testing
             let direct = try await Self.send(n2.baseURL, .GET, "/tenants/acme/players", token: token, headers: [("Prefer", "redirect")])
             #expect(direct.status == 200 && direct.body.contains("Bea"), "\(direct.body)")
 
+            // An encrypted tenant moves too, from its encrypted backup in
+            // its epoch folder (the nodes share MTS_MASTER_KEY); the replica
+            // store never holds its plaintext.
+            let vaultCreated = try await Self.send(n1.baseURL, .POST, "/tenants", json: #"{"id":"vault","encrypted":true}"#, token: ServerProcess.operatorToken)
+            #expect(vaultCreated.status == 201, "\(vaultCreated.body)")
+            let vaultToken = try JSONDecoder().decode(IssuedTokenJSON.self, from: Data(vaultCreated.body.utf8)).token
+            let secret = try await Self.send(n1.baseURL, .POST, "/tenants/vault/players", json: #"{"name":"Plaintext-Never","score":7}"#, token: vaultToken)
+            #expect(secret.status == 201, "\(secret.body)")
+            let vaultMove = try await Self.send(n1.baseURL, .POST, "/fleet/tenants/vault/move", json: #"{"to":"n2"}"#, token: ServerProcess.operatorToken)
+            #expect(vaultMove.status == 200, "\(vaultMove.body)")
+            try await Self.eventually("vault answers from n2 after its move") {
+                let read = try await Self.send(n2.baseURL, .GET, "/tenants/vault/players", token: vaultToken, headers: [("Prefer", "redirect")])
+                return read.status == 200 && read.body.contains("Plaintext-Never")
+            }
+            let vaultReplica = store.appendingPathComponent("tenants/vault")
+            let files = FileManager.default.enumerator(atPath: vaultReplica.path)?.compactMap { $0 as? String } ?? []
+            #expect(files.contains { $0.hasSuffix("encrypted.sqlite") }, "\(files)")
+            for file in files {
+                let contents = (try? Data(contentsOf: vaultReplica.appendingPathComponent(file))) ?? Data()
+                #expect(!contents.starts(with: Data("SQLite format 3".utf8)), "plaintext SQLite header in \(file)")
+                #expect(contents.range(of: Data("Plaintext-Never".utf8)) == nil, "plaintext row in \(file)")
+            }
+
             // Draining n2 moves its tenants away (to n1, the only other
             // node); an unknown node can't be drained.
             let unknown = try await Self.send(n1.baseURL, .POST, "/fleet/nodes/n9/drain", token: ServerProcess.operatorToken)
             #expect(unknown.status == 404, "\(unknown.body)")
             let drain = try await Self.send(n1.baseURL, .POST, "/fleet/nodes/n2/drain", token: ServerProcess.operatorToken)
             #expect(drain.status == 202, "\(drain.body)")
-            try await Self.eventually("acme leaves the draining n2") {
+            try await Self.eventually("acme and vault leave the draining n2", within: .seconds(40)) {
                 let placement = try await Self.send(n1.baseURL, .GET, "/fleet/placement", token: ServerProcess.operatorToken)
-                return placement.body.contains(#""owner":"n1""#)
+                return !placement.body.contains(#""owner":"n2""#)
             }
             try await Self.eventually("acme is served by n1 with both writes") {
                 let read = try await Self.send(n1.baseURL, .GET, "/tenants/acme/players", token: token, headers: [("Prefer", "redirect")])
