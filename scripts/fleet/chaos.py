@@ -115,6 +115,7 @@ class Campaign:
         self.failures = []         # unexpected: (tenant, detail)
         self.expected_failures = 0
         self.retry_after = 0
+        self.freeze_503 = 0          # 503 + Retry-After of a rebalancing move's freeze
         self.cut_by_kill = 0
         self.requests = 0
         self.details = {kind: [] for kind in SCENARIOS}
@@ -180,6 +181,13 @@ class Campaign:
                 return
             if any(window.covers(tenant, start, end, status == 503 and retry_after) for window in self.windows):
                 self.expected_failures += 1
+                return
+            # The documented 503 + Retry-After of a move's freeze, on a
+            # tenant the fleet moves by itself (rebalancing after a join,
+            # an operator's move or a drain): the tenant is affected by a
+            # move, outside any window this script opened.
+            if status == 503 and retry_after and "is moving" in detail:
+                self.freeze_503 += 1
                 return
             open_windows = [window.kind for window in self.windows if window.covers(tenant, start, end, True)]
             self.failures.append((tenant, f"at {start - self.started:.2f}-{end - self.started:.2f} s "
@@ -607,6 +615,7 @@ class Campaign:
             "failure_examples": [f"{tenant}: {detail}" for tenant, detail in self.failures[:5]],
             "failed_requests_in_scenarios": self.expected_failures,
             "retry_after_503": self.retry_after, "cut_in_flight_by_a_kill": self.cut_by_kill,
+            "freeze_503_of_rebalancing_moves": self.freeze_503,
             "scenarios": {kind: details for kind, details in self.details.items() if details},
             "windows": [f"{window.kind} {window.start - self.started:.2f}-"
                         f"{'open' if window.end is None else f'{window.end - self.started:.2f}'} s" for window in self.windows],

@@ -103,11 +103,19 @@ public final class ServiceTenantHost<Repository: TenantRepository>: FleetTenantH
             logger.info("keeping the local copy", metadata: ["tenant": "\(id)", "epoch": "\(epoch)"])
         } else {
             let (restore, checks) = (self.restore, restoreChecks)
+            // The epoch's own folder counts too: only the holder of an
+            // epoch writes there, so it is empty after a claim or a
+            // hand-off, and holds this node's own replica when the tenant
+            // comes back at the same epoch (a lapsed lease, rejoined before
+            // anyone claimed it). Below it only, that replica was skipped
+            // for an older epoch's, and the writes since were lost
+            // (fleet-chaos --short, asynchronous mode, after a PostgreSQL
+            // restart).
             let report = try await Self.blocking {
-                try restore.restoreNewestEpoch(tenant: id, below: epoch, encrypted: encrypted, checks: checks)
+                try restore.restoreNewestEpoch(tenant: id, below: epoch + 1, encrypted: encrypted, checks: checks)
             }
             guard let report else {
-                throw ServiceTenantHostError.noReplica(tenant: id.rawValue, below: epoch)
+                throw ServiceTenantHostError.noReplica(tenant: id.rawValue, below: epoch + 1)
             }
             logger.info("restored tenant", metadata: ["tenant": "\(id)", "epoch": "\(epoch)", "source": "\(report.source)"])
         }

@@ -201,6 +201,12 @@ extension Fleet {
                 state.lastHeldEpoch[id] = tenant.epoch
             }
             state.local = [:]
+            // Until the join below reads them again, every tenant the
+            // catalog says this node owns was held by the lapsed session:
+            // a request or a placement round in between must claim it at a
+            // new epoch (keeping the local copy when it was ours at the
+            // epoch before), never adopt it as handed here.
+            state.ownedAtJoin = nil
             return dropped
         }
         for (id, tenant) in dropped {

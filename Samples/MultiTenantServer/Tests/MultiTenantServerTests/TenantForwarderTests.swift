@@ -158,17 +158,34 @@ import Testing
         #expect(hits.count == 1)
     }
 
-    @Test func aRequestAlreadyForwardedIsNeverForwardedAgain() async throws {
+    @Test func aRequestForwardedOnceGoesOneHopFurtherNamingEveryNode() async throws {
         let hits = Counter()
         try await Self.withClient { client in
             try await Self.serving(Self.owner(hits: hits)) { owner in
                 try await Self.serving(Self.front(route: .remote(node: "n2", address: owner), client: client)) { front in
                     let response = try await client.execute(Self.request(
                         front + "/tenants/acme/echo", method: .POST, headers: [("X-MTS-Forwarded", "n3")], body: "{}"), timeout: .seconds(30))
+                    #expect(response.status == .ok)
+                    let seen = try JSONDecoder().decode(Seen.self, from: Data(buffer: try await response.body.collect(upTo: 1 << 20)))
+                    #expect(seen.forwardedBy == "n3, n1")
+                }
+            }
+        }
+        #expect(hits.count == 1)
+    }
+
+    @Test(arguments: ["n3, n2", "n1"])
+    func aRequestForwardedTwiceOrBackToANodeItPassedIsNeverForwardedAgain(hops: String) async throws {
+        let hits = Counter()
+        try await Self.withClient { client in
+            try await Self.serving(Self.owner(hits: hits)) { owner in
+                try await Self.serving(Self.front(route: .remote(node: "n2", address: owner), client: client)) { front in
+                    let response = try await client.execute(Self.request(
+                        front + "/tenants/acme/echo", method: .POST, headers: [("X-MTS-Forwarded", hops)], body: "{}"), timeout: .seconds(30))
                     #expect(response.status == .serviceUnavailable)
                     #expect(response.headers.first(name: "Retry-After") == "1")
                     let body = String(buffer: try await response.body.collect(upTo: 1 << 20))
-                    #expect(body.contains("already forwarded (by n3)"), "\(body)")
+                    #expect(body.contains("already forwarded (by \(hops))"), "\(body)")
                 }
             }
         }

@@ -47,6 +47,11 @@ struct TenantForwarder: RouterMiddleware {
     /// The header field a forwarded request carries: the forwarding node.
     static let forwardedField = HTTPField.Name("X-MTS-Forwarded")!
 
+    /// How many nodes a request may go through before its owner: two, so
+    /// that a node whose placement view was an interval old is corrected
+    /// by the node it forwarded to, and a loop still ends.
+    static let maximumHops = 2
+
     /// How long the owner has to send the head of its answer. The body
     /// (an event stream) is not bounded: it streams while both ends do.
     static let responseHeadTimeout = TimeAmount.seconds(30)
@@ -82,21 +87,28 @@ struct TenantForwarder: RouterMiddleware {
         guard let id = try? TenantID(requested) else {
             throw HTTPError(.notFound, message: "Unknown tenant \(requested).")
         }
-        switch try await route(id, request.headers[Self.forwardedField]) {
+        // The nodes this request went through, oldest first.
+        let hops = request.headers[Self.forwardedField].map {
+            $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        } ?? []
+        switch try await route(id, hops.last) {
         case .local:
             return try await next(request, context)
         case let .unavailable(reason):
             throw TenantUnavailable(tenant: requested, reason: reason)
         case let .remote(node, address):
-            if let from = request.headers[Self.forwardedField] {
-                // Placement moved while the request travelled, or two nodes
-                // disagree for a renew interval: the client retries.
-                throw ForwardingRefused(message: "Tenant \(requested) is served by node \(node), and this request was already forwarded (by \(from)): placement is changing, retry in \(TenantWritesPaused.retryAfterSeconds) s.")
+            if hops.contains(nodeID) || hops.count >= Self.maximumHops {
+                // A loop, or placement moving faster than the request: the
+                // client retries. One hop more than a direct forward is
+                // allowed, since the fleet re-read the placement for a
+                // forwarded request before answering `.remote`, so this
+                // node knows better than the node before it.
+                throw ForwardingRefused(message: "Tenant \(requested) is served by node \(node), and this request was already forwarded (by \(hops.joined(separator: ", "))): placement is changing, retry in \(TenantWritesPaused.retryAfterSeconds) s.")
             }
             if Self.prefersRedirect(request.headers) {
                 return Self.redirect(to: address + request.uri.description)
             }
-            return try await proxy(request, to: address, node: node, tenant: requested)
+            return try await proxy(request, to: address, node: node, tenant: requested, hops: hops)
         }
     }
 
@@ -135,13 +147,13 @@ struct TenantForwarder: RouterMiddleware {
         }
     }
 
-    private func proxy(_ request: Request, to address: String, node: String, tenant: String) async throws -> Response {
+    private func proxy(_ request: Request, to address: String, node: String, tenant: String, hops: [String]) async throws -> Response {
         var outbound = HTTPClientRequest(url: address + request.uri.description)
         outbound.method = HTTPMethod(rawValue: request.method.rawValue)
         for field in Self.endToEnd(request.headers, dropping: ["content-length", Self.forwardedField.canonicalName]) {
             outbound.headers.add(name: field.name, value: field.value)
         }
-        outbound.headers.add(name: Self.forwardedField.rawName, value: nodeID)
+        outbound.headers.add(name: Self.forwardedField.rawName, value: (hops + [nodeID]).joined(separator: ", "))
         if request.method != .get && request.method != .head {
             // Collected, not streamed: AsyncHTTPClient sends a request
             // again on another pooled connection when the first one turns
