@@ -4,7 +4,7 @@ import TenantRequests
 
 // The JSON bodies of every route of the sample server that decodes one
 // (TenantRequests, the library the server decodes them with: POST /tenants,
-// POST and PUT …/players, POST /admin/tenants/{t}/move): every input decodes to a valid value or fails
+// POST and PUT …/players, POST /fleet/tenants/{t}/move): every input decodes to a valid value or fails
 // with a DecodingError (Hummingbird's 400), never a crash or another error.
 // A decoded value re-encodes to JSON that decodes to the same value, and a
 // decoded tenant id is a valid TenantID (it becomes a file name).
