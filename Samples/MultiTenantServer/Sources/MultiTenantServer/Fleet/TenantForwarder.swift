@@ -201,11 +201,7 @@ struct TenantUnavailable: ClientFacingError, CustomStringConvertible {
     var description: String { "Tenant \(tenant) is unavailable: \(reason)" }
 
     func response(from request: Request, context: some RequestContext) throws -> Response {
-        var headers = HTTPFields()
-        headers[.retryAfter] = "\(TenantWritesPaused.retryAfterSeconds)"
-        headers[.contentType] = "application/json; charset=utf-8"
-        let body = try JSONEncoder().encode(["error": ["message": description]])
-        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: body)))
+        try TenantWritesPaused.retryLater(description)
     }
 }
 
@@ -217,10 +213,6 @@ struct ForwardingRefused: ClientFacingError, CustomStringConvertible {
     var description: String { message }
 
     func response(from request: Request, context: some RequestContext) throws -> Response {
-        var headers = HTTPFields()
-        headers[.retryAfter] = "\(TenantWritesPaused.retryAfterSeconds)"
-        headers[.contentType] = "application/json; charset=utf-8"
-        let body = try JSONEncoder().encode(["error": ["message": message]])
-        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: body)))
+        try TenantWritesPaused.retryLater(message)
     }
 }
