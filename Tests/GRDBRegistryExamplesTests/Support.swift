@@ -11,6 +11,11 @@ import Synchronization
 func freshRead<T>(_ path: String, _ value: (Database) throws -> T) throws -> T {
     var configuration = Configuration()
     configuration.readonly = true
+    // A tenant the directory just evicted may still be closing (its
+    // TRUNCATE checkpoint holds the file's locks for a moment, longer on a
+    // loaded machine): wait for it, as any other connection would, rather
+    // than fail with SQLITE_BUSY (a CI run under load did).
+    configuration.busyMode = .timeout(10)
     let queue = try DatabaseQueue(path: path, configuration: configuration)
     defer { try? queue.close() }
     return try queue.read(value)
