@@ -35,6 +35,9 @@ for restore in ("eager", "on-first-request"):
                 f"{durable.get('failover_unrecovered')} | {report['acknowledged_writes']} | {report['acknowledged_writes_lost']} | "
                 f"{'; '.join(report['failed']) or 'none'} |")
     network = report["network"]
+    # What failed, to the log: the table keeps only the count.
+    for example in durable.get("failure_examples", []):
+        print(f"{restore}: {example}", file=sys.stderr)
 print(f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC, {os.cpu_count()} cores, load average {load_before} before, "
       f"{' '.join(open('/proc/loadavg').read().split()[:3])} after; network {network}; {kills} kills per timing, "
       "2 s lease, durable acknowledgements, 30 tenants, 8 writers through HAProxy (scripts/fleet-chaos --scenarios kill).")
