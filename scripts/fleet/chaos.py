@@ -508,8 +508,12 @@ class Campaign:
             if fork:
                 forked.append(tenant)
             for ack in missing:
-                later = [event for event in self.events() if event >= ack.end]
-                ages.append((self.encrypted[tenant], min(later) - ack.end if later else None))
+                # The event that lost a write came after the write was
+                # sent; an answer read a hair after a SIGKILL's instant
+                # (the node answered, then died) was lost by that kill,
+                # not by the next event.
+                later = [event for event in self.events() if event >= ack.start]
+                ages.append((self.encrypted[tenant], max(0.0, min(later) - ack.end) if later else None))
         return lost, forked, reused, ages
 
     def lost_by_tenant(self, lost):
