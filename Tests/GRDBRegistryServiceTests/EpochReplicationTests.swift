@@ -546,4 +546,53 @@ private let quiet = Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() }
             #expect(testMetrics.counterTotal(label: "grdbregistry_replica_ack_rounds_total", dimensions: [("result", "failed")]) - failedBefore == 1)
         }
     }
+
+    @Test func durableAcknowledgementsSucceedWhileOtherWritersCommitDuringTheirRound() async throws {
+        // Writers commit and wait without a pause for a few of Litestream's
+        // 1 s WAL monitor ticks, so commits land while a round uploads:
+        // Litestream's answer may then report a transaction newer than its
+        // upload. Each wait must still succeed, and each acknowledged row
+        // be in the replica.
+        let directory = try TemporaryDirectory()
+        let replica = directory.url.appendingPathComponent("replica")
+        let configuration = try Self.nodeConfiguration(directory, node: "a", replica: replica, extra: #", "acknowledgements": "durable""#)
+        let placement = ReplicaPlacement()
+        let node = try ReplicatedDaemon(configuration: configuration, scanInterval: .seconds(3600), placement: placement)
+        let acknowledgements = ReplicaAcknowledgements(replicator: node.replicator)
+        let tenants = node.tenants, replicator = node.replicator
+        let acme = try TenantID("acme")
+        let path = try tenants.path(of: acme)
+        let url = try #require(try TenantStorage(configuration: configuration, environment: [:]).replicaURL(for: acme, epoch: 1))
+        let writers = 8
+        let until = ContinuousClock.now + .milliseconds(2500)
+
+        try await node.run {
+            placement.assign(acme, epoch: 1)
+            try tenants.provision(acme)
+            try await replicator.replicate(acme)
+            let acknowledged = try await withThrowingTaskGroup(of: [String].self) { group in
+                for writer in 0..<writers {
+                    group.addTask {
+                        var names: [String] = []
+                        var write = 0
+                        while ContinuousClock.now < until {
+                            write += 1
+                            let name = "writer-\(writer)-\(write)"
+                            _ = try await tenants.withRepository(acme) { try await $0.add(name: name, score: write) }
+                            try await acknowledgements.waitUntilReplicated(acme, path: path, encrypted: false)
+                            names.append(name)
+                        }
+                        return names
+                    }
+                }
+                return try await group.reduce(into: [String]()) { $0 += $1 }
+            }
+            #expect(acknowledged.count >= writers)
+            let copy = directory.path("check.sqlite")
+            let restored = try await BlockingWork.run { try runChildProcess(litestreamPath, ["restore", "-o", copy, url], mergingOutput: true) }
+            #expect(restored.status == 0, "\(restored.stdout)")
+            let held = Set(try Self.names(inTenantAt: copy))
+            #expect(acknowledged.filter { !held.contains($0) } == [])
+        }
+    }
 }

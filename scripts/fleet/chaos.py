@@ -78,12 +78,32 @@ def analyze(acks, held):
     return missing, reused, fork
 
 
+def loss_age(ack, events):
+    """How old acknowledged write `ack` was when the event that lost it
+    happened, or None when no event came after it. `events` holds each
+    event's loss instant. The event that lost it is the first
+    whose loss instant came at or after the write was sent (an answer read
+    a hair after a SIGKILL's instant was lost by that kill, not by the
+    next event); the age runs from its answer to that instant, when a new
+    owner read the replica. For a kill it
+    is the kill; for a partition, the claim: the cut-off node acknowledges
+    writes until its fence closes, and those are in the replica unless
+    Litestream had not uploaded them when the survivor claimed the tenant."""
+    later = [loss_at for loss_at in events if loss_at >= ack.start]
+    if not later:
+        return None
+    return max(0.0, min(later) - ack.end)
+
+
 class Window:
     """A time when a scenario concerned `tenants` (None: every tenant);
-    `allowed` is "any" failure, or only the documented "retry_after" 503."""
+    `allowed` is "any" failure, or only the documented "retry_after" 503.
+    `loss_at` is when writes acknowledged before it may be lost (see
+    ``loss_age``): its start unless the scenario says later."""
 
     def __init__(self, kind, tenants, allowed, start):
         self.kind, self.tenants, self.allowed, self.start, self.end = kind, tenants, allowed, start, None
+        self.loss_at = start
 
     def covers(self, tenant, start, end, retry_after):
         if self.tenants is not None and tenant not in self.tenants:
@@ -357,6 +377,8 @@ class Campaign:
             time.sleep(0.02)
         # Writable again, counted from the claim (before it, the node
         # itself serves its tenants until its fence closes).
+        if claimed_at is not None:
+            window.loss_at = claimed_at
         times = self.wait_writable(tenants, claimed_at or instant, self.arguments.bound, f"partition{number}")
         recovered = [seconds for seconds in times.values() if seconds is not None]
         self.partition_failover.extend(times.values())
@@ -508,12 +530,7 @@ class Campaign:
             if fork:
                 forked.append(tenant)
             for ack in missing:
-                # The event that lost a write came after the write was
-                # sent; an answer read a hair after a SIGKILL's instant
-                # (the node answered, then died) was lost by that kill,
-                # not by the next event.
-                later = [event for event in self.events() if event >= ack.start]
-                ages.append((self.encrypted[tenant], max(0.0, min(later) - ack.end) if later else None))
+                ages.append((self.encrypted[tenant], loss_age(ack, self.events())))
         return lost, forked, reused, ages
 
     def lost_by_tenant(self, lost):
@@ -524,7 +541,7 @@ class Campaign:
         return spans
 
     def events(self):
-        return [window.start for window in self.windows if not window.kind.endswith("rebalance")]
+        return [window.loss_at for window in self.windows if not window.kind.endswith("rebalance")]
 
     # ---------------------------------------------------------- running
 

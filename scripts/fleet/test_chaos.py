@@ -9,7 +9,7 @@ import sys
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from chaos import Ack, analyze  # noqa: E402
+from chaos import Ack, analyze, loss_age  # noqa: E402
 from fleetlib import percentile  # noqa: E402
 
 
@@ -62,6 +62,26 @@ class AnalyzeTests(unittest.TestCase):
     def test_a_lost_write_with_nothing_after_it_is_lost_not_forked(self):
         missing, reused, fork = analyze([ack(1, "a", 1, 1.1), ack(2, "b", 2, 2.1)], {1: "a"})
         self.assertEqual(([a.name for a in missing], reused, fork), (["b"], 0, False))
+
+
+class LossAgeTests(unittest.TestCase):
+    def test_a_write_lost_by_a_kill_is_as_old_as_the_kill_is_after_its_answer(self):
+        events = [10.0, 30.0]
+        self.assertAlmostEqual(loss_age(ack(1, "a", 9.0, 9.2), events), 0.8)
+
+    def test_an_answer_read_a_hair_after_the_kill_is_charged_to_that_kill(self):
+        # Sent before the kill, answered just after: age 0, not 20 s.
+        self.assertEqual(loss_age(ack(1, "a", 9.9, 10.01), [10.0, 30.0]), 0.0)
+
+    def test_a_cut_off_node_acknowledging_until_its_fence_closes_is_aged_to_the_claim(self):
+        # Partition at 14 s; the node acknowledges until its fence closes
+        # at 15.5 s; a survivor claims at 16 s; the next event is at 23 s.
+        events = [16.0, 23.0]
+        self.assertAlmostEqual(loss_age(ack(1, "z", 15.4, 15.45), events), 0.55)
+        self.assertAlmostEqual(loss_age(ack(2, "y", 13.0, 13.1), events), 2.9)
+
+    def test_a_write_with_no_event_after_it_has_no_age(self):
+        self.assertIsNone(loss_age(ack(1, "a", 40.0, 40.1), [10.0]))
 
 
 class PercentileTests(unittest.TestCase):

@@ -131,6 +131,25 @@ public final class LitestreamReplicator: Service, Sendable {
             case status, txid
             case replicatedTXID = "replicated_txid"
         }
+
+        /// Whether this answer to a sync with `wait` shows a finished
+        /// upload: the replica then has every transaction committed before
+        /// the call.
+        ///
+        /// Litestream answers only once the replica has every transaction
+        /// it read from the WAL in that call. Its ``txid`` is read after
+        /// the upload, and may already count a commit made meanwhile (its
+        /// WAL monitor took a concurrent writer's): a ``replicatedTXID``
+        /// below ``txid`` is then no sign that an earlier commit is
+        /// missing, so it is not compared.
+        ///
+        /// ```swift
+        /// let synced = try await replicator.sync(path: path)
+        /// guard synced.isFinishedUpload else { /* not durable */ }
+        /// ```
+        public var isFinishedUpload: Bool {
+            (status == "synced" || status == "no_change") && replicatedTXID > 0
+        }
     }
 
     private struct State {
@@ -530,8 +549,8 @@ public final class LitestreamReplicator: Service, Sendable {
                 // copies it whole), then every write uploaded before
                 // Litestream lets it go.
                 let synced = try control.sync(path: path, wait: true)
-                guard synced.replicatedTXID >= synced.txid else {
-                    throw ReplicationError.litestreamRefused(reason: "after the last sync, the replica has transaction \(synced.replicatedTXID) of \(synced.txid)")
+                guard synced.isFinishedUpload else {
+                    throw ReplicationError.litestreamRefused(reason: "the last sync answered \(synced.status) with transaction \(synced.replicatedTXID) of \(synced.txid) in the replica")
                 }
                 try unregisterLocked(path: path)
             }

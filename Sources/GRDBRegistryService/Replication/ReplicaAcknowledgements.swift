@@ -87,8 +87,9 @@ public final class ReplicaAcknowledgements: Sendable {
     /// - parameter encrypted: Whether it is encrypted: its round is then an
     ///   encrypted backup.
     /// - throws: ``ReplicationError``: Litestream does not replicate it (not
-    ///   registered: in a fleet, not placed here), its answer shows a
-    ///   replica behind the database, or the backup failed.
+    ///   registered: in a fleet, not placed here), its answer is not a
+    ///   finished upload (``LitestreamReplicator/SyncResult/isFinishedUpload``),
+    ///   or the backup failed.
     public func waitUntilReplicated(_ id: TenantID, path: String, encrypted: Bool) async throws {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
             let starts = tenants.withLock { tenants in
@@ -150,10 +151,10 @@ public final class ReplicaAcknowledgements: Sendable {
         } catch {
             throw ReplicationError.notReplicated(database: TenantStorage.name(of: id), reason: "\(error)")
         }
-        guard synced.replicatedTXID >= synced.txid else {
+        guard synced.isFinishedUpload else {
             throw ReplicationError.notReplicated(
                 database: TenantStorage.name(of: id),
-                reason: "Litestream's sync ended with transaction \(synced.replicatedTXID) of \(synced.txid) in the replica (\(synced.status))")
+                reason: "Litestream's sync answered \(synced.status) with transaction \(synced.replicatedTXID) of \(synced.txid) in the replica")
         }
     }
 }
