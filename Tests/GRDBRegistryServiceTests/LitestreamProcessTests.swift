@@ -22,6 +22,27 @@ private func run(_ executable: LitestreamExecutable, _ arguments: [String]) thro
     return (process.terminationStatus, output)
 }
 
+/// Runs `arguments` (a shell that starts a replicator in the background
+/// and ends) to its end. Not with `Process`: Foundation learns that a child
+/// ended when a socket it gave the child closes, and the background
+/// replicator would inherit it and keep it open.
+private func startOrphan(_ arguments: [String]) throws {
+    var argv = arguments.map { strdup($0) } + [nil]
+    defer { argv.forEach { free($0) } }
+    var pid: pid_t = 0
+    let spawned = posix_spawn(&pid, arguments[0], nil, nil, &argv, environ)
+    guard spawned == 0 else { throw POSIXError(POSIXErrorCode(rawValue: spawned) ?? .EINVAL) }
+    var status: Int32 = 0
+    while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+}
+
+/// Whether `pid` has exited and waits only for its parent to read its status.
+private func isZombie(_ pid: Int32) -> Bool {
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+          let close = stat.lastIndex(of: ")") else { return false }
+    return stat[stat.index(after: close)...].split(separator: " ").first == "Z"
+}
+
 @Suite struct LitestreamExecutableTests {
     private static func configuration(litestream: String, in directory: TemporaryDirectory) throws -> RegistryConfiguration {
         try RegistryConfiguration.parse(Data(#"""
@@ -73,34 +94,66 @@ private func run(_ executable: LitestreamExecutable, _ arguments: [String]) thro
 }
 
 @Suite struct LitestreamProcessTests {
-    /// A replicator left on the socket by a killed daemon is adopted (not
-    /// started twice), replicates the daemon's tenants, and is stopped at
-    /// the daemon's shutdown as if the daemon had started it.
-    @Test func anOrphanReplicatorIsAdoptedAndStoppedAtShutdown() async throws {
+    /// A replicator left on the socket by a daemon killed with SIGKILL
+    /// (Litestream runs in a session of its own, so it outlives it) is
+    /// stopped and replaced, never adopted: its registrations are the dead
+    /// daemon's.
+    @Test func anOrphanReplicatorIsReplacedNotAdopted() async throws {
         let directory = try TemporaryDirectory()
         let configuration = try ReplicatedDaemon.configuration(in: directory)
         let socket = try #require(configuration.replication?.socket)
         let control = LitestreamControl(socketPath: socket)
-        // The orphan: what a daemon killed with SIGKILL leaves running.
-        let orphan = LitestreamProcess(
-            executable: try LitestreamExecutable(configuration: configuration, environment: [:]),
-            control: control, logger: LogRecorder().logger())
-        try await orphan.start()
+        let executable = try LitestreamExecutable(configuration: configuration, environment: [:])
+        // The orphan: started by a shell that exits at once, so that, as
+        // after a daemon's SIGKILL, no live daemon is its parent.
+        let config = socket + ".orphan.yml"
+        try Data(LitestreamProcess(executable: executable, control: control, logger: LogRecorder().logger()).configuration.utf8)
+            .write(to: URL(fileURLWithPath: config))
+        try startOrphan(["/bin/sh", "-c", #"setsid "$0" replicate -config "$1" </dev/null >/dev/null 2>&1 &"#, litestreamPath, config])
+        try await eventually(within: 15) { (try? control.info()) != nil }
         let orphanPID = try control.info().pid
+        // The orphan knows a database the daemon does not replicate.
+        let stale = directory.path("stale.sqlite")
+        try await DatabaseQueue(path: stale).write { try $0.execute(sql: "CREATE TABLE t(a); INSERT INTO t VALUES (1)") }
+        _ = try control.register(path: stale, replicaURL: URL(fileURLWithPath: directory.path("stale-replica")).absoluteString)
 
         let daemon = try ReplicatedDaemon(configuration: configuration, scanInterval: .seconds(3600))
         let acme = try TenantID("acme")
         let path = try daemon.tenants.path(of: acme)
         try await daemon.run {
-            #expect(try control.info().pid == orphanPID)
+            let info = try control.info()
+            #expect(info.pid != orphanPID)
+            #expect(kill(orphanPID, 0) != 0 || isZombie(orphanPID), "the orphan still runs")
             try daemon.tenants.provision(acme)
-            _ = try await daemon.tenants.withRepository(acme) { try await $0.add(name: "adopted", score: 1) }
+            _ = try await daemon.tenants.withRepository(acme) { try await $0.add(name: "replaced", score: 1) }
             let synced = try await daemon.replicator.sync(path: path)
-            #expect(synced.replicatedTXID == synced.txid)
+            #expect(synced.isFinishedUpload)
+            #expect(try !control.list().map(\.path).contains(stale), "the dead daemon's registration survived")
         }
-        #expect(daemon.logs.all.contains { $0.message.contains("adopting it") && $0.metadata["pid"] == "\(orphanPID)" })
-        // Stopped at shutdown: nothing answers on the socket any more.
+        #expect(daemon.logs.all.contains { $0.message.contains("stopping it") && $0.metadata["pid"] == "\(orphanPID)" })
         #expect((try? control.info()) == nil)
+    }
+
+    /// A replicator that a live daemon runs on the socket (here, another
+    /// replicator of this process) is that daemon's: a second one refuses
+    /// to start, and leaves it running.
+    @Test func aLiveDaemonsReplicatorIsNeitherAdoptedNorStopped() async throws {
+        let directory = try TemporaryDirectory()
+        let configuration = try ReplicatedDaemon.configuration(in: directory)
+        let socket = try #require(configuration.replication?.socket)
+        let control = LitestreamControl(socketPath: socket)
+        let first = LitestreamProcess(
+            executable: try LitestreamExecutable(configuration: configuration, environment: [:]),
+            control: control, logger: LogRecorder().logger())
+        try await first.start()
+        let firstPID = try control.info().pid
+        let second = LitestreamProcess(
+            executable: try LitestreamExecutable(configuration: configuration, environment: [:]),
+            control: control, logger: LogRecorder().logger())
+        let error = await #expect(throws: ReplicationError.self) { try await second.start() }
+        #expect("\(String(describing: error))".contains("belongs to another replicator of this process"))
+        #expect(try control.info().pid == firstPID)
+        await first.stop()
     }
 
     /// A replicator that dies is started again at the next scan, and the

@@ -79,6 +79,67 @@ import Testing
         #expect(allMet)
     }
 
+    /// Bodies that block all get a thread at once, not as threads trickle
+    /// in: libdispatch's global queue on Linux adds about one thread a
+    /// second once its first ones block, so the last of 32 bodies waiting
+    /// for each other started about 30 s after the first there.
+    @Test func blockingBodiesGetAThreadEachAtOnce() async throws {
+        let count = 32
+        let started = Locked(0)
+        let starts = Locked<[ContinuousClock.Instant]>([])
+        let allMet = try await withThrowingTaskGroup(of: Bool.self) { group in
+            for _ in 0..<count {
+                group.addTask {
+                    await BlockingWork.run {
+                        starts.withLock { $0.append(.now) }
+                        started.withLock { $0 += 1 }
+                        let deadline = Date(timeIntervalSinceNow: 40)
+                        while started.withLock({ $0 }) < count && Date() < deadline { usleep(1000) }
+                        return started.withLock { $0 } == count
+                    }
+                }
+            }
+            return try await group.reduce(true) { $0 && $1 }
+        }
+        #expect(allMet)
+        let spread = starts.withLock { ($0.max() ?? .now) - ($0.min() ?? .now) }
+        #expect(spread < .seconds(10), "the last body started \(spread) after the first")
+    }
+
+    /// Idle threads are reused, and end after the idle timeout; bodies past
+    /// the maximum wait in line and all run.
+    @Test func idleThreadsAreReusedThenEndAndExtraBodiesWaitInLine() async throws {
+        let pool = BlockingThreadPool(maximumThreads: 2, idleTimeout: .seconds(2))
+        let ran = Locked(0)
+        let running = Locked(0)
+        let mostAtOnce = Locked(0)
+        await withTaskGroup(of: Void.self) { group in
+            for _ in 0..<10 {
+                group.addTask {
+                    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                        pool.submit {
+                            let now = running.withLock { $0 += 1; return $0 }
+                            mostAtOnce.withLock { $0 = max($0, now) }
+                            usleep(20_000)
+                            running.withLock { $0 -= 1 }
+                            ran.withLock { $0 += 1 }
+                            continuation.resume()
+                        }
+                    }
+                }
+            }
+        }
+        #expect(ran.withLock { $0 } == 10)
+        #expect(mostAtOnce.withLock { $0 } == 2)
+        #expect(pool.threadCount <= 2)
+        // Reused: a body after the others starts no third thread.
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            pool.submit { continuation.resume() }
+        }
+        #expect(pool.threadCount <= 2)
+        try await eventually(within: 30) { pool.threadCount == 0 }
+    }
+
     /// The body's result and typed error come back to the caller.
     @Test func theResultAndTheTypedErrorComeBack() async throws {
         #expect(await BlockingWork.run { 42 } == 42)

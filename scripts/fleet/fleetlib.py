@@ -162,13 +162,23 @@ class Node:
         return self.process is not None and self.process.poll() is None
 
     def kill(self):
-        """SIGKILL to the node's whole session: the server and its Litestream."""
+        """SIGKILL to the node's whole session and every process it
+        started, as when its machine dies: the server and its Litestream
+        (which runs in a session of its own, so outlives a kill of the
+        server's alone: the server replaces such an orphan at its next
+        start, but a deleted disk takes its socket, by which it is found)."""
         if self.process is None:
             return
+        pids = descendants(self.process.pid)
         try:
             os.killpg(self.process.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         self.process.wait()
 
     def stop(self, timeout=60):
@@ -186,6 +196,28 @@ class Node:
 
     def wipe(self):
         shutil.rmtree(self.data, ignore_errors=True)
+
+
+def descendants(pid):
+    """Every process under `pid` (from /proc), children first found."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as file:
+                stat = file.read()
+        except OSError:
+            continue
+        # pid (comm) state ppid …: comm may hold spaces and parentheses.
+        fields = stat[stat.rfind(b")") + 2:].split()
+        children.setdefault(int(fields[1]), []).append(int(entry))
+    found, pending = [], [pid]
+    while pending:
+        for child in children.get(pending.pop(), []):
+            found.append(child)
+            pending.append(child)
+    return found
 
 
 def percentile(values, fraction):

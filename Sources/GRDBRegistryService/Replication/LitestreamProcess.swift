@@ -11,9 +11,17 @@ import Darwin
 #endif
 
 /// The `litestream replicate` child of a ``LitestreamReplicator``: it
-/// writes its configuration (a control socket, no database), starts it or
-/// adopts the one a killed daemon left on the socket, starts it again when
-/// it exits, and stops it at shutdown (SIGTERM, then SIGKILL).
+/// writes its configuration (a control socket, no database), starts it,
+/// starts it again when it exits, and stops it at shutdown (SIGTERM, then
+/// SIGKILL).
+///
+/// Litestream runs in a session of its own, so it outlives a daemon killed
+/// with SIGKILL. Such an orphan, found answering on the socket at start, is
+/// stopped and replaced, never adopted: what it replicates, and where, is
+/// the dead daemon's (in a fleet, tenants at epochs that may no longer be
+/// this node's), and two replicators of one database corrupt its replica.
+/// A replicator whose parent is a live process of this same executable is
+/// another daemon's: start refuses (``ReplicationError/controlSocket(path:reason:)``).
 ///
 /// ```swift
 /// let process = LitestreamProcess(executable: litestream, control: control, logger: logger)
@@ -36,15 +44,16 @@ import Darwin
 final class LitestreamProcess: Sendable {
     private struct State {
         var process: Process?
-        /// A replicator left running by a daemon that was killed, adopted
-        /// at start: stopped at shutdown as if started here.
-        var adoptedPID: Int32?
     }
 
     private let executable: LitestreamExecutable
     private let control: LitestreamControl
     private let logger: Logger
     private let state = Mutex(State())
+    /// The replicators that a live ``LitestreamProcess`` of this process
+    /// started and has not stopped: a second one on their socket is a
+    /// configuration error, never an orphan to replace.
+    private static let startedHere = Mutex<Set<Int32>>([])
 
     /// How long ``start()`` waits for the control socket to answer.
     static let startTimeout = Duration.seconds(15)
@@ -58,26 +67,63 @@ final class LitestreamProcess: Sendable {
         self.logger = logger
     }
 
-    /// Adopts the replicator that answers on the socket, or starts one, and
-    /// returns once its control socket answers.
+    /// Starts the replicator, after stopping an orphan that answers on the
+    /// socket, and returns once its control socket answers.
     ///
-    /// - throws: ``ReplicationError``: Litestream could not start, exited,
-    ///   or its socket did not answer within ``startTimeout``.
+    /// - throws: ``ReplicationError``: a live daemon's replicator answers on
+    ///   the socket, Litestream could not start, exited, or its socket did
+    ///   not answer within ``startTimeout``.
     func start() async throws(ReplicationError) {
         let control = self.control
-        // A replicator left by a daemon that was killed (Litestream
-        // outlives its parent) still owns the socket: use it.
         if let orphan = await BlockingWork.run({ try? control.info() }) {
-            logger.warning("a litestream replicator already answers on the socket: adopting it", metadata: ["socket": "\(control.socketPath)", "pid": "\(orphan.pid)"])
-            state.withLock { $0.adoptedPID = orphan.pid }
-        } else {
-            try launch()
+            try await replace(orphan: orphan.pid)
         }
+        try launch()
         try await waitUntilAnswering()
     }
 
-    /// Waits until the control socket answers (within ``startTimeout``),
-    /// or the child exits.
+    /// Stops the replicator `pid` that answers on the socket before this
+    /// daemon started one, unless a live daemon runs it: one of this
+    /// process, or another process of this executable.
+    private func replace(orphan pid: Int32) async throws(ReplicationError) {
+        if Self.startedHere.withLock({ $0.contains(pid) }) {
+            throw .controlSocket(path: control.socketPath, reason: "the litestream replicator answering on it (pid \(pid)) belongs to another replicator of this process: give each its own socket and data")
+        }
+        let parent = Self.parent(of: pid)
+        if let parent, parent != 1, parent != getpid(), Self.executable(of: parent) == Self.executable(of: getpid()) {
+            throw .controlSocket(path: control.socketPath, reason: "the litestream replicator answering on it (pid \(pid)) belongs to another running daemon (pid \(parent)): give each daemon its own socket and data")
+        }
+        logger.warning("a litestream replicator left by a daemon that ended answers on the socket: stopping it, to start this daemon's own", metadata: [
+            "socket": "\(control.socketPath)", "pid": "\(pid)"])
+        kill(pid, SIGTERM)
+        let deadline = ContinuousClock.now + Self.stopTimeout
+        while kill(pid, 0) == 0 && Self.parent(of: pid) != nil && ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        if kill(pid, 0) == 0 && Self.parent(of: pid) != nil {
+            logger.warning("the left replicator did not stop after SIGTERM: killing it", metadata: ["pid": "\(pid)"])
+            kill(pid, SIGKILL)
+            while kill(pid, 0) == 0 && Self.parent(of: pid) != nil {
+                try? await Task.sleep(for: .milliseconds(20))
+            }
+        }
+    }
+
+    /// The parent of process `pid`, or nil when it is gone (or a zombie,
+    /// which is gone but for its exit status).
+    private static func parent(of pid: Int32) -> Int32? {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = stat.lastIndex(of: ")") else { return nil }
+        // pid (comm) state ppid …: comm may hold spaces and parentheses.
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        guard fields.count > 1, fields[0] != "Z" else { return nil }
+        return Int32(fields[1])
+    }
+
+    private static func executable(of pid: Int32) -> String? {
+        try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/exe")
+    }
+
     func waitUntilAnswering() async throws(ReplicationError) {
         let control = self.control
         let deadline = ContinuousClock.now + Self.startTimeout
@@ -106,6 +152,7 @@ final class LitestreamProcess: Sendable {
         let status = state.withLock { state -> Int32? in
             guard let process = state.process, !process.isRunning else { return nil }
             state.process = nil
+            Self.startedHere.withLock { _ = $0.remove(process.processIdentifier) }
             return process.terminationStatus
         }
         guard let status else { return }
@@ -122,20 +169,11 @@ final class LitestreamProcess: Sendable {
         }
     }
 
-    /// Stops the process it started or adopted: SIGTERM, Litestream's last
+    /// Stops the process it started: SIGTERM, Litestream's last
     /// sync (its `shutdown-sync-timeout` is 30 s), then SIGKILL if still
     /// alive after ``stopTimeout``.
     func stop() async {
-        let (adopted, process) = state.withLock { ($0.adoptedPID, $0.process) }
-        let control = self.control
-        if let adopted {
-            kill(adopted, SIGTERM)
-            let deadline = ContinuousClock.now + Self.stopTimeout
-            while await BlockingWork.run({ (try? control.info()) != nil }) && ContinuousClock.now < deadline {
-                try? await Task.sleep(for: .milliseconds(20))
-            }
-        }
-        guard let process else { return }
+        guard let process = state.withLock({ $0.process }) else { return }
         if process.isRunning {
             process.terminate()
             let deadline = ContinuousClock.now + Self.stopTimeout
@@ -147,6 +185,7 @@ final class LitestreamProcess: Sendable {
                 kill(process.processIdentifier, SIGKILL)
             }
         }
+        Self.startedHere.withLock { _ = $0.remove(process.processIdentifier) }
         logger.info("litestream replicator stopped")
     }
 
@@ -181,6 +220,7 @@ final class LitestreamProcess: Sendable {
         }
         let process = try executable.start(["replicate", "-config", configPath])
         state.withLock { $0.process = process }
+        Self.startedHere.withLock { _ = $0.insert(process.processIdentifier) }
         logger.info("litestream replicator started", metadata: ["pid": "\(process.processIdentifier)"])
     }
 }

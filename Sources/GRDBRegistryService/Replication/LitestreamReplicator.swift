@@ -331,8 +331,8 @@ public final class LitestreamReplicator: Service, Sendable {
         await tick()
     }
 
-    /// Registers nothing more, then stops the process it started or
-    /// adopted (``LitestreamProcess/stop()``).
+    /// Registers nothing more, then stops the process it started
+    /// (``LitestreamProcess/stop()``).
     private func stop() async {
         state.withLock { $0.isStopped = true }
         readiness.fail(.replicatorNotRunning(reason: "stopped"))

@@ -6,8 +6,9 @@ import Foundation
 /// Swift concurrency's cooperative pool has one thread per core: a call
 /// that blocks one of them (a Litestream socket call can wait 30 s, a
 /// backup reads a whole database) stalls every task queued behind it. The
-/// body runs on `DispatchQueue.global()`, which grows threads as they
-/// block, and its result or typed error comes back to the caller.
+/// body runs on a thread of its own (``BlockingThreadPool``: reused once
+/// idle; not `DispatchQueue.global()`, whose threads grow about one a
+/// second on Linux), and its result or typed error comes back to the caller.
 ///
 /// ```swift
 /// let info = try await BlockingWork.run { try control.info() }
@@ -23,7 +24,7 @@ enum BlockingWork {
         _ body: @escaping @Sendable () throws(Failure) -> T
     ) async throws(Failure) -> T {
         let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<T, Failure>, Never>) in
-            DispatchQueue.global().async {
+            BlockingThreadPool.shared.submit {
                 do throws(Failure) {
                     continuation.resume(returning: .success(try body()))
                 } catch {
