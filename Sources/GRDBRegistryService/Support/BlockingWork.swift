@@ -1,7 +1,7 @@
 import Foundation
 
 /// Runs blocking work (sockets, SQLite, `waitpid`, file copies) on a
-/// Dispatch thread, and suspends the caller until it is done.
+/// thread of its own, and suspends the caller until it is done.
 ///
 /// Swift concurrency's cooperative pool has one thread per core: a call
 /// that blocks one of them (a Litestream socket call can wait 30 s, a
@@ -17,10 +17,13 @@ import Foundation
 ///
 /// The body is not cancelled with the calling task: blocking calls can't
 /// be interrupted, so the caller gets its answer once the body returns.
-enum BlockingWork {
+///
+/// The service, the replicator and durable acknowledgements run their
+/// blocking calls here; so does a fleet node's restore.
+public enum BlockingWork {
     /// Runs `body` off the cooperative pool and returns its result, or
     /// throws its error (`Never` for a body that can't fail).
-    static func run<T: Sendable, Failure: Error>(
+    public static func run<T: Sendable, Failure: Error>(
         _ body: @escaping @Sendable () throws(Failure) -> T
     ) async throws(Failure) -> T {
         let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<T, Failure>, Never>) in

@@ -1,4 +1,3 @@
-import Dispatch
 import Foundation
 import GRDBBackup
 import GRDBRegistry
@@ -111,7 +110,7 @@ public final class ServiceTenantHost<Repository: TenantRepository>: FleetTenantH
             // for an older epoch's, and the writes since were lost
             // (fleet-chaos --short, asynchronous mode, after a PostgreSQL
             // restart).
-            let report = try await Self.blocking {
+            let report = try await BlockingWork.run {
                 try restore.restoreNewestEpoch(tenant: id, below: epoch + 1, encrypted: encrypted, checks: checks)
             }
             guard let report else {
@@ -179,15 +178,6 @@ public final class ServiceTenantHost<Repository: TenantRepository>: FleetTenantH
 
     private func letGo(frozenLeaseOf id: TenantID) {
         _ = frozen.withLock { $0.removeValue(forKey: id) }
-    }
-
-    /// Runs blocking file and SQLite work off the cooperative pool.
-    private static func blocking<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async {
-                continuation.resume(with: Result { try work() })
-            }
-        }
     }
 }
 
