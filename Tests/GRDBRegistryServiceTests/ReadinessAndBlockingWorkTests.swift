@@ -1,7 +1,9 @@
 import Foundation
+import GRDB
 @testable import GRDBRegistryService
 import Synchronization
 import Testing
+import TestSupport
 
 @Suite struct ReadinessTests {
     /// Waiters of both kinds, async and blocking, are woken by the change
@@ -117,6 +119,20 @@ import Testing
         }
         #expect(pool.threadCount <= 2)
         try await eventually(within: 30) { pool.threadCount == 0 }
+    }
+
+    /// The example of ``BlockingWork``'s documentation, as written there.
+    @Test func theDocumentationExampleRuns() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("example.sqlite")
+        let database = try DatabasePool(path: path)
+        try await database.write { try $0.execute(sql: "CREATE TABLE t(a)") }
+        let size = try await BlockingWork.run {
+            try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int ?? 0
+        }
+        await BlockingWork.run { try? database.close() }   // a GRDB DatabasePool
+        #expect(size > 0)
+        await #expect(throws: (any Error).self) { try await database.read { try Int.fetchOne($0, sql: "SELECT 1") } }
     }
 
     /// The body's result and typed error come back to the caller.

@@ -6,13 +6,15 @@ import Foundation
 /// Swift concurrency's cooperative pool has one thread per core: a call
 /// that blocks one of them (a Litestream socket call can wait 30 s, a
 /// backup reads a whole database) stalls every task queued behind it. The
-/// body runs on a thread of its own (``BlockingThreadPool``: reused once
+/// body runs on a thread of its own (`BlockingThreadPool`: reused once
 /// idle; not `DispatchQueue.global()`, whose threads grow about one a
 /// second on Linux), and its result or typed error comes back to the caller.
 ///
 /// ```swift
-/// let info = try await BlockingWork.run { try control.info() }
-/// await BlockingWork.run { try? database.close() }
+/// let size = try await BlockingWork.run {
+///     try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int ?? 0
+/// }
+/// await BlockingWork.run { try? database.close() }   // a GRDB DatabasePool
 /// ```
 ///
 /// The body is not cancelled with the calling task: blocking calls can't
