@@ -10,7 +10,7 @@ import Synchronization
 /// `sync` that waits for an upload, a backup) then queue behind each
 /// other: 32 callers each blocking 10 ms ran 340 calls a second on the
 /// global queue of this 2-core machine, and 2,470 with a thread each
-/// (`/tmp/bw/main2.swift`, issue 24's closing note). Durable
+/// (`Benchmarks/blocking-threads.swift`, in `Benchmarks/RESULTS.md`). Durable
 /// acknowledgements of many tenants are exactly that load.
 ///
 /// A body is handed to an idle thread when there is one, else to a new
