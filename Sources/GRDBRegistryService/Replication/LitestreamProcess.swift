@@ -96,22 +96,26 @@ final class LitestreamProcess: Sendable {
         logger.warning("a litestream replicator left by a daemon that ended answers on the socket: stopping it, to start this daemon's own", metadata: [
             "socket": "\(control.socketPath)", "pid": "\(pid)"])
         kill(pid, SIGTERM)
-        let deadline = ContinuousClock.now + Self.stopTimeout
-        while kill(pid, 0) == 0 && Self.parent(of: pid) != nil && ContinuousClock.now < deadline {
-            try? await Task.sleep(for: .milliseconds(20))
-        }
-        if kill(pid, 0) == 0 && Self.parent(of: pid) != nil {
+        if await !Self.waitUntilGone(pid, deadline: ContinuousClock.now + Self.stopTimeout) {
             logger.warning("the left replicator did not stop after SIGTERM: killing it", metadata: ["pid": "\(pid)"])
             kill(pid, SIGKILL)
-            while kill(pid, 0) == 0 && Self.parent(of: pid) != nil {
-                try? await Task.sleep(for: .milliseconds(20))
-            }
+            _ = await Self.waitUntilGone(pid, deadline: nil)
         }
+    }
+
+    /// Waits until process `pid` is gone (``parent(of:)`` is nil), or
+    /// `deadline` passes; returns whether it is gone.
+    private static func waitUntilGone(_ pid: Int32, deadline: ContinuousClock.Instant?) async -> Bool {
+        while parent(of: pid) != nil {
+            if let deadline, ContinuousClock.now >= deadline { return false }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return true
     }
 
     /// The parent of process `pid`, or nil when it is gone (or a zombie,
     /// which is gone but for its exit status).
-    private static func parent(of pid: Int32) -> Int32? {
+    static func parent(of pid: Int32) -> Int32? {
         guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
               let close = stat.lastIndex(of: ")") else { return nil }
         // pid (comm) state ppid …: comm may hold spaces and parentheses.

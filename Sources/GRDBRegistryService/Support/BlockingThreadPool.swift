@@ -1,4 +1,5 @@
 import Foundation
+import GRDBMigrations
 import Synchronization
 
 /// The threads that run ``BlockingWork``: a thread for each body that runs
@@ -101,7 +102,7 @@ final class BlockingThreadPool: Sendable {
                 return nil
             }
             if next != nil { continue }
-            if worker.wakeUp.wait(timeout: .now() + idleTimeout.dispatchInterval) == .timedOut {
+            if worker.wakeUp.wait(timeout: .now() + idleTimeout.timeInterval) == .timedOut {
                 let ends = state.withLock { state -> Bool in
                     guard let index = state.idle.firstIndex(where: { $0 === worker }) else {
                         // Handed a body meanwhile: its signal is on the way.
@@ -119,12 +120,5 @@ final class BlockingThreadPool: Sendable {
                 return job
             }
         }
-    }
-}
-
-extension Duration {
-    fileprivate var dispatchInterval: DispatchTimeInterval {
-        let (seconds, attoseconds) = components
-        return .nanoseconds(Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000))
     }
 }
