@@ -4,9 +4,13 @@ import PackageDescription
 // The library pulls GRDB and little else. Samples and benchmarks are separate
 // packages (under Samples/ and Benchmarks/) that depend on this one by path,
 // so their heavy dependencies never reach a user of GRDBRegistry.
+//
+// Linux only, so no `platforms:` line: the encryption VFS needs OpenSSL's
+// libcrypto headers, and the replicator and the file-descriptor budget read
+// /proc. Sources/GRDBRegistry/Support/LinuxOnly.swift stops a build
+// elsewhere with a message that says so.
 let package = Package(
     name: "GRDBRegistry",
-    platforms: [.macOS(.v15)],
     products: [
         .library(name: "GRDBRegistry", targets: ["GRDBRegistry"]),
         .library(name: "GRDBRegistryService", targets: ["GRDBRegistryService"]),
@@ -17,9 +21,10 @@ let package = Package(
         .executable(name: "registryctl", targets: ["registryctl"]),
     ],
     dependencies: [
-        .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
-        // GRDB is pinned (the cipher VFS relies on its SQLite integration);
-        // the others take any later minor release, so that users' graphs resolve.
+        // Any GRDB 7 from 7.10 on, as every dependency here: an application
+        // picks the release it needs. The cipher VFS talks to SQLite's C API
+        // (GRDBSQLite, the system libsqlite3), not to GRDB's internals.
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),

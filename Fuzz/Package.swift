@@ -14,7 +14,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     dependencies: [
         .package(name: "GRDBRegistry", path: ".."),
-        .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         // The sample server's request bodies (its TenantRequests library;
         // Hummingbird is resolved, not built).
         .package(name: "MultiTenantServer", path: "../Samples/MultiTenantServer"),
