@@ -42,4 +42,52 @@ import Testing
         let salt = frozen.salt.map { String(format: "%02x", $0) }.joined()
         #expect(derived == (try CipherKey(DatabaseSecret("x'\(frozen.key)\(salt)'"))))
     }
+
+    /// RFC 5869, appendix A, test cases 1 to 3 (HKDF-SHA256).
+    struct RFC5869Case: Sendable, CustomTestStringConvertible {
+        var number: Int
+        var ikm: Data
+        var salt: Data
+        var info: Data
+        var okm: String
+
+        var testDescription: String { "test case \(number)" }
+    }
+
+    static let rfc5869Cases: [RFC5869Case] = [
+        RFC5869Case(
+            number: 1, ikm: Data(repeating: 0x0b, count: 22), salt: Data(0x00...0x0c), info: Data(0xf0...0xf9),
+            okm: "3cb25f25faacd57a90434f64d0362f2a2d2d0a90cf1a5a4c5db02d56ecc4c5bf34007208d5b887185865"),
+        RFC5869Case(
+            number: 2, ikm: Data(0x00...0x4f), salt: Data(0x60...0xaf), info: Data(0xb0...0xff),
+            okm: "b11e398dc80327a1c8e7f78c596a49344f012eda2d4efad8a050cc4c19afa97c"
+                + "59045a99cac7827271cb41c65e590e09da3275600c2f09b8367793a9aca3db71"
+                + "cc30c58179ec3e87c14c01d5c1f3434f1d87"),
+        RFC5869Case(
+            number: 3, ikm: Data(repeating: 0x0b, count: 22), salt: Data(), info: Data(),
+            okm: "8da4e775a563c18f715f802a063c5a31b8a11f5c5ee1879ec3454e5f3c738d2d9d201395faa4b61a96c8"),
+    ]
+
+    @Test(arguments: rfc5869Cases)
+    func hkdfGivesRFC5869TestVectors(_ vector: RFC5869Case) throws {
+        let okm = try CipherKey.hkdfSHA256(key: vector.ikm, salt: vector.salt, info: vector.info, length: vector.okm.count / 2)
+        #expect(okm.map { String(format: "%02x", $0) }.joined() == vector.okm)
+    }
+
+    @Test func hkdfRefusesAnOutputLongerThanRFC5869Allows() throws {
+        // 255 blocks of SHA-256 is HKDF's limit; OpenSSL refuses more,
+        // and the error surfaces as a typed one, with no key.
+        let error = #expect(throws: CipherError.self) {
+            _ = try CipherKey.hkdfSHA256(key: Data(repeating: 1, count: 32), salt: Data(), info: Data(), length: 255 * 32 + 1)
+        }
+        guard case .invalidKey(let reason)? = error else {
+            Issue.record("expected CipherError.invalidKey, got \(String(describing: error))")
+            return
+        }
+        #expect(reason.hasPrefix("key derivation failed (libcrypto HKDF"), "\(reason)")
+        #expect(try CipherKey.hkdfSHA256(key: Data(repeating: 1, count: 32), salt: Data(), info: Data(), length: 255 * 32).count == 255 * 32)
+        #expect(throws: CipherError.self) {
+            _ = try CipherKey.hkdfSHA256(key: Data(repeating: 1, count: 32), salt: Data(), info: Data(), length: 0)
+        }
+    }
 }
