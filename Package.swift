@@ -31,6 +31,9 @@ let package = Package(
         // Spans: the API only (no exporter); callers pass a tracer, no-op by default.
         .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.3"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        // The ecosystem's configuration API (Hummingbird reads its settings
+        // from a ConfigReader): RegistryConfiguration reads from one too.
+        .package(url: "https://github.com/apple/swift-configuration", from: "1.4.0"),
         // `swift package generate-documentation` (scripts/docs); a command
         // plugin, so nothing of it is linked into the products.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
@@ -85,6 +88,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "Configuration", package: "swift-configuration"),
             ]
         ),
         .testTarget(
@@ -99,6 +103,7 @@ let package = Package(
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
                 .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
+                .product(name: "Configuration", package: "swift-configuration"),
             ]
         ),
 

@@ -25,30 +25,55 @@ extension CipherKey {
     /// Most code asks ``TenantEncryption/key(forTenant:atPath:)`` instead,
     /// which reads the salt from the file, or makes one for a new tenant.
     ///
-    /// - throws: ``CipherError/invalidKey(_:)`` when `salt` does not have 16 bytes.
+    /// - throws: ``CipherError/invalidKey(_:)`` when `salt` does not have
+    ///   16 bytes, or when libcrypto's HKDF fails (no key is made then).
     public static func tenantKey(master: TenantMasterKey, tenant: String, salt: Data) throws -> CipherKey {
         guard salt.count == 16 else { throw CipherError.invalidKey("a salt has 16 bytes, not \(salt.count)") }
-        // HKDF-Extract, then one block of HKDF-Expand: 32 bytes is one
-        // SHA-256 output, so T(1) is the whole key.
-        let pseudoRandomKey = try hmacSHA256(key: salt, message: master.bytes)
         var info = Data(tenantKeyLabel.utf8)
         info.append(0)
         info.append(contentsOf: tenant.utf8)
-        info.append(1)
-        let key = try hmacSHA256(key: pseudoRandomKey, message: info)
+        let key = try hkdfSHA256(key: master.bytes, salt: salt, info: info, length: 32)
         return try raw(key, salt: salt)
     }
 
-    static func hmacSHA256(key: Data, message: Data) throws -> Data {
-        var output = [UInt8](repeating: 0, count: 32)
-        var length: UInt32 = 0
-        let result = key.withUnsafeBytes { key in
-            message.withUnsafeBytes { message in
-                HMAC(EVP_sha256(), key.baseAddress, Int32(key.count),
-                     message.bindMemory(to: UInt8.self).baseAddress, message.count, &output, &length)
+    /// HKDF-SHA256 (RFC 5869): `length` bytes derived from `key`, by
+    /// libcrypto's HKDF (OpenSSL 3's `EVP_KDF`).
+    ///
+    /// - throws: ``CipherError/invalidKey(_:)`` when libcrypto fails (an
+    ///   empty key, a `length` of 0 or above 255 × 32 bytes, a libcrypto
+    ///   without HKDF), with its reason. There is no fallback derivation.
+    static func hkdfSHA256(key: Data, salt: Data, info: Data, length: Int) throws -> Data {
+        guard length > 0 else { throw CipherError.invalidKey("key derivation failed: HKDF can't derive 0 bytes") }
+        // Errors left by earlier calls in this thread would be taken for ours.
+        ERR_clear_error()
+        var output = [UInt8](repeating: 0, count: length)
+        let succeeded = key.withUnsafeBytes { key in
+            salt.withUnsafeBytes { salt in
+                info.withUnsafeBytes { info in
+                    output.withUnsafeMutableBufferPointer { output in
+                        grdb_hkdf_sha256(
+                            key.bindMemory(to: UInt8.self).baseAddress, key.count,
+                            salt.bindMemory(to: UInt8.self).baseAddress, salt.count,
+                            info.bindMemory(to: UInt8.self).baseAddress, info.count,
+                            output.baseAddress, output.count) == 1
+                    }
+                }
             }
         }
-        guard result != nil, length == 32 else { throw CipherError.invalidKey("key derivation failed (libcrypto HMAC)") }
+        guard succeeded else {
+            throw CipherError.invalidKey("key derivation failed (libcrypto HKDF: \(libcryptoError() ?? "no reason given"))")
+        }
         return Data(output)
+    }
+
+    /// The first error of libcrypto's queue for this thread, as OpenSSL
+    /// writes it, and the queue emptied.
+    private static func libcryptoError() -> String? {
+        let code = ERR_get_error()
+        defer { ERR_clear_error() }
+        guard code != 0 else { return nil }
+        var buffer = [CChar](repeating: 0, count: 256)
+        ERR_error_string_n(code, &buffer, buffer.count)
+        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }

@@ -1,11 +1,14 @@
 import Foundation
 import Synchronization
 
-// The small decoding framework of the configuration file: every nested
-// decoder logs its problems in one shared log instead of throwing, so that
-// a file's problems are all reported at once, each with its location.
+// The JSON source of the configuration: every nested decoder logs its
+// problems in one shared log instead of throwing, so that a file's problems
+// are all reported at once, each with its location. Unknown keys and JSON
+// that is not an object of the expected shape are checks only this source
+// makes: a swift-configuration JSON provider flattens the file into keys,
+// and can't tell a typo from a key nobody asked for.
 
-/// The problems found while decoding, shared by every nested decoder so
+/// The problems found while reading, shared by every nested section so
 /// that one bad value does not hide the next.
 final class ProblemLog: Sendable {
     let problems = Mutex<[String]>([])
@@ -28,10 +31,6 @@ struct AnyKey: CodingKey {
     init?(intValue: Int) { nil }
 }
 
-func location(_ path: [any CodingKey], _ key: String? = nil) -> String {
-    (path.map(\.stringValue) + (key.map { [$0] } ?? [])).joined(separator: ".")
-}
-
 extension Decoder {
     var log: ProblemLog {
         // Set by `parse` before any model decodes.
@@ -39,30 +38,41 @@ extension Decoder {
     }
 }
 
-extension KeyedDecodingContainer<AnyKey> {
-    /// Decodes one value; a missing or mistyped one is logged, not thrown.
-    func field<T: Decodable>(_ key: String, _ log: ProblemLog, expected: String, required: Bool = false) -> T? {
+/// A JSON object of the configuration file.
+struct JSONSection: ConfigurationSection {
+    let container: KeyedDecodingContainer<AnyKey>
+    let log: ProblemLog
+
+    var location: String { container.codingPath.map(\.stringValue).joined(separator: ".") }
+
+    func lookUp<Value: ConfigurationValue>(_ key: String) -> ConfigurationLookup<Value> {
         let codingKey = AnyKey(key)
-        guard contains(codingKey) else {
-            if required { log.add(location(codingPath, key), "missing (\(expected))") }
-            return nil
-        }
-        do {
-            let value = try decode(T.self, forKey: codingKey)
-            if let string = value as? String, string.isEmpty {
-                log.add(location(codingPath, key), "must be \(expected), not empty")
-                return nil
-            }
-            return value
-        } catch {
-            log.add(location(codingPath, key), "must be \(expected)")
-            return nil
+        guard container.contains(codingKey) else { return .missing }
+        guard let value = try? container.decode(Value.self, forKey: codingKey) else { return .invalid }
+        return .found(value)
+    }
+
+    func lookUpSection(_ key: String, keys: KeyTable) -> ConfigurationLookup<JSONSection> {
+        let codingKey = AnyKey(key)
+        guard container.contains(codingKey) else { return .missing }
+        guard let nested = try? container.nestedContainer(keyedBy: AnyKey.self, forKey: codingKey) else { return .invalid }
+        return .found(JSONSection(container: nested, log: log))
+    }
+
+    func namedSections(_ key: String, keys: KeyTable, expected: String, entryExpected: String) -> [(name: String, section: JSONSection)] {
+        guard let object = section(key, keys: keys, expected: expected) else { return [] }
+        return object.container.allKeys.map(\.stringValue).sorted().compactMap { name in
+            object.section(name, keys: keys, expected: entryExpected).map { (name, $0) }
         }
     }
 
-    func checkKeys(_ allowed: [String], _ log: ProblemLog) {
-        for key in allKeys.map(\.stringValue).sorted() where !allowed.contains(key) {
-            log.add(location(codingPath, key), "unknown key (allowed: \(allowed.joined(separator: ", ")))")
+    func contains(_ keys: KeyTable) -> Bool {
+        keys.names.contains { container.contains(AnyKey($0)) }
+    }
+
+    func checkKeys(_ keys: KeyTable) {
+        for key in container.allKeys.map(\.stringValue).sorted() where !keys.names.contains(key) {
+            add(key, "unknown key (allowed: \(keys.names.joined(separator: ", ")))")
         }
     }
 }

@@ -53,6 +53,14 @@ extension RegistryConfiguration {
         } catch {
             log.add("", "must be a JSON object (see the Configuration article for its keys)")
         }
+        return try build(model, log: log, baseDirectory: baseDirectory, file: file, environment: environment)
+    }
+
+    /// The configuration of a model read from any source (a file, a
+    /// `ConfigReader`), checked; throws every problem of `log` and of the checks.
+    static func build(
+        _ model: FileModel?, log: ProblemLog, baseDirectory: URL, file: String, environment: [String: String]
+    ) throws -> RegistryConfiguration {
         var builder = Builder(baseDirectory: baseDirectory, environment: environment, log: log)
         let configuration = model.flatMap { builder.build($0) }
         let problems = log.problems.withLock { $0 }
@@ -70,7 +78,8 @@ extension RegistryConfiguration {
 /// catch let error as RegistryConfigurationError { print(error) }
 /// ```
 public struct RegistryConfigurationError: Error, CustomStringConvertible, Sendable, Equatable {
-    /// The configuration file.
+    /// The configuration file (or, for a configuration read from a
+    /// `ConfigReader`, the reader and its providers).
     public var file: String
     /// One line a problem, each naming where it is (`databases.players.path: missing`).
     public var problems: [String]

@@ -28,6 +28,10 @@ import GRDBRegistry
 /// let configuration = try RegistryConfiguration.load(contentsOf: URL(fileURLWithPath: "registry.json"))
 /// ```
 ///
+/// An application that reads its settings with swift-configuration reads
+/// the same keys from its `ConfigReader` with
+/// ``init(reading:databases:baseDirectory:environment:)``.
+///
 /// ## Topics
 ///
 /// ### Loading a file
@@ -38,6 +42,10 @@ import GRDBRegistry
 /// - ``problems(environment:)``
 /// - ``fileContents(relativeTo:)``
 /// - ``RegistryConfigurationError``
+///
+/// ### Reading it from swift-configuration
+///
+/// - ``init(reading:databases:baseDirectory:environment:)``
 ///
 /// ### Building one in code
 ///
