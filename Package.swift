@@ -114,8 +114,8 @@ let package = Package(
             cSettings: [.define("OPENSSL_API_COMPAT", to: "0x10100000L")],
             linkerSettings: [.linkedLibrary("crypto")]
         ),
-        // libcrypto (OpenSSL), which CSQLCipherVFS links too: SHA-256 and
-        // HMAC for the Swift modules, instead of hand-written primitives.
+        // libcrypto (OpenSSL), which CSQLCipherVFS links too: SHA-256, HMAC and
+        // HKDF for the Swift modules, instead of hand-written primitives.
         .systemLibrary(
             name: "CLibCrypto",
             pkgConfig: "libcrypto",

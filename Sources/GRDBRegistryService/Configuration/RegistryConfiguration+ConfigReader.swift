@@ -66,11 +66,9 @@ struct ConfigReaderSection: ConfigurationSection {
     var location: String { path.joined(separator: ".") }
 
     func lookUp<Value: ConfigurationValue>(_ key: String) -> ConfigurationLookup<Value> {
-        do {
-            return .found(try Value.read(reader, ConfigKey(path + [key])))
-        } catch {
-            return Self.isMissing(error) ? .missing : .invalid
-        }
+        let configKey = ConfigKey(path + [key])
+        if let value = try? Value.read(reader, configKey) { return .found(value) }
+        return hasValue(configKey) ? .invalid : .missing
     }
 
     func lookUpSection(_ key: String, keys: KeyTable) -> ConfigurationLookup<ConfigReaderSection> {
@@ -90,19 +88,26 @@ struct ConfigReaderSection: ConfigurationSection {
             if let section = keys.sections[name] {
                 return ConfigReaderSection(reader: reader, path: path + [name], log: log, databaseNames: []).contains(section)
             }
-            // Any type: a value of the wrong one is there too.
-            if case .missing = lookUp(name) as ConfigurationLookup<String> { return false }
-            return true
+            return hasValue(ConfigKey(path + [name]))
         }
     }
 
     func checkKeys(_ keys: KeyTable) {}
 
-    /// Whether `error`, thrown by a `required…` method of `ConfigReader`,
-    /// says the key has no value in any provider, rather than a value of
-    /// another type. The error type is internal to swift-configuration;
-    /// its case is the one the `required…` methods document.
-    static func isMissing(_ error: any Error) -> Bool {
-        Mirror(reflecting: error).children.first?.label == "missingRequiredConfigValue"
+    /// Whether some provider has a value for `key`, of any type: a value
+    /// of the wrong type is a problem to report, not a missing key. Asked
+    /// type by type through the reader's public getters (each is `nil`
+    /// when no provider has a value of that type), since the error a
+    /// `required…` getter throws for a missing key is not public.
+    func hasValue(_ key: ConfigKey) -> Bool {
+        reader.string(forKey: key) != nil
+            || reader.int(forKey: key) != nil
+            || reader.double(forKey: key) != nil
+            || reader.bool(forKey: key) != nil
+            || reader.stringArray(forKey: key) != nil
+            || reader.intArray(forKey: key) != nil
+            || reader.doubleArray(forKey: key) != nil
+            || reader.boolArray(forKey: key) != nil
+            || reader.bytes(forKey: key) != nil
     }
 }
