@@ -1,4 +1,5 @@
 import ArgumentParser
+import GRDBRegistry
 
 /// `registryctl`: migrations, checks, keys, backups and restores of one
 /// database or thousands of tenants, with the daemon's configuration file.
@@ -20,12 +21,14 @@ import ArgumentParser
 ///
 /// Exit status: 0 when every database succeeded, 1 when at least one failed
 /// (the others were still processed), 2 for bad arguments or configuration
-/// (nothing was touched).
+/// (nothing was touched), 3 when `status` found a modified or unknown
+/// migration.
 @main
 struct RegistryCtl: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "registryctl",
         abstract: "Migrate, verify, encrypt, re-key, back up and restore GRDBRegistry databases and tenants.",
+        version: GRDBRegistryVersion.current,
         subcommands: [
             StatusCommand.self, MigrateCommand.self,
             EncryptCommand.self, DecryptCommand.self, RekeyCommand.self, VerifyCommand.self,

@@ -52,6 +52,12 @@ import Testing
         #expect(throws: BackupError.destinationExists(path: path)) {
             try restore.restoreTenant(acme, into: fixture.layout, encryption: fixture.encryption)
         }
+        // Its newest transactions are in its WAL: refused before any lock.
+        #expect(throws: BackupError.destinationWALNotEmpty(path: path + "-wal")) {
+            try restore.restoreTenant(acme, into: fixture.layout, encryption: fixture.encryption, force: true)
+        }
+        // Checkpointed, its WAL is empty: the daemon's connections refuse the lock.
+        try daemon.writeWithoutTransaction { _ = try $0.checkpoint(.truncate) }
         #expect(throws: BackupError.destinationInUse(path: path)) {
             try restore.restoreTenant(acme, into: fixture.layout, encryption: fixture.encryption, force: true)
         }

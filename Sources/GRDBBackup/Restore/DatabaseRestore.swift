@@ -23,9 +23,11 @@ import Tracing
 ///
 /// The steps, in this order; a refusal at any of them leaves the
 /// destination and its directory as they were, and removes the copy:
-/// 1. The destination must not exist (nor a `-wal` or `-journal` of it:
-///    SQLite would replay them into the new file), unless `force` is
-///    given.
+/// 1. The destination must not exist, unless `force` is given. Without
+///    it, a `-wal` or `-journal` with content beside a missing database
+///    is refused (SQLite would replay it into the new file); empty ones,
+///    which a clean shutdown leaves, and with `force` any of them, are
+///    removed when the new file is published.
 /// 2. The candidate file is copied next to the destination under a hidden
 ///    name (for a tenant, ``/GRDBRegistry/TenantLayout/provisioningPath(for:)``,
 ///    which no tool takes for a tenant).
@@ -44,6 +46,12 @@ import Tracing
 ///    once the old file is locked, and the directory flushed.
 ///
 /// ## Restoring over a database (`force`)
+///
+/// A `-wal` with content beside the old file holds its newest
+/// transactions: the restore stops with
+/// ``BackupError/destinationWALNotEmpty(path:)`` before it touches
+/// anything, whether a process has the database open or it was not
+/// closed cleanly.
 ///
 /// A daemon with the database open would go on writing the old, unlinked
 /// file: its writes would be lost. So with `force`, the old file is opened
@@ -267,10 +275,18 @@ public struct DatabaseRestore: Sendable {
             let temporary = candidate.temporary
             let exists = FileManager.default.fileExists(atPath: destination)
             if exists && !force { throw BackupError.destinationExists(path: destination) }
-            if !exists {
+            if exists {
+                // Those transactions are the newest of the database: the
+                // lock would checkpoint them into the file it replaces.
+                if Self.fileSize(destination + "-wal") ?? 0 > 0 {
+                    throw BackupError.destinationWALNotEmpty(path: destination + "-wal")
+                }
+            } else {
                 // A log or journal without its database would be replayed into
-                // the restored file when it opens.
-                for suffix in ["-wal", "-journal"] where FileManager.default.fileExists(atPath: destination + suffix) {
+                // the restored file when it opens. An empty one (a clean
+                // shutdown leaves a 0-byte `-wal`) holds nothing; one with
+                // content belongs to a file that is gone: removed with force.
+                for suffix in ["-wal", "-journal"] where Self.fileSize(destination + suffix) ?? 0 > 0 && !force {
                     throw BackupError.destinationExists(path: destination + suffix)
                 }
             }
@@ -311,6 +327,9 @@ public struct DatabaseRestore: Sendable {
                 unlink(destination + "-shm")
                 try Files.publish(temporary, as: destination, replacing: true)
             } else {
+                // Left by the file that is gone (checked above), or by its
+                // clean shutdown: the restored file must not inherit them.
+                for suffix in DurableFiles.sidecarSuffixes { unlink(destination + suffix) }
                 try Files.publish(temporary, as: destination, replacing: false)
             }
             published = true
@@ -354,6 +373,11 @@ public struct DatabaseRestore: Sendable {
             throw BackupError.verificationFailed(database: name, path: path, reason: "a WAL with content appeared beside it during the checks")
         }
         unlink(wal)
+    }
+
+    /// The size of the file at `path`; nil when there is none.
+    private static func fileSize(_ path: String) -> Int? {
+        (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber)?.intValue
     }
 
     /// Copies `source` to the new file `temporary`, flushed. A source with
