@@ -17,7 +17,6 @@ enum CipherFormatHint {
     /// catch { throw CipherFormatHint.explain(error, path: path, key: key, compatibility: .v4) { "pass --compatibility \($0)" } }
     /// ```
     static func explain(_ error: any Error, path: String, key: CipherKey, compatibility: CipherCompatibility, remedy: (Int) -> String) -> any Error {
-        guard error is CipherError else { return error }
         let other: CipherCompatibility = compatibility == .v4 ? .v3 : .v4
         guard opens(path, key: key, compatibility: other) else { return error }
         let version = other == .v3 ? 3 : 4
