@@ -105,7 +105,7 @@ public enum BackupError: Error, Sendable, Equatable, CustomStringConvertible {
         case let .destinationNotLockable(path, reason):
             return "can't lock \(path) to prove no process uses it (\(reason)): stop the daemon, move the file away, and restore without force"
         case let .destinationWALNotEmpty(path):
-            return "\(path) holds transactions not yet in its database (a process has it open, or it was not closed cleanly): stop the process, or open and close the database once so that SQLite checkpoints them, then restore with force"
+            return "\(path) holds transactions not yet in its database (a process has it open, or it was not closed cleanly): stop the process; if no process has it open, run PRAGMA wal_checkpoint(TRUNCATE) on the database (or start and stop its daemon), then restore with force"
         case let .tenantKeyBoundToID(backedUpAs, restoringAs):
             return "tenant \(backedUpAs) is encrypted with a key derived from its id: it can't be restored as \(restoringAs); restore it as \(backedUpAs)"
         case let .fileSystem(path, operation, reason):
