@@ -21,6 +21,10 @@ struct BackupCommand: ParsableCommand {
             every copy is checked (integrity, cipher HMACs) before it gets its name. The manifest \
             (manifest.json: file, size, SHA-256, migrations, cipher settings, never keys) is \
             written last, and only when every copy succeeded: a directory without it is not a backup.
+
+            Without --config, --database PATH backs up one file under its name without extension \
+            (vault.sqlite: vault), with --key-env or --key-file and the cipher options when it is \
+            encrypted: a database that a repository owns, which no configuration file lists.
             """)
 
     @Option(help: ArgumentHelp("The daemon's JSON configuration file: its databases, tenants and key sources.", valueName: "file"))

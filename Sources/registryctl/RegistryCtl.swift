@@ -17,7 +17,12 @@ import GRDBRegistry
 /// registryctl rekey   --config registry.json --name players --new-key-env NEW_PLAYERS_KEY
 /// registryctl backup  --config registry.json --to backups/2026-11-23
 /// registryctl restore --config registry.json --from backups/2026-11-23 --tenant acme
+/// registryctl backup  --database vault.sqlite --key-env VAULT_KEY --to backups/vault   # no configuration file
+/// registryctl --version
 /// ```
+///
+/// Each flag means one thing in every command: `--database PATH` is a
+/// database file, `--name NAME` a database of the `--config` file.
 ///
 /// Exit status: 0 when every database succeeded, 1 when at least one failed
 /// (the others were still processed), 2 for bad arguments or configuration

@@ -23,6 +23,15 @@ struct RestoreCommand: ParsableCommand {
             open (WAL databases: every daemon's); stop the daemon of a database in a rollback \
             journal mode first, since an idle connection to it can't be detected.
 
+            Without --config, --database PATH restores the backup's database named after the \
+            file (vault.sqlite: vault, as backup --database named it), opened with --key-env or \
+            --key-file and the cipher options, and checked against --migrations DIR when given.
+
+            A -wal or -journal beside a database file that no longer exists would be replayed \
+            into the restored file: an empty one (a clean shutdown leaves them) is removed; one \
+            with content is refused, and removed with --force. --force over an existing database \
+            whose -wal holds transactions is refused, naming that file.
+
             With --from-replica, the databases come from the configuration's Litestream replica \
             (replication.replica, `litestream restore`), as they are there or as they were at \
             --timestamp; --removed restores the replica kept aside when a tenant was removed \
