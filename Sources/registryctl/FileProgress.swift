@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import GRDBBackup
 
 /// The progress of one long file operation (`encrypt`, `decrypt`, a
 /// single-file `rekey`), on a terminal only: the bytes its output file
@@ -52,6 +53,6 @@ struct FileProgress {
 
     /// The size of the file at `path`, 0 when there is none.
     static func size(ofFileAt path: String) -> Int {
-        (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber)?.intValue ?? 0
+        Files.size(ofFileAt: path) ?? 0
     }
 }

@@ -278,17 +278,11 @@ public struct DatabaseRestore: Sendable {
             if exists {
                 // Those transactions are the newest of the database: the
                 // lock would checkpoint them into the file it replaces.
-                if Self.fileSize(destination + "-wal") ?? 0 > 0 {
+                if Files.size(ofFileAt: destination + "-wal") ?? 0 > 0 {
                     throw BackupError.destinationWALNotEmpty(path: destination + "-wal")
                 }
             } else {
-                // A log or journal without its database would be replayed into
-                // the restored file when it opens. An empty one (a clean
-                // shutdown leaves a 0-byte `-wal`) holds nothing; one with
-                // content belongs to a file that is gone: removed with force.
-                for suffix in ["-wal", "-journal"] where Self.fileSize(destination + suffix) ?? 0 > 0 && !force {
-                    throw BackupError.destinationExists(path: destination + suffix)
-                }
+                try Self.refuseOrphanLogs(of: destination, force: force)
             }
             // A new data directory: its folders may not exist yet.
             let directory = URL(fileURLWithPath: destination).deletingLastPathComponent().path
@@ -327,8 +321,10 @@ public struct DatabaseRestore: Sendable {
                 unlink(destination + "-shm")
                 try Files.publish(temporary, as: destination, replacing: true)
             } else {
-                // Left by the file that is gone (checked above), or by its
-                // clean shutdown: the restored file must not inherit them.
+                // Left by the file that is gone, or by its clean shutdown:
+                // the restored file must not inherit them. Checked again:
+                // one may have been written since the first check.
+                try Self.refuseOrphanLogs(of: destination, force: force)
                 for suffix in DurableFiles.sidecarSuffixes { unlink(destination + suffix) }
                 try Files.publish(temporary, as: destination, replacing: false)
             }
@@ -368,16 +364,22 @@ public struct DatabaseRestore: Sendable {
     private func removeEmptySidecars(_ path: String, name: String) throws {
         unlink(path + "-shm")
         let wal = path + "-wal"
-        guard let attributes = try? FileManager.default.attributesOfItem(atPath: wal) else { return }
-        guard (attributes[.size] as? NSNumber)?.intValue == 0 else {
+        guard let size = Files.size(ofFileAt: wal) else { return }
+        guard size == 0 else {
             throw BackupError.verificationFailed(database: name, path: path, reason: "a WAL with content appeared beside it during the checks")
         }
         unlink(wal)
     }
 
-    /// The size of the file at `path`; nil when there is none.
-    private static func fileSize(_ path: String) -> Int? {
-        (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber)?.intValue
+    /// A log or journal without its database would be replayed into the
+    /// restored file when it opens. An empty one (a clean shutdown leaves a
+    /// 0-byte `-wal`) holds nothing; one with content belongs to a file that
+    /// is gone: refused, unless `force` (the caller then removes it).
+    private static func refuseOrphanLogs(of destination: String, force: Bool) throws {
+        guard !force else { return }
+        for suffix in ["-wal", "-journal"] where Files.size(ofFileAt: destination + suffix) ?? 0 > 0 {
+            throw BackupError.destinationExists(path: destination + suffix)
+        }
     }
 
     /// Copies `source` to the new file `temporary`, flushed. A source with
@@ -388,8 +390,7 @@ public struct DatabaseRestore: Sendable {
         guard FileManager.default.fileExists(atPath: source) else {
             throw BackupError.unusableSource(database: database, path: source, reason: "the file does not exist")
         }
-        if let attributes = try? FileManager.default.attributesOfItem(atPath: source + "-wal"),
-           (attributes[.size] as? NSNumber)?.intValue != 0 {
+        if let size = Files.size(ofFileAt: source + "-wal"), size != 0 {
             throw BackupError.unusableSource(
                 database: database, path: source,
                 reason: "it has a WAL with transactions beside it (\(source)-wal): it is open, or its last connection could not checkpoint (the read-only readers of a DatabasePool can't); stop its writers and run PRAGMA wal_checkpoint(TRUNCATE) on it, then import it")
