@@ -21,19 +21,28 @@ struct BackupCommand: ParsableCommand {
             every copy is checked (integrity, cipher HMACs) before it gets its name. The manifest \
             (manifest.json: file, size, SHA-256, migrations, cipher settings, never keys) is \
             written last, and only when every copy succeeded: a directory without it is not a backup.
+
+            Without --config, --database PATH backs up one file under its name without extension \
+            (vault.sqlite: vault), with --key-env or --key-file and the cipher options when it is \
+            encrypted: a database that a repository owns, which no configuration file lists.
             """)
 
     @Option(help: ArgumentHelp("The daemon's JSON configuration file: its databases, tenants and key sources.", valueName: "file"))
-    var config: String
+    var config: String?
 
     @Option(help: ArgumentHelp("The new backup directory (created; an existing one must be empty).", valueName: "dir"))
     var to: String
 
-    @Option(help: ArgumentHelp("Only this tenant (repeat for several).", valueName: "id"))
+    @Option(help: ArgumentHelp("Only this tenant (with --config; repeat for several).", valueName: "id"))
     var tenant: [String] = []
 
-    @Option(help: ArgumentHelp("Only this configured database (repeat for several).", valueName: "name"))
-    var database: [String] = []
+    @Option(help: ArgumentHelp("Only this configured database (with --config; repeat for several).", valueName: "name"))
+    var name: [String] = []
+
+    @Option(help: ArgumentHelp("A database file (without --config): backed up under its file name without extension, with --key-env or --key-file when it is encrypted.", valueName: "path"))
+    var database: String?
+
+    @OptionGroup var key: CipherKeyOptions
 
     @Option(help: "How many databases to copy at once.")
     var jobs: Int = 1
@@ -46,6 +55,9 @@ struct BackupCommand: ParsableCommand {
 
     func validate() throws {
         if jobs < 1 { throw ValidationError("--jobs must be at least 1.") }
+        try validateFileOrConfiguration(
+            config: config, database: database, key: key, selected: !name.isEmpty || !tenant.isEmpty,
+            oldDatabaseSpelling: "--name")
     }
 
     /// One database to copy.
@@ -108,14 +120,23 @@ struct BackupCommand: ParsableCommand {
     /// The databases to copy, with their keys; keys and names are checked
     /// before anything is copied.
     private func items() throws -> (items: [Item], skipped: [String]) {
+        guard let config else {
+            // One file, named as it is (a database a repository owns,
+            // which no configuration file lists).
+            let path = database ?? ""
+            guard FileManager.default.fileExists(atPath: path) else {
+                throw ValidationError("\(path) does not exist: there is nothing to back up.")
+            }
+            return ([Item(kind: .database, name: fileDatabaseName(path), path: path, encryption: try key.backupEncryption())], [])
+        }
         let configuration = try RegistryConfiguration.load(contentsOf: URL(fileURLWithPath: config))
         var items: [Item] = []
         var skipped: [String] = []
-        let everything = tenant.isEmpty && database.isEmpty
-        for name in database where configuration.database(named: name) == nil {
-            throw ValidationError("No database named \(String(reflecting: name)) in \(config): its databases are \(configuration.databases.map(\.name).joined(separator: ", ")).")
+        let everything = tenant.isEmpty && name.isEmpty
+        for missing in name where configuration.database(named: missing) == nil {
+            throw ValidationError("No database named \(String(reflecting: missing)) in \(config): its databases are \(configuration.databases.map(\.name).joined(separator: ", ")).")
         }
-        for entry in configuration.databases where everything || database.contains(entry.name) {
+        for entry in configuration.databases where everything || name.contains(entry.name) {
             guard FileManager.default.fileExists(atPath: entry.path) else {
                 // A database the daemon has not created yet has nothing to back up.
                 if everything { skipped.append("warning: database \(entry.name) has no file yet (\(entry.path)): skipped"); continue }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import GRDBBackup
 import GRDBCipher
 import GRDBMigrations
 
@@ -40,6 +41,13 @@ struct CipherKeyOptions: ParsableArguments {
         try Self.key(environment: keyEnv, file: keyFile)
     }
 
+    /// How `backup` and `restore --database PATH` open the file: nil
+    /// without a key (a plain file).
+    func backupEncryption() throws -> BackupEncryption? {
+        guard keyEnv != nil || keyFile != nil else { return nil }
+        return BackupEncryption(key: try key(), compatibility: cipherCompatibility, pageSize: pageSize)
+    }
+
     static func key(environment: String?, file: String?) throws -> CipherKey {
         let source: KeySource = environment.map(KeySource.environment) ?? .file(file ?? "")
         return try CipherKey(source.read())
@@ -69,7 +77,10 @@ struct EncryptCommand: ParsableCommand {
     func run() throws {
         try runCipherCommand {
             guard !FileManager.default.fileExists(atPath: output) else { throw ValidationError("\(output) already exists.") }
-            try CipherDatabase.encryptedCopy(ofPlaintextAt: input, to: output, with: key.key(), compatibility: key.cipherCompatibility, pageSize: key.pageSize)
+            let output = self.output
+            try FileProgress(verb: "MB encrypted", total: FileProgress.size(ofFileAt: input), written: { FileProgress.size(ofFileAt: output) }).run {
+                try CipherDatabase.encryptedCopy(ofPlaintextAt: input, to: output, with: key.key(), compatibility: key.cipherCompatibility, pageSize: key.pageSize)
+            }
             print("\(output): encrypted copy of \(input)")
         }
     }
@@ -88,7 +99,10 @@ struct DecryptCommand: ParsableCommand {
     func run() throws {
         try runCipherCommand {
             guard !FileManager.default.fileExists(atPath: output) else { throw ValidationError("\(output) already exists.") }
-            try CipherDatabase.exportPlaintext(atPath: input, key: key.key(), to: output, compatibility: key.cipherCompatibility, pageSize: key.pageSize)
+            let output = self.output
+            try FileProgress(verb: "MB decrypted", total: FileProgress.size(ofFileAt: input), written: { FileProgress.size(ofFileAt: output) }).run {
+                try CipherDatabase.exportPlaintext(atPath: input, key: key.key(), to: output, compatibility: key.cipherCompatibility, pageSize: key.pageSize)
+            }
             print("\(output): plaintext copy of \(input)")
         }
     }

@@ -27,6 +27,13 @@ struct ConfiguredDatabase: Sendable {
     }
 }
 
+extension ConfiguredDatabase.Kind {
+    var isTenant: Bool {
+        if case .tenant = self { return true }
+        return false
+    }
+}
+
 /// The options that choose databases of a configuration file: every named
 /// database and every tenant, or one of them.
 struct ConfigSelectionOptions: ParsableArguments {

@@ -27,7 +27,10 @@ struct JSONMigrateDocument: Encodable {
     struct Database: Encodable {
         var name: String
         var path: String
+        /// The migrations applied: none in a dry run.
         var applied: [String]
+        /// The migrations a dry run would apply: none in a real run.
+        var wouldApply: [String]
         var acceptedModified: [String]
     }
     var dryRun: Bool

@@ -47,9 +47,12 @@ struct MigrateCommand: ParsableCommand {
         for outcome in outcomes {
             switch outcome.result {
             case .success(let report):
+                // A dry run's report lists what it would apply: a script
+                // reading "applied" must not believe it was applied.
                 databases.append(.init(
                     name: outcome.name, path: outcome.path,
-                    applied: report.applied, acceptedModified: report.acceptedModified))
+                    applied: dryRun ? [] : report.applied, wouldApply: dryRun ? report.applied : [],
+                    acceptedModified: report.acceptedModified))
             case .failure(let error):
                 failures.append(JSONFailure(name: outcome.name, path: outcome.path, error: error.message))
             }
@@ -61,14 +64,16 @@ struct MigrateCommand: ParsableCommand {
             if dryRun || databases.count <= 20 {
                 for database in databases {
                     for name in database.acceptedModified { printLine("\(database.name): accepted modified \(name)") }
-                    if database.applied.isEmpty {
-                        printLine("\(database.name): up to date")
+                    if !database.wouldApply.isEmpty {
+                        printLine("\(database.name): would apply \(database.wouldApply.joined(separator: ", "))")
+                    } else if !database.applied.isEmpty {
+                        printLine("\(database.name): applied \(database.applied.joined(separator: ", "))")
                     } else {
-                        printLine("\(database.name): \(dryRun ? "would apply" : "applied") \(database.applied.joined(separator: ", "))")
+                        printLine("\(database.name): up to date")
                     }
                 }
             }
-            let migrationCount = databases.reduce(0) { $0 + $1.applied.count }
+            let migrationCount = databases.reduce(0) { $0 + $1.applied.count + $1.wouldApply.count }
             let verb = dryRun ? "dry run: \(migrationCount) migrations would be applied, nothing written" : "\(migrationCount) migrations applied"
             printLine("\(databases.count) of \(outcomes.count) databases succeeded (\(verb)); \(failures.count) failed")
             if !failures.isEmpty {

@@ -1,4 +1,5 @@
 import ArgumentParser
+import GRDBRegistry
 
 /// `registryctl`: migrations, checks, keys, backups and restores of one
 /// database or thousands of tenants, with the daemon's configuration file.
@@ -16,16 +17,23 @@ import ArgumentParser
 /// registryctl rekey   --config registry.json --name players --new-key-env NEW_PLAYERS_KEY
 /// registryctl backup  --config registry.json --to backups/2026-11-23
 /// registryctl restore --config registry.json --from backups/2026-11-23 --tenant acme
+/// registryctl backup  --database vault.sqlite --key-env VAULT_KEY --to backups/vault   # no configuration file
+/// registryctl --version
 /// ```
+///
+/// Each flag means one thing in every command: `--database PATH` is a
+/// database file, `--name NAME` a database of the `--config` file.
 ///
 /// Exit status: 0 when every database succeeded, 1 when at least one failed
 /// (the others were still processed), 2 for bad arguments or configuration
-/// (nothing was touched).
+/// (nothing was touched), 3 when `status` found a modified or unknown
+/// migration.
 @main
 struct RegistryCtl: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "registryctl",
         abstract: "Migrate, verify, encrypt, re-key, back up and restore GRDBRegistry databases and tenants.",
+        version: GRDBRegistryVersion.current,
         subcommands: [
             StatusCommand.self, MigrateCommand.self,
             EncryptCommand.self, DecryptCommand.self, RekeyCommand.self, VerifyCommand.self,

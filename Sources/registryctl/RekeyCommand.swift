@@ -126,8 +126,20 @@ struct RekeyCommand: ParsableCommand {
         let database = self.database ?? ""
         try runCipherCommand {
             let newKey = try CipherKeyOptions.key(environment: newKeyEnv, file: newKeyFile)
-            try CipherDatabase.rekey(atPath: database, from: key.key(), to: newKey, compatibility: key.cipherCompatibility,
-                                     pageSize: key.pageSize, newPageSize: newPageSize)
+            // The re-encrypted copy is written beside the file as
+            // <name>.rekey-<UUID> (GRDBCipher), then renamed over it.
+            let url = URL(fileURLWithPath: database)
+            let directory = url.deletingLastPathComponent().path
+            let prefix = url.lastPathComponent + ".rekey-"
+            let progress = FileProgress(verb: "MB re-keyed", total: FileProgress.size(ofFileAt: database)) {
+                let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+                return names.filter { $0.hasPrefix(prefix) && !$0.hasSuffix("-journal") }
+                    .map { FileProgress.size(ofFileAt: directory + "/" + $0) }.max() ?? 0
+            }
+            try progress.run {
+                try CipherDatabase.rekey(atPath: database, from: key.key(), to: newKey, compatibility: key.cipherCompatibility,
+                                         pageSize: key.pageSize, newPageSize: newPageSize)
+            }
             print("\(database): rekeyed")
         }
     }

@@ -23,6 +23,15 @@ struct RestoreCommand: ParsableCommand {
             open (WAL databases: every daemon's); stop the daemon of a database in a rollback \
             journal mode first, since an idle connection to it can't be detected.
 
+            Without --config, --database PATH restores the backup's database named after the \
+            file (vault.sqlite: vault, as backup --database named it), opened with --key-env or \
+            --key-file and the cipher options, and checked against --migrations DIR when given.
+
+            A -wal or -journal beside a database file that no longer exists would be replayed \
+            into the restored file: an empty one (a clean shutdown leaves them) is removed; one \
+            with content is refused, and removed with --force. --force over an existing database \
+            whose -wal holds transactions is refused, naming that file.
+
             With --from-replica, the databases come from the configuration's Litestream replica \
             (replication.replica, `litestream restore`), as they are there or as they were at \
             --timestamp; --removed restores the replica kept aside when a tenant was removed \
@@ -32,7 +41,7 @@ struct RestoreCommand: ParsableCommand {
             """)
 
     @Option(help: ArgumentHelp("The daemon's JSON configuration file: where databases and tenants go, their migrations and keys.", valueName: "file"))
-    var config: String
+    var config: String?
 
     @Option(help: ArgumentHelp("The backup directory (with its manifest.json).", valueName: "dir"))
     var from: String?
@@ -49,8 +58,16 @@ struct RestoreCommand: ParsableCommand {
     @Option(help: ArgumentHelp("Restore this tenant.", valueName: "id"))
     var tenant: String?
 
-    @Option(help: ArgumentHelp("Restore this configured database.", valueName: "name"))
+    @Option(help: ArgumentHelp("Restore this configured database (with --config).", valueName: "name"))
+    var name: String?
+
+    @Option(help: ArgumentHelp("Restore into this database file (without --config): the backup's database named after the file, without its extension; with --key-env or --key-file when it is encrypted.", valueName: "path"))
     var database: String?
+
+    @OptionGroup var key: CipherKeyOptions
+
+    @Option(help: ArgumentHelp("With --database: the migration folder the restored file must agree with (no unknown or modified migration).", valueName: "dir"))
+    var migrations: String?
 
     @Flag(help: "Restore every database and tenant of the backup.")
     var all = false
@@ -69,8 +86,15 @@ struct RestoreCommand: ParsableCommand {
 
     func validate() throws {
         if jobs < 1 { throw ValidationError("--jobs must be at least 1.") }
-        if [tenant != nil, database != nil, all].filter({ $0 }).count != 1 {
-            throw ValidationError("Choose what to restore: --tenant ID, --database NAME or --all.")
+        try validateFileOrConfiguration(
+            config: config, database: database, key: key, selected: name != nil || tenant != nil, oldDatabaseSpelling: "--name")
+        if config == nil {
+            if all || fromReplica { throw ValidationError("--all and --from-replica restore the databases of a --config file.") }
+        } else {
+            if migrations != nil { throw ValidationError("With --config, the migration folders come from the file: --migrations goes with --database PATH.") }
+            if [tenant != nil, name != nil, all].filter({ $0 }).count != 1 {
+                throw ValidationError("Choose what to restore: --tenant ID, --name NAME or --all.")
+            }
         }
         if (from != nil) == fromReplica {
             throw ValidationError("Choose where to restore from: --from DIR (a backup) or --from-replica.")
@@ -154,15 +178,27 @@ struct RestoreCommand: ParsableCommand {
     /// migration folders and keys are all read first: a problem there
     /// restores nothing.
     private func backupItems() throws -> [Item] {
-        let configuration = try RegistryConfiguration.load(contentsOf: URL(fileURLWithPath: config))
         guard let from else { throw ValidationError("Give the backup directory: --from DIR.") }
         let restore = try BackupRestore(from: URL(fileURLWithPath: from), logger: registryctlLogger())
         var sets = MigrationSets()
+        guard let config else {
+            // One file, as `backup --database PATH` named it.
+            let path = database ?? ""
+            let name = fileDatabaseName(path)
+            _ = try restore.manifest.entry(.database, named: name)
+            let encryption = try key.backupEncryption()
+            let checks = try sets.checks(in: migrations)
+            let force = self.force
+            return [Item(name: "database \(name)", destination: path) {
+                .init(try restore.restoreDatabase(named: name, to: path, encryption: encryption, checks: checks, force: force))
+            }]
+        }
+        let configuration = try RegistryConfiguration.load(contentsOf: URL(fileURLWithPath: config))
         var entries: [BackupEntry]
         if let tenant {
             entries = [try restore.manifest.entry(.tenant, named: tenant)]
-        } else if let database {
-            entries = [try restore.manifest.entry(.database, named: database)]
+        } else if let name {
+            entries = [try restore.manifest.entry(.database, named: name)]
         } else {
             entries = restore.manifest.files
         }

@@ -12,6 +12,7 @@ extension RestoreCommand {
     /// The restores from the replica to run. The configuration and its
     /// migration folders are read first: a problem there restores nothing.
     func replicaItems() throws -> [Item] {
+        let config = self.config ?? ""
         let configuration = try RegistryConfiguration.load(contentsOf: URL(fileURLWithPath: config))
         guard let replication = configuration.replication else {
             throw ValidationError("\(config) has no \"replication\" section: there is no replica to restore from.")
@@ -49,16 +50,16 @@ extension RestoreCommand {
                 throw ValidationError("Invalid tenant id \(String(reflecting: tenant)): \(error)")
             }
             try addTenant(id)
-        } else if let database {
-            guard let configured = configuration.database(named: database) else {
-                throw ValidationError("No database \(String(reflecting: database)) in \(config): it has \(configuration.databases.map(\.name).joined(separator: ", ")).")
+        } else if let name {
+            guard let configured = configuration.database(named: name) else {
+                throw ValidationError("No database \(String(reflecting: name)) in \(config): it has \(configuration.databases.map(\.name).joined(separator: ", ")).")
             }
             try addDatabase(configured)
         } else {
             // Everything the replica has: listed for a file:// replica
             // (others can't be listed without their provider's tools).
             guard let root = RemovedTenantReplicas(replication: replication).replicaRoot else {
-                throw ValidationError("--all needs a file:// replica, which can be listed; \(replication.replica) can't: restore with --tenant ID and --database NAME.")
+                throw ValidationError("--all needs a file:// replica, which can be listed; \(replication.replica) can't: restore with --tenant ID and --name NAME.")
             }
             for database in configuration.databases where database.key == nil
                 && FileManager.default.fileExists(atPath: root.appendingPathComponent("databases/\(database.name)").path) {

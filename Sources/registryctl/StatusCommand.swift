@@ -6,7 +6,19 @@ import GRDBMigrations
 struct StatusCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "status",
-        abstract: "Show applied, pending and modified migrations of each database.")
+        abstract: "Show applied, pending and modified migrations of each database.",
+        discussion: """
+            Exit status: 0 when every database was read and none applied a migration file that \
+            was edited since (modified) or that the set does not have (unknown); \
+            \(StatusCommand.driftExitCode) when at least one did (the database was read: the \
+            application's migrations and the file disagree); 1 when a database could not be \
+            read; 2 for bad arguments. Pending migrations are not an error: migrate applies them.
+            """)
+
+    /// The exit status of a `status` that found modified or unknown
+    /// migrations: a script can tell "files disagree" from "a database
+    /// could not be read" (1).
+    static let driftExitCode: Int32 = 3
 
     @OptionGroup var targetOptions: TargetOptions
 
@@ -54,5 +66,6 @@ struct StatusCommand: ParsableCommand {
             for failure in failures { printLine("\(failure.name): FAILED: \(failure.error)") }
         }
         if !failures.isEmpty { throw ExitCode(1) }
+        if databases.contains(where: { !$0.modified.isEmpty || !$0.unknown.isEmpty }) { throw ExitCode(Self.driftExitCode) }
     }
 }

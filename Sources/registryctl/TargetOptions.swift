@@ -65,6 +65,10 @@ struct TargetOptions: ParsableArguments {
             throw ValidationError("--compatibility and --page-size describe the encrypted --database of --key-env or --key-file (tenants are SQLCipher 4; with --config, use a database's \"cipher\" setting).")
         }
         if config != nil {
+            if let database {
+                throw ValidationError(
+                    "--database is a database file, without --config. For the configured database \(String(reflecting: database)), use --name \(database).")
+            }
             if database != nil || tenantsRoot != nil || migrations != nil || keyEnv != nil || keyFile != nil
                 || masterKeyEnv != nil || masterKeyFile != nil || allowPlaintextTenants {
                 throw ValidationError("With --config, the databases, migrations and keys come from the file: select with --name or --tenant only (paths can be overridden with GRDBREGISTRY_* environment variables).")

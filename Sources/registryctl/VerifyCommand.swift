@@ -24,11 +24,15 @@ struct VerifyCommand: ParsableCommand {
             checkpoint rewrites while it is checked can be reported, rarely: confirm a failure \
             with the daemon stopped.
 
-            Without --config, checks one encrypted file with --key-env or --key-file, and prints \
-            its format parameters.
+            Without --config, checks one file: an encrypted one with --key-env or --key-file \
+            (and prints its format parameters), a plain one without a key. With --migrations, \
+            its applied migrations must all be in that folder, unmodified.
             """)
 
-    @Argument(help: "An encrypted database file (without --config).") var database: String?
+    @Argument(help: "A database file (without --config): encrypted, with --key-env or --key-file; or plain.") var database: String?
+
+    @Option(help: ArgumentHelp("With a database file: the migration folder its applied migrations must agree with (none unknown or modified).", valueName: "dir"))
+    var migrations: String?
     @OptionGroup var key: CipherKeyOptions
     @OptionGroup var selection: ConfigSelectionOptions
 
@@ -43,9 +47,12 @@ struct VerifyCommand: ParsableCommand {
             if database != nil || key.isGiven {
                 throw ValidationError("With --config, databases and keys come from the file: select with --name or --tenant only.")
             }
+            if migrations != nil { throw ValidationError("With --config, the migration folders come from the file: --migrations goes with a database file.") }
         } else {
-            guard database != nil else { throw ValidationError("Pass a database file (with --key-env or --key-file), or --config FILE.") }
-            try key.requireKey()
+            guard database != nil else { throw ValidationError("Pass a database file (with --key-env or --key-file when it is encrypted), or --config FILE.") }
+            if (key.compatibility != nil || key.pageSize != nil) && key.keyEnv == nil && key.keyFile == nil {
+                throw ValidationError("--compatibility and --page-size describe an encrypted file: pass its key with --key-env or --key-file.")
+            }
             if json { throw ValidationError("--json goes with --config.") }
         }
     }
@@ -92,13 +99,54 @@ struct VerifyCommand: ParsableCommand {
     private func runOnFile() throws {
         let database = self.database ?? ""
         try runCipherCommand {
-            let inspection = try CipherDatabase.inspect(atPath: database, key: key.key(), compatibility: key.cipherCompatibility, pageSize: key.pageSize)
+            let set = try migrations.map { try MigrationSet(directory: URL(fileURLWithPath: $0)) }
+            guard key.keyEnv != nil || key.keyFile != nil else {
+                // A plain file needs no key: the same check as a plain
+                // database of a configuration.
+                switch CipherDatabase.isEncrypted(atPath: database) {
+                case nil:
+                    throw VerifyError(message: FileManager.default.fileExists(atPath: database)
+                        ? "\(database) is empty: it is not a database" : "\(database) does not exist")
+                case true?:
+                    throw CipherError.missingKey(path: database)
+                case false?:
+                    try checkPlain(database)
+                    print("\(database): plain")
+                }
+                if let set { try checkMigrations(of: database, set: set, key: nil) }
+                print("\(database): ok")
+                return
+            }
+            let cipherKey = try key.key()
+            let inspection: CipherInspection
+            do {
+                inspection = try CipherDatabase.inspect(atPath: database, key: cipherKey, compatibility: key.cipherCompatibility, pageSize: key.pageSize)
+            } catch {
+                throw CipherFormatHint.explain(error, path: database, key: cipherKey, compatibility: key.cipherCompatibility) { "Pass --compatibility \($0)" }
+            }
             print("\(database): \(inspection.format)")
             if let problem = inspection.problem {
                 throw CipherCommandError(message: "\(database): \(problem)")
             }
+            if let set { try checkMigrations(of: database, set: set, key: cipherKey) }
             print("\(database): ok")
         }
+    }
+
+    /// Refuses applied migrations that `set` does not have, or whose file
+    /// changed since; prints the pending ones.
+    private func checkMigrations(of path: String, set: MigrationSet, key cipherKey: CipherKey?) throws {
+        var runner = DatabaseMigrationRunner(set: set)
+        if let cipherKey {
+            let cipher = RegistryConfiguration.Cipher(compatibility: key.cipherCompatibility, pageSize: key.pageSize)
+            runner.prepareConfiguration = { configuration in try cipher.apply(cipherKey, to: &configuration) }
+        }
+        let status = try runner.status(ofDatabaseAt: path)
+        var problems: [String] = []
+        if !status.modified.isEmpty { problems.append("applied migrations whose files changed since: \(status.modified.joined(separator: ", "))") }
+        if !status.unknown.isEmpty { problems.append("applied migrations that \(migrations ?? "") does not have: \(status.unknown.joined(separator: ", "))") }
+        if !problems.isEmpty { throw VerifyError(message: "\(path): \(problems.joined(separator: "; "))") }
+        print("\(path): \(status.applied.count) migrations applied, \(status.pending.count) pending")
     }
 
     /// Checks one database as the daemon would open it; throws what is wrong.
@@ -139,12 +187,13 @@ struct VerifyCommand: ParsableCommand {
         let inspection: CipherInspection
         do {
             inspection = try CipherDatabase.inspect(atPath: database.path, key: key, compatibility: cipher.compatibility, pageSize: cipher.pageSize)
-        } catch CipherError.wrongKey(let path) {
-            if case .tenant = database.kind {
-                throw VerifyError(message: "the tenant key derived from tenants.masterKey does not open \(path): another master key, "
-                    + "a master-key rotation that did not finish (run registryctl rekey --config again), or a damaged first page")
+        } catch CipherError.wrongKey(let path) where database.kind.isTenant {
+            throw VerifyError(message: "the tenant key derived from tenants.masterKey does not open \(path): another master key, "
+                + "a master-key rotation that did not finish (run registryctl rekey --config again), or a damaged first page")
+        } catch {
+            throw CipherFormatHint.explain(error, path: database.path, key: key, compatibility: cipher.compatibility) {
+                "Give databases.\(database.name) the setting \"cipher\": {\"compatibility\": \($0)} in the configuration"
             }
-            throw CipherError.wrongKey(path: path)
         }
         verified.encrypted = true
         verified.format = inspection.format.description

@@ -135,13 +135,13 @@ import Testing
         try addPlayers(["the old catalog"], to: old)
         try old.close()
         let oldDigest = try sha256(ofFileAt: target.catalog)
-        let restore = try Self.registryctl(["restore", "--config", target.config, "--from", backup, "--database", "catalog", "--force"], limitKB: 1024)
+        let restore = try Self.registryctl(["restore", "--config", target.config, "--from", backup, "--name", "catalog", "--force"], limitKB: 1024)
         #expect(restore.status == 1, "\(restore.output)")
         #expect(try sha256(ofFileAt: target.catalog) == oldDigest)
         #expect(allFiles(under: target.root + "/data") == ["catalog.sqlite"])
 
         // With space back, the same command restores it.
-        let retried = try Self.registryctl(["restore", "--config", target.config, "--from", backup, "--database", "catalog", "--force"])
+        let retried = try Self.registryctl(["restore", "--config", target.config, "--from", backup, "--name", "catalog", "--force"])
         #expect(retried.status == 0, "\(retried.output)")
         let entry = try BackupRestore(from: URL(fileURLWithPath: backup), logger: testLogger).manifest.entry(.database, named: "catalog")
         #expect(try sha256(ofFileAt: target.catalog) == entry.sha256)

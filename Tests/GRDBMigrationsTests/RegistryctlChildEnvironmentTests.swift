@@ -27,7 +27,7 @@ import Testing
             "GRDBREGISTRY_BACKUP_KEY": "another secret",
             "AWS_ACCESS_KEY_ID": "cloud id",
         ]
-        for target in [["--database", "catalog"], ["--tenant", "acme"]] {
+        for target in [["--name", "catalog"], ["--tenant", "acme"]] {
             try? FileManager.default.removeItem(atPath: seen)
             let result = try Registryctl.run(["restore", "--config", config, "--from-replica"] + target, environment: environment)
             #expect(result.status == 1, "\(result.stdout)\(result.stderr)")

@@ -38,13 +38,13 @@ import Testing
             """.utf8).write(to: URL(fileURLWithPath: config))
         let destination = directory.path("data/catalog.sqlite")
 
-        let refused = try Registryctl.run(["restore", "--config", config, "--from-replica", "--database", "catalog"],
+        let refused = try Registryctl.run(["restore", "--config", config, "--from-replica", "--name", "catalog"],
                                           environment: ["SOURCE": directory.path("crafted.sqlite")])
         #expect(refused.status == 1, "\(refused.stdout)\(refused.stderr)")
         #expect(refused.stdout.contains("trigger evil"), "\(refused.stdout)\(refused.stderr)")
         #expect(!FileManager.default.fileExists(atPath: destination))
 
-        let restored = try Registryctl.run(["restore", "--config", config, "--from-replica", "--database", "catalog"],
+        let restored = try Registryctl.run(["restore", "--config", config, "--from-replica", "--name", "catalog"],
                                            environment: ["SOURCE": directory.path("clean.sqlite")])
         #expect(restored.status == 0, "\(restored.stdout)\(restored.stderr)")
         #expect(FileManager.default.fileExists(atPath: destination))

@@ -23,9 +23,11 @@ import Tracing
 ///
 /// The steps, in this order; a refusal at any of them leaves the
 /// destination and its directory as they were, and removes the copy:
-/// 1. The destination must not exist (nor a `-wal` or `-journal` of it:
-///    SQLite would replay them into the new file), unless `force` is
-///    given.
+/// 1. The destination must not exist, unless `force` is given. Without
+///    it, a `-wal` or `-journal` with content beside a missing database
+///    is refused (SQLite would replay it into the new file); empty ones,
+///    which a clean shutdown leaves, and with `force` any of them, are
+///    removed when the new file is published.
 /// 2. The candidate file is copied next to the destination under a hidden
 ///    name (for a tenant, ``/GRDBRegistry/TenantLayout/provisioningPath(for:)``,
 ///    which no tool takes for a tenant).
@@ -44,6 +46,12 @@ import Tracing
 ///    once the old file is locked, and the directory flushed.
 ///
 /// ## Restoring over a database (`force`)
+///
+/// A `-wal` with content beside the old file holds its newest
+/// transactions: the restore stops with
+/// ``BackupError/destinationWALNotEmpty(path:)`` before it touches
+/// anything, whether a process has the database open or it was not
+/// closed cleanly.
 ///
 /// A daemon with the database open would go on writing the old, unlinked
 /// file: its writes would be lost. So with `force`, the old file is opened
@@ -267,12 +275,14 @@ public struct DatabaseRestore: Sendable {
             let temporary = candidate.temporary
             let exists = FileManager.default.fileExists(atPath: destination)
             if exists && !force { throw BackupError.destinationExists(path: destination) }
-            if !exists {
-                // A log or journal without its database would be replayed into
-                // the restored file when it opens.
-                for suffix in ["-wal", "-journal"] where FileManager.default.fileExists(atPath: destination + suffix) {
-                    throw BackupError.destinationExists(path: destination + suffix)
+            if exists {
+                // Those transactions are the newest of the database: the
+                // lock would checkpoint them into the file it replaces.
+                if Files.size(ofFileAt: destination + "-wal") ?? 0 > 0 {
+                    throw BackupError.destinationWALNotEmpty(path: destination + "-wal")
                 }
+            } else {
+                try Self.refuseOrphanLogs(of: destination, force: force)
             }
             // A new data directory: its folders may not exist yet.
             let directory = URL(fileURLWithPath: destination).deletingLastPathComponent().path
@@ -311,6 +321,11 @@ public struct DatabaseRestore: Sendable {
                 unlink(destination + "-shm")
                 try Files.publish(temporary, as: destination, replacing: true)
             } else {
+                // Left by the file that is gone, or by its clean shutdown:
+                // the restored file must not inherit them. Checked again:
+                // one may have been written since the first check.
+                try Self.refuseOrphanLogs(of: destination, force: force)
+                for suffix in DurableFiles.sidecarSuffixes { unlink(destination + suffix) }
                 try Files.publish(temporary, as: destination, replacing: false)
             }
             published = true
@@ -349,11 +364,22 @@ public struct DatabaseRestore: Sendable {
     private func removeEmptySidecars(_ path: String, name: String) throws {
         unlink(path + "-shm")
         let wal = path + "-wal"
-        guard let attributes = try? FileManager.default.attributesOfItem(atPath: wal) else { return }
-        guard (attributes[.size] as? NSNumber)?.intValue == 0 else {
+        guard let size = Files.size(ofFileAt: wal) else { return }
+        guard size == 0 else {
             throw BackupError.verificationFailed(database: name, path: path, reason: "a WAL with content appeared beside it during the checks")
         }
         unlink(wal)
+    }
+
+    /// A log or journal without its database would be replayed into the
+    /// restored file when it opens. An empty one (a clean shutdown leaves a
+    /// 0-byte `-wal`) holds nothing; one with content belongs to a file that
+    /// is gone: refused, unless `force` (the caller then removes it).
+    private static func refuseOrphanLogs(of destination: String, force: Bool) throws {
+        guard !force else { return }
+        for suffix in ["-wal", "-journal"] where Files.size(ofFileAt: destination + suffix) ?? 0 > 0 {
+            throw BackupError.destinationExists(path: destination + suffix)
+        }
     }
 
     /// Copies `source` to the new file `temporary`, flushed. A source with
@@ -364,8 +390,7 @@ public struct DatabaseRestore: Sendable {
         guard FileManager.default.fileExists(atPath: source) else {
             throw BackupError.unusableSource(database: database, path: source, reason: "the file does not exist")
         }
-        if let attributes = try? FileManager.default.attributesOfItem(atPath: source + "-wal"),
-           (attributes[.size] as? NSNumber)?.intValue != 0 {
+        if let size = Files.size(ofFileAt: source + "-wal"), size != 0 {
             throw BackupError.unusableSource(
                 database: database, path: source,
                 reason: "it has a WAL with transactions beside it (\(source)-wal): it is open, or its last connection could not checkpoint (the read-only readers of a DatabasePool can't); stop its writers and run PRAGMA wal_checkpoint(TRUNCATE) on it, then import it")

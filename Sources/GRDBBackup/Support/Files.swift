@@ -35,6 +35,12 @@ package enum Files {
         DurableFiles.removeDatabase(path)
     }
 
+    /// The size of the file at `path`; nil when there is none. `package`:
+    /// registryctl measures the copies it reports progress of.
+    package static func size(ofFileAt path: String) -> Int? {
+        (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber)?.intValue
+    }
+
     /// Flushes a file's content to the disk.
     package static func syncFile(_ path: String) throws {
         try backupError { () throws(DurableFiles.Failure) in try DurableFiles.syncFile(path) }

@@ -1,0 +1,93 @@
+import Foundation
+import GRDB
+import GRDBBackup
+import Testing
+import TestSupport
+
+/// `registryctl restore` of a database whose file was lost, beside the
+/// `-wal` and `-shm` files SQLite leaves: the real binary on real files.
+@Suite struct RegistryctlRestoreSidecarTests {
+    typealias DataDirectory = RegistryctlBackupTests.DataDirectory
+
+    /// A populated data directory and a backup of its catalog.
+    static func backedUpCatalog(_ directory: TemporaryDirectory) throws -> (data: DataDirectory, backup: String) {
+        let migrations = directory.path("migrations")
+        try RegistryctlBackupTests.writeMigrations(to: migrations)
+        let data = try DataDirectory(root: directory.path("data"), migrations: migrations, populated: true)
+        let backup = directory.path("backup")
+        let backedUp = try RegistryctlBackupTests.registryctl(["backup", "--config", data.config, "--to", backup, "--name", "catalog"])
+        try #require(backedUp.status == 0, "\(backedUp.output)")
+        return (data, backup)
+    }
+
+    static func catalogNames(_ path: String) throws -> [String] {
+        let queue = try DatabaseQueue(path: path)
+        defer { try? queue.close() }
+        return try queue.read { try String.fetchAll($0, sql: "SELECT name FROM player ORDER BY id") }
+    }
+
+    @Test func theEmptyWALAndIndexOfACleanShutdownDoNotBlockTheRestoreOfALostFile() throws {
+        let directory = try TemporaryDirectory()
+        let (data, backup) = try Self.backedUpCatalog(directory)
+        // The file is lost; its clean shutdown left an empty WAL and a WAL index.
+        try FileManager.default.removeItem(atPath: data.catalog)
+        FileManager.default.createFile(atPath: data.catalog + "-wal", contents: Data())
+        FileManager.default.createFile(atPath: data.catalog + "-shm", contents: Data(repeating: 7, count: 32768))
+
+        let restored = try RegistryctlBackupTests.registryctl(["restore", "--config", data.config, "--from", backup, "--name", "catalog"])
+        #expect(restored.status == 0, "\(restored.output)")
+        #expect(allFiles(under: data.root + "/data").filter { $0.hasPrefix("catalog") } == ["catalog.sqlite"])
+        #expect(try Self.catalogNames(data.catalog) == ["catalog row"])
+    }
+
+    @Test func aStaleWALWithTransactionsBesideALostFileIsRefusedNamedAndRemovedByForce() throws {
+        let directory = try TemporaryDirectory()
+        let (data, backup) = try Self.backedUpCatalog(directory)
+        try FileManager.default.removeItem(atPath: data.catalog)
+        let wal = data.catalog + "-wal"
+        FileManager.default.createFile(atPath: wal, contents: Data(repeating: 1, count: 4096))
+
+        let refused = try RegistryctlBackupTests.registryctl(["restore", "--config", data.config, "--from", backup, "--name", "catalog"])
+        #expect(refused.status == 1, "\(refused.output)")
+        #expect(refused.output.contains("\(wal) already exists"), "\(refused.output)")
+        #expect(refused.output.contains("--force"), "\(refused.output)")
+        #expect(!FileManager.default.fileExists(atPath: data.catalog))
+        #expect(try Data(contentsOf: URL(fileURLWithPath: wal)).count == 4096)
+
+        // What the refusal recommends does it.
+        let forced = try RegistryctlBackupTests.registryctl(["restore", "--config", data.config, "--from", backup, "--name", "catalog", "--force"])
+        #expect(forced.status == 0, "\(forced.output)")
+        #expect(allFiles(under: data.root + "/data").filter { $0.hasPrefix("catalog") } == ["catalog.sqlite"])
+        #expect(try Self.catalogNames(data.catalog) == ["catalog row"])
+    }
+
+    @Test func forceRefusesADatabaseWhoseWALHoldsTransactionsAndNamesTheWAL() throws {
+        let directory = try TemporaryDirectory()
+        let (data, backup) = try Self.backedUpCatalog(directory)
+        // A process has the catalog open in WAL mode and committed a row.
+        let daemon = try DatabasePool(path: data.catalog)
+        try addPlayers(["committed after the backup"], to: daemon)
+        let wal = data.catalog + "-wal"
+        #expect(try FileManager.default.attributesOfItem(atPath: wal)[.size] as? Int ?? 0 > 0)
+
+        let live = try RegistryctlBackupTests.registryctl(["restore", "--config", data.config, "--from", backup, "--name", "catalog", "--force"])
+        #expect(live.status == 1, "\(live.output)")
+        #expect(live.output.contains("\(wal) holds transactions not yet in its database"), "\(live.output)")
+
+        // The same files after a crash (copied by another process: closing
+        // a descriptor here would drop the pool's locks): still refused.
+        let crashed = directory.path("crashed")
+        try FileManager.default.createDirectory(atPath: crashed + "/data", withIntermediateDirectories: true)
+        let copied = try runShell("cp \(shellQuoted(data.catalog)) \(shellQuoted(wal)) \(shellQuoted(crashed + "/data/"))")
+        try #require(copied.status == 0, "\(copied.output)")
+        try daemon.close()
+        // Paths in the configuration are relative to it: the copy's.
+        try FileManager.default.copyItem(atPath: data.config, toPath: crashed + "/registry.json")
+        let before = try sha256(ofFileAt: crashed + "/data/catalog.sqlite")
+        let afterCrash = try RegistryctlBackupTests.registryctl(
+            ["restore", "--config", crashed + "/registry.json", "--from", backup, "--name", "catalog", "--force"])
+        #expect(afterCrash.status == 1, "\(afterCrash.output)")
+        #expect(afterCrash.output.contains("\(crashed)/data/catalog.sqlite-wal holds transactions"), "\(afterCrash.output)")
+        #expect(try sha256(ofFileAt: crashed + "/data/catalog.sqlite") == before)
+    }
+}
