@@ -58,11 +58,6 @@ public enum BackupError: Error, Sendable, Equatable, CustomStringConvertible {
     /// With `force`, the destination could not be locked, so nothing proves
     /// that no process uses it.
     case destinationNotLockable(path: String, reason: String)
-    /// With `force`, the `-wal` at `path`, beside the database to replace,
-    /// holds transactions that are not in the database file yet: a process
-    /// has it open, or its last connection did not close cleanly.
-    /// Replacing it would lose them without anyone having seen them.
-    case destinationWALNotEmpty(path: String)
     /// An encrypted tenant's key derives from its id: it opens under that id only.
     case tenantKeyBoundToID(backedUpAs: String, restoringAs: String)
     /// A file system call failed.
@@ -104,8 +99,6 @@ public enum BackupError: Error, Sendable, Equatable, CustomStringConvertible {
             return "\(path) is open in another process (a running daemon?): stop it, then restore"
         case let .destinationNotLockable(path, reason):
             return "can't lock \(path) to prove no process uses it (\(reason)): stop the daemon, move the file away, and restore without force"
-        case let .destinationWALNotEmpty(path):
-            return "\(path) holds transactions not yet in its database (a process has it open, or it was not closed cleanly): stop the process; if no process has it open, run PRAGMA wal_checkpoint(TRUNCATE) on the database (or start and stop its daemon), then restore with force"
         case let .tenantKeyBoundToID(backedUpAs, restoringAs):
             return "tenant \(backedUpAs) is encrypted with a key derived from its id: it can't be restored as \(restoringAs); restore it as \(backedUpAs)"
         case let .fileSystem(path, operation, reason):

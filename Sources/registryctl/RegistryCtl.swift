@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import GRDBRegistry
 
 /// `registryctl`: migrations, checks, keys, backups and restores of one
@@ -39,4 +40,19 @@ struct RegistryCtl: ParsableCommand {
             EncryptCommand.self, DecryptCommand.self, RekeyCommand.self, VerifyCommand.self,
             BackupCommand.self, RestoreCommand.self,
         ])
+
+    /// ArgumentParser's own `main()`, but for the exit status of a command
+    /// line it can't parse: 2, as documented above, not its `EX_USAGE`
+    /// (64), so that a script tells bad arguments from failed databases
+    /// the same way whichever check refused them.
+    static func main() {
+        do {
+            var command = try parseAsRoot()
+            try command.run()
+        } catch {
+            guard exitCode(for: error) == .validationFailure else { exit(withError: error) }
+            FileHandle.standardError.write(Data((fullMessage(for: error) + "\n").utf8))
+            exit(withError: ExitCode(2))
+        }
+    }
 }

@@ -30,7 +30,7 @@ struct RestoreCommand: ParsableCommand {
             A -wal or -journal beside a database file that no longer exists would be replayed \
             into the restored file: an empty one (a clean shutdown leaves them) is removed; one \
             with content is refused, and removed with --force. --force over an existing database \
-            whose -wal holds transactions is refused, naming that file.
+            replaces it with what its -wal holds (checkpointed under the same exclusive lock).
 
             With --from-replica, the databases come from the configuration's Litestream replica \
             (replication.replica, `litestream restore`), as they are there or as they were at \

@@ -28,6 +28,15 @@ import TestSupport
         #expect(GRDBRegistryVersion.current == "0.1.0")
     }
 
+    @Test func argumentsItCannotParseExitTwoAsDocumented() throws {
+        for arguments in [["status", "--bogus"], ["frobnicate"], ["verify"], ["status", "--jobs", "many", "--database", "x.sqlite"]] {
+            let result = try Registryctl.run(arguments)
+            #expect(result.status == 2, "\(arguments): \(result.status) \(result.stderr)")
+            #expect(result.stderr.contains("Usage:") || result.stderr.contains("USAGE:") || result.stderr.contains("Error:"), "\(arguments): \(result.stderr)")
+        }
+        #expect(try Registryctl.run(["--help"]).status == 0)
+    }
+
     @Test func databaseIsAlwaysAFileAndNameAlwaysAConfiguredDatabase() throws {
         let data = try KeyedDataDirectory(allowPlaintextTenants: true)
         let catalog = data.directory.path("catalog.sqlite")

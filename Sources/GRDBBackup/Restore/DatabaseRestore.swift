@@ -47,12 +47,6 @@ import Tracing
 ///
 /// ## Restoring over a database (`force`)
 ///
-/// A `-wal` with content beside the old file holds its newest
-/// transactions: the restore stops with
-/// ``BackupError/destinationWALNotEmpty(path:)`` before it touches
-/// anything, whether a process has the database open or it was not
-/// closed cleanly.
-///
 /// A daemon with the database open would go on writing the old, unlinked
 /// file: its writes would be lost. So with `force`, the old file is opened
 /// with SQLite's exclusive locking mode, in its own format, and switched
@@ -275,15 +269,10 @@ public struct DatabaseRestore: Sendable {
             let temporary = candidate.temporary
             let exists = FileManager.default.fileExists(atPath: destination)
             if exists && !force { throw BackupError.destinationExists(path: destination) }
-            if exists {
-                // Those transactions are the newest of the database: the
-                // lock would checkpoint them into the file it replaces.
-                if Files.size(ofFileAt: destination + "-wal") ?? 0 > 0 {
-                    throw BackupError.destinationWALNotEmpty(path: destination + "-wal")
-                }
-            } else {
-                try Self.refuseOrphanLogs(of: destination, force: force)
-            }
+            // Over an existing file (`force`), its -wal is the old
+            // database's: the exclusive lock below checkpoints it and refuses
+            // a file that a process has open.
+            if !exists { try Self.refuseOrphanLogs(of: destination, force: force) }
             // A new data directory: its folders may not exist yet.
             let directory = URL(fileURLWithPath: destination).deletingLastPathComponent().path
             do {
