@@ -215,14 +215,14 @@ struct Routes: Sendable {
         }
     }
 
-    /// Invariant violations are the client's fault: 422, with the
-    /// invariant's name. A write refused during shutdown, by a move's
+    /// Invariant violations are the client's fault: 422, with a sentence
+    /// for people and the invariant's name (``InvariantRefusal``). A write refused during shutdown, by a move's
     /// freeze or by the fleet's write fence: 503 (``TenantWritesPaused``).
     private func mapErrors<T>(_ operation: () async throws -> T) async throws -> T {
         do {
             return try await operation()
         } catch let violation as InvariantViolation {
-            throw HTTPError(.unprocessableContent, message: "Invariant \(violation.invariant) violated by \(violation.offendingRows.joined(separator: "; ")).")
+            throw InvariantRefusal(violation: violation)
         } catch let ManagedDatabaseError.writesFrozen(database) {
             // A fleet move froze the tenant: it is about to be served by
             // another node.

@@ -18,13 +18,13 @@ import Metrics
 import Prometheus
 import ServiceLifecycle
 
-/// Command-line settings: `MultiTenantServer [--host H] [--port P] [--data DIR]
-/// [--tls-cert PEM --tls-key PEM] [--behind-tls-proxy]`, and the options of
-/// fleet mode (``FleetSettings``).
+/// Command-line settings: the options of ``ServerOption`` and those of
+/// fleet mode (``FleetOption``, ``FleetSettings``); `--help` lists them
+/// (``ServerHelp``).
 /// Port 0 picks a free port; the server prints the one it listens on. The
-/// environment gives defaults that arguments override: `PORT`, `MTS_DATA`
-/// for the data directory, `MTS_TLS_CERT` and `MTS_TLS_KEY`. The limits
-/// (``ServerLimits``) come from the environment only.
+/// environment gives defaults that arguments override (each option's
+/// ``CommandLineOption/variable``). The limits (``ServerLimits``) come
+/// from the environment only.
 ///
 /// Off loopback, bearer tokens and plaintext tenants' rows would travel in
 /// clear: the server refuses a non-loopback `--host` unless it serves TLS
@@ -44,32 +44,40 @@ struct ServerSettings: Sendable {
     var fleet: FleetMode?
 
     init(arguments: [String], environment: [String: String]) throws {
-        if let port = environment["PORT"].flatMap(Int.init) { self.port = port }
-        if let data = environment["MTS_DATA"], !data.isEmpty { dataDirectory = data }
-        tlsCertificate = environment["MTS_TLS_CERT"].flatMap { $0.isEmpty ? nil : $0 }
-        tlsKey = environment["MTS_TLS_KEY"].flatMap { $0.isEmpty ? nil : $0 }
+        func variable(_ option: ServerOption) -> String? {
+            option.variable.flatMap { environment[$0] }.flatMap { $0.isEmpty ? nil : $0 }
+        }
+        if let port = variable(.port).flatMap(Int.init) { self.port = port }
+        if let data = variable(.data) { dataDirectory = data }
+        tlsCertificate = variable(.tlsCertificate)
+        tlsKey = variable(.tlsKey)
         limits = try ServerLimits(environment: environment)
         var fleetSettings = try FleetSettings(environment: environment)
-        var advertiseGiven = environment["MTS_ADVERTISE"].map { !$0.isEmpty } ?? false
+        var advertiseGiven = environment[FleetOption.advertise.environmentVariable].map { !$0.isEmpty } ?? false
         var iterator = arguments.makeIterator()
         while let argument = iterator.next() {
-            switch argument {
-            case "--host": host = try value(after: argument, &iterator)
-            case "--port":
+            guard let option = ServerOption(argument: argument) else {
+                if argument == FleetOption.advertise.rawValue { advertiseGiven = true }
+                guard try fleetSettings.parse(argument, &iterator) else {
+                    throw UsageError(message: "unknown argument \(argument)")
+                }
+                continue
+            }
+            switch option {
+            case .host: host = try value(after: argument, &iterator)
+            case .port:
                 let text = try value(after: argument, &iterator)
                 guard let port = Int(text), (0...65535).contains(port) else {
                     throw UsageError(message: "--port takes a number from 0 to 65535, not \(text)")
                 }
                 self.port = port
-            case "--data": dataDirectory = try value(after: argument, &iterator)
-            case "--tls-cert": tlsCertificate = try value(after: argument, &iterator)
-            case "--tls-key": tlsKey = try value(after: argument, &iterator)
-            case "--behind-tls-proxy": behindTLSProxy = true
-            default:
-                if argument == "--advertise" { advertiseGiven = true }
-                guard try fleetSettings.parse(argument, &iterator) else {
-                    throw UsageError(message: "unknown argument \(argument)")
-                }
+            case .data: dataDirectory = try value(after: argument, &iterator)
+            case .tlsCertificate: tlsCertificate = try value(after: argument, &iterator)
+            case .tlsKey: tlsKey = try value(after: argument, &iterator)
+            case .behindTLSProxy: behindTLSProxy = true
+            case .help:
+                // main answers it before parsing (ServerOption.asksForHelp).
+                throw UsageError(message: "\(argument) takes no other argument")
             }
         }
         guard (tlsCertificate == nil) == (tlsKey == nil) else {
@@ -103,15 +111,20 @@ struct ServerSettings: Sendable {
 
 struct UsageError: Error, CustomStringConvertible {
     var message: String
-    var description: String { "\(message)\nusage: MultiTenantServer [--host HOST] [--port PORT] [--data DIRECTORY] [--tls-cert PEM --tls-key PEM] [--behind-tls-proxy]\n       [--fleet postgres://… --node-id ID --replica-store DIR [--advertise URL] [--acknowledge async|durable] [--lease-seconds S] [--restore eager|on-first-request] [--encrypted-backup-seconds S] [--litestream PATH]]" }
+    var description: String { "\(message)\nMultiTenantServer --help lists the options and environment variables." }
 }
 
 @main
 struct MultiTenantServer {
     static func main() async {
+        let arguments = Array(CommandLine.arguments.dropFirst())
+        if ServerOption.asksForHelp(arguments) {
+            FileHandle.standardOutput.write(Data(ServerHelp.text.utf8))
+            return
+        }
         do {
             try await run(settings: ServerSettings(
-                arguments: Array(CommandLine.arguments.dropFirst()),
+                arguments: arguments,
                 environment: ProcessInfo.processInfo.environment))
         } catch {
             FileHandle.standardError.write(Data("error: \(error)\n".utf8))
@@ -168,7 +181,7 @@ struct MultiTenantServer {
         let operatorToken = try SharedToken.load(environment: environment, keyFile: data.appendingPathComponent("operator.token"))
         // Push moves and their peer token are gone (issue 24): say so
         // rather than leave a secret that looks in use.
-        if environment["MTS_PEER_TOKEN"] != nil {
+        if environment[ServerVariable.peerToken.rawValue] != nil {
             logger.warning("MTS_PEER_TOKEN is set, but servers no longer push tenants to each other: it is ignored, unset it (in a fleet, tenants move through placement)")
         }
         if FileManager.default.fileExists(atPath: data.appendingPathComponent("peer.token").path) {
@@ -201,7 +214,7 @@ struct MultiTenantServer {
         let router = Router(context: ServerRequestContext.self)
         if tracing.service != nil { router.add(middleware: TracingMiddleware()) }
         router.add(middleware: SecurityHeadersMiddleware())
-        router.add(middleware: FailureLogMiddleware(logger: logger))
+        router.add(middleware: RequestLogMiddleware())
         router.add(middleware: RequestMetricsMiddleware())
         router.add(middleware: BearerAuthenticator(state: state))
         Routes(state: state, metrics: metrics, page: try WebPage.load()).add(to: router)
@@ -358,8 +371,8 @@ struct MultiTenantServer {
     /// their creator asks, hence `allowPlaintextTenants`.
     static func writeDefaultConfiguration(to file: URL, data: URL) throws {
         let masterKey: KeySource
-        if ProcessInfo.processInfo.environment["MTS_MASTER_KEY"] != nil {
-            masterKey = .environment("MTS_MASTER_KEY")
+        if ProcessInfo.processInfo.environment[ServerVariable.masterKey.rawValue] != nil {
+            masterKey = .environment(ServerVariable.masterKey.rawValue)
         } else {
             // Private from the first byte (SecretFiles).
             try SecretFiles.createUnlessPresent(at: data.appendingPathComponent("master.key")) {

@@ -2,7 +2,7 @@ import Foundation
 
 /// What one client or tenant may hold of the server, so that nobody runs
 /// it out of file descriptors, memory or disk for everyone else. From the
-/// environment; every value has a default:
+/// environment (``ServerVariable/limit``); every value has a default:
 ///
 /// | Variable | Default | What |
 /// |---|---|---|
@@ -27,21 +27,22 @@ struct ServerLimits: Sendable, Equatable {
     /// What a 429 asks the client to wait, in seconds.
     static let retryAfterSeconds = 5
 
+    /// The limits when the environment sets none.
+    static let defaults = ServerLimits()
+
+    private init() { }
+
+    /// The defaults, with each limit its variable sets
+    /// (``ServerVariable/limit``).
     init(environment: [String: String]) throws {
-        func read(_ variable: String, into value: inout Int) throws {
-            guard let text = environment[variable], !text.isEmpty else { return }
+        self.init()
+        for variable in ServerVariable.allCases {
+            guard let limit = variable.limit, let text = environment[variable.rawValue], !text.isEmpty else { continue }
             guard let number = Int(text), number > 0 else {
-                throw UsageError(message: "\(variable) takes a positive number, not \(text)")
+                throw UsageError(message: "\(variable.rawValue) takes a positive number, not \(text)")
             }
-            value = number
+            self[keyPath: limit] = number
         }
-        try read("MTS_IDLE_TIMEOUT", into: &idleTimeoutSeconds)
-        try read("MTS_SSE_HEARTBEAT", into: &heartbeatSeconds)
-        try read("MTS_MAX_CONNECTIONS", into: &maxConnections)
-        try read("MTS_MAX_STREAMS", into: &maxStreams)
-        try read("MTS_MAX_STREAMS_PER_TENANT", into: &maxStreamsPerTenant)
-        try read("MTS_MAX_PLAYERS", into: &maxPlayers)
-        try read("MTS_FREE_SIGNIN_FAILURES", into: &freeSignInFailures)
     }
 
     /// These limits, with `maxConnections` (and so `maxStreams`) lowered to

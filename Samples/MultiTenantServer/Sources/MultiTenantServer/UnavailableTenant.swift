@@ -7,7 +7,7 @@ import Hummingbird
 // full disk, a failing migration, a key that doesn't fit) answers
 // 503 Service Unavailable, with a JSON body that names the tenant and an
 // error id, `{"error":{"message":"Tenant acme is unavailable: …","id":"…"}}`
-// (FailureLogMiddleware): the server is fine, that one database needs its
+// (RequestLogMiddleware): the server is fine, that one database needs its
 // operator, who finds the problem in the log by that id. The detail (SQL,
 // paths, migration text) never goes to the client. The other
 // tenants keep answering; nothing is written to the damaged file. (Without

@@ -5,7 +5,7 @@ import Testing
 /// installed by scripts/bootstrap), driven over the DevTools protocol:
 /// sign in with a tenant token, see the live leaderboard, see a player
 /// posted by another client appear, add and edit players, see invariant
-/// errors inline.
+/// errors inline, in sentences for people.
 @Suite struct BrowserTests {
     static let outputDirectory = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
@@ -67,7 +67,8 @@ import Testing
                 document.getElementById('add-form').requestSubmit();
                 \(Self.waitFor("document.getElementById('add-error').textContent"))
                 """, session: page)
-            #expect(duplicate.contains("uniqueNamePerTeam") && duplicate.contains("422"), "\(duplicate)")
+            // People read what to fix: no invariant name, no status code.
+            #expect(duplicate == "Another player of this team already has this name.", "\(duplicate)")
 
             // Edit Arthur with a negative score: the error shows in the row,
             // and nothing changed.
@@ -78,7 +79,8 @@ import Testing
                 form.requestSubmit();
                 \(Self.waitFor(#"document.querySelector('#rows tr[data-player="Arthur"] .error')?.textContent"#))
                 """, session: page)
-            #expect(edited.contains("nonNegativeScore"), "\(edited)")
+            #expect(edited == "A score can't be negative.", "\(edited)")
+            #expect(!edited.contains("Invariant nonNegativeScore violated"))
             let players = try await api.send(.GET, "/tenants/acme/players", token: token).json([PlayerJSON].self)
             #expect(players.map(\.name) == ["Arthur", "Zed", "Paige"])
             #expect(players.first?.score == 10)
@@ -88,6 +90,22 @@ import Testing
             let screenshot = Self.outputDirectory.appendingPathComponent("leaderboard.png")
             try await browser.screenshot(to: screenshot, session: page)
             #expect(try Data(contentsOf: screenshot).starts(with: [0x89, 0x50, 0x4E, 0x47]))
+        }
+    }
+
+    /// A token that signs nobody in: the page says so in a sentence,
+    /// not with the API's `Authorization: Bearer <token>` instructions.
+    @Test func pageExplainsARefusedSignIn() async throws {
+        let chromium = try #require(Self.chromium(), "chromium is not installed: run scripts/bootstrap")
+        let data = temporaryTestDirectory()
+        defer { try? FileManager.default.removeItem(at: data) }
+        try await withTestServer(dataDirectory: data) { server, _ in
+            let browser = try DevToolsBrowser.launch(chromium, url: "\(server.baseURL)/#token=mts_\(String(repeating: "0", count: 64))")
+            defer { browser.stop() }
+            let page = try await browser.attachToPage()
+            let shown = try await browser.evaluateAfterLoad(Self.waitFor("document.getElementById('signin-error')?.textContent"), session: page)
+            #expect(shown == "This token signs nobody in: check it, or ask the operator for a new one.", "\(shown)\n\(browser.output)")
+            #expect(!shown.contains("Authorization") && !shown.contains("401"))
         }
     }
 

@@ -41,11 +41,12 @@ import Testing
             #expect(try await api.send(.POST, "/tenants/acme/players", json: #"{"name":"Barbara","score":30}"#, token: acme).status == 201)
 
             let negative = try await api.send(.POST, "/tenants/acme/players", json: #"{"name":"Craig","score":-5}"#, token: acme)
+            // A sentence for people, the invariant's name for programs.
             #expect(negative.status == 422)
-            #expect(negative.body.contains("nonNegativeScore"))
+            #expect(try negative.json(ErrorJSON.self).error == .init(message: "A score can't be negative.", invariant: "nonNegativeScore"), "\(negative.body)")
             let duplicate = try await api.send(.POST, "/tenants/acme/players", json: #"{"name":"Arthur","score":1}"#, token: acme)
             #expect(duplicate.status == 422)
-            #expect(duplicate.body.contains("uniqueNamePerTeam"))
+            #expect(try duplicate.json(ErrorJSON.self).error.invariant == "uniqueNamePerTeam", "\(duplicate.body)")
             #expect(try await api.send(.PUT, "/tenants/acme/players/\(arthurID)", json: #"{"score":-1}"#, token: acme).status == 422)
 
             let updated = try await api.send(.PUT, "/tenants/acme/players/\(arthurID)", json: #"{"score":50}"#, token: acme)

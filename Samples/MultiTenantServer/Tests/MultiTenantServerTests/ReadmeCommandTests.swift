@@ -55,6 +55,44 @@ import Testing
         }
     }
 
+    /// The walk-through of "The multi-tenant server", run as written
+    /// against a server on the README's data folder (moved, as its port,
+    /// to the test's): it makes a plain tenant and an encrypted one, and
+    /// each gets its player.
+    @Test func readmeWalkThroughMakesAPlainAndAnEncryptedTenant() async throws {
+        let readme = try String(contentsOf: Self.repositoryRoot.appendingPathComponent("README.md"), encoding: .utf8)
+        let section = try #require(readme.range(of: "### The multi-tenant server"), "README.md has no sample section")
+        let start = try #require(readme.range(of: "```sh\n", range: section.upperBound..<readme.endIndex))
+        let end = try #require(readme.range(of: "\n```", range: start.upperBound..<readme.endIndex))
+        let walkThrough = String(readme[start.upperBound..<end.lowerBound])
+        #expect(walkThrough.contains(#""encrypted":true"#), "the walk-through creates no encrypted tenant:\n\(walkThrough)")
+
+        let data = temporaryTestDirectory()
+        defer { try? FileManager.default.removeItem(at: data) }
+        // No MTS_OPERATOR_TOKEN: the walk-through reads data/operator.token,
+        // made on first start, as a new user's server does.
+        let server = try await ServerProcess.launch(
+            executable: URL(fileURLWithPath: try ServerProcess.executablePath()),
+            arguments: ["--port", "0", "--data", data.path])
+        do {
+            let script = walkThrough
+                .replacingOccurrences(of: "http://127.0.0.1:8080", with: server.baseURL)
+                .replacingOccurrences(of: "data/", with: data.path + "/")
+            let run = try runToEnd(URL(fileURLWithPath: "/usr/bin/env"), ["bash", "-eu", "-c", script])
+            #expect(run.status == 0, "\(run.output)")
+            #expect(run.output.contains(#""name":"Arthur""#) && run.output.contains(#""name":"Robin""#), "\(run.output)")
+            let header = Array("SQLite format 3".utf8)
+            let plain = try Data(contentsOf: data.appendingPathComponent("tenants/acme.sqlite"))
+            let encrypted = try Data(contentsOf: data.appendingPathComponent("tenants/vault.sqlite"))
+            #expect(plain.starts(with: header), "acme is not a plain SQLite file")
+            #expect(!encrypted.starts(with: header) && encrypted.count >= 4096, "vault is not encrypted")
+            #expect(try await server.stop() == 0, "\(server.outputText)")
+        } catch {
+            _ = try? await server.stop(signal: SIGKILL)
+            throw error
+        }
+    }
+
     /// One catalog schema in the tree: `Migrations/catalog` (what
     /// registryctl and docs name) links to the set the server ships in its
     /// resource bundle, never a copy that could drift.

@@ -12,26 +12,10 @@ import Testing
         let repository = URL(fileURLWithPath: #filePath)
             .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent().deletingLastPathComponent()
-        let build = try run(URL(fileURLWithPath: "/usr/bin/env"), ["swift", "build", "--package-path", repository.path, "--product", "registryctl"])
+        let build = try runToEnd(URL(fileURLWithPath: "/usr/bin/env"), ["swift", "build", "--package-path", repository.path, "--product", "registryctl"])
         guard build.status == 0 else { throw ServerError(message: "cannot build registryctl:\n\(build.output)") }
-        let binPath = try run(URL(fileURLWithPath: "/usr/bin/env"), ["swift", "build", "--package-path", repository.path, "--show-bin-path"])
+        let binPath = try runToEnd(URL(fileURLWithPath: "/usr/bin/env"), ["swift", "build", "--package-path", repository.path, "--show-bin-path"])
         return URL(fileURLWithPath: binPath.output.trimmingCharacters(in: .whitespacesAndNewlines)).appendingPathComponent("registryctl")
-    }
-
-    static func run(_ executable: URL, _ arguments: [String]) throws -> (status: Int32, output: String) {
-        let process = Process()
-        process.executableURL = executable
-        process.arguments = arguments
-        let output = FileManager.default.temporaryDirectory.appendingPathComponent("registryctl-\(UUID().uuidString).out")
-        #expect(FileManager.default.createFile(atPath: output.path, contents: nil))
-        defer { try? FileManager.default.removeItem(at: output) }
-        let handle = try FileHandle(forWritingTo: output)
-        process.standardOutput = handle
-        process.standardError = handle
-        try process.run()
-        process.waitUntilExit()
-        try handle.close()
-        return (process.terminationStatus, String(decoding: try Data(contentsOf: output), as: UTF8.self))
     }
 
     @Test func registryctlMigratesThePlainAndEncryptedTenantsOfTheServerWithItsConfiguration() async throws {
@@ -55,18 +39,18 @@ import Testing
         #expect(try await server.stop() == 0, "\(server.outputText)")
 
         let config = data.appendingPathComponent("registry.json").path
-        let status = try Self.run(registryctl, ["status", "--config", config])
+        let status = try runToEnd(registryctl, ["status", "--config", config])
         #expect(status.status == 0, "\(status.output)")
         #expect(status.output.contains("acme: 4 applied, 0 pending"), "\(status.output)")
         #expect(status.output.contains("vault: 4 applied, 0 pending"), "\(status.output)")
         #expect(status.output.contains("catalog: 3 applied, 0 pending"), "\(status.output)")
 
-        let migrate = try Self.run(registryctl, ["migrate", "--config", config, "--jobs", "2"])
+        let migrate = try runToEnd(registryctl, ["migrate", "--config", config, "--jobs", "2"])
         #expect(migrate.status == 0, "\(migrate.output)")
         #expect(migrate.output.contains("3 of 3 databases succeeded"), "\(migrate.output)")
 
         // Every page's HMAC and SQLite's integrity check, with the keys the server uses.
-        let verify = try Self.run(registryctl, ["verify", "--config", config])
+        let verify = try runToEnd(registryctl, ["verify", "--config", config])
         #expect(verify.status == 0, "\(verify.output)")
         #expect(verify.output.contains("acme: ok (plain)"), "\(verify.output)")
         #expect(verify.output.contains("vault: ok (encrypted: compatibility 4"), "\(verify.output)")
@@ -78,15 +62,15 @@ import Testing
         let hex = (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
         try Data(hex.utf8).write(to: newMasterKey)
         chmod(newMasterKey.path, 0o600)    // key files open to others are refused
-        let rekey = try Self.run(registryctl, ["rekey", "--config", config, "--tenants", "--new-key-file", newMasterKey.path])
+        let rekey = try runToEnd(registryctl, ["rekey", "--config", config, "--tenants", "--new-key-file", newMasterKey.path])
         #expect(rekey.status == 0, "\(rekey.output)")
         #expect(rekey.output.contains("vault: re-keyed"), "\(rekey.output)")
         #expect(rekey.output.contains("acme: plain, nothing to re-key"), "\(rekey.output)")
         #expect(rekey.output.contains("Now put the new key in key file \(masterKey.path)"), "\(rekey.output)")
-        let stale = try Self.run(registryctl, ["verify", "--config", config, "--tenant", "vault"])
+        let stale = try runToEnd(registryctl, ["verify", "--config", config, "--tenant", "vault"])
         #expect(stale.status == 1, "the old master key no longer opens vault: \(stale.output)")
         try Data(contentsOf: newMasterKey).write(to: masterKey)
-        let verified = try Self.run(registryctl, ["verify", "--config", config])
+        let verified = try runToEnd(registryctl, ["verify", "--config", config])
         #expect(verified.status == 0, "\(verified.output)")
 
         // The server opens both tenants afterwards, vault with the new master key.

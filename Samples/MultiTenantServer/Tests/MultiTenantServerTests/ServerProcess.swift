@@ -118,6 +118,25 @@ func withTestServer<T>(
     }
 }
 
+/// Runs `executable` to its end: its status, and its standard output and
+/// error (one file, in the order written).
+func runToEnd(_ executable: URL, _ arguments: [String], environment: [String: String] = [:]) throws -> (status: Int32, output: String) {
+    let process = Process()
+    process.executableURL = executable
+    process.arguments = arguments
+    process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+    let output = FileManager.default.temporaryDirectory.appendingPathComponent("run-\(UUID().uuidString).out")
+    #expect(FileManager.default.createFile(atPath: output.path, contents: nil))
+    defer { try? FileManager.default.removeItem(at: output) }
+    let handle = try FileHandle(forWritingTo: output)
+    process.standardOutput = handle
+    process.standardError = handle
+    try process.run()
+    process.waitUntilExit()
+    try handle.close()
+    return (process.terminationStatus, String(decoding: try Data(contentsOf: output), as: UTF8.self))
+}
+
 func temporaryTestDirectory() -> URL {
     FileManager.default.temporaryDirectory.appendingPathComponent("MultiTenantServerTests-\(UUID().uuidString)")
 }
@@ -200,4 +219,13 @@ struct PlayerJSON: Decodable, Equatable, Sendable {
     var id: Int64
     var name: String
     var score: Int
+}
+
+/// `{"error":{"message":"…","invariant":"…"}}`, the server's error body.
+struct ErrorJSON: Decodable, Sendable {
+    struct Detail: Decodable, Equatable, Sendable {
+        var message: String
+        var invariant: String?
+    }
+    var error: Detail
 }

@@ -90,7 +90,7 @@ enum Tokens {
 /// token.accepts(secret)    // true
 /// ```
 struct SharedToken: Sendable {
-    static let variable = "MTS_OPERATOR_TOKEN"
+    static let variable = ServerVariable.operatorToken.rawValue
 
     let hash: String
     /// Where the token came from, for the startup message (never the token).

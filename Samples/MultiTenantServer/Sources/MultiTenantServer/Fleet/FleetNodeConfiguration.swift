@@ -48,7 +48,7 @@ enum FleetNodeConfiguration {
             databases: [],
             tenants: .init(
                 root: data.appendingPathComponent("tenants").path, migrations: migrations.appendingPathComponent("players").path,
-                maxOpen: 256, masterKey: .environment("MTS_MASTER_KEY"), allowPlaintextTenants: true),
+                maxOpen: 256, masterKey: .environment(ServerVariable.masterKey.rawValue), allowPlaintextTenants: true),
             shutdownTimeout: .seconds(5))
         configuration.replication = RegistryConfiguration.Replication(
             replica: "file://" + mode.replicaStore, litestream: mode.litestream,

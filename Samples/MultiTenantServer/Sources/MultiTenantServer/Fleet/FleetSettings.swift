@@ -2,7 +2,8 @@ import Foundation
 
 /// The settings of fleet mode, from the command line and the environment
 /// (arguments override): the server joins a fleet whose catalog,
-/// placement and leases live in PostgreSQL.
+/// placement and leases live in PostgreSQL. The options are
+/// ``FleetOption``'s cases:
 ///
 /// | Argument | Variable | Default | What |
 /// |---|---|---|---|
@@ -56,37 +57,35 @@ struct FleetSettings: Sendable, Equatable {
             guard let value = environment[variable], !value.isEmpty else { return nil }
             return value
         }
-        postgres = value("MTS_FLEET")
-        if let node = value("MTS_NODE_ID") { nodeID = node; given.append("MTS_NODE_ID") }
-        if let address = value("MTS_ADVERTISE") { advertise = address; given.append("MTS_ADVERTISE") }
-        if let store = value("MTS_REPLICA_STORE") { replicaStore = store; given.append("MTS_REPLICA_STORE") }
-        if let mode = value("MTS_ACKNOWLEDGE") { try setAcknowledgements(mode, from: "MTS_ACKNOWLEDGE") }
-        if let lease = value("MTS_LEASE_SECONDS") { try setLease(lease, from: "MTS_LEASE_SECONDS") }
-        if let restore = value("MTS_RESTORE") { try setRestore(restore, from: "MTS_RESTORE") }
-        if let seconds = value("MTS_ENCRYPTED_BACKUP_SECONDS") { try setEncryptedBackup(seconds, from: "MTS_ENCRYPTED_BACKUP_SECONDS") }
-        if let path = value("MTS_LITESTREAM") { litestream = path; given.append("MTS_LITESTREAM") }
+        for option in FleetOption.allCases {
+            guard let text = value(option.environmentVariable) else { continue }
+            try set(option, to: text, from: option.environmentVariable)
+        }
     }
 
     /// Takes `argument` (and its value from `iterator`) if it is a fleet
     /// option; false for any other argument.
     mutating func parse(_ argument: String, _ iterator: inout IndexingIterator<[String]>) throws -> Bool {
-        func value() throws -> String {
-            guard let value = iterator.next() else { throw UsageError(message: "\(argument) needs a value") }
-            return value
-        }
-        switch argument {
-        case "--fleet": postgres = try value()
-        case "--node-id": nodeID = try value(); given.append(argument)
-        case "--advertise": advertise = try value(); given.append(argument)
-        case "--replica-store": replicaStore = try value(); given.append(argument)
-        case "--acknowledge": try setAcknowledgements(try value(), from: argument)
-        case "--lease-seconds": try setLease(try value(), from: argument)
-        case "--restore": try setRestore(try value(), from: argument)
-        case "--encrypted-backup-seconds": try setEncryptedBackup(try value(), from: argument)
-        case "--litestream": litestream = try value(); given.append(argument)
-        default: return false
-        }
+        guard let option = FleetOption(rawValue: argument) else { return false }
+        guard let value = iterator.next() else { throw UsageError(message: "\(argument) needs a value") }
+        try set(option, to: value, from: argument)
         return true
+    }
+
+    /// `option`'s value, from `source` (the option or its variable, for
+    /// messages and for the refusal of a fleet option without `--fleet`).
+    private mutating func set(_ option: FleetOption, to value: String, from source: String) throws {
+        switch option {
+        case .fleet: postgres = value
+        case .nodeID: nodeID = value; given.append(source)
+        case .advertise: advertise = value; given.append(source)
+        case .replicaStore: replicaStore = value; given.append(source)
+        case .acknowledge: try setAcknowledgements(value, from: source)
+        case .leaseSeconds: try setLease(value, from: source)
+        case .restore: try setRestore(value, from: source)
+        case .encryptedBackupSeconds: try setEncryptedBackup(value, from: source)
+        case .litestream: litestream = value; given.append(source)
+        }
     }
 
     private mutating func setAcknowledgements(_ text: String, from source: String) throws {
@@ -152,8 +151,8 @@ struct FleetSettings: Sendable, Equatable {
         guard replicaStore.hasPrefix("/") else {
             throw UsageError(message: "--replica-store takes an absolute path (every node must name the same folder), not \(replicaStore)")
         }
-        for variable in [SharedToken.variable, "MTS_MASTER_KEY"] where (environment[variable] ?? "").isEmpty {
-            throw UsageError(message: "fleet mode needs \(variable) in the environment, the same on every node: \(variable == "MTS_MASTER_KEY" ? "a key file per node would make encrypted tenants unreadable on the others" : "a token file per node would fail on whichever node a load balancer picks")")
+        for variable in [SharedToken.variable, ServerVariable.masterKey.rawValue] where (environment[variable] ?? "").isEmpty {
+            throw UsageError(message: "fleet mode needs \(variable) in the environment, the same on every node: \(variable == ServerVariable.masterKey.rawValue ? "a key file per node would make encrypted tenants unreadable on the others" : "a token file per node would fail on whichever node a load balancer picks")")
         }
         let advertise = advertise ?? defaultAdvertise
         guard let url = URL(string: advertise), ["http", "https"].contains(url.scheme ?? ""), url.host != nil, url.port != nil,

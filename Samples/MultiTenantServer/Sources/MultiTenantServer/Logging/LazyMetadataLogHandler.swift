@@ -6,10 +6,10 @@ import Logging
 /// `StreamLogHandler` formats its metadata on every change, and Hummingbird
 /// sets a request id on the logger of every request: on the leaderboard
 /// route, that formatting cost about 4 % of the server's CPU (perf, release
-/// build), for a line that is only written when a request logs something
-/// (a 5xx, at this server's `info` level). This handler keeps the metadata
-/// as given, and hands it to a `StreamLogHandler` only for the lines it
-/// writes, so the output is swift-log's own.
+/// build), on top of the formatting of the lines written (one per request
+/// at this server's `info` level, RequestLogMiddleware). This handler keeps
+/// the metadata as given, and hands it to a `StreamLogHandler` only for
+/// the lines it writes, so the output is swift-log's own.
 ///
 /// ```swift
 /// var logger = Logger(label: "MultiTenantServer") { LazyMetadataLogHandler(label: $0) }

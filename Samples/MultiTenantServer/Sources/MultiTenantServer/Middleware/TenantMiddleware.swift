@@ -51,7 +51,7 @@ struct TenantMiddleware: RouterMiddleware {
 }
 
 /// 503: the process is out of file descriptors (EMFILE). The log line
-/// (FailureLogMiddleware) has the limit and the fix.
+/// (RequestLogMiddleware) has the limit and the fix.
 struct DescriptorsExhausted: HTTPResponseError, CustomStringConvertible {
     var cause: DatabaseServiceError
     var status: HTTPResponse.Status { .serviceUnavailable }

@@ -52,7 +52,7 @@ enum TenantScopeError: Error, Equatable, CustomStringConvertible, HTTPResponseEr
     var status: HTTPResponse.Status { .internalServerError }
 
     func response(from request: Request, context: some RequestContext) throws -> Response {
-        // The detail goes to the log (FailureLogMiddleware), not to the client.
+        // The detail goes to the log (RequestLogMiddleware), not to the client.
         try HTTPError(.internalServerError, message: "Internal server error.").response(from: request, context: context)
     }
 }

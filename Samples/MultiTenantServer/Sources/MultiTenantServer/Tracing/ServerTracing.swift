@@ -37,9 +37,9 @@ struct ServerTracing {
     }
 
     static func isRequested(by environment: [String: String]) -> Bool {
-        if environment["OTEL_SDK_DISABLED"]?.lowercased() == "true" { return false }
-        if let exporter = environment["OTEL_TRACES_EXPORTER"] { return exporter.lowercased() != "none" }
-        return environment["OTEL_EXPORTER_OTLP_ENDPOINT"] != nil || environment["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] != nil
+        if environment[ServerVariable.sdkDisabled.rawValue]?.lowercased() == "true" { return false }
+        if let exporter = environment[ServerVariable.tracesExporter.rawValue] { return exporter.lowercased() != "none" }
+        return environment[ServerVariable.otlpEndpoint.rawValue] != nil || environment[ServerVariable.otlpTracesEndpoint.rawValue] != nil
     }
 
     /// Starts tracing when the environment asks for it, else returns the

@@ -1,10 +1,18 @@
 import Foundation
+import GRDBRegistry
 import HTTPTypes
 import Hummingbird
 import Logging
 
-/// Logs every 5xx answer with the database it concerns, the error, and an
-/// error id, and answers the client with that id and a generic message: a
+/// Logs one line per request, as Hummingbird's `LogRequestsMiddleware`
+/// does, with what that one can't carry: the method, the route's pattern
+/// (`/tenants/{tenant}/players`: never the raw path or its query), the
+/// status, the duration, the tenant the route names, and on a 5xx its
+/// error id. No header (the `Authorization` token), query or body is
+/// logged. A 5xx line is an error, with the database it concerns and the
+/// error; the others are `info`, the server's level.
+///
+/// A 5xx answers the client with its error id and a generic message: a
 /// server error is the server's to explain, never silent, and its detail
 /// (server paths, SQL, migration text) stays in the log.
 ///
@@ -14,23 +22,29 @@ import Logging
 /// answer (``ClientFacingError``, such as a frozen tenant's 503 with
 /// `Retry-After`); any other error (a database's, a migration's, a
 /// cipher's) gets a generic message.
-struct FailureLogMiddleware<Context: RequestContext>: RouterMiddleware {
-    let logger: Logger
-
+///
+/// A streamed response (server-sent events) is logged when its head is
+/// ready: its duration is the time to the first byte.
+struct RequestLogMiddleware<Context: RequestContext>: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        let start = ContinuousClock.now
         do {
             var response = try await next(request, context)
+            var id: String?
             if response.status.code >= 500 {
-                let id = Self.newErrorID()
-                log(request, status: response.status, error: nil, id: id)
+                id = Self.newErrorID()
                 response.headers[Self.errorIDField] = id
             }
+            log(request, context, status: response.status, since: start, error: nil, id: id)
             return response
         } catch {
             let status = (error as? any HTTPResponseError)?.status ?? .internalServerError
-            guard status.code >= 500 else { throw error }
+            guard status.code >= 500 else {
+                log(request, context, status: status, since: start, error: nil, id: nil)
+                throw error
+            }
             let id = Self.newErrorID()
-            log(request, status: status, error: error, id: id)
+            log(request, context, status: status, since: start, error: error, id: id)
             if error is any ClientFacingError { throw error }
             if let error = error as? HTTPError {
                 throw ServerFailure(status: status, id: id, message: error.body ?? Self.genericMessage(status, path: request.uri.path), headers: error.headers)
@@ -39,13 +53,28 @@ struct FailureLogMiddleware<Context: RequestContext>: RouterMiddleware {
         }
     }
 
-    private func log(_ request: Request, status: HTTPResponse.Status, error: (any Error)?, id: String) {
-        logger.error("\(request.method) \(request.uri.path) failed", metadata: [
+    private func log(_ request: Request, _ context: Context, status: HTTPResponse.Status, since start: ContinuousClock.Instant, error: (any Error)?, id: String?) {
+        let route = context.endpointPath ?? "NotFound"
+        let elapsed = (ContinuousClock.now - start).components
+        var metadata: Logger.Metadata = [
+            "method": "\(request.method.rawValue)",
+            "route": "\(route)",
             "status": "\(status.code)",
-            "error_id": "\(id)",
-            "database": "\(Self.database(of: request.uri.path))",
-            "error": "\(error.map { String(reflecting: $0) } ?? "none")",
-        ])
+            "duration_ms": "\(String(format: "%.3f", Double(elapsed.seconds) * 1e3 + Double(elapsed.attoseconds) / 1e15))",
+        ]
+        // The route's tenant, when it is a tenant id: never text a client
+        // made up in the log.
+        if let tenant = context.parameters.get("tenant"), (try? TenantID(tenant)) != nil {
+            metadata["tenant"] = "\(tenant)"
+        }
+        guard let id else {
+            context.logger.info("\(request.method.rawValue) \(route) \(status.code)", metadata: metadata)
+            return
+        }
+        metadata["error_id"] = "\(id)"
+        metadata["database"] = "\(Self.database(of: request.uri.path))"
+        metadata["error"] = "\(error.map { String(reflecting: $0) } ?? "none")"
+        context.logger.error("\(request.method.rawValue) \(route) \(status.code)", metadata: metadata)
     }
 
     /// `X-Error-Id`: the id of a 5xx, also in its body and in the log.
@@ -80,7 +109,7 @@ struct FailureLogMiddleware<Context: RequestContext>: RouterMiddleware {
 }
 
 /// A 5xx error the server wrote for the client, answered as it is (its
-/// headers included): ``FailureLogMiddleware`` logs it, and doesn't make
+/// headers included): ``RequestLogMiddleware`` logs it, and doesn't make
 /// it generic.
 protocol ClientFacingError: HTTPResponseError { }
 
@@ -95,7 +124,7 @@ struct ServerFailure: HTTPResponseError {
     func response(from request: Request, context: some RequestContext) throws -> Response {
         var headers = headers
         headers[.contentType] = "application/json; charset=utf-8"
-        headers[FailureLogMiddleware<BasicRequestContext>.errorIDField] = id
+        headers[RequestLogMiddleware<BasicRequestContext>.errorIDField] = id
         let body = try JSONEncoder().encode(FailureBody(error: .init(message: message, id: id)))
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: body)))
     }

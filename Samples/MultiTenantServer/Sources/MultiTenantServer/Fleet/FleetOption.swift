@@ -1,0 +1,58 @@
+/// The options of fleet mode, each with the environment variable that
+/// gives its default: ``FleetSettings`` reads them, `--help` lists them
+/// (``ServerHelp``).
+enum FleetOption: String, CommandLineOption {
+    case fleet = "--fleet"
+    case nodeID = "--node-id"
+    case advertise = "--advertise"
+    case replicaStore = "--replica-store"
+    case acknowledge = "--acknowledge"
+    case leaseSeconds = "--lease-seconds"
+    case restore = "--restore"
+    case encryptedBackupSeconds = "--encrypted-backup-seconds"
+    case litestream = "--litestream"
+
+    var valueName: String? {
+        switch self {
+        case .fleet: "postgres://USER[:PASSWORD]@HOST:PORT/DATABASE"
+        case .nodeID: "ID"
+        case .advertise: "URL"
+        case .replicaStore: "DIRECTORY"
+        case .acknowledge: "async|durable"
+        case .leaseSeconds, .encryptedBackupSeconds: "SECONDS"
+        case .restore: "eager|on-first-request"
+        case .litestream: "PATH"
+        }
+    }
+
+    /// Every fleet option has one.
+    var variable: String? { environmentVariable }
+
+    var environmentVariable: String {
+        switch self {
+        case .fleet: "MTS_FLEET"
+        case .nodeID: "MTS_NODE_ID"
+        case .advertise: "MTS_ADVERTISE"
+        case .replicaStore: "MTS_REPLICA_STORE"
+        case .acknowledge: "MTS_ACKNOWLEDGE"
+        case .leaseSeconds: "MTS_LEASE_SECONDS"
+        case .restore: "MTS_RESTORE"
+        case .encryptedBackupSeconds: "MTS_ENCRYPTED_BACKUP_SECONDS"
+        case .litestream: "MTS_LITESTREAM"
+        }
+    }
+
+    var summary: String {
+        switch self {
+        case .fleet: "join the fleet whose catalog, placement and leases live in this PostgreSQL database"
+        case .nodeID: "this node's id, unique in the fleet, [a-z0-9-]{1,63} (required)"
+        case .advertise: "where the other nodes reach this one, http(s)://host:port (default: --host and --port)"
+        case .replicaStore: "an absolute path every node shares: replicas and encrypted backups (required)"
+        case .acknowledge: "durable: answer a write once the replica has it (default async)"
+        case .leaseSeconds: "this node's lease on its tenants, 0.5 to 3600 (default 2)"
+        case .restore: "when a claimed tenant is restored (default eager)"
+        case .encryptedBackupSeconds: "how often an encrypted tenant is backed up: its loss window (default 5)"
+        case .litestream: "the Litestream 0.5 executable (default: litestream on PATH)"
+        }
+    }
+}

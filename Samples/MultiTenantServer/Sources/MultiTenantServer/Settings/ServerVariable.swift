@@ -1,0 +1,51 @@
+/// The environment variables the server reads that no option overrides
+/// (an option's variable is ``CommandLineOption/variable``). Their readers
+/// name them through these cases; `--help` lists them (``ServerHelp``).
+enum ServerVariable: String, CaseIterable, Sendable {
+    case operatorToken = "MTS_OPERATOR_TOKEN"
+    case masterKey = "MTS_MASTER_KEY"
+    case idleTimeout = "MTS_IDLE_TIMEOUT"
+    case heartbeat = "MTS_SSE_HEARTBEAT"
+    case maxConnections = "MTS_MAX_CONNECTIONS"
+    case maxStreams = "MTS_MAX_STREAMS"
+    case maxStreamsPerTenant = "MTS_MAX_STREAMS_PER_TENANT"
+    case maxPlayers = "MTS_MAX_PLAYERS"
+    case freeSignInFailures = "MTS_FREE_SIGNIN_FAILURES"
+    case otlpEndpoint = "OTEL_EXPORTER_OTLP_ENDPOINT"
+    case otlpTracesEndpoint = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+    case tracesExporter = "OTEL_TRACES_EXPORTER"
+    case sdkDisabled = "OTEL_SDK_DISABLED"
+    case peerToken = "MTS_PEER_TOKEN"
+
+    /// The limit (``ServerLimits``) the variable sets, if it is one.
+    var limit: WritableKeyPath<ServerLimits, Int>? {
+        switch self {
+        case .idleTimeout: \.idleTimeoutSeconds
+        case .heartbeat: \.heartbeatSeconds
+        case .maxConnections: \.maxConnections
+        case .maxStreams: \.maxStreams
+        case .maxStreamsPerTenant: \.maxStreamsPerTenant
+        case .maxPlayers: \.maxPlayers
+        case .freeSignInFailures: \.freeSignInFailures
+        default: nil
+        }
+    }
+
+    var summary: String {
+        switch self {
+        case .operatorToken: "the operator token (32 characters or more), the same on every node of a fleet; default: the file operator.token of the data directory, made on first start"
+        case .masterKey: "the master key of encrypted tenants (openssl rand -hex 32), named in registry.json at the first start; default: the file master.key made then. Required in fleet mode"
+        case .idleTimeout: "seconds before an idle connection closes, a partial request included"
+        case .heartbeat: "seconds between two comment lines on an idle event stream"
+        case .maxConnections: "open connections (beyond: 429); lowered to fit the limit of open files"
+        case .maxStreams: "event streams in total (beyond: 429)"
+        case .maxStreamsPerTenant: "event streams of one tenant (beyond: 429)"
+        case .maxPlayers: "players of one tenant (beyond: 409)"
+        case .freeSignInFailures: "failed sign-ins of one address in a minute before each waits longer"
+        case .otlpEndpoint, .otlpTracesEndpoint: "export traces over OTLP/HTTP to this URL (swift-otel reads the other OTEL_* variables: OTEL_SERVICE_NAME, headers, sampler)"
+        case .tracesExporter: "otlp turns traces on, none off"
+        case .sdkDisabled: "true turns traces off"
+        case .peerToken: "obsolete: ignored with a warning (tenants move through fleet placement)"
+        }
+    }
+}
