@@ -288,7 +288,21 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
         guard first else { return }
         policy.refuseWrites()
         readOnlyConnection.close()
+        closePoolReaders()
         try release(writer)
+    }
+
+    /// Closes the reader connections of a pool, so that its writer is the
+    /// last connection to the file and deletes the `-wal` and `-shm` files.
+    ///
+    /// SQLite deletes them when the last connection closes, if that
+    /// connection can write; a pool's readers are opened read-only, and
+    /// `DatabasePool.close()` closes the writer first: the readers, closed
+    /// last, leave an empty `-wal` and a `-shm` behind. (A read that starts
+    /// in between reopens a reader, which the pool's close closes: only
+    /// the files are left then, never data.)
+    private func closePoolReaders() {
+        (writer as? DatabasePool)?.releaseMemory()
     }
 
     // MARK: - Access
@@ -551,6 +565,7 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
                 onEvent?(.checkpointFailed("\(error)"))
             }
         }
+        closePoolReaders()
         try release(writer)
     }
 }
