@@ -175,8 +175,9 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
     /// ```
     ///
     /// - throws: ``DatabaseRepositoryError/alreadyOpen(database:)`` when the
-    ///   file is already open in this process (a managed database must be
-    ///   the only owner of its file), or the error of opening it.
+    ///   file is already open in this process, through any connection set
+    ///   (a managed database must be the only owner of its file), or the
+    ///   error of opening it.
     public convenience init(
         path: String,
         name: String? = nil,
@@ -217,7 +218,8 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
                 db.add(transactionObserver: policy, extent: .databaseLifetime)
             }
         }
-        if connections.isOpen(atPath: path) {
+        // In any set: two sets would open two connections on one file.
+        if DatabaseConnections.isOpenInAnySet(atPath: path) {
             throw DatabaseRepositoryError.alreadyOpen(database: name)
         }
         let writer: any DatabaseWriter
