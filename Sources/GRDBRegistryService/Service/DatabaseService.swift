@@ -86,6 +86,11 @@ import Tracing
 /// - ``registry(_:)``
 /// - ``RegistryEntry``
 ///
+/// ### Repositories on named databases
+///
+/// - ``declareRepository(named:migrator:invariants:)``
+/// - ``repository(named:)``
+///
 /// ### Tenants
 ///
 /// - ``tenants(of:)``
@@ -107,6 +112,9 @@ public final class DatabaseService: Service, Sendable {
     struct OpenDatabase: Sendable {
         var database: ManagedDatabase
         var pendingMigrations: [String]
+        /// The repository that owns `database`, for a database declared
+        /// with ``declareRepository(named:migrator:invariants:)``.
+        var repository: RepositoryDatabase? = nil
     }
 
     /// The tenant directory of the configuration, once asked for, seen
@@ -121,6 +129,8 @@ public final class DatabaseService: Service, Sendable {
         var phase = Phase.created
         var failure: (any Error)?
         var databases: [String: OpenDatabase] = [:]
+        /// The repositories declared for configured databases, by name.
+        var repositories: [String: DeclaredRepository] = [:]
         var tenants: Tenants?
         var tenantFailures = 0
         var lastTenantError: String?
