@@ -290,7 +290,7 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
         guard first else { return }
         policy.refuseWrites()
         readOnlyConnection.close()
-        closePoolReaders()
+        if checkpointOnClose != nil { closePoolReaders() }
         try release(writer)
     }
 
@@ -303,6 +303,11 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
     /// last, leave an empty `-wal` and a `-shm` behind. (A read that starts
     /// in between reopens a reader, which the pool's close closes: only
     /// the files are left then, never data.)
+    ///
+    /// Only for a database that checkpoints on close: the last connection
+    /// to close checkpoints the WAL into the file, which a database without
+    /// ``checkpointOnClose`` leaves to an external tool (Litestream ships
+    /// the WAL's frames before it checkpoints them).
     private func closePoolReaders() {
         (writer as? DatabasePool)?.releaseMemory()
     }
@@ -566,8 +571,8 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
             } catch {
                 onEvent?(.checkpointFailed("\(error)"))
             }
+            closePoolReaders()
         }
-        closePoolReaders()
         try release(writer)
     }
 }

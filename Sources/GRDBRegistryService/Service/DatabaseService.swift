@@ -27,9 +27,11 @@ import Tracing
 /// ```
 ///
 /// The service orchestrates; each database is a ``/GRDBRegistry/ManagedDatabase``
-/// (configured databases) or the managed database of a tenant's repository
-/// (``tenants(of:)``), which owns its writer, its commit policy (the write
-/// gate), drain, checkpoint and close.
+/// (configured databases), the managed database of a repository declared
+/// for a configured name (``declareRepository(named:migrator:invariants:)``),
+/// or that of a tenant's repository (``tenants(of:)``), which owns its
+/// writer, its commit policy (the write gate, and a repository's
+/// invariants), drain, checkpoint and close.
 ///
 /// **Start.** `run()` checks the configuration against the machine (every
 /// problem at once), opens each database through the injected
