@@ -80,4 +80,33 @@ import Testing
         #expect(connections.openPaths.count == 1)
         try connections.close(pools[0])
     }
+
+    /// One file, one connection per process, across sets: a second set
+    /// (or a repository on it) is refused with a typed error until the
+    /// first closes the file.
+    @Test func aFileOpenInOneSetIsRefusedByAnotherUntilItCloses() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("one.sqlite")
+        let first = DatabaseConnections()
+        let pool = try first.pool(atPath: path)
+        #expect(first.isOpen(atPath: path))
+        #expect(!DatabaseConnections.shared.isOpen(atPath: path))
+        #expect(DatabaseConnections.isOpenInAnySet(atPath: path))
+
+        let refused = #expect(throws: DatabaseConnectionsError.self) {
+            try DatabaseConnections.shared.pool(atPath: path)
+        }
+        guard case .openInAnotherSet = refused else {
+            Issue.record("unexpected error: \(String(describing: refused))")
+            return
+        }
+        #expect(throws: DatabaseRepositoryError.alreadyOpen(database: "one")) {
+            try RepositoryDatabase(path: path, name: "one", invariants: [])
+        }
+
+        try first.close(pool)
+        #expect(!DatabaseConnections.isOpenInAnySet(atPath: path))
+        let repository = try RepositoryDatabase(path: path, name: "one", invariants: [])
+        try repository.close()
+    }
 }

@@ -137,3 +137,23 @@ private final class Events: Sendable {
         { [self] event in events.withLock { $0.append(event) } }
     }
 }
+
+@Suite struct CleanCloseTests {
+    /// `checkpointOnClose: .truncate` (the default) promises no `-wal` left
+    /// behind: the pool's readers, opened read-only, must not be the last
+    /// connections to close.
+    @Test func closingARepositoryAfterReadsLeavesNoWALNorSharedMemoryFile() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("players.sqlite")
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("createPlayer", migrate: createPlayerTable)
+        let database = try RepositoryDatabase(path: path, name: "players", migrator: migrator, invariants: [])
+        try await database.write { db in try Player(id: 1, name: "A", score: 1).insert(db) }
+        // Reads on the read-only connection and on the pool's readers.
+        #expect(try await database.reader.read { db in try Player.fetchCount(db) } == 1)
+        #expect(try await database.managed.writer.read { db in try Player.fetchCount(db) } == 1)
+        try database.close()
+        #expect(!FileManager.default.fileExists(atPath: path + "-wal"))
+        #expect(!FileManager.default.fileExists(atPath: path + "-shm"))
+    }
+}

@@ -19,7 +19,10 @@ import Synchronization
 /// refreshes the value (GRDB's observations track the tables a request
 /// reads). Repositories and tenants hold one or two tables, whose commits
 /// nearly all touch what their requests read; equal values that follow
-/// each other are dropped by the queryables of `Equatable` values.
+/// each other are dropped by the queryables of `Equatable` values, in
+/// their `SharedObservation`: not by GRDB's `removeDuplicates()`, whose
+/// reducer is made afresh for each one-shot fetch here, so has no
+/// previous value to compare with.
 enum ReadOnlyObservation {
     static func start<Reducer: ValueReducer>(
         _ observation: ValueObservation<Reducer>,

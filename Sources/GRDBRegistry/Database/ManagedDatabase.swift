@@ -175,8 +175,9 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
     /// ```
     ///
     /// - throws: ``DatabaseRepositoryError/alreadyOpen(database:)`` when the
-    ///   file is already open in this process (a managed database must be
-    ///   the only owner of its file), or the error of opening it.
+    ///   file is already open in this process, through any connection set
+    ///   (a managed database must be the only owner of its file), or the
+    ///   error of opening it.
     public convenience init(
         path: String,
         name: String? = nil,
@@ -217,7 +218,8 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
                 db.add(transactionObserver: policy, extent: .databaseLifetime)
             }
         }
-        if connections.isOpen(atPath: path) {
+        // In any set: two sets would open two connections on one file.
+        if DatabaseConnections.isOpenInAnySet(atPath: path) {
             throw DatabaseRepositoryError.alreadyOpen(database: name)
         }
         let writer: any DatabaseWriter
@@ -288,7 +290,26 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
         guard first else { return }
         policy.refuseWrites()
         readOnlyConnection.close()
+        if checkpointOnClose != nil { closePoolReaders() }
         try release(writer)
+    }
+
+    /// Closes the reader connections of a pool, so that its writer is the
+    /// last connection to the file and deletes the `-wal` and `-shm` files.
+    ///
+    /// SQLite deletes them when the last connection closes, if that
+    /// connection can write; a pool's readers are opened read-only, and
+    /// `DatabasePool.close()` closes the writer first: the readers, closed
+    /// last, leave an empty `-wal` and a `-shm` behind. (A read that starts
+    /// in between reopens a reader, which the pool's close closes: only
+    /// the files are left then, never data.)
+    ///
+    /// Only for a database that checkpoints on close: the last connection
+    /// to close checkpoints the WAL into the file, which a database without
+    /// ``checkpointOnClose`` leaves to an external tool (Litestream ships
+    /// the WAL's frames before it checkpoints them).
+    private func closePoolReaders() {
+        (writer as? DatabasePool)?.releaseMemory()
     }
 
     // MARK: - Access
@@ -550,6 +571,7 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
             } catch {
                 onEvent?(.checkpointFailed("\(error)"))
             }
+            closePoolReaders()
         }
         try release(writer)
     }

@@ -67,7 +67,7 @@ extension PresenceObservationQueryable where Context: TopLevelDatabaseReader, Wr
     /// `context`, notified only when the value changes.
     public func values(in context: Context) -> QueryableValues<Presence<WrappedValue>> {
         QueryableValues.observing(
-            observation.removeDuplicates(), of: self, in: context, options: Self.queryableOptions, pushesEveryValue: true,
+            observation, of: self, in: context, options: Self.queryableOptions, isDuplicate: { $0 == $1 }, pushesEveryValue: true,
             makeTransform: {
                 let presence = PresenceScanner<WrappedValue>()
                 return { presence.next($0) }

@@ -19,8 +19,9 @@ import Synchronization
 ///
 /// Observations are GRDB `ValueObservation`s. Equal requests on one
 /// database share one observation (see ``SharedObservations``), and
-/// values that are `Equatable` are notified only when they change
-/// (GRDB's `removeDuplicates()`).
+/// values that are `Equatable` are notified only when they change, on
+/// every kind of context (a pool, a managed database, a repository's
+/// read-only reader).
 ///
 /// The sequence ends with an error when the database can't be read
 /// (including a context that is not connected, and a ``ManagedDatabase``
@@ -110,6 +111,9 @@ extension QueryableValues {
     /// it is called with the latest value again at each pull, and must
     /// give the same element for a repeated value).
     ///
+    /// - parameter isDuplicate: Whether a value repeats the previous one,
+    ///   and is not notified (see ``SharedObservation``); nil to notify
+    ///   every value.
     /// - parameter pushesEveryValue: Whether the transform must see every
     ///   value, even while nobody streams: a presence remembers the last
     ///   value before a deletion, which reading only the latest one would
@@ -119,6 +123,7 @@ extension QueryableValues {
         of request: Request,
         in context: some TopLevelDatabaseReader,
         options: QueryableOptions,
+        isDuplicate: (@Sendable (Reducer.Value, Reducer.Value) -> Bool)? = nil,
         pushesEveryValue: Bool = false,
         makeTransform: @escaping @Sendable () -> @Sendable (Reducer.Value) -> Element
     ) -> QueryableValues where Reducer.Value: Sendable {
@@ -139,11 +144,11 @@ extension QueryableValues {
             }
             let subscription: SharedObservation<Reducer.Value>.Subscription?
             if let shared {
-                subscription = shared.subscribe(request, start: start, onError: onError, onChange: pushing ? push : nil)
+                subscription = shared.subscribe(request, isDuplicate: isDuplicate, start: start, onError: onError, onChange: pushing ? push : nil)
             } else {
                 // Nothing to share with: an observation of its own, read
                 // or pushed the same way.
-                let own = SharedObservation<Reducer.Value>()
+                let own = SharedObservation<Reducer.Value>(isDuplicate: isDuplicate)
                 subscription = own.register(onError: onError, onChange: pushing ? push : nil)
                 own.beginStart()
                 own.start(start)

@@ -16,6 +16,12 @@ import Synchronization
 /// Values are delivered under the observation's lock, in the order GRDB
 /// produces them: a subscriber's callbacks must not subscribe to, nor
 /// cancel, an observation (they only store or yield values).
+///
+/// A value that `isDuplicate` finds equal to the latest one is dropped
+/// here, for every kind of reader: GRDB's `removeDuplicates()` can't do it
+/// for a ``ReadOnlyDatabaseReader`` whose base can write, which fetches each
+/// value with a one-shot observation, so with a fresh reducer that has no
+/// previous value to compare with (see `ReadOnlyObservation`).
 final class SharedObservation<Value: Sendable>: Sendable {
     /// Starts the GRDB observation: the shape of `ValueObservation.start`.
     typealias Start = @Sendable (
@@ -42,8 +48,12 @@ final class SharedObservation<Value: Sendable>: Sendable {
     private let starting = NSLock()
     /// Forgets the observation in its ``SharedObservations``.
     private let onEnd: @Sendable () -> Void
+    /// Whether a value repeats the latest one, and is not notified; nil
+    /// when every value is notified.
+    private let isDuplicate: (@Sendable (Value, Value) -> Bool)?
 
-    init(onEnd: @escaping @Sendable () -> Void = { }) {
+    init(isDuplicate: (@Sendable (Value, Value) -> Bool)?, onEnd: @escaping @Sendable () -> Void = { }) {
+        self.isDuplicate = isDuplicate
         self.onEnd = onEnd
     }
 
@@ -137,6 +147,7 @@ final class SharedObservation<Value: Sendable>: Sendable {
     private func publish(_ value: Value) {
         state.withLock { state in
             guard !state.isEnded else { return }
+            if let isDuplicate, let latest = state.latest, isDuplicate(latest, value) { return }
             state.latest = value
             for onChange in state.pushers.values { onChange(value) }
         }

@@ -59,6 +59,7 @@ public final class SharedObservations: Sendable {
     /// latest value is there when this returns.
     func subscribe<Request: Equatable & Sendable, Value: Sendable>(
         _ request: Request,
+        isDuplicate: (@Sendable (Value, Value) -> Bool)?,
         start: SharedObservation<Value>.Start,
         onError: @escaping @Sendable (any Error) -> Void,
         onChange: (@Sendable (Value) -> Void)?
@@ -78,7 +79,7 @@ public final class SharedObservations: Sendable {
             }
             let entryID = state.nextID
             state.nextID += 1
-            let observation = SharedObservation<Value>(onEnd: { [weak self] in
+            let observation = SharedObservation<Value>(isDuplicate: isDuplicate, onEnd: { [weak self] in
                 self?.forget(type: type, entryID: entryID)
             })
             // A new observation has not ended: it registers.
@@ -123,7 +124,7 @@ public final class SharedObservations: Sendable {
     }
 }
 
-/// How ``SharedObservations/subscribe(_:start:onError:onChange:)`` found
+/// How ``SharedObservations/subscribe(_:isDuplicate:start:onError:onChange:)`` found
 /// the observation of a request.
 private enum Joining<Value: Sendable> {
     case closed(any Error)

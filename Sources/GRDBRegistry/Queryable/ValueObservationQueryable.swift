@@ -19,9 +19,11 @@ import GRDB
 /// (unless ``QueryableOptions/async``), then a new value is notified
 /// after each committed transaction that changes the fetched region.
 /// When `Value` is `Equatable`, a value equal to the previous one is not
-/// notified (GRDB's `removeDuplicates()`), which also hides the initial
-/// value that a `DatabasePool` notifies twice on SQLite builds without
-/// `SQLITE_ENABLE_SNAPSHOT` (the system SQLite on Linux).
+/// notified, whatever the context (GRDB's `removeDuplicates()` would miss
+/// the repeats of a ``ReadOnlyDatabaseReader``, which fetches each value
+/// afresh). This also hides the initial value that a `DatabasePool`
+/// notifies twice on SQLite builds without `SQLITE_ENABLE_SNAPSHOT` (the
+/// system SQLite on Linux).
 ///
 /// Equal requests on one database share one observation: see
 /// ``SharedObservations``.
@@ -57,7 +59,7 @@ extension ValueObservationQueryable where Context: TopLevelDatabaseReader, Value
     /// Returns the distinct values observed in the database of `context`.
     public func values(in context: Context) -> QueryableValues<Value> {
         QueryableValues.observing(
-            observation.removeDuplicates(), of: self, in: context, options: Self.queryableOptions,
+            observation, of: self, in: context, options: Self.queryableOptions, isDuplicate: { $0 == $1 },
             makeTransform: { { $0 } })
     }
 }

@@ -22,6 +22,19 @@ import Synchronization
 /// Asking for a `DatabaseQueue` on a file that is open as a `DatabasePool`
 /// (or the reverse) throws ``DatabaseConnectionsError/connectionKindMismatch(path:open:requested:)``.
 ///
+/// ## One file, one set
+///
+/// The rule holds across sets: a file open in one set (``shared``, the
+/// set of a `DatabaseService`, one you created) is refused by every other
+/// set of the process with ``DatabaseConnectionsError/openInAnotherSet(path:)``,
+/// until it closes. Sharing the connection instead would hand a second
+/// owner a writer whose commit checks, drain and close belong to the
+/// first: open the file through the set, or the object, that holds it
+/// (for a database a `DatabaseService` configures, the service's
+/// `writer(named:)`, or the repository it opens for a name declared with
+/// `declareRepository(named:migrator:invariants:)`).
+/// ``isOpenInAnySet(atPath:)`` tells whether some set holds a file.
+///
 /// ## File modes
 ///
 /// A database file that does not exist is created with ``fileMode``
@@ -41,17 +54,21 @@ public final class DatabaseConnections: Sendable {
     /// The connections of the process.
     public static let shared = DatabaseConnections()
 
-    private struct WeakWriter {
+    /// An open connection, and the set that opened it.
+    private struct OpenWriter {
         weak var writer: (any DatabaseWriter)?
+        weak var owner: DatabaseConnections?
     }
 
     private struct State {
-        var writers: [String: WeakWriter] = [:]
+        var writers: [String: OpenWriter] = [:]
         /// Files being opened, and what their other callers wait on.
         var opening: [String: DispatchGroup] = [:]
     }
 
-    private let state = Mutex(State())
+    /// The files open in every set of the process: one table, so that two
+    /// sets never open one file.
+    private static let state = Mutex(State())
 
     /// The permission bits of the database files this creates (0600 by
     /// default); see "File modes" above.
@@ -96,21 +113,37 @@ public final class DatabaseConnections: Sendable {
     }
 
     /// The canonical paths of the files that currently have an open
-    /// connection, sorted.
+    /// connection in this set, sorted.
     public var openPaths: [String] {
-        state.withLock { state in
-            state.writers.filter { $0.value.writer != nil }.map(\.key).sorted()
+        Self.state.withLock { state in
+            state.writers.filter { $0.value.writer != nil && $0.value.owner === self }.map(\.key).sorted()
         }
     }
 
-    /// Whether a connection is open on the file at `path`.
+    /// Whether a connection is open on the file at `path` in this set.
     ///
     /// ```swift
     /// if DatabaseConnections.shared.isOpen(atPath: "players.sqlite") { ... }
     /// ```
     public func isOpen(atPath path: String) -> Bool {
         guard let key = try? Self.canonicalPath(path) else { return false }
-        return state.withLock { $0.writers[key]?.writer != nil }
+        return Self.state.withLock { state in
+            guard let open = state.writers[key], open.writer != nil else { return false }
+            return open.owner === self
+        }
+    }
+
+    /// Whether a connection is open on the file at `path` in any set of
+    /// the process: whether a set would refuse to open it with
+    /// ``DatabaseConnectionsError/openInAnotherSet(path:)``, unless it is
+    /// the one that holds it.
+    ///
+    /// ```swift
+    /// if DatabaseConnections.isOpenInAnySet(atPath: "players.sqlite") { ... }
+    /// ```
+    public static func isOpenInAnySet(atPath path: String) -> Bool {
+        guard let key = try? canonicalPath(path) else { return false }
+        return Self.state.withLock { $0.writers[key]?.writer != nil }
     }
 
     /// Closes `writer`, and forgets it: the next request for its file
@@ -120,7 +153,7 @@ public final class DatabaseConnections: Sendable {
     /// try DatabaseConnections.shared.close(pool)
     /// ```
     public func close(_ writer: any DatabaseWriter) throws {
-        state.withLock { state in
+        Self.state.withLock { state in
             state.writers = state.writers.filter { $0.value.writer.map { $0 !== writer } ?? false }
         }
         try writer.close()
@@ -128,6 +161,7 @@ public final class DatabaseConnections: Sendable {
 
     private enum OpenStep {
         case found(any DatabaseWriter)
+        case elsewhere
         case wait(DispatchGroup)
         case open(DispatchGroup)
     }
@@ -142,8 +176,11 @@ public final class DatabaseConnections: Sendable {
             // Concurrent first uses of a file open it once: the first caller
             // opens, outside the lock (opening is I/O), and the others wait
             // for it. Other files open meanwhile.
-            let step = state.withLock { state -> OpenStep in
-                if let existing = state.writers[key]?.writer { return .found(existing) }
+            let step = Self.state.withLock { state -> OpenStep in
+                if let open = state.writers[key], let existing = open.writer {
+                    return open.owner === self ? .found(existing) : .elsewhere
+                }
+                // Another set's opening may fail: wait for it, then look again.
                 if let group = state.opening[key] { return .wait(group) }
                 let group = DispatchGroup()
                 group.enter()
@@ -157,15 +194,17 @@ public final class DatabaseConnections: Sendable {
                         path: key, open: String(describing: type(of: existing)), requested: kind)
                 }
                 return writer
+            case .elsewhere:
+                throw DatabaseConnectionsError.openInAnotherSet(path: key)
             case let .wait(group):
                 group.wait()
             case let .open(group):
                 defer { group.leave() }
                 let result = Result { try open(key) }
-                state.withLock { state in
+                Self.state.withLock { state in
                     state.opening[key] = nil
                     if case let .success(writer) = result {
-                        state.writers[key] = WeakWriter(writer: writer)
+                        state.writers[key] = OpenWriter(writer: writer, owner: self)
                         if state.writers.count > 64 {
                             state.writers = state.writers.filter { $0.value.writer != nil }
                         }
@@ -204,6 +243,10 @@ public enum DatabaseConnectionsError: Error, CustomStringConvertible, Sendable, 
     /// A folder could not be created.
     case cannotCreate(path: String, reason: String)
 
+    /// The file is open in another ``DatabaseConnections`` set of this
+    /// process (see "One file, one set" in ``DatabaseConnections``).
+    case openInAnotherSet(path: String)
+
     public var description: String {
         switch self {
         case let .connectionKindMismatch(path, open, requested):
@@ -212,6 +255,8 @@ public enum DatabaseConnectionsError: Error, CustomStringConvertible, Sendable, 
             return "\(String(reflecting: path)) is not a database file path: in-memory databases can't be shared, create them with DatabaseQueue() directly."
         case let .cannotCreate(path, reason):
             return "can't create the folder \(path): \(reason). Create it, or give this process the right to write its parent."
+        case let .openInAnotherSet(path):
+            return "\(path) is already open in another connection set of this process (DatabaseConnections.shared, a DatabaseService's, or one of yours): a file has one connection per process. Open it through the set or the object that holds it (for a database of a DatabaseService's configuration, DatabaseService.declareRepository(named:migrator:invariants:) then repository(named:), or writer(named:))."
         }
     }
 }

@@ -23,7 +23,11 @@
 ///
 /// Tools (command-line runners, configuration files) address registered
 /// databases by ``name``: see ``DatabaseRegistry/value(named:)``.
-public protocol DatabaseKey {
+///
+/// A key's metatype is `Sendable` (the protocol refines `SendableMetatype`):
+/// the registry, a `Sendable` value, stores the key types it holds, and
+/// reads their ``name`` from any thread.
+public protocol DatabaseKey: SendableMetatype {
     /// The type of the database manager stored under this key.
     associatedtype Value: Sendable
 

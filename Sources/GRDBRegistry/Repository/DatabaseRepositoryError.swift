@@ -40,7 +40,7 @@ public enum DatabaseRepositoryError: Error, CustomStringConvertible, Sendable, E
         case let .pendingMigrations(database, migrations):
             return "\(database) has pending migrations (\(migrations.joined(separator: ", "))): migrate it first (`registryctl migrate`), or open it with migrations applied."
         case let .alreadyOpen(database):
-            return "\(database) is already open in this process: a repository must be the only owner of its database, so that every write is checked."
+            return "\(database) is already open in this process: a repository must be the only owner of its database, so that every write is checked. (For a database of a DatabaseService's configuration, declare the repository to the service: DatabaseService.declareRepository(named:migrator:invariants:).)"
         case let .outOfBandWriteBrokeInvariant(violation):
             let more = violation.hasMoreOffendingRows ? " (and more)" : ""
             return "\(violation.database) was changed outside its repository (another process or connection), and now breaks invariant \(violation.invariant): \(violation.offendingRows.joined(separator: "; "))\(more). Writes are refused until the data is repaired (or restored from a backup)."

@@ -131,7 +131,8 @@ public final class RepositoryDatabase: TopLevelDatabaseReader, Sendable {
     /// - parameter configuration: The GRDB configuration of the connection
     ///   (an encryption key, for example).
     /// - parameter connections: The connection set to open the file
-    ///   through: the file must not be open in it yet.
+    ///   through: the file must not be open yet, in it nor in any other
+    ///   set of the process (a `DatabaseService`'s, for one).
     /// - parameter checkpointOnClose: The WAL checkpoint of ``close()``, or
     ///   nil for none (see ``ManagedDatabase``).
     /// - parameter onEvent: Called for each commit, rollback, refusal and
@@ -161,7 +162,10 @@ public final class RepositoryDatabase: TopLevelDatabaseReader, Sendable {
         let name = name ?? path
         let (managed, inspection) = try RepositoryOperationError.naming(name, .open) {
             // Already open here: inspecting it would only hide that error.
-            if connections.isOpen(atPath: path) { throw DatabaseRepositoryError.alreadyOpen(database: name) }
+            // In any set of the process (DatabaseConnections' rule): a
+            // database of a DatabaseService is refused here, and has its
+            // repository from DatabaseService.declareRepository(named:…).
+            if DatabaseConnections.isOpenInAnySet(atPath: path) { throw DatabaseRepositoryError.alreadyOpen(database: name) }
             // Every refusal of an existing file happens before the writer
             // opens, since opening it writes (see DatabaseFileInspection).
             let inspection = try DatabaseFileInspection(

@@ -44,10 +44,11 @@ extension DatabaseService {
             if database.key != nil, hooks.encrypt == nil {
                 problems.append("databases.\(database.name).key: this service has no encryption support (DatabaseService.Hooks.encrypt)")
             }
-            if connections.isOpen(atPath: database.path) {
+            if DatabaseConnections.isOpenInAnySet(atPath: database.path) {
                 problems.append(DatabaseServiceError.alreadyOpen(database: database.name, path: database.path).description)
             }
         }
+        problems += repositoryProblems()
         if configuration.replication != nil && replicator == nil {
             problems.append("replication: the configuration replicates, and this service has no replicator: pass DatabaseService(configuration:logger:replicator:) the LitestreamReplicator of the ServiceGroup, so that tenants are registered as they open")
         } else if let replicator, replicator.configuration != configuration {
@@ -93,6 +94,10 @@ extension DatabaseService {
                     // A hot journal: the writer recovers it, then checks.
                 }
             }
+        }
+
+        if let declared = state.withLock({ $0.repositories[database.name] }) {
+            return try openRepository(database, declared, configuration: grdbConfiguration, runner: runner, logger: logger)
         }
 
         let observer = self.observer

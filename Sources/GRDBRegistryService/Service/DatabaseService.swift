@@ -27,9 +27,11 @@ import Tracing
 /// ```
 ///
 /// The service orchestrates; each database is a ``/GRDBRegistry/ManagedDatabase``
-/// (configured databases) or the managed database of a tenant's repository
-/// (``tenants(of:)``), which owns its writer, its commit policy (the write
-/// gate), drain, checkpoint and close.
+/// (configured databases), the managed database of a repository declared
+/// for a configured name (``declareRepository(named:migrator:invariants:)``),
+/// or that of a tenant's repository (``tenants(of:)``), which owns its
+/// writer, its commit policy (the write gate, and a repository's
+/// invariants), drain, checkpoint and close.
 ///
 /// **Start.** `run()` checks the configuration against the machine (every
 /// problem at once), opens each database through the injected
@@ -86,6 +88,11 @@ import Tracing
 /// - ``registry(_:)``
 /// - ``RegistryEntry``
 ///
+/// ### Repositories on named databases
+///
+/// - ``declareRepository(named:migrator:invariants:)``
+/// - ``repository(named:)``
+///
 /// ### Tenants
 ///
 /// - ``tenants(of:)``
@@ -107,6 +114,9 @@ public final class DatabaseService: Service, Sendable {
     struct OpenDatabase: Sendable {
         var database: ManagedDatabase
         var pendingMigrations: [String]
+        /// The repository that owns `database`, for a database declared
+        /// with ``declareRepository(named:migrator:invariants:)``.
+        var repository: RepositoryDatabase? = nil
     }
 
     /// The tenant directory of the configuration, once asked for, seen
@@ -121,6 +131,8 @@ public final class DatabaseService: Service, Sendable {
         var phase = Phase.created
         var failure: (any Error)?
         var databases: [String: OpenDatabase] = [:]
+        /// The repositories declared for configured databases, by name.
+        var repositories: [String: DeclaredRepository] = [:]
         var tenants: Tenants?
         var tenantFailures = 0
         var lastTenantError: String?

@@ -15,6 +15,10 @@ public enum DatabaseServiceError: Error, CustomStringConvertible, Sendable, Equa
     /// Another component of the process opened the file before the service.
     case alreadyOpen(database: String, path: String)
 
+    /// The configured database was not declared as a repository
+    /// (``DatabaseService/declareRepository(named:migrator:invariants:)``).
+    case notARepository(String)
+
     /// SQLite could not open a file of `database` because the process
     /// holds as many descriptors as its soft limit allows (`EMFILE`).
     case tooManyOpenFiles(database: String, softLimit: Int, inUse: Int)
@@ -34,7 +38,9 @@ public enum DatabaseServiceError: Error, CustomStringConvertible, Sendable, Equa
         case let .invalidConfiguration(problems):
             return "The configuration can't run:\n" + problems.map { "  - \($0)" }.joined(separator: "\n")
         case let .alreadyOpen(database, path):
-            return "Database \(database) (\(path)) is already open in this process: the service must open its databases first, so that its write gate and metrics see every write."
+            return "Database \(database) (\(path)) is already open in this process: the service must open its databases first, so that its write gate and metrics see every write. (For a repository on it, declare it to the service: DatabaseService.declareRepository(named:migrator:invariants:), then repository(named:).)"
+        case let .notARepository(name):
+            return "Database \(String(reflecting: name)) is not a repository: declare it with DatabaseService.declareRepository(named:migrator:invariants:) before run()."
         case let .tooManyOpenFiles(database, softLimit, inUse):
             return "Database \(database) can't open: too many open files (EMFILE, \(inUse) open of a soft limit of \(softLimit)). Raise the limit (`ulimit -n`, or LimitNOFILE= in a systemd unit), or lower tenants.maxOpen."
         case let .fileDescriptorLimitTooLow(budget):
