@@ -35,20 +35,23 @@ import Tracing
 public struct PlayerRepository: TopLevelDatabaseReader, TenantRepository, MigrationSetProviding, Sendable {
     private let database: RepositoryDatabase
 
-    /// The invariants of a players database.
+    /// The invariants of a players database, each with the sentence a
+    /// person reads when a write breaks it.
     ///
     /// Both are written over the rows each transaction changed
     /// (`changed_player`), so that a write costs what it changed, not the
     /// size of the table; the name lookup uses the `player_on_team_name`
     /// index.
     public static let invariants: [DatabaseInvariant] = [
-        .sql("nonNegativeScore", changedRowsOf: "player", "SELECT id, name, score FROM changed_player WHERE score < 0"),
-        .sql("uniqueNamePerTeam", changedRowsOf: "player", """
+        DatabaseInvariant.sql("nonNegativeScore", changedRowsOf: "player", "SELECT id, name, score FROM changed_player WHERE score < 0")
+            .explained("A score can't be negative."),
+        DatabaseInvariant.sql("uniqueNamePerTeam", changedRowsOf: "player", """
             SELECT c.id, c.team, c.name FROM changed_player AS c
             WHERE EXISTS (
                 SELECT 1 FROM player AS p
                 WHERE p.team IS c.team AND p.name = c.name AND p.id <> c.id)
-            """),
+            """)
+            .explained("Another player of this team already has this name."),
     ]
 
     /// The folder of the players migration set, the one copy of the

@@ -80,6 +80,30 @@ import Testing
         #expect(try count(queue) == 2)
     }
 
+    @Test func aViolationCarriesTheSentenceOfItsInvariantForPeople() async throws {
+        let queue = try DatabaseQueue.inMemoryWithReadOnlyAccess()
+        try await queue.write(createPlayerTable)
+        let database = ManagedDatabase(
+            name: "players", writer: queue,
+            checks: [.writeGate, .invariants([
+                .sql("nonNegativeScore", changedRowsOf: "player", "SELECT id FROM changed_player WHERE score < 0")
+                    .explained("A score can't be negative."),
+                .sql("shortNames", changedRowsOf: "player", "SELECT id FROM changed_player WHERE length(name) > 3"),
+            ])])
+        defer { try? database.close() }
+
+        let negative = await #expect(throws: InvariantViolation.self) {
+            try await database.write { db in try Player(id: 1, name: "A", score: -1).insert(db) }
+        }
+        #expect(negative?.invariant == "nonNegativeScore")
+        #expect(negative?.explanation == "A score can't be negative.")
+        let long = await #expect(throws: InvariantViolation.self) {
+            try await database.write { db in try Player(id: 2, name: "Arthur", score: 1).insert(db) }
+        }
+        #expect(long?.invariant == "shortNames")
+        #expect(long?.explanation == nil)
+    }
+
     @Test(arguments: [true, false])
     func checkpointOnCloseIsASetting(checkpoints: Bool) async throws {
         let directory = try TemporaryDirectory()

@@ -144,11 +144,14 @@ import Testing
         let setUp = try DatabaseQueue(path: directory.path("other.sqlite"))
         try await setUp.write(createPlayerTable)
         try setUp.close()
-        let expired = WriteFence(validUntil: .now + .milliseconds(30))
+        // Time enough to open under a loaded machine's stalls (opening
+        // commits too), then it lapses on its own.
+        let deadline = ContinuousClock.now + .seconds(2)
+        let expired = WriteFence(validUntil: deadline)
         let lapsed = try ManagedDatabase(
             path: directory.path("other.sqlite"), name: "tenants/other", checks: [.writeGate, .fence(expired)])
         defer { try? lapsed.close() }
-        try await Task.sleep(for: .milliseconds(60))
+        try await Task.sleep(until: deadline + .milliseconds(30))
         await #expect(throws: ManagedDatabaseError.fenced(database: "tenants/other")) {
             try await lapsed.writer.write { db in try Player(id: 1, name: "Late", score: 0).insert(db) }
         }

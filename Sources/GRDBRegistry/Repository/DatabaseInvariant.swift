@@ -72,12 +72,38 @@ import GRDB
 /// - ``sql(_:_:)``
 /// - ``swift(_:tables:_:)``
 ///
+/// ### Saying what to fix
+///
+/// - ``explained(_:)``
+/// - ``explanation``
+///
 /// ### Broken invariants
 ///
 /// - ``InvariantViolation``
 public struct DatabaseInvariant: Sendable {
-    /// The name reported in ``InvariantViolation``.
+    /// The name reported in ``InvariantViolation``: for programs and logs.
     public var name: String
+
+    /// What a person reads when a write breaks the invariant, reported in
+    /// ``InvariantViolation/explanation``; nil unless set with
+    /// ``explained(_:)``.
+    public var explanation: String?
+
+    /// The same invariant, with the sentence a person reads when a write
+    /// breaks it: what to fix, in the application's words, where
+    /// ``name`` is for programs.
+    ///
+    /// ```swift
+    /// let invariant = DatabaseInvariant.sql(
+    ///     "nonNegativeScore", changedRowsOf: "player",
+    ///     "SELECT id, score FROM changed_player WHERE score < 0")
+    ///     .explained("A score can't be negative.")
+    /// ```
+    public func explained(_ explanation: String) -> DatabaseInvariant {
+        var invariant = self
+        invariant.explanation = explanation
+        return invariant
+    }
 
     /// Runs the check: over every row when `changes` is nil, else over the
     /// rows of `changes` (returns nil when the check doesn't need to run).
@@ -227,6 +253,10 @@ public struct InvariantViolation: Error, CustomStringConvertible, Sendable, Equa
     /// The name of the broken invariant.
     public var invariant: String
 
+    /// What a person reads: the invariant's
+    /// ``DatabaseInvariant/explanation``, nil when it has none.
+    public var explanation: String?
+
     /// The database, for messages (its repository's name, or path).
     public var database: String
 
@@ -253,6 +283,7 @@ extension [DatabaseInvariant] {
             guard let offenses = try invariant.check(db, changes), !offenses.isEmpty else { continue }
             return InvariantViolation(
                 invariant: invariant.name,
+                explanation: invariant.explanation,
                 database: database,
                 offendingRows: [String](offenses.prefix(InvariantViolation.reportedRowLimit)),
                 hasMoreOffendingRows: offenses.count > InvariantViolation.reportedRowLimit)

@@ -15,17 +15,11 @@ import Hummingbird
 struct InvariantRefusal: HTTPResponseError, CustomStringConvertible {
     var violation: InvariantViolation
 
-    /// What a person reads, by invariant name: the one place of these
-    /// sentences (a `DatabaseInvariant` has a name, no description).
-    static let sentences: [String: String] = [
-        "nonNegativeScore": "A score can't be negative.",
-        "uniqueNamePerTeam": "Another player of this team already has this name.",
-    ]
-
-    /// The sentence of `violation`'s invariant; a generic one for an
-    /// invariant without its sentence (its name stays in the body).
+    /// What a person reads: the invariant's own explanation
+    /// (`PlayerRepository.invariants`), or a generic sentence for one
+    /// without (its name stays in the body).
     var message: String {
-        Self.sentences[violation.invariant] ?? "This change breaks a rule of the leaderboard: nothing was saved."
+        violation.explanation ?? "This change breaks a rule of the leaderboard: nothing was saved."
     }
 
     var status: HTTPResponse.Status { .unprocessableContent }
