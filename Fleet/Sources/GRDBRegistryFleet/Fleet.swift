@@ -168,13 +168,22 @@ extension Fleet {
             edits[tenant.id] = (tenant, editClock)
         }
 
+        /// Records a row this node deleted from PostgreSQL: a refresh whose
+        /// read began before the deletion (and may have seen the row) must
+        /// not bring it back.
+        mutating func forget(_ id: String) {
+            editClock += 1
+            snapshot.remove(id)
+            edits[id] = (nil, editClock)
+        }
+
         /// Installs what a refresh read, `readStart` being the edit clock
         /// when its read began.
         mutating func install(_ read: PlacementSnapshot, readStart: UInt64) {
             var snapshot = read
             for (id, edit) in edits {
                 if edit.at > readStart {
-                    snapshot.update(edit.tenant)
+                    if let tenant = edit.tenant { snapshot.update(tenant) } else { snapshot.remove(id) }
                 } else {
                     edits[id] = nil
                 }
@@ -208,7 +217,8 @@ extension Fleet {
         /// hand-offs, tokens), with the edit clock at the change: a
         /// refresh whose read began before a change applies it again over
         /// what it read, so that it never reverts this node's own news.
-        var edits: [String: (tenant: FleetTenant, at: UInt64)] = [:]
+        /// A nil tenant: a row this node deleted.
+        var edits: [String: (tenant: FleetTenant?, at: UInt64)] = [:]
         var editClock: UInt64 = 0
         /// The one move of the loop (drain, rebalance) under way.
         var loopMove: Task<Void, Never>?

@@ -224,6 +224,20 @@ struct PlacementTests {
         }
         #expect(try await TestPostgres.rows(url, "SELECT count(*) FROM fleet_tenants WHERE tenant_id = 'beta'") == [["0"]])
         #expect(n1.fleet.catalogTenant("beta") == nil)
+
+        // A refresh that reads the row while the provision runs (a
+        // periodic one can, at any time) does not bring it back once the
+        // failed creation deleted it.
+        let fleet = n1.fleet
+        await #expect(throws: TestFailure.self) {
+            try await fleet.createTenant(id: TenantID("gamma"), name: "Gamma", encrypted: false, tokenHash: "hg") {
+                try await fleet.refresh(store: fleet.store())
+                #expect(fleet.catalogTenant("gamma") != nil, "the refresh read the row")
+                throw TestFailure("disk full")
+            }
+        }
+        #expect(n1.fleet.catalogTenant("gamma") == nil)
+        #expect(n1.fleet.tenant(forTokenHash: "hg") == nil)
         try await n1.shutdown()
         try await n2.shutdown()
     }

@@ -50,7 +50,12 @@ extension Fleet {
                     "tenant": "\(id)", "error": "\(deleteError)",
                 ])
             }
-            state.withLock { _ = $0.local.removeValue(forKey: id.rawValue) }
+            state.withLock { state in
+                state.local[id.rawValue] = nil
+                // A refresh that read the row before its deletion would
+                // otherwise show this tenant until the next one.
+                state.forget(id.rawValue)
+            }
             throw error
         }
         state.withLock { state in

@@ -24,6 +24,13 @@ struct PlacementSnapshot: Sendable {
         if let hash = tenant.tokenHash { tenantsByTokenHash[hash] = tenant.id }
     }
 
+    /// Forgets tenant `id`, whose row this node deleted.
+    mutating func remove(_ id: String) {
+        if let old = tenants.removeValue(forKey: id), let hash = old.tokenHash, tenantsByTokenHash[hash] == id {
+            tenantsByTokenHash[hash] = nil
+        }
+    }
+
     mutating func replaceNodes(_ nodes: [FleetNode]) {
         self.nodes = Dictionary(nodes.map { ($0.id, $0) }, uniquingKeysWith: { $1 })
     }
