@@ -12,6 +12,11 @@ extension DatabaseService {
     /// - throws: ``DatabaseServiceError/notRunning(phase:)`` before the
     ///   service is ready, ``DatabaseServiceError/unknownDatabase(_:knownNames:)``.
     public func database(named name: String) throws -> ManagedDatabase {
+        try openDatabase(named: name).database
+    }
+
+    /// The open database `name`, while the service is ready or draining.
+    func openDatabase(named name: String) throws -> OpenDatabase {
         try state.withLock { state in
             guard state.phase == .ready || state.phase == .draining else {
                 throw DatabaseServiceError.notRunning(phase: state.phase.rawValue)
@@ -19,7 +24,7 @@ extension DatabaseService {
             guard let open = state.databases[name] else {
                 throw DatabaseServiceError.unknownDatabase(name, knownNames: configuration.databases.map(\.name))
             }
-            return open.database
+            return open
         }
     }
 

@@ -85,18 +85,10 @@ extension DatabaseService {
     ///   ``DatabaseServiceError/notARepository(_:)`` for a configured
     ///   database declared as no repository.
     public func repository(named name: String) throws -> RepositoryDatabase {
-        try state.withLock { state in
-            guard state.phase == .ready || state.phase == .draining else {
-                throw DatabaseServiceError.notRunning(phase: state.phase.rawValue)
-            }
-            guard let open = state.databases[name] else {
-                throw DatabaseServiceError.unknownDatabase(name, knownNames: configuration.databases.map(\.name))
-            }
-            guard let repository = open.repository else {
-                throw DatabaseServiceError.notARepository(name)
-            }
-            return repository
+        guard let repository = try openDatabase(named: name).repository else {
+            throw DatabaseServiceError.notARepository(name)
         }
+        return repository
     }
 
     /// The problems of the declared repositories, with the others of
