@@ -59,6 +59,17 @@ public struct FleetConfiguration: Sendable {
         guard (1...63).contains(id.unicodeScalars.count) else { return false }
         return id.unicodeScalars.allSatisfy { ("a"..."z").contains($0) || ("0"..."9").contains($0) || $0 == "-" }
     }
+
+    /// Whether `address` is a node's base URL: `http(s)://host[:port]`,
+    /// nothing else (the forwarder appends the request's path to it, so a
+    /// path, query or user would steer where requests go).
+    static func isValidAddress(_ address: String) -> Bool {
+        guard let url = URLComponents(string: address), url.scheme == "http" || url.scheme == "https",
+              url.host?.isEmpty == false, url.user == nil, url.password == nil,
+              url.path.isEmpty, url.query == nil, url.fragment == nil
+        else { return false }
+        return true
+    }
 }
 
 /// When a node restores a tenant it claimed from a lapsed node.

@@ -16,6 +16,7 @@ enum ServerVariable: String, CaseIterable, Sendable {
     case tracesExporter = "OTEL_TRACES_EXPORTER"
     case sdkDisabled = "OTEL_SDK_DISABLED"
     case peerToken = "MTS_PEER_TOKEN"
+    case postgresPassword = "PGPASSWORD"
 
     /// The limit (``ServerLimits``) the variable sets, if it is one.
     var limit: WritableKeyPath<ServerLimits, Int>? {
@@ -46,6 +47,23 @@ enum ServerVariable: String, CaseIterable, Sendable {
         case .tracesExporter: "otlp turns traces on, none off"
         case .sdkDisabled: "true turns traces off"
         case .peerToken: "obsolete: ignored with a warning (tenants move through fleet placement)"
+        case .postgresPassword: "fleet mode: the PostgreSQL password, when neither MTS_FLEET nor --fleet-password-file gives one"
         }
+    }
+}
+
+extension ServerVariable {
+    /// The variables that hold a secret of the server: the operator
+    /// token, the master key, the fleet's PostgreSQL URL (which may carry
+    /// its password) and that password.
+    static let secrets: Set<String> = [
+        operatorToken.rawValue, masterKey.rawValue, FleetOption.fleet.environmentVariable, postgresPassword.rawValue,
+    ]
+
+    /// `environment` without ``secrets``: what a child process (Litestream,
+    /// which needs none of them) gets. The library strips the keys its
+    /// configuration names as well; this covers what only the server knows.
+    static func childEnvironment(_ environment: [String: String]) -> [String: String] {
+        environment.filter { !secrets.contains($0.key) }
     }
 }
