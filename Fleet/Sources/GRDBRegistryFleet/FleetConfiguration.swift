@@ -1,3 +1,5 @@
+import Foundation
+
 /// How a node joins a fleet: where the shared PostgreSQL is, who the node
 /// is, and the timing of its leases.
 ///

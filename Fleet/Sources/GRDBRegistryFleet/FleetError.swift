@@ -27,7 +27,7 @@ public enum FleetError: Error, CustomStringConvertible, Sendable, Equatable {
     /// The fleet is not running (not joined yet, or left).
     case notRunning
     /// A row read from PostgreSQL holds what no node writes (a tenant id
-    /// that is not a ``TenantID``, a negative epoch, a node address with a
+    /// that is not a `TenantID`, a negative epoch, a node address with a
     /// path): whoever can write the fleet's tables wrote it. The node
     /// logs it, counts it (`fleet_invalid_rows_total`) and leaves the row
     /// alone: it never claims, serves or forwards to it.

@@ -24,7 +24,7 @@ extension FleetStore {
     ///
     /// - returns: nil when the tenant is not claimable (someone live owns it).
     func claim(tenant: String, nodeID: String, session: UUID) async throws -> Claim? {
-        try await run("the claim of tenant \(tenant)") { client in
+        try await run("the claim of tenant \(tenant)") { client -> Claim? in
             let rows = try await client.query("""
                 WITH prior AS (
                     SELECT tenant_id, owner, epoch FROM fleet_tenants WHERE tenant_id = \(tenant) FOR UPDATE),
