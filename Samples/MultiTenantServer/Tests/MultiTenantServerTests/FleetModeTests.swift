@@ -318,7 +318,7 @@ import Testing
                         #expect(!reply.body.contains(detail), "\(detail) in \(reply.body)")
                     }
                     let line = node.outputText.split(separator: "\n").first { $0.contains(id) }
-                    #expect(line?.contains("postgres://") == true, "\(line ?? node.outputText)")
+                    #expect(line?.contains("postgres://") == true, "\(line.map(String.init) ?? node.outputText)")
                 }
                 try await Self.postgres(["restart", folder.path])
             }

@@ -81,14 +81,14 @@ import Testing
         #expect(refused.contains("--fleet must not carry a password"), "\(refused)")
         #expect(!refused.contains("Sesame"), "\(refused)")
         func password(_ mode: FleetMode?) -> String? {
-            mode.flatMap { URLComponents(string: $0.postgres)?.password?.removingPercentEncoding }
+            mode.flatMap { URLComponents(string: $0.postgres)?.password }
         }
 
         let inVariable = Self.shared.merging(["MTS_FLEET": "postgres://fleet:Sesame-42@127.0.0.1:5432/fleet"]) { $1 }
         #expect(password(try settings(others, inVariable).fleet) == "Sesame-42")
-        let inPGPASSWORD = Self.shared.merging(["PGPASSWORD": "p@ss:w/rd%"]) { $1 }
+        let inPGPASSWORD = Self.shared.merging(["PGPASSWORD": "p@ss:w/rd%41"]) { $1 }
         let fromPGPASSWORD = try #require(try settings(Self.complete, inPGPASSWORD).fleet)
-        #expect(password(fromPGPASSWORD) == "p@ss:w/rd%")
+        #expect(password(fromPGPASSWORD) == "p@ss:w/rd%41")
         #expect(fromPGPASSWORD.postgres.hasPrefix("postgres://fleet:") && fromPGPASSWORD.postgres.hasSuffix("@127.0.0.1:5432/fleet"), "\(fromPGPASSWORD.postgres)")
 
         let directory = temporaryTestDirectory()

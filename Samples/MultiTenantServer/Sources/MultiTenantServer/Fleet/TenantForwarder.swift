@@ -221,7 +221,7 @@ struct ForwardingRefused: OperatorFacingError, CustomStringConvertible {
     var status: HTTPResponse.Status { .serviceUnavailable }
     var description: String { message }
     var clientMessage: String {
-        "Tenant \(tenant) is served by another server, which this one can't reach now: retry in \(TenantWritesPaused.retryAfterSeconds) s. The operator will find the cause in the server log by the error id."
+        "Tenant \(tenant) can't be reached through this server now (its placement is changing, or the server that holds it does not answer): retry in \(TenantWritesPaused.retryAfterSeconds) s. The operator will find the cause in the server log by the error id."
     }
     var clientHeaders: HTTPFields { [.retryAfter: "\(TenantWritesPaused.retryAfterSeconds)"] }
 
