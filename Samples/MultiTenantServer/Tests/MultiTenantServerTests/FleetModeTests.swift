@@ -309,16 +309,19 @@ import Testing
                     try await Self.send(node.baseURL, .POST, "/tenants", json: #"{"id":"bravo"}"#, token: ServerProcess.operatorToken),
                     try await Self.send(node.baseURL, .GET, "/tenants/acme/players", token: token, headers: [("X-MTS-Forwarded", "zz")]),
                 ]
-                for reply in replies {
+                for (index, reply) in replies.enumerated() {
                     #expect(reply.status == 503, "\(reply.body)")
                     #expect(reply.headers.first(name: "Retry-After") == "1")
                     let failure = try JSONDecoder().decode(ErrorJSON.self, from: Data(reply.body.utf8)).error
                     let id = try #require(failure.id, "\(reply.body)")
-                    for detail in ["postgres", server.host ?? "127.0.0.1", "\(server.port ?? 0)", server.path] {
+                    for detail in ["postgres", "PostgreSQL", server.host ?? "127.0.0.1", "\(server.port ?? 0)", server.path] {
                         #expect(!reply.body.contains(detail), "\(detail) in \(reply.body)")
                     }
-                    let line = node.outputText.split(separator: "\n").first { $0.contains(id) }
-                    #expect(line?.contains("postgres://") == true, "\(line.map(String.init) ?? node.outputText)")
+                    // The detail: PostgreSQL's URL for the creation; for the
+                    // tenant, by then, the lease that PostgreSQL can't renew.
+                    let line = node.outputText.split(separator: "\n").first { $0.contains(id) }.map(String.init)
+                    let detail = index == 0 ? "postgres://" : "error=Tenant acme is unavailable"
+                    #expect(line?.contains(detail) == true, "\(line ?? node.outputText)")
                 }
                 try await Self.postgres(["restart", folder.path])
             }

@@ -53,16 +53,18 @@ enum ServerVariable: String, CaseIterable, Sendable {
 }
 
 extension ServerVariable {
-    /// The variables that hold a secret of the server: the operator
-    /// token, the master key, the fleet's PostgreSQL URL (which may carry
-    /// its password) and that password.
+    /// The variables that hold a secret only the server knows of: the
+    /// operator token, the fleet's PostgreSQL URL (which may carry its
+    /// password) and that password. The master key is not here: the
+    /// library reads it from the environment it is given (encrypted
+    /// backups, restores), and strips it, with every key its
+    /// configuration names, from what it hands a child.
     static let secrets: Set<String> = [
-        operatorToken.rawValue, masterKey.rawValue, FleetOption.fleet.environmentVariable, postgresPassword.rawValue,
+        operatorToken.rawValue, FleetOption.fleet.environmentVariable, postgresPassword.rawValue,
     ]
 
-    /// `environment` without ``secrets``: what a child process (Litestream,
-    /// which needs none of them) gets. The library strips the keys its
-    /// configuration names as well; this covers what only the server knows.
+    /// `environment` without ``secrets``: what the library gets to start
+    /// Litestream with (which needs none of them).
     static func childEnvironment(_ environment: [String: String]) -> [String: String] {
         environment.filter { !secrets.contains($0.key) }
     }
