@@ -319,6 +319,8 @@ import Testing
                     }
                     // The detail: PostgreSQL's URL for the creation; for the
                     // tenant, by then, the lease that PostgreSQL can't renew.
+                    // The server's output reaches the test through a pipe, after the answer.
+                    try await Self.eventually("the log line of error \(id)", within: .seconds(10)) { node.outputText.contains(id) }
                     let line = node.outputText.split(separator: "\n").first { $0.contains(id) }.map(String.init)
                     let detail = index == 0 ? "postgres://" : "error=Tenant acme is unavailable"
                     #expect(line?.contains(detail) == true, "\(line ?? node.outputText)")

@@ -209,6 +209,10 @@ import Testing
             #expect(statuses == ["HTTP/1.1 400 Bad Request"], "\(text)")
             #expect(closed, "\(text)")
             #expect(try await api.send(.GET, "/tenants/acme/players", token: token).status == 200)
+            // Its log line (after the answer, through a pipe): a 400, at info.
+            try await FleetModeTests.eventually("the log line of the refused POST", within: .seconds(10)) {
+                server.outputText.contains("method=POST route=/tenants/{tenant}/players status=400")
+            }
             let errors = server.outputText.split(separator: "\n").filter { $0.contains("status=5") || $0.contains("strict mode") || $0.contains("HTTPParserError") }
             #expect(errors.isEmpty, "\(errors)")
         }
