@@ -30,6 +30,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        // NIOHTTP1's HTTPParserError (a malformed body: 400), already in the graph through Hummingbird.
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.3"),
         .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
         // Spans: the API, and an OTLP/HTTP exporter (gRPC left out by traits).
         .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.3"),
@@ -58,6 +60,7 @@ let package = Package(
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
                 // Fleet mode: the forwarder proxies a tenant's requests to its owner.
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "HummingbirdAuth", package: "hummingbird-auth"),
                 // SHA-256 of tokens (swift-crypto, already in the graph through hummingbird-auth).
                 .product(name: "Crypto", package: "swift-crypto"),

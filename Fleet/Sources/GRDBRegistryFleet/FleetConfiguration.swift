@@ -1,3 +1,5 @@
+import Foundation
+
 /// How a node joins a fleet: where the shared PostgreSQL is, who the node
 /// is, and the timing of its leases.
 ///
@@ -58,6 +60,17 @@ public struct FleetConfiguration: Sendable {
     static func isValidNodeID(_ id: String) -> Bool {
         guard (1...63).contains(id.unicodeScalars.count) else { return false }
         return id.unicodeScalars.allSatisfy { ("a"..."z").contains($0) || ("0"..."9").contains($0) || $0 == "-" }
+    }
+
+    /// Whether `address` is a node's base URL: `http(s)://host[:port]`,
+    /// nothing else (the forwarder appends the request's path to it, so a
+    /// path, query or user would steer where requests go).
+    static func isValidAddress(_ address: String) -> Bool {
+        guard let url = URLComponents(string: address), url.scheme == "http" || url.scheme == "https",
+              url.host?.isEmpty == false, url.user == nil, url.password == nil,
+              url.path.isEmpty, url.query == nil, url.fragment == nil
+        else { return false }
+        return true
     }
 }
 

@@ -26,6 +26,12 @@ public enum FleetError: Error, CustomStringConvertible, Sendable, Equatable {
     case handoffRefused(tenant: String, reason: String)
     /// The fleet is not running (not joined yet, or left).
     case notRunning
+    /// A row read from PostgreSQL holds what no node writes (a tenant id
+    /// that is not a `TenantID`, a negative epoch, a node address with a
+    /// path): whoever can write the fleet's tables wrote it. The node
+    /// logs it, counts it (`fleet_invalid_rows_total`) and leaves the row
+    /// alone: it never claims, serves or forwards to it.
+    case invalidRow(table: String, key: String, reason: String)
 
     public var description: String {
         switch self {
@@ -53,6 +59,8 @@ public enum FleetError: Error, CustomStringConvertible, Sendable, Equatable {
             return "Tenant \(tenant) was not handed off: \(reason)"
         case .notRunning:
             return "The fleet is not running: wait for Fleet.waitUntilJoined()."
+        case let .invalidRow(table, key, reason):
+            return "A row of \(table) (\(key.debugDescription)) is refused: \(reason). No node writes such a row: check who else writes the fleet's tables."
         }
     }
 }

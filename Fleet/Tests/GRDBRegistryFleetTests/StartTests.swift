@@ -100,6 +100,16 @@ struct StartTests {
         #expect(slower.margin == .seconds(2))
     }
 
+    /// A user or password percent-encoded in the URL (as a server that
+    /// puts a password from a file or PGPASSWORD in it does) is decoded
+    /// once: "%2541" is "%41", not "A".
+    @Test func urlUserAndPasswordAreDecodedOnce() throws {
+        let url = try PostgresURL("postgres://fl%2541eet:p%40ss%3Aw%2Frd%2541@db:5433/fleet")
+        #expect(url.username == "fl%41eet")
+        #expect(url.password == "p@ss:w/rd%41")
+        #expect(url.description == "postgres://fl%41eet@db:5433/fleet")
+    }
+
     @Test func invalidNodeIDIsRefused() async throws {
         let url = try await TestPostgres.newDatabase()
         let node = TestNode("N_1", postgres: url)

@@ -15,7 +15,7 @@ extension FleetStore {
                 WHERE node_id = \(nodeID) AND session = \(session) AND state <> 'left' AND lease_until >= clock_timestamp()
                 ON CONFLICT (tenant_id) DO NOTHING
                 RETURNING tenant_id, name, encrypted, token_hash, created_at, owner, epoch
-                """).collect().first.map(Self.tenant(from:))
+                """).collect().first.map { try validRow($0, Self.tenant(from:)) }
         }
         if let row { return row }
         // Nothing inserted: either the id is taken or this node's lease is not valid.
@@ -33,7 +33,7 @@ extension FleetStore {
             try await client.query("""
                 UPDATE fleet_tenants SET token_hash = \(hash) WHERE tenant_id = \(id)
                 RETURNING tenant_id, name, encrypted, token_hash, created_at, owner, epoch
-                """).collect().first.map(Self.tenant(from:))
+                """).collect().first.map { try validRow($0, Self.tenant(from:)) }
         }
     }
 
@@ -42,23 +42,28 @@ extension FleetStore {
         try await run("the lookup of tenant \(id)") { client in
             try await client.query("""
                 SELECT tenant_id, name, encrypted, token_hash, created_at, owner, epoch FROM fleet_tenants WHERE tenant_id = \(id)
-                """).collect().first.map(Self.tenant(from:))
+                """).collect().first.map { try validRow($0, Self.tenant(from:)) }
         }
     }
 
     /// Every tenant of the catalog.
     func tenants() async throws -> [FleetTenant] {
         try await run("the catalog") { client in
-            try await client.query("""
+            let rows = try await client.query("""
                 SELECT tenant_id, name, encrypted, token_hash, created_at, owner, epoch FROM fleet_tenants
-                """).collect().map(Self.tenant(from:))
+                """).collect()
+            return validRows(rows, Self.tenant(from:))
         }
     }
 
+    /// A tenant row, checked (``FleetRow``).
     private static func tenant(from row: PostgresRow) throws -> FleetTenant {
         let (id, name, encrypted, tokenHash, createdAt, owner, epoch) =
-            try row.decode((String, String, Bool, String?, Date, String?, Int64).self)
-        return FleetTenant(id: id, name: name, encrypted: encrypted, tokenHash: tokenHash, createdAt: createdAt, owner: owner, epoch: UInt64(epoch))
+            try FleetRow.decode(row, as: (String, String, Bool, String?, Date, String?, Int64).self, table: "fleet_tenants")
+        return FleetTenant(
+            id: try FleetRow.tenantID(id), name: name, encrypted: encrypted, tokenHash: tokenHash, createdAt: createdAt,
+            owner: try owner.map { try FleetRow.nodeID($0, table: "fleet_tenants", key: id) },
+            epoch: try FleetRow.epoch(epoch, key: id))
     }
 }
 

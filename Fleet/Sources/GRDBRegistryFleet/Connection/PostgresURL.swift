@@ -28,8 +28,10 @@ struct PostgresURL: Sendable, CustomStringConvertible {
         }
         self.host = host
         self.port = components.port ?? 5432
-        self.username = user.removingPercentEncoding ?? user
-        self.password = components.password.map { $0.removingPercentEncoding ?? $0 }
+        // URLComponents' `user` and `password` are decoded already: a
+        // second decoding would turn a password's "%41" into "A".
+        self.username = user
+        self.password = components.password
         let path = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
         self.database = path.isEmpty ? nil : path
     }

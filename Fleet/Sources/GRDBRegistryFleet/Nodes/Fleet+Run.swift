@@ -56,9 +56,7 @@ extension Fleet {
         guard FleetConfiguration.isValidNodeID(configuration.nodeID) else {
             throw FleetError.invalidConfiguration("node id \(configuration.nodeID.debugDescription) must be 1 to 63 characters among a-z, 0-9 and '-'")
         }
-        guard let address = URLComponents(string: configuration.address),
-              address.scheme == "http" || address.scheme == "https", address.host?.isEmpty == false
-        else {
+        guard FleetConfiguration.isValidAddress(configuration.address) else {
             throw FleetError.invalidConfiguration("the advertised address \(configuration.address.debugDescription) must look like http://host:port")
         }
         // The timings that need no round trip, before connecting.

@@ -56,7 +56,9 @@ extension FleetStore {
                 WHERE node_id = \(nodeID) AND session = \(session) AND state <> 'left' AND lease_until >= clock_timestamp()
                 RETURNING state
                 """).collect()
-            return try rows.first?.decode(String.self)
+            return try rows.first.map { row in
+                try validRow(row) { try FleetRow.nodeState(try FleetRow.decode($0, as: (String).self, table: "fleet_nodes"), key: nodeID) }
+            }
         }
     }
 
@@ -88,27 +90,27 @@ extension FleetStore {
     /// Every node that has not left, with its liveness by PostgreSQL's clock.
     func nodes() async throws -> [FleetNode] {
         try await run("the list of nodes") { client in
-            var nodes: [FleetNode] = []
             let rows = try await client.query("""
                 SELECT node_id, address, state, lease_until >= now() FROM fleet_nodes WHERE state <> 'left'
-                """)
-            for try await (id, address, state, live) in rows.decode((String, String, String, Bool).self) {
-                nodes.append(FleetNode(id: id, address: address, state: state, live: live))
-            }
-            return nodes
+                """).collect()
+            return validRows(rows, Self.node(from:))
         }
     }
 
     /// Node `id`, unless it left.
     func node(_ id: String) async throws -> FleetNode? {
         try await run("the lookup of node \(id)") { client in
-            let rows = try await client.query("""
+            try await client.query("""
                 SELECT node_id, address, state, lease_until >= now() FROM fleet_nodes WHERE node_id = \(id) AND state <> 'left'
-                """)
-            for try await (id, address, state, live) in rows.decode((String, String, String, Bool).self) {
-                return FleetNode(id: id, address: address, state: state, live: live)
-            }
-            return nil
+                """).collect().first.map { try validRow($0, Self.node(from:)) }
         }
+    }
+
+    /// A node row, checked (``FleetRow``).
+    private static func node(from row: PostgresRow) throws -> FleetNode {
+        let (id, address, state, live) = try FleetRow.decode(row, as: (String, String, String, Bool).self, table: "fleet_nodes")
+        return FleetNode(
+            id: try FleetRow.nodeID(id, table: "fleet_nodes", key: id), address: try FleetRow.address(address, key: id),
+            state: try FleetRow.nodeState(state, key: id), live: live)
     }
 }

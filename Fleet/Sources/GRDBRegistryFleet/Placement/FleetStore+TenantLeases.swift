@@ -24,7 +24,7 @@ extension FleetStore {
     ///
     /// - returns: nil when the tenant is not claimable (someone live owns it).
     func claim(tenant: String, nodeID: String, session: UUID) async throws -> Claim? {
-        try await run("the claim of tenant \(tenant)") { client in
+        try await run("the claim of tenant \(tenant)") { client -> Claim? in
             let rows = try await client.query("""
                 WITH prior AS (
                     SELECT tenant_id, owner, epoch FROM fleet_tenants WHERE tenant_id = \(tenant) FOR UPDATE),
@@ -44,8 +44,13 @@ extension FleetStore {
                 RETURNING t.epoch, prior.owner, prior.epoch
                 """).collect()
             guard let row = rows.first else { return nil }
-            let (epoch, priorOwner, priorEpoch) = try row.decode((Int64, String?, Int64).self)
-            return Claim(epoch: UInt64(epoch), priorOwner: priorOwner, priorEpoch: UInt64(priorEpoch))
+            return try validRow(row) { row in
+                let (epoch, priorOwner, priorEpoch) = try FleetRow.decode(row, as: (Int64, String?, Int64).self, table: "fleet_tenants")
+                return Claim(
+                    epoch: try FleetRow.epoch(epoch, key: tenant),
+                    priorOwner: try priorOwner.map { try FleetRow.nodeID($0, table: "fleet_tenants", key: tenant) },
+                    priorEpoch: try FleetRow.epoch(priorEpoch, key: tenant))
+            }
         }
     }
 
@@ -85,19 +90,23 @@ extension FleetStore {
                               WHERE n.node_id = \(target) AND n.state = 'active' AND n.lease_until >= now())
                 RETURNING t.epoch
                 """).collect()
-            return try rows.first.map { UInt64(try $0.decode(Int64.self)) }
+            return try rows.first.map { row in
+                try validRow(row) { try FleetRow.epoch(try FleetRow.decode($0, as: (Int64).self, table: "fleet_tenants"), key: tenant) }
+            }
         }
     }
 
     /// Every tenant's owner and epoch, by tenant id.
     func placement() async throws -> [Placement] {
         try await run("the placement") { client in
-            var result: [Placement] = []
-            let rows = try await client.query("SELECT tenant_id, owner, epoch FROM fleet_tenants ORDER BY tenant_id")
-            for try await (tenant, owner, epoch) in rows.decode((String, String?, Int64).self) {
-                result.append(Placement(tenant: tenant, owner: owner, epoch: UInt64(epoch)))
+            let rows = try await client.query("SELECT tenant_id, owner, epoch FROM fleet_tenants ORDER BY tenant_id").collect()
+            return validRows(rows) { row in
+                let (tenant, owner, epoch) = try FleetRow.decode(row, as: (String, String?, Int64).self, table: "fleet_tenants")
+                return Placement(
+                    tenant: try FleetRow.tenantID(tenant),
+                    owner: try owner.map { try FleetRow.nodeID($0, table: "fleet_tenants", key: tenant) },
+                    epoch: try FleetRow.epoch(epoch, key: tenant))
             }
-            return result
         }
     }
 }

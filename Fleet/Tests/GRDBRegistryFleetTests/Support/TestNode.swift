@@ -14,9 +14,10 @@ final class TestNode: Sendable {
     private let group: ServiceGroup
     private let task: Task<Void, any Error>
 
-    init(_ id: String, postgres: String, lease: Duration = .seconds(2), renewInterval: Duration? = nil, restore: RestoreTiming = .eager, host: RecordingHost = RecordingHost()) {
-        var logger = Logger(label: "fleet-test.\(id)")
-        logger.logLevel = ProcessInfo.processInfo.environment["FLEET_TEST_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .critical
+    /// `logs`, when given, records what the node logs (at every level).
+    init(_ id: String, postgres: String, lease: Duration = .seconds(2), renewInterval: Duration? = nil, restore: RestoreTiming = .eager, host: RecordingHost = RecordingHost(), logs: LogRecorder? = nil) {
+        var logger = logs?.logger(label: "fleet-test.\(id)") ?? Logger(label: "fleet-test.\(id)")
+        logger.logLevel = logs != nil ? .trace : ProcessInfo.processInfo.environment["FLEET_TEST_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .critical
         self.id = id
         self.host = host
         self.fence = WriteFence()
@@ -31,8 +32,8 @@ final class TestNode: Sendable {
     }
 
     /// Starts a node and waits until it joined.
-    static func joined(_ id: String, postgres: String, lease: Duration = .seconds(2), renewInterval: Duration? = nil, restore: RestoreTiming = .eager, host: RecordingHost = RecordingHost()) async throws -> TestNode {
-        let node = TestNode(id, postgres: postgres, lease: lease, renewInterval: renewInterval, restore: restore, host: host)
+    static func joined(_ id: String, postgres: String, lease: Duration = .seconds(2), renewInterval: Duration? = nil, restore: RestoreTiming = .eager, host: RecordingHost = RecordingHost(), logs: LogRecorder? = nil) async throws -> TestNode {
+        let node = TestNode(id, postgres: postgres, lease: lease, renewInterval: renewInterval, restore: restore, host: host, logs: logs)
         try await node.fleet.waitUntilJoined()
         return node
     }

@@ -12,11 +12,14 @@ import ServiceLifecycle
 /// server stops first, then Litestream makes its last sync and exits, then
 /// the databases close.
 enum Replication {
+    /// - parameter environment: The server's environment: Litestream gets
+    ///   it without the server's secrets (``ServerVariable/childEnvironment(_:)``).
     /// - parameter placement: In a fleet, the tenants this node owns, and
     ///   their epochs: only those are replicated, each under its epoch.
-    static func replicator(configuration: RegistryConfiguration, logger: Logger, placement: ReplicaPlacement? = nil) throws -> LitestreamReplicator? {
+    static func replicator(configuration: RegistryConfiguration, environment: [String: String], logger: Logger, placement: ReplicaPlacement? = nil) throws -> LitestreamReplicator? {
         guard configuration.replication != nil else { return nil }
-        return try LitestreamReplicator(configuration: configuration, logger: logger, placement: placement)
+        return try LitestreamReplicator(
+            configuration: configuration, environment: ServerVariable.childEnvironment(environment), logger: logger, placement: placement)
     }
 
     /// The waits of durable acknowledgements (`"acknowledgements":

@@ -192,7 +192,7 @@ struct MultiTenantServer {
         // is not known valid.
         let placement = settings.fleet.map { _ in ReplicaPlacement() }
         let fence = settings.fleet.map { _ in WriteFence() }
-        let replicator = try Replication.replicator(configuration: configuration, logger: logger, placement: placement)
+        let replicator = try Replication.replicator(configuration: configuration, environment: environment, logger: logger, placement: placement)
         // Traces, when the OTEL_* variables ask for them (Tracing/).
         let tracing = try ServerTracing.start(environment: environment, logger: logger)
         let databases = DatabaseService(
@@ -204,7 +204,8 @@ struct MultiTenantServer {
                 throw UsageError(message: "fleet mode needs replication: \(configurationFile.path) has no replication section")
             }
             let host = try FleetNode.tenantHost(
-                databases: databases, replicator: replicator, acknowledgements: acknowledgements, logger: logger, tracer: tracing.tracer)
+                databases: databases, replicator: replicator, acknowledgements: acknowledgements, environment: environment,
+                logger: logger, tracer: tracing.tracer)
             return FleetNode(mode: mode, host: host, fence: fence, logger: logger, tracer: tracing.tracer)
         }
         let state = ServerState(
@@ -212,7 +213,7 @@ struct MultiTenantServer {
             fleet: fleetNode, acknowledgements: acknowledgements)
 
         let router = Router(context: ServerRequestContext.self)
-        if tracing.service != nil { router.add(middleware: TracingMiddleware()) }
+        if tracing.service != nil { router.add(middleware: RequestTracingMiddleware()) }
         router.add(middleware: SecurityHeadersMiddleware())
         router.add(middleware: RequestLogMiddleware())
         router.add(middleware: RequestMetricsMiddleware())

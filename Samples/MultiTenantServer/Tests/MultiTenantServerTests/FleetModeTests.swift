@@ -19,13 +19,24 @@ import Testing
 
     /// A PostgreSQL cluster in a temporary folder, for the duration of `body`.
     static func withPostgres<T>(_ body: (String) async throws -> T) async throws -> T {
+        try await withPostgresCluster { url, _ in try await body(url) }
+    }
+
+    /// `scripts/postgres` with `arguments` (`stop`, `restart` a cluster).
+    static func postgres(_ arguments: [String]) async throws {
+        _ = try await run(repositoryRoot.appendingPathComponent("scripts/postgres").path, arguments)
+    }
+
+    /// A PostgreSQL cluster in a temporary folder, for the duration of
+    /// `body`, which gets its URL and its folder (to stop and restart it).
+    static func withPostgresCluster<T>(_ body: (String, URL) async throws -> T) async throws -> T {
         let folder = temporaryTestDirectory()
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
         let url = try await run(repositoryRoot.appendingPathComponent("scripts/postgres").path, ["start", folder.path, "\(try freePort())"])
             .trimmingCharacters(in: .whitespacesAndNewlines)
         do {
-            let result = try await body(url)
+            let result = try await body(url, folder)
             _ = try? await run(repositoryRoot.appendingPathComponent("scripts/postgres").path, ["stop", folder.path])
             return result
         } catch {
@@ -91,7 +102,7 @@ import Testing
         return Int(UInt16(bigEndian: address.sin_port))
     }
 
-    static func startNode(_ id: String, postgres: String, store: URL, data: URL, port: Int? = nil, extra: [String] = []) async throws -> ServerProcess {
+    static func startNode(_ id: String, postgres: String, store: URL, data: URL, port: Int? = nil, extra: [String] = [], environment: [String: String] = [:]) async throws -> ServerProcess {
         try await ServerProcess.launch(
             executable: URL(fileURLWithPath: try ServerProcess.executablePath()),
             // A 6 s lease: the start refuses a PostgreSQL round trip above
@@ -99,13 +110,13 @@ import Testing
             // other suites meanwhile measured 0.28 s.
             arguments: ["--port", "\(try port ?? freePort())", "--data", data.path, "--fleet", postgres, "--node-id", id,
                         "--replica-store", store.path, "--litestream", litestream, "--lease-seconds", "6"] + extra,
-            environment: shared, startTimeout: .seconds(60))
+            environment: shared.merging(environment) { $1 }, startTimeout: .seconds(60))
     }
 
     /// Runs `body` with node `id` started, then stops it with SIGTERM (its
     /// graceful shutdown hands its tenants off) and expects a clean exit.
-    static func withNode<T>(_ id: String, postgres: String, store: URL, data: URL, _ body: (ServerProcess) async throws -> T) async throws -> T {
-        let node = try await startNode(id, postgres: postgres, store: store, data: data)
+    static func withNode<T>(_ id: String, postgres: String, store: URL, data: URL, environment: [String: String] = [:], _ body: (ServerProcess) async throws -> T) async throws -> T {
+        let node = try await startNode(id, postgres: postgres, store: store, data: data, environment: environment)
         do {
             let result = try await body(node)
             let status = try await node.stop()
@@ -114,6 +125,27 @@ import Testing
         } catch {
             _ = try? await node.stop(signal: SIGKILL)
             throw error
+        }
+    }
+
+    /// The environments (`NAME=value` each) of the children of process
+    /// `pid` whose command is `command`, read from /proc.
+    static func childEnvironments(of pid: Int32, command: String) -> [[String]] {
+        func read(_ path: String) -> Data? {
+            guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
+            defer { try? handle.close() }
+            return try? handle.readToEnd()
+        }
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return entries.compactMap { entry -> [String]? in
+            guard Int32(entry) != nil, let data = read("/proc/\(entry)/stat") else { return nil }
+            let stat = String(decoding: data, as: UTF8.self)
+            guard let open = stat.firstIndex(of: "("), let close = stat.lastIndex(of: ")"),
+                  stat[stat.index(after: open)..<close] == command else { return nil }
+            // After the command: the state, then the parent's pid.
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            guard fields.count > 1, Int32(fields[1]) == pid, let environ = read("/proc/\(entry)/environ") else { return nil }
+            return environ.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
         }
     }
 
@@ -235,6 +267,65 @@ import Testing
             }
             #expect(duplicate?.message.contains("Node n1 is already live") == true, "\(duplicate?.message ?? "")")
             }
+            }
+        }
+    }
+
+    /// PostgreSQL down: the fleet's 503s tell the operator creating a
+    /// tenant, and a tenant whose request needs PostgreSQL, that and an
+    /// error id, never PostgreSQL's user, host, port or database; the log
+    /// line with that id names them (security review 3, F6). Before that,
+    /// Litestream's environment holds none of the server's secrets (F7).
+    @Test func fleet503sCarryAnErrorIDAndNotThePostgreSQLServerAndLitestreamGetsNoSecret() async throws {
+        try await Self.withPostgresCluster { postgres, folder in
+            let root = temporaryTestDirectory()
+            defer { try? FileManager.default.removeItem(at: root) }
+            let store = root.appendingPathComponent("replica")
+            try FileManager.default.createDirectory(at: store, withIntermediateDirectories: true)
+            let server = try #require(URLComponents(string: postgres))
+            // The throw-away cluster trusts loopback: any password does.
+            let password = "Pg-secret-\(UUID().uuidString.prefix(8))"
+            try await Self.withNode("n1", postgres: postgres, store: store, data: root.appendingPathComponent("n1"), environment: ["PGPASSWORD": password]) { node in
+                let created = try await Self.send(node.baseURL, .POST, "/tenants", json: #"{"id":"acme"}"#, token: ServerProcess.operatorToken)
+                #expect(created.status == 201, "\(created.body)")
+                let token = try JSONDecoder().decode(IssuedTokenJSON.self, from: Data(created.body.utf8)).token
+
+                // Litestream, which replicates acme, gets none of the
+                // server's secrets (F7).
+                try await Self.eventually("Litestream runs for acme") {
+                    !Self.childEnvironments(of: node.process.processIdentifier, command: "litestream").isEmpty
+                }
+                for environment in Self.childEnvironments(of: node.process.processIdentifier, command: "litestream") {
+                    for variable in ["MTS_OPERATOR_TOKEN", "MTS_MASTER_KEY", "MTS_FLEET", "PGPASSWORD"] {
+                        #expect(!environment.contains { $0.hasPrefix(variable + "=") }, "Litestream's environment has \(variable)")
+                    }
+                    #expect(!environment.contains { $0.contains(password) || $0.contains(ServerProcess.operatorToken) })
+                }
+                #expect(!node.outputText.contains(password))
+                try await Self.postgres(["stop", folder.path])
+                // A creation needs PostgreSQL; so does a request that says it
+                // was forwarded (the fleet re-reads the tenant's owner).
+                let replies = [
+                    try await Self.send(node.baseURL, .POST, "/tenants", json: #"{"id":"bravo"}"#, token: ServerProcess.operatorToken),
+                    try await Self.send(node.baseURL, .GET, "/tenants/acme/players", token: token, headers: [("X-MTS-Forwarded", "zz")]),
+                ]
+                for (index, reply) in replies.enumerated() {
+                    #expect(reply.status == 503, "\(reply.body)")
+                    #expect(reply.headers.first(name: "Retry-After") == "1")
+                    let failure = try JSONDecoder().decode(ErrorJSON.self, from: Data(reply.body.utf8)).error
+                    let id = try #require(failure.id, "\(reply.body)")
+                    for detail in ["postgres", "PostgreSQL", server.host ?? "127.0.0.1", "\(server.port ?? 0)", server.path] {
+                        #expect(!reply.body.contains(detail), "\(detail) in \(reply.body)")
+                    }
+                    // The detail: PostgreSQL's URL for the creation; for the
+                    // tenant, by then, the lease that PostgreSQL can't renew.
+                    // The server's output reaches the test through a pipe, after the answer.
+                    try await Self.eventually("the log line of error \(id)", within: .seconds(10)) { node.outputText.contains(id) }
+                    let line = node.outputText.split(separator: "\n").first { $0.contains(id) }.map(String.init)
+                    let detail = index == 0 ? "postgres://" : "error=Tenant acme is unavailable"
+                    #expect(line?.contains(detail) == true, "\(line ?? node.outputText)")
+                }
+                try await Self.postgres(["restart", folder.path])
             }
         }
     }

@@ -70,4 +70,37 @@ import Testing
         #expect(refusal(Self.complete + ["--port", "0"]).contains("--port 0 picks a port the other nodes"))
         #expect(refusal(Self.complete + ["--port", "0", "--advertise", "http://127.0.0.1:9000"]) == "accepted")
     }
+
+    /// A password in `--fleet` is refused, without repeating it: every
+    /// local user reads a process's command line (security review 3, F7).
+    /// It comes from MTS_FLEET's URL, a password file of mode 0600
+    /// (refused when group or others may read it), or PGPASSWORD.
+    @Test func aPasswordOnTheCommandLineIsRefusedAndComesFromTheEnvironmentOrAFile() throws {
+        let others = ["--node-id", "n1", "--replica-store", "/srv/replica", "--port", "8081"]
+        let refused = refusal(["--fleet", "postgres://fleet:Sesame-42@127.0.0.1:5432/fleet"] + others)
+        #expect(refused.contains("--fleet must not carry a password"), "\(refused)")
+        #expect(!refused.contains("Sesame"), "\(refused)")
+        func password(_ mode: FleetMode?) -> String? {
+            mode.flatMap { URLComponents(string: $0.postgres)?.password }
+        }
+
+        let inVariable = Self.shared.merging(["MTS_FLEET": "postgres://fleet:Sesame-42@127.0.0.1:5432/fleet"]) { $1 }
+        #expect(password(try settings(others, inVariable).fleet) == "Sesame-42")
+        let inPGPASSWORD = Self.shared.merging(["PGPASSWORD": "p@ss:w/rd%41"]) { $1 }
+        let fromPGPASSWORD = try #require(try settings(Self.complete, inPGPASSWORD).fleet)
+        #expect(password(fromPGPASSWORD) == "p@ss:w/rd%41")
+        #expect(fromPGPASSWORD.postgres.hasPrefix("postgres://fleet:") && fromPGPASSWORD.postgres.hasSuffix("@127.0.0.1:5432/fleet"), "\(fromPGPASSWORD.postgres)")
+
+        let directory = temporaryTestDirectory()
+        try SecretFiles.createDirectory(at: directory)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let file = directory.appendingPathComponent("postgres.password")
+        try SecretFiles.create(at: file, contents: Data("from-the-file\n".utf8))
+        // The file wins over PGPASSWORD; its final newline is not part of it.
+        #expect(password(try settings(Self.complete + ["--fleet-password-file", file.path], inPGPASSWORD).fleet) == "from-the-file")
+        #expect(refusal(others + ["--fleet-password-file", file.path], inVariable).contains("give one of them"))
+        #expect(refusal(["--fleet-password-file", file.path]).contains("is a fleet option: give --fleet"))
+        #expect(chmod(file.path, 0o644) == 0)
+        #expect(refusal(Self.complete + ["--fleet-password-file", file.path]).contains("chmod 600"))
+    }
 }

@@ -187,6 +187,37 @@ import Testing
         }
     }
 
+    // MARK: F8 (security review 3): malformed bodies
+
+    /// A chunked body whose chunk extension HTTP's parser refuses (a
+    /// quoted string left open) is the client's error: one answer, 400,
+    /// the connection closed (its bytes can't be trusted past that
+    /// point), no error line in the log, and the server answers the next
+    /// request.
+    @Test func aMalformedChunkExtensionIsABadRequestWithNoErrorLogged() async throws {
+        let data = temporaryTestDirectory()
+        defer { try? FileManager.default.removeItem(at: data) }
+        try await withTestServer(dataDirectory: data) { server, api in
+            let token = try await api.createTenant(#"{"id":"acme"}"#)
+            let connection = try RawConnection(port: server.port)
+            try connection.send(
+                "POST /tenants/acme/players HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\n"
+                    + "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+                    + "1;a=\"\r\n0\r\n\r\n\"\r\nx\r\n0\r\n\r\n")
+            let (closed, text) = connection.read(timeout: .seconds(10))
+            let statuses = text.components(separatedBy: "\r\n").filter { $0.hasPrefix("HTTP/1.1 ") }
+            #expect(statuses == ["HTTP/1.1 400 Bad Request"], "\(text)")
+            #expect(closed, "\(text)")
+            #expect(try await api.send(.GET, "/tenants/acme/players", token: token).status == 200)
+            // Its log line (after the answer, through a pipe): a 400, at info.
+            try await FleetModeTests.eventually("the log line of the refused POST", within: .seconds(10)) {
+                server.outputText.contains("method=POST route=/tenants/{tenant}/players status=400")
+            }
+            let errors = server.outputText.split(separator: "\n").filter { $0.contains("status=5") || $0.contains("strict mode") || $0.contains("HTTPParserError") }
+            #expect(errors.isEmpty, "\(errors)")
+        }
+    }
+
     // MARK: S10: quotas
 
     /// Names longer than 100 characters are refused (400), and a team

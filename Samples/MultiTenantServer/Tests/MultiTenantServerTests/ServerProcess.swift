@@ -221,11 +221,13 @@ struct PlayerJSON: Decodable, Equatable, Sendable {
     var score: Int
 }
 
-/// `{"error":{"message":"…","invariant":"…"}}`, the server's error body.
+/// `{"error":{"message":"…","invariant":"…"}}`, the server's error body
+/// (`"id"` instead of `"invariant"` on a 5xx: its error id).
 struct ErrorJSON: Decodable, Sendable {
     struct Detail: Decodable, Equatable, Sendable {
         var message: String
         var invariant: String?
+        var id: String?
     }
     var error: Detail
 }

@@ -195,4 +195,43 @@ private final class OTLPReceiver: Sendable {
             }
         }
     }
+
+    /// A request's span names its route's pattern (`http.route`) and
+    /// carries no query string: a client that puts a token or data in a
+    /// query finds it in no span (security review 3, F9).
+    @Test func aRequestSpanCarriesTheRouteAndNotTheQueryString() async throws {
+        let receiver = try await OTLPReceiver()
+        defer { receiver.stop() }
+        let data = temporaryTestDirectory()
+        defer { try? FileManager.default.removeItem(at: data) }
+        let environment = [
+            "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:\(receiver.port)",
+            "OTEL_BSP_SCHEDULE_DELAY": "100",
+        ]
+        let traceID = "5cf92f3577b34da6a3ce929d0e0e4737"
+        try await withTestServer(dataDirectory: data, environment: environment) { server, api in
+            let token = try await api.createTenant(#"{"id":"acme"}"#)
+            var request = HTTPClientRequest(url: server.baseURL + "/tenants/acme/players?api_key=Query-secret-7f3a&name=Zebulon")
+            request.headers.add(name: "Authorization", value: "Bearer \(token)")
+            request.headers.add(name: "traceparent", value: "00-\(traceID)-00f067aa0ba902b7-01")
+            let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+            #expect(response.status.code == 200)
+            let deadline = ContinuousClock.now + .seconds(30)
+            while ContinuousClock.now < deadline, try !receiver.spans.contains(where: { $0.traceId == traceID && $0.kind == 2 }) {
+                try await Task.sleep(for: .milliseconds(50))
+            }
+        }
+        let all = try receiver.spans
+        let http = try #require(all.first { $0.traceId == traceID && $0.kind == 2 }, "no server span in \(all.map(\.name))")
+        #expect(http.name == "/tenants/{tenant}/players")
+        #expect(http.attributes["http.route"]?.description == "/tenants/{tenant}/players")
+        #expect(http.attributes["url.path"]?.description == "/tenants/acme/players")
+        #expect(http.attributes["url.query"] == nil, "\(http.attributes["url.query"]?.description ?? "")")
+        for span in all {
+            for (key, value) in span.attributes {
+                #expect(!value.description.contains("Query-secret"), "\(span.name) \(key)")
+                #expect(!value.description.contains("Zebulon"), "\(span.name) \(key)")
+            }
+        }
+    }
 }

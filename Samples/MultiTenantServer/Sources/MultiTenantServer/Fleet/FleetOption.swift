@@ -3,6 +3,7 @@
 /// (``ServerHelp``).
 enum FleetOption: String, CommandLineOption {
     case fleet = "--fleet"
+    case fleetPasswordFile = "--fleet-password-file"
     case nodeID = "--node-id"
     case advertise = "--advertise"
     case replicaStore = "--replica-store"
@@ -14,7 +15,8 @@ enum FleetOption: String, CommandLineOption {
 
     var valueName: String? {
         switch self {
-        case .fleet: "postgres://USER[:PASSWORD]@HOST:PORT/DATABASE"
+        case .fleet: "postgres://USER@HOST:PORT/DATABASE"
+        case .fleetPasswordFile: "FILE"
         case .nodeID: "ID"
         case .advertise: "URL"
         case .replicaStore: "DIRECTORY"
@@ -31,6 +33,7 @@ enum FleetOption: String, CommandLineOption {
     var environmentVariable: String {
         switch self {
         case .fleet: "MTS_FLEET"
+        case .fleetPasswordFile: "MTS_FLEET_PASSWORD_FILE"
         case .nodeID: "MTS_NODE_ID"
         case .advertise: "MTS_ADVERTISE"
         case .replicaStore: "MTS_REPLICA_STORE"
@@ -44,7 +47,8 @@ enum FleetOption: String, CommandLineOption {
 
     var summary: String {
         switch self {
-        case .fleet: "join the fleet whose catalog, placement and leases live in this PostgreSQL database"
+        case .fleet: "join the fleet whose catalog, placement and leases live in this PostgreSQL database (no password here: every local user sees the command line; MTS_FLEET may carry one)"
+        case .fleetPasswordFile: "a file (mode 0600) holding the PostgreSQL password (default: the password of MTS_FLEET, else PGPASSWORD)"
         case .nodeID: "this node's id, unique in the fleet, [a-z0-9-]{1,63} (required)"
         case .advertise: "where the other nodes reach this one, http(s)://host:port (default: --host and --port)"
         case .replicaStore: "an absolute path every node shares: replicas and encrypted backups (required)"

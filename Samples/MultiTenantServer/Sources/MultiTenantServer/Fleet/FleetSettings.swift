@@ -7,7 +7,8 @@ import Foundation
 ///
 /// | Argument | Variable | Default | What |
 /// |---|---|---|---|
-/// | `--fleet URL` | `MTS_FLEET` | (single-server mode) | `postgres://user[:password]@host:port/database` |
+/// | `--fleet URL` | `MTS_FLEET` | (single-server mode) | `postgres://user@host:port/database`; a password only in `MTS_FLEET` |
+/// | `--fleet-password-file FILE` | `MTS_FLEET_PASSWORD_FILE` | `MTS_FLEET`'s, else `PGPASSWORD` | the PostgreSQL password, in a file of mode 0600 |
 /// | `--node-id ID` | `MTS_NODE_ID` | required | this node's id, `[a-z0-9-]{1,63}` |
 /// | `--advertise URL` | `MTS_ADVERTISE` | `http(s)://<host>:<port>` | where the other nodes forward this node's tenants' requests |
 /// | `--replica-store DIR` | `MTS_REPLICA_STORE` | required | a folder every node shares: Litestream `file` replicas and encrypted backups |
@@ -16,6 +17,13 @@ import Foundation
 /// | `--restore eager\|on-first-request` | `MTS_RESTORE` | `eager` | when a claimed tenant is restored |
 /// | `--encrypted-backup-seconds S` | `MTS_ENCRYPTED_BACKUP_SECONDS` | 5 | how often an encrypted tenant's encrypted backup runs: its loss window |
 /// | `--litestream PATH` | `MTS_LITESTREAM` | `litestream` (on `PATH`) | the Litestream 0.5 executable each node runs |
+///
+/// A password in `--fleet` is refused: the command line is readable by
+/// every local user (`ps`, `/proc/PID/cmdline`), the environment only by
+/// the server's. The password then comes from `MTS_FLEET`'s URL, the
+/// password file (checked like the server's other secret files:
+/// ``SecretFiles``) or `PGPASSWORD`, and none of these reaches a child
+/// process (``ServerVariable/childEnvironment(_:)``).
 ///
 /// Fleet mode also needs `MTS_OPERATOR_TOKEN` and `MTS_MASTER_KEY`, the
 /// same on every node: a key file per node would make an encrypted
@@ -39,6 +47,7 @@ struct FleetSettings: Sendable, Equatable {
     }
 
     var postgres: String?
+    var passwordFile: String?
     var nodeID: String?
     var advertise: String?
     var replicaStore: String?
@@ -76,7 +85,14 @@ struct FleetSettings: Sendable, Equatable {
     /// messages and for the refusal of a fleet option without `--fleet`).
     private mutating func set(_ option: FleetOption, to value: String, from source: String) throws {
         switch option {
-        case .fleet: postgres = value
+        case .fleet:
+            // The command line is every local user's to read: a password
+            // there is refused, before it goes anywhere else.
+            if source == option.rawValue, URLComponents(string: value)?.password != nil {
+                throw UsageError(message: "--fleet must not carry a password: every local user can read a process's command line. Give the URL without it, and the password in \(FleetOption.fleetPasswordFile.rawValue) FILE (mode 0600), PGPASSWORD, or MTS_FLEET's URL")
+            }
+            postgres = value
+        case .fleetPasswordFile: passwordFile = value; given.append(source)
         case .nodeID: nodeID = value; given.append(source)
         case .advertise: advertise = value; given.append(source)
         case .replicaStore: replicaStore = value; given.append(source)
@@ -136,8 +152,24 @@ struct FleetSettings: Sendable, Equatable {
             }
             return nil
         }
-        guard postgres.hasPrefix("postgres://") || postgres.hasPrefix("postgresql://") else {
-            throw UsageError(message: "--fleet takes a PostgreSQL URL, postgres://user[:password]@host:port/database, not \(postgres)")
+        guard postgres.hasPrefix("postgres://") || postgres.hasPrefix("postgresql://"), var url = URLComponents(string: postgres) else {
+            throw UsageError(message: "--fleet takes a PostgreSQL URL, postgres://user@host:port/database, not \(Self.redacted(postgres))")
+        }
+        if let passwordFile {
+            guard url.password == nil else {
+                throw UsageError(message: "MTS_FLEET carries a password and \(FleetOption.fleetPasswordFile.rawValue) names another: give one of them")
+            }
+            let contents = try SecretFiles.read(at: URL(fileURLWithPath: passwordFile))
+            let password = String(decoding: contents, as: UTF8.self).trimmingCharacters(in: .newlines)
+            guard !password.isEmpty else {
+                throw UsageError(message: "the password file \(passwordFile) is empty")
+            }
+            url.password = password
+        } else if url.password == nil, let password = environment[ServerVariable.postgresPassword.rawValue], !password.isEmpty {
+            url.password = password
+        }
+        guard let connection = url.string else {
+            throw UsageError(message: "--fleet takes a PostgreSQL URL, postgres://user@host:port/database, not \(Self.redacted(postgres))")
         }
         guard let nodeID else {
             throw UsageError(message: "fleet mode needs --node-id (or MTS_NODE_ID): a name for this server, unique in the fleet, such as n1")
@@ -162,14 +194,24 @@ struct FleetSettings: Sendable, Equatable {
         var base = advertise
         while base.hasSuffix("/") { base.removeLast() }
         return FleetMode(
-            postgres: postgres, nodeID: nodeID, advertise: base, replicaStore: URL(fileURLWithPath: replicaStore).standardizedFileURL.path,
+            postgres: connection, nodeID: nodeID, advertise: base, replicaStore: URL(fileURLWithPath: replicaStore).standardizedFileURL.path,
             acknowledgements: acknowledgements, lease: .milliseconds(Int64(leaseSeconds * 1000)), restore: restore,
             encryptedBackupInterval: .seconds(encryptedBackupSeconds), litestream: litestream)
     }
 }
 
+extension FleetSettings {
+    /// `url` without its password, for a message about it.
+    static func redacted(_ url: String) -> String {
+        guard var components = URLComponents(string: url) else { return "(a URL that does not parse)" }
+        if components.password != nil { components.password = "***" }
+        return components.string ?? "(a URL that does not parse)"
+    }
+}
+
 /// Fleet mode's checked settings (``FleetSettings/validated(environment:defaultAdvertise:)``).
 struct FleetMode: Sendable, Equatable {
+    /// The PostgreSQL URL, with the password from wherever it came.
     var postgres: String
     var nodeID: String
     /// `http(s)://host:port`, without a trailing slash.

@@ -103,7 +103,7 @@ struct TenantForwarder: RouterMiddleware {
                 // allowed, since the fleet re-read the placement for a
                 // forwarded request before answering `.remote`, so this
                 // node knows better than the node before it.
-                throw ForwardingRefused(message: "Tenant \(requested) is served by node \(node), and this request was already forwarded (by \(hops.joined(separator: ", "))): placement is changing, retry in \(TenantWritesPaused.retryAfterSeconds) s.")
+                throw ForwardingRefused(tenant: requested, message: "Tenant \(requested) is served by node \(node), and this request was already forwarded (by \(hops.joined(separator: ", "))): placement is changing, retry in \(TenantWritesPaused.retryAfterSeconds) s.")
             }
             if Self.prefersRedirect(request.headers) {
                 return Self.redirect(to: address + request.uri.description)
@@ -169,7 +169,7 @@ struct TenantForwarder: RouterMiddleware {
         } catch {
             // The owner is down or cut off: its lease lapses within the
             // lease, and another node claims the tenant.
-            throw ForwardingRefused(message: "Tenant \(tenant) is served by node \(node), which does not answer (\(Self.describe(error))): retry in \(TenantWritesPaused.retryAfterSeconds) s.")
+            throw ForwardingRefused(tenant: tenant, message: "Tenant \(tenant) is served by node \(node), which does not answer (\(Self.describe(error))): retry in \(TenantWritesPaused.retryAfterSeconds) s.")
         }
         var headers = HTTPFields()
         for field in Self.endToEnd(response.headers.reduce(into: HTTPFields()) { fields, header in
@@ -189,30 +189,43 @@ struct TenantForwarder: RouterMiddleware {
     }
 }
 
-/// 503 naming why a tenant can't be served now (its owner lost its lease
-/// and nobody claimed it yet, its restore failed, its replica is missing):
-/// nothing is fabricated in its place. `Retry-After: 1`: most of these
-/// last a renew interval or two (a failed restore is retried by the
+/// 503 when a tenant can't be served now (its owner lost its lease and
+/// nobody claimed it yet, its restore failed, its replica is missing):
+/// nothing is fabricated in its place. The client learns that and an
+/// error id; why (a restore's paths, Litestream's output) is in the log
+/// line with that id (``OperatorFacingError``). `Retry-After: 1`: most of
+/// these last a renew interval or two (a failed restore is retried by the
 /// fleet after a backoff).
-struct TenantUnavailable: ClientFacingError, CustomStringConvertible {
+struct TenantUnavailable: OperatorFacingError, CustomStringConvertible {
     var tenant: String
     var reason: String
     var status: HTTPResponse.Status { .serviceUnavailable }
     var description: String { "Tenant \(tenant) is unavailable: \(reason)" }
+    var clientMessage: String {
+        "Tenant \(tenant) is unavailable now: retry in \(TenantWritesPaused.retryAfterSeconds) s. The operator will find the cause in the server log by the error id."
+    }
+    var clientHeaders: HTTPFields { [.retryAfter: "\(TenantWritesPaused.retryAfterSeconds)"] }
 
     func response(from request: Request, context: some RequestContext) throws -> Response {
-        try TenantWritesPaused.retryLater(description)
+        try TenantWritesPaused.retryLater(clientMessage)
     }
 }
 
 /// 503 with `Retry-After: 1`: a request this node can't serve or forward
-/// now (a forwarding loop, an owner that doesn't answer).
-struct ForwardingRefused: ClientFacingError, CustomStringConvertible {
+/// now (a forwarding loop, an owner that doesn't answer). The client
+/// learns that and an error id; `message` (the nodes, the HTTP client's
+/// error) is in the log line with that id (``OperatorFacingError``).
+struct ForwardingRefused: OperatorFacingError, CustomStringConvertible {
+    var tenant: String
     var message: String
     var status: HTTPResponse.Status { .serviceUnavailable }
     var description: String { message }
+    var clientMessage: String {
+        "Tenant \(tenant) can't be reached through this server now (its placement is changing, or the server that holds it does not answer): retry in \(TenantWritesPaused.retryAfterSeconds) s. The operator will find the cause in the server log by the error id."
+    }
+    var clientHeaders: HTTPFields { [.retryAfter: "\(TenantWritesPaused.retryAfterSeconds)"] }
 
     func response(from request: Request, context: some RequestContext) throws -> Response {
-        try TenantWritesPaused.retryLater(message)
+        try TenantWritesPaused.retryLater(clientMessage)
     }
 }

@@ -3,6 +3,7 @@ import GRDBRegistry
 import HTTPTypes
 import Hummingbird
 import Logging
+import NIOHTTP1
 
 /// Logs one line per request, as Hummingbird's `LogRequestsMiddleware`
 /// does, with what that one can't carry: the method, the route's pattern
@@ -20,8 +21,16 @@ import Logging
 /// Errors the server wrote for clients keep their message (an
 /// `HTTPError`, such as "The server is shutting down") or their whole
 /// answer (``ClientFacingError``, such as a frozen tenant's 503 with
-/// `Retry-After`); any other error (a database's, a migration's, a
-/// cipher's) gets a generic message.
+/// `Retry-After`); the fleet's (``OperatorFacingError``: PostgreSQL
+/// unreachable, a failed restore, an owner that doesn't answer) answer
+/// their class of failure and keep their text for the log; any other
+/// error (a database's, a migration's, a cipher's) gets a generic message.
+///
+/// A request whose body HTTP's parser refuses while a handler reads it (a
+/// malformed chunk or chunk extension) is the client's error: logged as a
+/// 400 (`info`) and handed back to Hummingbird, which answers 400 and
+/// closes the connection (its bytes can't be trusted to end where the
+/// parser stopped).
 ///
 /// A streamed response (server-sent events) is logged when its head is
 /// ready: its duration is the time to the first byte.
@@ -37,6 +46,9 @@ struct RequestLogMiddleware<Context: RequestContext>: RouterMiddleware {
             }
             log(request, context, status: response.status, since: start, error: nil, id: id)
             return response
+        } catch let error as HTTPParserError {
+            log(request, context, status: .badRequest, since: start, error: nil, id: nil)
+            throw error
         } catch {
             let status = (error as? any HTTPResponseError)?.status ?? .internalServerError
             guard status.code >= 500 else {
@@ -45,6 +57,9 @@ struct RequestLogMiddleware<Context: RequestContext>: RouterMiddleware {
             }
             let id = Self.newErrorID()
             log(request, context, status: status, since: start, error: error, id: id)
+            if let error = error as? any OperatorFacingError {
+                throw ServerFailure(status: status, id: id, message: error.clientMessage, headers: error.clientHeaders)
+            }
             if error is any ClientFacingError { throw error }
             if let error = error as? HTTPError {
                 throw ServerFailure(status: status, id: id, message: error.body ?? Self.genericMessage(status, path: request.uri.path), headers: error.headers)
@@ -112,6 +127,17 @@ struct RequestLogMiddleware<Context: RequestContext>: RouterMiddleware {
 /// headers included): ``RequestLogMiddleware`` logs it, and doesn't make
 /// it generic.
 protocol ClientFacingError: HTTPResponseError { }
+
+/// A 5xx error whose text is for the operator (it names servers, users,
+/// paths, another node's failure): ``RequestLogMiddleware`` logs it with
+/// an error id and answers the client ``clientMessage`` with that id and
+/// ``clientHeaders`` (`Retry-After`), nothing of the text.
+protocol OperatorFacingError: HTTPResponseError {
+    /// What the client learns: the class of the failure and what to do.
+    var clientMessage: String { get }
+    /// The headers of the answer, such as `Retry-After`.
+    var clientHeaders: HTTPFields { get }
+}
 
 /// A 5xx answer: a message for the client and the error id of the log line
 /// that has the detail.

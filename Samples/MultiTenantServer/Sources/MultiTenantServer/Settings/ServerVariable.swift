@@ -16,6 +16,7 @@ enum ServerVariable: String, CaseIterable, Sendable {
     case tracesExporter = "OTEL_TRACES_EXPORTER"
     case sdkDisabled = "OTEL_SDK_DISABLED"
     case peerToken = "MTS_PEER_TOKEN"
+    case postgresPassword = "PGPASSWORD"
 
     /// The limit (``ServerLimits``) the variable sets, if it is one.
     var limit: WritableKeyPath<ServerLimits, Int>? {
@@ -46,6 +47,25 @@ enum ServerVariable: String, CaseIterable, Sendable {
         case .tracesExporter: "otlp turns traces on, none off"
         case .sdkDisabled: "true turns traces off"
         case .peerToken: "obsolete: ignored with a warning (tenants move through fleet placement)"
+        case .postgresPassword: "fleet mode: the PostgreSQL password, when neither MTS_FLEET nor --fleet-password-file gives one"
         }
+    }
+}
+
+extension ServerVariable {
+    /// The variables that hold a secret only the server knows of: the
+    /// operator token, the fleet's PostgreSQL URL (which may carry its
+    /// password) and that password. The master key is not here: the
+    /// library reads it from the environment it is given (encrypted
+    /// backups, restores), and strips it, with every key its
+    /// configuration names, from what it hands a child.
+    static let secrets: Set<String> = [
+        operatorToken.rawValue, FleetOption.fleet.environmentVariable, postgresPassword.rawValue,
+    ]
+
+    /// `environment` without ``secrets``: what the library gets to start
+    /// Litestream with (which needs none of them).
+    static func childEnvironment(_ environment: [String: String]) -> [String: String] {
+        environment.filter { !secrets.contains($0.key) }
     }
 }

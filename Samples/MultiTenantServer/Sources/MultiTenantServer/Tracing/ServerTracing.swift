@@ -15,8 +15,9 @@ import Tracing
 /// The service name defaults to `MultiTenantServer`.
 ///
 /// When on, the tracer is bootstrapped as the process's tracer, which an
-/// executable does once: Hummingbird's `TracingMiddleware` (one span per
-/// request, from the W3C `traceparent` it receives) and AsyncHTTPClient
+/// executable does once: ``RequestTracingMiddleware`` (one span per
+/// request, from the W3C `traceparent` it receives, named after its route
+/// and without its query) and AsyncHTTPClient
 /// (one client span per request forwarded to a tenant's owner in fleet
 /// mode, whose `traceparent` it
 /// injects) find it there. The library gets the same tracer explicitly

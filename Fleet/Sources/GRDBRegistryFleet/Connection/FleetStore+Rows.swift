@@ -1,0 +1,98 @@
+import GRDBRegistry
+import Logging
+import Metrics
+import PostgresNIO
+
+/// Every value a node reads from PostgreSQL is checked before use: whoever
+/// can write the fleet's tables (drop a `CHECK`, disable a trigger) can
+/// put there what no node writes. A row that fails is a
+/// ``FleetError/invalidRow(table:key:reason:)`` for that tenant or node:
+/// a lookup of it throws, a listing leaves it out, and both log it and
+/// count it in `fleet_invalid_rows_total` (by table), so that the node
+/// stays up, serves the other tenants and claims nothing that can't be one.
+extension FleetStore {
+    /// The rows that decode, in order; each one that doesn't is reported
+    /// (``reportInvalidRow(_:)``) and left out.
+    func validRows<T>(_ rows: [PostgresRow], _ decode: (PostgresRow) throws -> T) -> [T] {
+        rows.compactMap { row in
+            do {
+                return try decode(row)
+            } catch {
+                reportInvalidRow(error)
+                return nil
+            }
+        }
+    }
+
+    /// The one row that decodes, reported and thrown when it doesn't.
+    func validRow<T>(_ row: PostgresRow, _ decode: (PostgresRow) throws -> T) throws -> T {
+        do {
+            return try decode(row)
+        } catch {
+            reportInvalidRow(error)
+            throw error
+        }
+    }
+
+    /// Logs and counts a refused row.
+    func reportInvalidRow(_ error: any Error) {
+        let table = if case let FleetError.invalidRow(table, _, _) = error { table } else { "unknown" }
+        logger.error("refused a row read from PostgreSQL", metadata: ["table": "\(table)", "error": "\(error)"])
+        Counter(label: "fleet_invalid_rows_total", dimensions: [("table", table)]).increment()
+    }
+}
+
+/// The checks of ``FleetStore``'s decoders, one per kind of value.
+enum FleetRow {
+    /// Decodes `row` as `types`; a value of another type or a NULL where
+    /// none belongs is an invalid row of `table`.
+    static func decode<each T: PostgresDecodable>(_ row: PostgresRow, as types: (repeat each T).Type, table: String) throws -> (repeat each T) {
+        do {
+            return try row.decode(types)
+        } catch {
+            let key = (try? row.first?.decode(String.self)) ?? "?"
+            throw FleetError.invalidRow(table: table, key: key, reason: "its columns don't decode (\(String(reflecting: type(of: error))))")
+        }
+    }
+
+    /// `id`, checked as a ``TenantID`` (the same rule as every local use).
+    static func tenantID(_ id: String, table: String = "fleet_tenants") throws -> String {
+        guard (try? TenantID(id)) != nil else {
+            throw FleetError.invalidRow(table: table, key: id, reason: "the tenant id is not a valid tenant id")
+        }
+        return id
+    }
+
+    /// `id` as a node id (``FleetConfiguration/isValidNodeID(_:)``).
+    static func nodeID(_ id: String, table: String, key: String) throws -> String {
+        guard FleetConfiguration.isValidNodeID(id) else {
+            throw FleetError.invalidRow(table: table, key: key, reason: "the node id \(id.debugDescription) is not a valid node id")
+        }
+        return id
+    }
+
+    /// An epoch: never negative (the schema's `CHECK`, which an owner of
+    /// the table can drop).
+    static func epoch(_ epoch: Int64, table: String = "fleet_tenants", key: String) throws -> UInt64 {
+        guard let value = UInt64(exactly: epoch) else {
+            throw FleetError.invalidRow(table: table, key: key, reason: "the epoch \(epoch) is negative")
+        }
+        return value
+    }
+
+    /// A node's state: `active`, `draining` or `left`.
+    static func nodeState(_ state: String, key: String) throws -> String {
+        guard ["active", "draining", "left"].contains(state) else {
+            throw FleetError.invalidRow(table: "fleet_nodes", key: key, reason: "the state \(state.debugDescription) is not active, draining or left")
+        }
+        return state
+    }
+
+    /// A node's address (``FleetConfiguration/isValidAddress(_:)``).
+    static func address(_ address: String, key: String) throws -> String {
+        guard FleetConfiguration.isValidAddress(address) else {
+            throw FleetError.invalidRow(table: "fleet_nodes", key: key, reason: "the address \(address.debugDescription) is not http(s)://host:port")
+        }
+        return address
+    }
+}
