@@ -51,6 +51,8 @@ let package = Package(
                 .product(name: "GRDBRegistryService", package: "GRDBRegistry"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
+                // Records what a node logs (InvalidRowTests).
+                .product(name: "InMemoryLogging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
             ]

@@ -1,4 +1,5 @@
 import Foundation
+import InMemoryLogging
 import Testing
 @testable import GRDBRegistryFleet
 
@@ -11,7 +12,7 @@ struct InvalidRowTests {
 
     @Test func rowsNoNodeWritesAreRefusedLoggedCountedNeverClaimedAndTheNodeStaysUp() async throws {
         let url = try await TestPostgres.newDatabase()
-        let logs = LogRecorder()
+        let logs = InMemoryLogHandler()
         let node = try await TestNode.joined("n1", postgres: url, logs: logs)
         try await node.create("acme")
         try await node.create("beta")
@@ -63,7 +64,7 @@ struct InvalidRowTests {
         #expect(try await node.fleet.placement().map(\.tenant) == ["acme"])
         #expect(try await TestPostgres.rows(url, "SELECT coalesce(owner, '-'), epoch FROM fleet_tenants WHERE tenant_id = 'beta'") == [["-", "-1"]])
         // Each refusal logged with the row it names, escaped.
-        let refusals = logs.all.filter { $0.level == .error && $0.message == "refused a row read from PostgreSQL" }.compactMap { $0.metadata["error"] }
+        let refusals = logs.entries.filter { $0.level == .error && $0.message == "refused a row read from PostgreSQL" }.compactMap { $0.metadata["error"].map { "\($0)" } }
         for expected in ["\"../../escape/x\"", "\"/tmp/abs\"", "\"junk\"", "\"evil\"", "\"beta\") is refused: the epoch -1 is negative"] {
             #expect(refusals.contains { $0.contains(expected) }, "no refusal naming \(expected) in \(refusals.prefix(8))")
         }

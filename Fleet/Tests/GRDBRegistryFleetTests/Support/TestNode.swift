@@ -1,6 +1,7 @@
 import Foundation
 import GRDBRegistry
 import GRDBRegistryFleet
+import InMemoryLogging
 import Logging
 import ServiceLifecycle
 
@@ -15,8 +16,8 @@ final class TestNode: Sendable {
     private let task: Task<Void, any Error>
 
     /// `logs`, when given, records what the node logs (at every level).
-    init(_ id: String, postgres: String, lease: Duration = .seconds(2), renewInterval: Duration? = nil, restore: RestoreTiming = .eager, host: RecordingHost = RecordingHost(), logs: LogRecorder? = nil) {
-        var logger = logs?.logger(label: "fleet-test.\(id)") ?? Logger(label: "fleet-test.\(id)")
+    init(_ id: String, postgres: String, lease: Duration = .seconds(2), renewInterval: Duration? = nil, restore: RestoreTiming = .eager, host: RecordingHost = RecordingHost(), logs: InMemoryLogHandler? = nil) {
+        var logger = logs.map { handler in Logger(label: "fleet-test.\(id)") { _ in handler } } ?? Logger(label: "fleet-test.\(id)")
         logger.logLevel = logs != nil ? .trace : ProcessInfo.processInfo.environment["FLEET_TEST_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .critical
         self.id = id
         self.host = host
@@ -32,7 +33,7 @@ final class TestNode: Sendable {
     }
 
     /// Starts a node and waits until it joined.
-    static func joined(_ id: String, postgres: String, lease: Duration = .seconds(2), renewInterval: Duration? = nil, restore: RestoreTiming = .eager, host: RecordingHost = RecordingHost(), logs: LogRecorder? = nil) async throws -> TestNode {
+    static func joined(_ id: String, postgres: String, lease: Duration = .seconds(2), renewInterval: Duration? = nil, restore: RestoreTiming = .eager, host: RecordingHost = RecordingHost(), logs: InMemoryLogHandler? = nil) async throws -> TestNode {
         let node = TestNode(id, postgres: postgres, lease: lease, renewInterval: renewInterval, restore: restore, host: host, logs: logs)
         try await node.fleet.waitUntilJoined()
         return node
