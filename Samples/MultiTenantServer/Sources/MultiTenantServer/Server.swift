@@ -198,6 +198,12 @@ struct MultiTenantServer {
         let databases = DatabaseService(
             configuration: configuration, logger: logger, replicator: replicator, writeFence: fence,
             reservedFileDescriptors: limits.reservedFileDescriptors, tracer: tracing.tracer)
+        if settings.fleet == nil {
+            // The embedded catalog is a repository the service owns: it
+            // drains, checkpoints and closes it with its read-only
+            // connections, so a clean stop leaves no -wal nor -shm.
+            try databases.declareRepository(named: "catalog", migrator: nil, invariants: CatalogRepository.invariants)
+        }
         let acknowledgements = Replication.acknowledgements(configuration: configuration, replicator: replicator)
         let fleetNode = try settings.fleet.map { mode in
             guard let replicator, let fence else {

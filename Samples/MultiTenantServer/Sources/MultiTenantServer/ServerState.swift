@@ -73,7 +73,7 @@ final class ServerState: Sendable {
             return
         }
         let registry = try await DatabaseRegistry.server(from: databases)
-        let repository = try CatalogRepository(writer: try registry.catalog.writer)
+        let repository = CatalogRepository(database: try databases.repository(named: "catalog"))
         try await repository.refuseLeftoverMoves(catalogPath: databases.configuration.databases.first { $0.name == "catalog" }?.path ?? "catalog.sqlite")
         ready.withLock { $0 = Ready(registry: registry, catalog: CatalogView(catalog: repository)) }
     }

@@ -161,6 +161,26 @@ import Testing
         }
     }
 
+    /// A clean stop leaves each database as one file: no `-wal` nor
+    /// `-shm` beside the catalog (read by the live catalog view and the
+    /// sign-ins) or the tenants, plain and encrypted.
+    @Test func aCleanStopLeavesNoWALNorSharedMemoryFile() async throws {
+        let data = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: data) }
+        try await withServer(dataDirectory: data) { server, api in
+            let token = try await api.createTenant(#"{"id":"acme"}"#)
+            let vaultToken = try await api.createTenant(#"{"id":"vault","encrypted":true}"#)
+            #expect(try await api.send(.POST, "/tenants/acme/players", json: #"{"name":"Arthur","score":10}"#, token: token).status == 201)
+            #expect(try await api.send(.POST, "/tenants/vault/players", json: #"{"name":"Barbara","score":20}"#, token: vaultToken).status == 201)
+            #expect(try await api.send(.GET, "/tenants/acme/leaderboard", token: token).status == 200)
+            #expect(try await server.stop(signal: SIGTERM) == 0, "\(server.outputText)")
+        }
+        let files = try FileManager.default.subpathsOfDirectory(atPath: data.path)
+        #expect(files.contains("catalog.sqlite"))
+        #expect(files.filter { $0.hasSuffix(".sqlite") }.count >= 3, "\(files)")
+        #expect(files.filter { $0.hasSuffix("-wal") || $0.hasSuffix("-shm") } == [], "\(files)")
+    }
+
     @Test func encryptedTenantsAreStoredEncrypted() async throws {
         let data = temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: data) }

@@ -12,14 +12,15 @@ import GRDBRegistry
 /// left unsettled (``refuseLeftoverMoves(catalogPath:)``) rather than guess.
 ///
 /// ```swift
-/// let catalog = try CatalogRepository(writer: try registry.catalog.writer)
+/// let catalog = CatalogRepository(database: try databases.repository(named: "catalog"))
 /// try await catalog.insert(tenant)
 /// try await catalog.setTokenHash(Tokens.hash(token), of: "acme")
 /// ```
 ///
-/// The service opens and migrates the catalog (it is a configured
-/// database, which `registryctl --config` reaches too); this repository
-/// takes its writer over, so that a write through anything else is refused
+/// The catalog is a configured database (which `registryctl --config`
+/// reaches too) that the service opens, migrates and closes as a
+/// repository with these invariants (`declareRepository(named:…)`), so
+/// that a write through anything else is refused
 /// (`DatabaseRepositoryError.uncheckedWrite`).
 struct CatalogRepository: Sendable {
     private let database: RepositoryDatabase
@@ -45,7 +46,12 @@ struct CatalogRepository: Sendable {
         }
     }
 
-    /// Takes over `writer`, the catalog's writer from the service, after
+    /// The catalog repository that the service opened.
+    init(database: RepositoryDatabase) {
+        self.database = database
+    }
+
+    /// Takes over `writer` (a test's in-memory catalog), after
     /// checking that it is migrated (pending catalog migrations are
     /// refused: the service applies them) and that its invariants hold.
     init(writer: any DatabaseWriter) throws {
