@@ -314,19 +314,21 @@ public final class LitestreamReplicator: Service, Sendable {
     // MARK: - Start and stop
 
     private func start() async throws(ReplicationError) {
-        if replication.startsReplicator {
-            try await litestream.start()
-        } else {
-            // `startReplicator: false`: one runs already, or will soon.
-            try await litestream.waitUntilAnswering()
-        }
         if candidates.backsUpEncryptedDatabases {
-            // Encrypted databases would silently go without backups.
+            // Encrypted databases would silently go without backups. Checked
+            // before Litestream starts, so that a refusal leaves no process
+            // behind and does not depend on how fast Litestream comes up.
             let schedule = encryptedBackups.readiness
             let timeout = LitestreamProcess.startTimeout
             guard try await BlockingWork.run({ () throws(ReplicationError) in try schedule.wait(timeout: timeout) }) else {
                 throw .replicatorNotRunning(reason: "its encrypted backups did not start within \(timeout): run replicator.encryptedBackups in the ServiceGroup, right after the replicator")
             }
+        }
+        if replication.startsReplicator {
+            try await litestream.start()
+        } else {
+            // `startReplicator: false`: one runs already, or will soon.
+            try await litestream.waitUntilAnswering()
         }
         await tick()
     }
