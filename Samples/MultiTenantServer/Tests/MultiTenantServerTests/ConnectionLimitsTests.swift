@@ -33,6 +33,36 @@ import Testing
         }
     }
 
+    /// Connections that trickle one byte of a header at a time, well
+    /// within the idle timeout, are closed all the same: a request's
+    /// head, not a byte, is what keeps a connection alive. They held
+    /// every slot; once they are closed, a new client is served.
+    @Test func tricklingHeadersDoNotHoldConnectionsOpen() async throws {
+        let data = temporaryTestDirectory()
+        defer { try? FileManager.default.removeItem(at: data) }
+        let idle = 3, cap = 8
+        try await withTestServer(dataDirectory: data, environment: ["MTS_IDLE_TIMEOUT": "\(idle)", "MTS_MAX_CONNECTIONS": "\(cap)"]) { server, api in
+            var open: [RawConnection] = []
+            for _ in 0..<cap {
+                let connection = try RawConnection(port: server.port)
+                try connection.send("GET /health/live HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+                open.append(connection)
+            }
+            // One byte to each every 0.5 s (six times within the timeout),
+            // for five timeouts.
+            let start = ContinuousClock.now
+            while ContinuousClock.now - start < .seconds(idle * 5), !open.isEmpty {
+                open.removeAll { connection in
+                    (try? connection.send("a")) == nil || connection.read(timeout: .milliseconds(1)).closed
+                }
+                try await Task.sleep(for: .milliseconds(500))
+            }
+            #expect(open.isEmpty, "\(open.count) of \(cap) trickling connections still open after \(ContinuousClock.now - start)")
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(try await api.send(.GET, "/health/live", timeout: .seconds(5)).status == 200)
+        }
+    }
+
     /// Beyond MTS_MAX_CONNECTIONS open connections, a new one gets 429
     /// with Retry-After and is closed, before it sends anything; once
     /// connections close, new ones are served again.

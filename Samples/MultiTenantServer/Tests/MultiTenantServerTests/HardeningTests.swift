@@ -294,17 +294,7 @@ import Testing
         #expect(try await APIClient(client: .shared, baseURL: proxied.baseURL).send(.GET, "/health/live").status == 200)
         #expect(try await proxied.stop() == 0)
 
-        // A self-signed certificate for 127.0.0.1.
-        let certificate = data.appendingPathComponent("cert.pem"), key = data.appendingPathComponent("key.pem")
-        let openssl = Process()
-        openssl.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        openssl.arguments = ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1",
-                             "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
-                             "-keyout", key.path, "-out", certificate.path]
-        openssl.standardError = FileHandle.nullDevice
-        try openssl.run()
-        openssl.waitUntilExit()
-        #expect(openssl.terminationStatus == 0)
+        let (certificate, key) = try TLSTests.selfSignedCertificate(in: data)
 
         let secure = try await ServerProcess.launch(
             executable: executable,

@@ -234,4 +234,73 @@ private final class OTLPReceiver: Sendable {
             }
         }
     }
+
+    /// Every route of a plain and an encrypted tenant (writes, an
+    /// invariant violation, reads, a stream, a deletion, a token rotation),
+    /// a bogus token and the operator's routes, traced to a real receiver:
+    /// neither the spans nor the server's log hold a player's or a
+    /// tenant's name, a query string, a tenant token (old or rotated),
+    /// the operator token, the master key, or the bogus token (security
+    /// review 3, `trace_leaks.py`).
+    @Test func noTenantDataTokenOrKeyReachesTheSpansOrTheLog() async throws {
+        let receiver = try await OTLPReceiver()
+        defer { receiver.stop() }
+        let data = temporaryTestDirectory()
+        defer { try? FileManager.default.removeItem(at: data) }
+        let marker = "Zqxmark\(UUID().uuidString.prefix(8))"
+        let queryMarker = "Qrymark\(UUID().uuidString.prefix(8))"
+        let masterKey = (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
+        let bogus = "mts_" + (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
+        let environment = [
+            "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:\(receiver.port)",
+            "OTEL_BSP_SCHEDULE_DELAY": "100",
+            "MTS_MASTER_KEY": masterKey,
+        ]
+        var tokens: [String] = []
+        let log = try await withTestServer(dataDirectory: data, environment: environment) { server, api in
+            for (tenant, encrypted) in [("acme", false), ("vault", true)] {
+                let token = try await api.createTenant(#"{"id":"\#(tenant)","name":"Tenant \#(marker)","encrypted":\#(encrypted)}"#)
+                tokens.append(token)
+                let players = "/tenants/\(tenant)/players"
+                let alice = #"{"name":"\#(marker)-alice","score":10,"team":"\#(marker)-team"}"#
+                #expect(try await api.send(.POST, players, json: alice, token: token).status == 201)
+                #expect(try await api.send(.POST, players, json: alice, token: token).status == 422)
+                #expect(try await api.send(.PUT, players + "/1", json: #"{"name":"\#(marker)-bob","score":-5}"#, token: token).status == 422)
+                #expect(try await api.send(.PUT, players + "/1", json: #"{"name":"\#(marker)-carol","score":7}"#, token: token).status == 200)
+                #expect(try await api.send(.GET, players, token: token).status == 200)
+                #expect(try await api.send(.GET, players + "?q=\(queryMarker)", token: token).status == 200)
+                var leaderboard = HTTPClientRequest(url: server.baseURL + "/tenants/\(tenant)/leaderboard")
+                leaderboard.headers.add(name: "Authorization", value: "Bearer \(token)")
+                leaderboard.headers.add(name: "traceparent", value: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
+                #expect(try await HTTPClient.shared.execute(leaderboard, timeout: .seconds(30)).status.code == 200)
+                let stream = try RawConnection(port: server.port)
+                try stream.send(RawConnection.request("/tenants/\(tenant)/leaderboard/stream", token: token))
+                #expect(stream.read(timeout: .seconds(10)) { $0.contains("\(marker)-carol") }.text.contains("\(marker)-carol"))
+                #expect(try await api.send(.DELETE, players + "/1", token: token).status == 204)
+                #expect(try await api.send(.GET, "/session", token: token).status == 200)
+                let rotated = try await api.send(.POST, "/tenants/\(tenant)/token", token: token)
+                #expect(rotated.status == 200)
+                tokens.append(try rotated.json(IssuedTokenJSON.self).token)
+            }
+            #expect(try await api.send(.GET, "/tenants/acme/players", token: bogus).status == 401)
+            #expect(try await api.send(.GET, "/tenants", token: ServerProcess.operatorToken).status == 200)
+            #expect(try await api.send(.GET, "/metrics", token: ServerProcess.operatorToken).status == 200)
+            // The request log's last line reaches the test through a pipe, after the answer.
+            try await FleetModeTests.eventually("the log line of GET /metrics", within: .seconds(10)) {
+                server.outputText.contains("route=/metrics")
+            }
+            return server
+        }.outputText
+        // The server has stopped: its exporter flushed before it exited.
+        let spans = try receiver.spans
+        #expect(spans.filter { $0.kind == 2 }.count >= 25, "\(spans.map(\.name))")
+        #expect(spans.contains { $0.attributes["db.namespace"]?.description == "tenants/vault" })
+        let exported = (try? String(contentsOf: receiver.output, encoding: .utf8)) ?? ""
+        let needles = [("a name", marker), ("a query string", queryMarker), ("the operator token", ServerProcess.operatorToken),
+                       ("the master key", masterKey), ("the bogus token", bogus)] + tokens.map { ("a tenant token", $0) }
+        for (what, needle) in needles {
+            #expect(!exported.contains(needle), "\(what) in the spans")
+            #expect(!log.contains(needle), "\(what) in the log")
+        }
+    }
 }
