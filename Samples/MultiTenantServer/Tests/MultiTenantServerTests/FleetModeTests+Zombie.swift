@@ -53,6 +53,7 @@ extension FleetModeTests {
                 #expect(read.status == 200, "\(read.body)")
                 let names = Set(try JSONDecoder().decode([PlayerJSON].self, from: Data(read.body.utf8)).map(\.name))
                 let lost = acknowledged.filter { !names.contains($0) }
+                print("zombie: answers to the resumed owner \(statuses.sorted { $0.key < $1.key }.map(\.value)); the new owner has \(names.count) players")
                 #expect(lost.isEmpty, "acknowledged by the resumed node, absent from the new owner: \(lost); answers \(statuses.sorted { $0.key < $1.key })")
                 // The new owner keeps acme at its epoch.
                 let after = try await Self.send(survivor.baseURL, .GET, "/fleet/placement", token: ServerProcess.operatorToken)
