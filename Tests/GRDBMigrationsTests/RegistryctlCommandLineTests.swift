@@ -21,6 +21,20 @@ import TestSupport
         try queue.close()
     }
 
+    static let vaultEnvironment = ["VAULT_KEY": "vault passphrase"]
+
+    /// A SQLCipher 3 file of `createPlain`'s rows, keyed with
+    /// `vaultEnvironment`'s `VAULT_KEY`, made by `registryctl encrypt`.
+    static func createSQLCipher3Vault(in directory: TemporaryDirectory) throws -> String {
+        let plain = directory.path("plain.sqlite")
+        try createPlain(plain)
+        let vault = directory.path("vault.sqlite")
+        let encrypted = try Registryctl.run(
+            ["encrypt", "--in", plain, "--out", vault, "--key-env", "VAULT_KEY", "--compatibility", "3"], environment: vaultEnvironment)
+        try #require(encrypted.status == 0, "\(encrypted.stderr)")
+        return vault
+    }
+
     @Test func versionPrintsThePackageVersion() throws {
         let result = try Registryctl.run(["--version"])
         #expect(result.status == 0, "\(result.stderr)")
@@ -68,12 +82,8 @@ import TestSupport
 
     @Test func backupAndRestoreTakeADatabaseFileWithItsKeyWithoutAConfiguration() throws {
         let directory = try TemporaryDirectory()
-        let plain = directory.path("plain.sqlite")
-        try Self.createPlain(plain)
-        let vault = directory.path("vault.sqlite")
-        let environment = ["VAULT_KEY": "vault passphrase"]
-        let encrypted = try Registryctl.run(["encrypt", "--in", plain, "--out", vault, "--key-env", "VAULT_KEY", "--compatibility", "3"], environment: environment)
-        try #require(encrypted.status == 0, "\(encrypted.stderr)")
+        let vault = try Self.createSQLCipher3Vault(in: directory)
+        let environment = Self.vaultEnvironment
         let backup = directory.path("backup")
 
         let backedUp = try Registryctl.run(
@@ -181,12 +191,8 @@ import TestSupport
 
     @Test func verifyOfASQLCipher3FileWithoutCompatibilityNamesTheOption() throws {
         let directory = try TemporaryDirectory()
-        let plain = directory.path("plain.sqlite")
-        try Self.createPlain(plain)
-        let vault = directory.path("vault.sqlite")
-        let environment = ["VAULT_KEY": "vault passphrase"]
-        let encrypted = try Registryctl.run(["encrypt", "--in", plain, "--out", vault, "--key-env", "VAULT_KEY", "--compatibility", "3"], environment: environment)
-        try #require(encrypted.status == 0, "\(encrypted.stderr)")
+        let vault = try Self.createSQLCipher3Vault(in: directory)
+        let environment = Self.vaultEnvironment
 
         let verified = try Registryctl.run(["verify", vault, "--key-env", "VAULT_KEY"], environment: environment)
         #expect(verified.status == 1)

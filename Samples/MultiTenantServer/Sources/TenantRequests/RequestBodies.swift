@@ -13,14 +13,19 @@ import GRDBRegistry
 /// and event then carries. Longer names are refused when decoding (400).
 public let maxNameLength = 100
 
-/// `value` when it is at most ``maxNameLength`` characters; a
-/// `DecodingError` otherwise.
+/// `value` when it is at most ``maxNameLength`` characters and holds no
+/// NUL; a `DecodingError` otherwise.
 func checkedName<Key: CodingKey>(_ value: String?, forKey key: Key, in container: KeyedDecodingContainer<Key>) throws -> String? {
     guard let value else { return nil }
     // Counted in UTF-8 bytes first: a long string is refused without
     // walking its grapheme clusters.
     guard value.utf8.count <= maxNameLength * 4, value.count <= maxNameLength else {
         throw DecodingError.dataCorruptedError(forKey: key, in: container, debugDescription: "\(key.stringValue) is longer than \(maxNameLength) characters")
+    }
+    // Stored whole, a NUL would come back as the end of the name (SQLite's
+    // text is read as a C string): refused rather than silently cut.
+    guard !value.utf8.contains(0) else {
+        throw DecodingError.dataCorruptedError(forKey: key, in: container, debugDescription: "\(key.stringValue) holds a NUL character (U+0000)")
     }
     return value
 }

@@ -101,8 +101,8 @@ import Testing
 
     /// Names no keyboard types (a right-to-left override, a byte-order
     /// mark, combining marks, emoji, markup) are data: each is stored and
-    /// read back exactly as sent. (Not a NUL: one is accepted and read
-    /// back cut at the NUL, reported to the lead rather than pinned here.)
+    /// read back exactly as sent. A name with a NUL, which SQLite would
+    /// give back cut at the NUL, is refused with 400 and stores nothing.
     @Test func unusualNamesAreStoredAndReadBackAsSent() async throws {
         let data = temporaryTestDirectory()
         defer { try? FileManager.default.removeItem(at: data) }
@@ -112,6 +112,11 @@ import Testing
             for name in names {
                 let reply = try await api.send(.POST, "/tenants/acme/players", json: try Self.json(["name": name, "team": "u"]), token: token)
                 #expect(reply.status == 201, "\(name.unicodeScalars.map { String($0.value, radix: 16) }): \(reply.body)")
+            }
+            for name in ["a\u{0}b", "\u{0}"] {
+                let reply = try await api.send(.POST, "/tenants/acme/players", json: try Self.json(["name": name]), token: token)
+                #expect(reply.status == 400, "\(name.debugDescription): \(reply.status) \(reply.body)")
+                #expect(reply.body.contains("NUL"), "\(reply.body)")
             }
             let stored = try await api.send(.GET, "/tenants/acme/players", token: token).json([PlayerJSON].self).map(\.name)
             // Compared scalar by scalar: String's == would equate "e\u{301}" and "é".
