@@ -24,6 +24,13 @@ and when the request started and ended), and these scenarios under load:
   pgrestart  PostgreSQL restarted (fast shutdown, 1 s down).
   move       POST /fleet/tenants/:id/move to another node (through HAProxy).
   drain      POST /fleet/nodes/:node/drain: the node's tenants move away.
+  freeze     SIGSTOP a node and its children (its Litestream) for three
+             leases under writers, as a paused VM would be, then SIGCONT: it
+             wakes up believing it holds its tenants, which others claimed
+             meanwhile; no write it commits before or after may be
+             acknowledged unless the tenant's owner has it.
+  freezemove POST /fleet/tenants/:id/move, and freeze the tenant's owner in
+             the middle of the hand-off (three leases), then SIGCONT.
 
 Checks, at the end of each mode, against what every tenant holds (read over
 HTTP): an acknowledged write missing or holding another name is lost; a
@@ -50,7 +57,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fleetlib import Node, build_server, fleet_env, log, network, percentile, request, ROOT  # noqa: E402
 
-SCENARIOS = ["kill", "partition", "pgrestart", "move", "drain"]
+SCENARIOS = ["kill", "partition", "pgrestart", "move", "drain", "freeze", "freezemove"]
 
 
 class Ack:
@@ -515,6 +522,75 @@ class Campaign:
         self.details["drain"].append({"node": node.node_id, "tenants": len(tenants), "status": response.status,
                                       "seconds": None if drained_at is None else round(drained_at - instant, 2),
                                       "slowest_first_write_seconds": round(max(recovered), 3) if recovered else None})
+
+    def freeze(self, node, kind, number, during=None):
+        """Freezes `node` (server and Litestream) for three leases, every
+        tenant concerned (requests HAProxy sent to the frozen node hang
+        until it wakes up or HAProxy takes it out). `during`: started
+        first, in a thread (the request the freeze interrupts)."""
+        window = self.open_window(kind, None, "any")
+        tenants = self.owned_by(node.node_id)
+        instant = time.monotonic()
+        thread = None
+        if during is not None:
+            thread = threading.Thread(target=during, daemon=True)
+            thread.start()
+            time.sleep(0.05)
+        node.freeze()
+        frozen_for = 3 * self.arguments.lease
+        try:
+            time.sleep(frozen_for)
+            claimed = {tenant: owner for tenant, (owner, _) in self.placement(self.haproxy).items()
+                       if tenant in tenants and owner != node.node_id}
+        finally:
+            node.thaw()
+        thawed = time.monotonic()
+        if thread is not None:
+            thread.join(timeout=90)
+        # The lost writes, if any, are found by the end's check: a write the
+        # woken node acknowledged that the tenant's new owner lacks.
+        window.loss_at = instant
+        times = self.wait_writable(tenants, thawed, self.arguments.bound, f"{kind}{number}")
+        self.settle(f"{kind}{number}")
+        window.end = time.monotonic()
+        recovered = [seconds for seconds in times.values() if seconds is not None]
+        if len(recovered) < len(tenants):
+            self.problems.append(f"{kind} {number}: {len(tenants) - len(recovered)} of {node.node_id}'s tenants not writable after it woke up")
+        if not node.alive():
+            self.problems.append(f"{kind} {number}: {node.node_id} exited after it woke up:\n{node.log_tail(10)}")
+        return {"node": node.node_id, "tenants": len(tenants), "frozen_seconds": round(frozen_for, 2),
+                "claimed_by_others_while_frozen": len(claimed),
+                "writable_after_thaw_seconds_max": round(max(recovered), 3) if recovered else None}
+
+    def scenario_freeze(self, number):
+        details = self.freeze(self.victim(number), "freeze", number)
+        if details["claimed_by_others_while_frozen"] == 0 and details["tenants"]:
+            self.problems.append(f"freeze {number}: no tenant of {details['node']} was claimed while it was frozen for three leases")
+        self.details["freeze"].append(details)
+
+    def scenario_freezemove(self, number):
+        placement = self.placement()
+        live = {node.node_id for node in self.live_nodes()}
+        candidates = sorted(tenant for tenant, (owner, _) in placement.items() if owner in live and tenant in self.tokens)
+        if not candidates or len(live) < 2:
+            raise RuntimeError(f"no tenant to move: placement {placement}, live nodes {sorted(live)}")
+        tenant = candidates[number % len(candidates)]
+        owner, epoch = placement[tenant]
+        node = next(node for node in self.live_nodes() if node.node_id == owner)
+        target = sorted(live - {owner})[0]
+        answers = []
+
+        def move():
+            try:
+                answers.append(request(self.haproxy, "POST", f"/fleet/tenants/{tenant}/move", {"to": target}, self.operator, timeout=60).status)
+            except OSError as error:
+                answers.append(repr(error))
+
+        details = self.freeze(node, "freezemove", number, during=move)
+        details.update({"tenant": tenant, "from": owner, "to": target, "epoch_before": epoch,
+                        "move_answer": answers[0] if answers else None,
+                        "placement_after": self.placement().get(tenant)})
+        self.details["freezemove"].append(details)
 
     # ----------------------------------------------------------- checks
 

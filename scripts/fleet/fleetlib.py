@@ -181,6 +181,27 @@ class Node:
                 pass
         self.process.wait()
 
+    def freeze(self):
+        """SIGSTOP to the node and every process it started (its
+        Litestream), as when its VM pauses: nothing runs, sockets stay
+        open, and it wakes up (``thaw``) believing it still holds its
+        lease."""
+        self.frozen = [self.process.pid] + descendants(self.process.pid)
+        for pid in self.frozen:
+            try:
+                os.kill(pid, signal.SIGSTOP)
+            except ProcessLookupError:
+                pass
+
+    def thaw(self):
+        """SIGCONT to what ``freeze`` stopped."""
+        for pid in getattr(self, "frozen", []):
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        self.frozen = []
+
     def stop(self, timeout=60):
         """SIGTERM (graceful: the node hands its tenants off and leaves);
         its exit status, or -9 when it had to be killed."""

@@ -41,3 +41,11 @@ func documentationExampleOfRoutes(fleet: Fleet) async throws {
     try await fleet.drain(node: "n3")
     _ = try await fleet.setTokenHash("newHash", of: "acme")
 }
+
+func documentationExampleOfATenure(fleet: Fleet, tenants: TenantDirectory<PlayerRepository>, acknowledgements: ReplicaAcknowledgements) async throws -> Bool {
+    let id = try TenantID("acme")
+    guard let tenure = fleet.tenure(of: id) else { return false }   // not served here: 503
+    _ = try await tenants.withRepository(id) { try await $0.add(name: "Arthur", score: 10) }
+    try await acknowledgements.waitUntilReplicated(id, path: try tenants.path(of: id), encrypted: false)
+    return fleet.stillHolds(tenure)   // false: the outcome is unknown, 503
+}

@@ -190,11 +190,15 @@ struct Routes: Sendable {
 
     /// A write to the request's tenant: its refusals answered
     /// (``mapErrors(_:)``), then, with durable acknowledgements, a wait
-    /// until the replica has it (``ServerState/acknowledge(_:encrypted:)``).
+    /// until the replica has it and, in a fleet, a check that this node
+    /// still held the tenant then (``ServerState/acknowledge(_:encrypted:tenure:)``).
     /// Every write route goes through here, so none is answered before
     /// its acknowledgement.
     private func write<T>(_ context: ServerRequestContext, _ operation: (ActiveTenant) async throws -> T) async throws -> T {
         let lease = try context.currentTenant()
+        // Taken before the commit: the acknowledgement checks that it
+        // still holds once the replica has the write.
+        let tenure = try state.tenureForWrite(lease.id)
         let result = try await mapErrors { try await operation(lease.repository) }
         if state.acknowledgements != nil {
             // The catalog says whether the tenant is encrypted (its
@@ -202,7 +206,7 @@ struct Routes: Sendable {
             guard let listed = try state.requireReady().catalog.tenant(lease.id.rawValue) else {
                 throw HTTPError(.serviceUnavailable, message: "Tenant \(lease.id) left the catalog: its write is not acknowledged.")
             }
-            try await state.acknowledge(lease, encrypted: listed.encrypted)
+            try await state.acknowledge(lease, encrypted: listed.encrypted, tenure: tenure)
         }
         return result
     }
