@@ -417,6 +417,54 @@ import Testing
         tenants.closeIdleTenants()
     }
 
+    /// With the application's record of which tenants are encrypted, a
+    /// plain file put in place of an encrypted tenant's is refused when the
+    /// tenant opens, naming the tenant, even where plain tenants are
+    /// allowed; so is an encrypted file in place of a plain tenant's. The
+    /// refused file is left as it was, byte for byte.
+    @Test func aTenantOpensOnlyFromAFileAsItsRecordSays() async throws {
+        _ = testMetrics
+        let directory = try TemporaryDirectory()
+        let configuration = RegistryConfiguration(
+            databases: [],
+            tenants: .init(root: directory.path("tenants"), masterKey: .environment("RECORDED_MASTER_KEY"), allowPlaintextTenants: true))
+        let environment = ["RECORDED_MASTER_KEY": Data(repeating: 9, count: 32).base64EncodedString()]
+        let recorded = ["vault": true, "acme": false]
+        let service = DatabaseService(
+            configuration: configuration, environment: environment, logger: LogRecorder().logger(),
+            hooks: DatabaseService.Hooks(recordedEncryption: { recorded[$0.rawValue] }))
+        let tenants = try service.tenants(of: PlayerRepository.self)
+        let vault = try TenantID("vault"), acme = try TenantID("acme")
+        try tenants.provision(vault, configuration: service.tenantConfiguration(for: vault, encrypted: true))
+        try tenants.provision(acme, configuration: service.tenantConfiguration(for: acme, encrypted: false))
+        // Files as recorded open.
+        _ = try await tenants.withRepository(vault) { try await $0.add(name: "Secret") }
+        _ = try await tenants.withRepository(acme) { try await $0.add(name: "Visible") }
+        tenants.closeIdleTenants()
+        let vaultPath = try tenants.path(of: vault), acmePath = try tenants.path(of: acme)
+        let encrypted = try Data(contentsOf: URL(fileURLWithPath: vaultPath))
+        let plain = try Data(contentsOf: URL(fileURLWithPath: acmePath))
+        #expect(CipherDatabase.isEncrypted(atPath: vaultPath) == true)
+        #expect(CipherDatabase.isEncrypted(atPath: acmePath) == false)
+
+        // Each file swapped in for the other tenant's.
+        for path in [vaultPath, acmePath] {
+            for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+        }
+        try plain.write(to: URL(fileURLWithPath: vaultPath))
+        try encrypted.write(to: URL(fileURLWithPath: acmePath))
+        for (id, path, recordedEncrypted) in [(vault, vaultPath, true), (acme, acmePath, false)] {
+            let error = await #expect(throws: TenantEncryptionError.self) { try await tenants.lease(id) }
+            #expect(error == .encryptionMismatch(tenant: id.rawValue, path: path, recordedEncrypted: recordedEncrypted))
+            #expect("\(error.map { "\($0)" } ?? "")".contains("tenant \(id) is recorded as \(recordedEncrypted ? "encrypted" : "plain")"))
+            #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == (recordedEncrypted ? plain : encrypted))
+            for suffix in ["-wal", "-shm", "-journal"] {
+                #expect(!FileManager.default.fileExists(atPath: path + suffix), "\(suffix) created next to the refused file")
+            }
+        }
+        #expect(tenants.openCount == 0)
+    }
+
     @Test func anEditedMigrationFileBlocksTheStartAndNamesTheFile() async throws {
         let directory = try TemporaryDirectory()
         let folder = directory.path("migrations")

@@ -87,10 +87,9 @@ private func startOrphan(_ arguments: [String]) throws {
 }
 
 @Suite struct LitestreamProcessTests {
-    /// A replicator left on the socket by a daemon killed with SIGKILL
-    /// (Litestream runs in a session of its own, so it outlives it) is
-    /// stopped and replaced, never adopted: its registrations are the dead
-    /// daemon's.
+    /// A replicator left on the socket by a daemon that died (one started
+    /// without `setpriv`, which outlives its daemon) is stopped and
+    /// replaced, never adopted: its registrations are the dead daemon's.
     @Test func anOrphanReplicatorIsReplacedNotAdopted() async throws {
         let directory = try TemporaryDirectory()
         let configuration = try ReplicatedDaemon.configuration(in: directory)
@@ -125,6 +124,70 @@ private func startOrphan(_ arguments: [String]) throws {
         }
         #expect(daemon.logs.all.contains { $0.message.contains("stopping it") && $0.metadata["pid"] == "\(orphanPID)" })
         #expect((try? control.info()) == nil)
+    }
+
+    /// A daemon killed with SIGKILL takes its Litestream children with it:
+    /// no replicator is left on the socket, writing into a replica that
+    /// another node may own by then. A replicator started from a thread
+    /// that ended long before (a pool thread gone idle) is not ended with
+    /// that thread, only with the daemon.
+    @Test func aDaemonKilledWithSIGKILLLeavesNoLitestreamBehind() async throws {
+        let directory = try TemporaryDirectory()
+        // Where the daemon, a child process of this test, finds its folder.
+        let pointer = "/tmp/GRDBRegistryServiceTests-daemon-death-\(getpid())"
+        try directory.url.path.write(toFile: pointer, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(atPath: pointer) }
+
+        await #expect(processExitsWith: .signal(SIGKILL)) {
+            let folder = try String(contentsOfFile: "/tmp/GRDBRegistryServiceTests-daemon-death-\(getppid())", encoding: .utf8)
+            func configuration(litestream: String) throws -> RegistryConfiguration {
+                try RegistryConfiguration.parse(Data(#"""
+                    {"tenants": {"root": "tenants", "migrations": "\#(repositoryRoot.path)/Migrations/players"},
+                     "replication": {"replica": "replica", "litestream": "\#(litestream)"}}
+                    """#.utf8), baseDirectory: URL(fileURLWithPath: folder), environment: [:])
+            }
+            // A replicator started from a thread that ends at once.
+            let litestream = try LitestreamExecutable(configuration: configuration(litestream: litestreamPath), environment: [:])
+            let control = LitestreamControl(socketPath: folder + "/thread.sock")
+            try Data(LitestreamProcess(executable: litestream, control: control, logger: LogRecorder().logger()).configuration.utf8)
+                .write(to: URL(fileURLWithPath: folder + "/thread.yml"))
+            let thread = Thread {
+                if let process = try? litestream.start(["replicate", "-config", folder + "/thread.yml"]) {
+                    try? "\(process.processIdentifier)".write(toFile: folder + "/thread-started.pid", atomically: true, encoding: .utf8)
+                }
+            }
+            thread.start()
+            while !thread.isFinished { usleep(10_000) }
+            sleep(1)
+            let threadStarted = Int32((try? String(contentsOfFile: folder + "/thread-started.pid", encoding: .utf8)) ?? "") ?? 0
+            guard threadStarted > 0, LitestreamProcess.parent(of: threadStarted) == getpid() else {
+                // Ended with its thread: the test in the parent finds no
+                // confirmation, and fails.
+                try? FileManager.default.removeItem(atPath: folder + "/thread-started.pid")
+                kill(getpid(), SIGKILL)
+                return
+            }
+
+            let daemon = try ReplicatedDaemon(configuration: configuration(litestream: litestreamPath), scanInterval: .seconds(3600))
+            try await daemon.run {
+                let pid = try daemon.replicator.control.info().pid
+                try "\(pid)".write(toFile: folder + "/replicator.pid", atomically: true, encoding: .utf8)
+                kill(getpid(), SIGKILL)
+                sleep(60)
+            }
+        }
+
+        let threadStarted = Int32((try? String(contentsOfFile: directory.path("thread-started.pid"), encoding: .utf8)) ?? "")
+        let replicator = Int32((try? String(contentsOfFile: directory.path("replicator.pid"), encoding: .utf8)) ?? "")
+        #expect(threadStarted != nil, "the replicator started from a thread that ended did not outlive its thread")
+        #expect(replicator != nil, "the daemon did not start its replicator")
+        let children = [threadStarted, replicator].compactMap { $0 }
+        let gone = await (try? eventually(within: 5) { children.allSatisfy { LitestreamProcess.parent(of: $0) == nil } }) != nil
+        let running = children.filter { LitestreamProcess.parent(of: $0) != nil }.map { pid in
+            "\(pid): " + ((try? String(contentsOfFile: "/proc/\(pid)/cmdline", encoding: .utf8)) ?? "").replacingOccurrences(of: "\0", with: " ")
+        }
+        #expect(gone, "still running after their daemon was killed: \(running)")
+        for pid in children where LitestreamProcess.parent(of: pid) != nil { kill(pid, SIGKILL) }
     }
 
     /// A replicator that a live daemon runs on the socket (here, another

@@ -16,6 +16,18 @@ import Foundation
 ///   tenant's file says which it is. An explicit opt-in, for directories
 ///   that mix both while plain tenants are migrated.
 ///
+/// When the application records whether each tenant is encrypted (its
+/// catalog), it says so when the tenant opens
+/// (``key(forTenant:atPath:recordedEncrypted:)``): a file that is not as
+/// recorded is refused with
+/// ``TenantEncryptionError/encryptionMismatch(tenant:path:recordedEncrypted:)``,
+/// whatever `allowsPlaintextTenants` says. A plain file put in place of an
+/// encrypted tenant's is then never served with that tenant's token, nor
+/// migrated; an encrypted file in place of a plain tenant's is refused
+/// too, because what the application does with the tenant (a plain
+/// tenant's writes are acknowledged once Litestream has them, an
+/// encrypted one's once its encrypted backup does) follows the record.
+///
 /// ```swift
 /// let encryption = TenantEncryption(masterKey: try TenantMasterKey(KeySource.environment("TENANT_MASTER_KEY").read()))
 /// if let key = try encryption.key(forTenant: "acme", atPath: "data/tenants/acme.sqlite") {
@@ -36,6 +48,8 @@ import Foundation
 /// ### Keys of tenants
 ///
 /// - ``key(forTenant:atPath:)``
+/// - ``key(forTenant:atPath:recordedEncrypted:)``
+/// - ``checkFile(atPath:ofTenant:recordedEncrypted:)``
 /// - ``keyForNewTenant(_:atPath:encrypted:)``
 ///
 /// ### Rotating the master key
@@ -83,6 +97,45 @@ public struct TenantEncryption: Sendable {
             let salt = Data((0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) })
             return try CipherKey.tenantKey(master: masterKey, tenant: tenant, salt: salt)
         }
+    }
+
+    /// The key of the tenant whose database is at `path`, as
+    /// ``key(forTenant:atPath:)``, after its file is checked against what
+    /// the application recorded when it created the tenant
+    /// (``checkFile(atPath:ofTenant:recordedEncrypted:)``). With
+    /// `recordedEncrypted` nil (no record), the policy alone decides.
+    ///
+    /// ```swift
+    /// // The catalog says acme is encrypted: a plain file there is refused.
+    /// let key = try encryption.key(forTenant: "acme", atPath: "data/tenants/acme.sqlite", recordedEncrypted: true)
+    /// ```
+    ///
+    /// - throws: ``TenantEncryptionError/encryptionMismatch(tenant:path:recordedEncrypted:)``
+    ///   (nothing was opened nor written), and the errors of
+    ///   ``key(forTenant:atPath:)``.
+    public func key(forTenant tenant: String, atPath path: String, recordedEncrypted: Bool?) throws -> CipherKey? {
+        if let recordedEncrypted { try Self.checkFile(atPath: path, ofTenant: tenant, recordedEncrypted: recordedEncrypted) }
+        return try key(forTenant: tenant, atPath: path)
+    }
+
+    /// Refuses a file of tenant `tenant` that is plain when the tenant is
+    /// recorded as encrypted, or encrypted when it is recorded as plain.
+    /// Reads the file's first bytes only
+    /// (``CipherDatabase/isEncrypted(atPath:)``); a missing or empty file
+    /// (a tenant not created yet) passes.
+    ///
+    /// The check a tenant's opening makes (``key(forTenant:atPath:recordedEncrypted:)``),
+    /// with the same test of the file as a fleet restore's of its
+    /// encrypted backup.
+    ///
+    /// ```swift
+    /// try TenantEncryption.checkFile(atPath: "data/tenants/acme.sqlite", ofTenant: "acme", recordedEncrypted: true)
+    /// ```
+    ///
+    /// - throws: ``TenantEncryptionError/encryptionMismatch(tenant:path:recordedEncrypted:)``.
+    public static func checkFile(atPath path: String, ofTenant tenant: String, recordedEncrypted: Bool) throws(TenantEncryptionError) {
+        guard let encrypted = CipherDatabase.isEncrypted(atPath: path), encrypted != recordedEncrypted else { return }
+        throw .encryptionMismatch(tenant: tenant, path: path, recordedEncrypted: recordedEncrypted)
     }
 
     /// The key of a new tenant that must be created plain or encrypted, as
@@ -173,6 +226,11 @@ public enum TenantEncryptionError: Error, Sendable, Equatable, CustomStringConve
     /// During a master-key rotation, the tenant's file opens with neither
     /// the current master key's tenant key nor the new one's.
     case opensWithNeitherMasterKey(tenant: String, path: String)
+    /// The tenant is recorded (by the application, in its catalog) as
+    /// encrypted and its file is plain, or the reverse: the file was put
+    /// there by someone else, or restored from the wrong copy. It was
+    /// neither opened nor modified.
+    case encryptionMismatch(tenant: String, path: String, recordedEncrypted: Bool)
 
     public var description: String {
         switch self {
@@ -185,6 +243,13 @@ public enum TenantEncryptionError: Error, Sendable, Equatable, CustomStringConve
         case let .opensWithNeitherMasterKey(tenant, path):
             return "tenant \(tenant) (\(path)) opens with neither the tenant key of the configured master key nor that of the new one: "
                 + "it was encrypted under another master key, or its first page is damaged. The file was not modified"
+        case let .encryptionMismatch(tenant, path, true):
+            return "tenant \(tenant) is recorded as encrypted, but its file \(path) is plain SQLite: it was not opened nor modified. "
+                + "Someone put a plain database in its place, or it was restored from the wrong copy: "
+                + "restore the tenant's encrypted file (its encrypted backup), or, if it was decrypted on purpose, record it as plain"
+        case let .encryptionMismatch(tenant, path, false):
+            return "tenant \(tenant) is recorded as plain, but its file \(path) is encrypted (or not a database): it was not opened nor modified. "
+                + "Restore the tenant's plain file (its replica), or, if it was encrypted on purpose, record it as encrypted"
         case let .noMasterKey(tenant):
             return "tenant \(tenant) must be encrypted, and no tenant master key is configured: add tenants.masterKey to the configuration"
         }

@@ -42,6 +42,7 @@ import GRDBRegistry
 ///
 /// - ``encryption``
 /// - ``key(for:)``
+/// - ``key(for:recordedEncrypted:)``
 /// - ``keyForNew(_:encrypted:)``
 /// - ``connectionConfiguration(key:)``
 /// - ``backupEncryption(for:)``
@@ -199,6 +200,21 @@ public struct TenantStorage: Sendable {
     ///   breaks the policy (a plain tenant under a master key).
     public func key(for id: TenantID) throws -> CipherKey? {
         try encryption.key(forTenant: id.rawValue, atPath: path(of: id))
+    }
+
+    /// The key of the existing tenant `id`, as ``key(for:)``, after its
+    /// file is checked against what the application recorded
+    /// (``/GRDBCipher/TenantEncryption/key(forTenant:atPath:recordedEncrypted:)``):
+    /// nil `recordedEncrypted` means no record.
+    ///
+    /// ```swift
+    /// let key = try storage.key(for: try TenantID("acme"), recordedEncrypted: true)
+    /// ```
+    ///
+    /// - throws: ``/GRDBCipher/TenantEncryptionError``, `.encryptionMismatch`
+    ///   when the file is not as recorded.
+    public func key(for id: TenantID, recordedEncrypted: Bool?) throws -> CipherKey? {
+        try encryption.key(forTenant: id.rawValue, atPath: path(of: id), recordedEncrypted: recordedEncrypted)
     }
 
     /// The key of a tenant being created: encrypted when asked, or, with

@@ -15,8 +15,11 @@ import Darwin
 /// starts it again when it exits, and stops it at shutdown (SIGTERM, then
 /// SIGKILL).
 ///
-/// Litestream runs in a session of its own, so it outlives a daemon killed
-/// with SIGKILL. Such an orphan, found answering on the socket at start, is
+/// Litestream runs in a session of its own; it ends with a daemon killed
+/// with SIGKILL only through its parent-death signal
+/// (``LitestreamExecutable``), which a system without `setpriv`, or a
+/// replicator started by other means, lacks. An orphan found answering on
+/// the socket at start is
 /// stopped and replaced, never adopted: what it replicates, and where, is
 /// the dead daemon's (in a fleet, tenants at epochs that may no longer be
 /// this node's), and two replicators of one database corrupt its replica.

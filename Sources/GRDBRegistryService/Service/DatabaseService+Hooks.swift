@@ -2,10 +2,12 @@ import Foundation
 import GRDB
 import GRDBCipher
 import GRDBMigrations
+import GRDBRegistry
 
 extension DatabaseService {
     /// What the service can't know by itself: how to load the migration
-    /// set of a folder, and how to open an encrypted named database.
+    /// set of a folder, how to open an encrypted named database, and
+    /// whether the application recorded a tenant as encrypted.
     ///
     /// ```swift
     /// let hooks = DatabaseService.Hooks(migrationSet: { _, folder in
@@ -27,16 +29,33 @@ extension DatabaseService {
         /// policy (``/GRDBCipher/TenantEncryption``).
         public var encrypt: (@Sendable (_ database: RegistryConfiguration.Database, _ configuration: inout Configuration, _ key: DatabaseSecret) throws -> Void)?
 
+        /// Whether tenant `id` is encrypted, as the application recorded
+        /// it when it created the tenant (in its catalog), or nil when it
+        /// has no record of it. Asked each time a tenant opens, before its
+        /// file is read: a file that is not as recorded (a plain file put
+        /// in place of an encrypted tenant's) is refused with
+        /// ``/GRDBCipher/TenantEncryptionError/encryptionMismatch(tenant:path:recordedEncrypted:)``,
+        /// neither opened nor migrated, even with
+        /// `tenants.allowPlaintextTenants`. Nil, the default: the
+        /// tenant-key policy alone decides (``/GRDBCipher/TenantEncryption``).
+        ///
+        /// ```swift
+        /// let hooks = DatabaseService.Hooks(recordedEncryption: { id in catalog.tenant(id.rawValue)?.encrypted })
+        /// ```
+        public var recordedEncryption: (@Sendable (_ id: TenantID) throws -> Bool?)?
+
         public init(
             migrationSet: (@Sendable (_ database: String, _ folder: URL) throws -> MigrationSet)? = { _, folder in
                 try MigrationSet(directory: folder)
             },
             encrypt: (@Sendable (_ database: RegistryConfiguration.Database, _ configuration: inout Configuration, _ key: DatabaseSecret) throws -> Void)? = { database, configuration, key in
                 try database.cipher.apply(CipherKey(key), to: &configuration)
-            }
+            },
+            recordedEncryption: (@Sendable (_ id: TenantID) throws -> Bool?)? = nil
         ) {
             self.migrationSet = migrationSet
             self.encrypt = encrypt
+            self.recordedEncryption = recordedEncryption
         }
     }
 }

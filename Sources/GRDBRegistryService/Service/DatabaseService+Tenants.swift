@@ -24,7 +24,10 @@ extension DatabaseService {
     /// Each tenant opens with the key of the tenant-key policy
     /// (``/GRDBCipher/TenantEncryption``): with `tenants.masterKey`, every tenant is
     /// encrypted, a new one included, and a plain tenant file is refused
-    /// unless `tenants.allowPlaintextTenants`. Before a tenant opens, its
+    /// unless `tenants.allowPlaintextTenants`. A tenant that the
+    /// application recorded as encrypted or plain
+    /// (``Hooks/recordedEncryption``) opens only when its file is as
+    /// recorded. Before a tenant opens, its
     /// migrations are applied or verified through
     /// ``/GRDBMigrations/DatabaseMigrationRunner``, as for named databases:
     /// the set of `tenants.migrations`, or, when the configuration names
@@ -68,6 +71,7 @@ extension DatabaseService {
                 }
             }
             let opening = runner
+            let recordedEncryption = hooks.recordedEncryption
             let metrics = StatementMetrics(database: "tenants")
             // The last writes reach the replica before the files go.
             var willRemove: (@Sendable (TenantID, String) throws -> Void)?
@@ -83,7 +87,7 @@ extension DatabaseService {
                 configuration: { [weak self, logger, tracing, replicator, writeFence] id, _ in
                     do {
                         return try Self.openingConfiguration(
-                            of: id, storage: storage, runner: opening, metrics: metrics, writeFence: writeFence,
+                            of: id, storage: storage, recordedEncryption: recordedEncryption, runner: opening, metrics: metrics, writeFence: writeFence,
                             replicator: replicator, observer: observer, tracing: tracing, logger: logger)
                     } catch {
                         // "unable to open database file" says nothing of
@@ -162,9 +166,11 @@ extension DatabaseService {
     /// With a write fence, every writing connection of the tenant (its
     /// migrations' included) refuses commits while the fence is not open:
     /// the check is in the configuration, so no repository can open the
-    /// tenant without it.
+    /// tenant without it. A file that is not as the application recorded
+    /// it is refused before anything reads or writes it.
     private static func openingConfiguration(
-        of id: TenantID, storage: TenantStorage, runner: DatabaseMigrationRunner?, metrics: StatementMetrics,
+        of id: TenantID, storage: TenantStorage, recordedEncryption: (@Sendable (TenantID) throws -> Bool?)?,
+        runner: DatabaseMigrationRunner?, metrics: StatementMetrics,
         writeFence: WriteFence?, replicator: LitestreamReplicator?, observer: DatabaseServiceObserver,
         tracing: DatabaseTracing, logger: Logger
     ) throws -> Configuration {
@@ -176,7 +182,7 @@ extension DatabaseService {
         if let placement = replicator?.placement, placement.epoch(of: id) == nil, FileManager.default.fileExists(atPath: path) {
             throw ReplicationError.notPlaced(tenant: id.rawValue)
         }
-        let key = try storage.key(for: id)
+        let key = try storage.key(for: id, recordedEncrypted: try recordedEncryption?(id))
         var configuration = try storage.connectionConfiguration(key: key)
         configuration.prepareDatabase { db in metrics.install(in: db) }
         if let writeFence {

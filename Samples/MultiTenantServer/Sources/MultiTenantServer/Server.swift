@@ -195,8 +195,11 @@ struct MultiTenantServer {
         let replicator = try Replication.replicator(configuration: configuration, environment: environment, logger: logger, placement: placement)
         // Traces, when the OTEL_* variables ask for them (Tracing/).
         let tracing = try ServerTracing.start(environment: environment, logger: logger)
+        // A tenant's file must be as the catalog recorded it: encrypted
+        // or plain (RecordedEncryption).
+        let recordedEncryption = RecordedEncryption()
         let databases = DatabaseService(
-            configuration: configuration, logger: logger, replicator: replicator, writeFence: fence,
+            configuration: configuration, logger: logger, hooks: recordedEncryption.hooks, replicator: replicator, writeFence: fence,
             reservedFileDescriptors: limits.reservedFileDescriptors, tracer: tracing.tracer)
         if settings.fleet == nil {
             // The embedded catalog is a repository the service owns: it
@@ -215,7 +218,7 @@ struct MultiTenantServer {
             return FleetNode(mode: mode, host: host, fence: fence, logger: logger, tracer: tracing.tracer)
         }
         let state = ServerState(
-            databases: databases, operatorToken: operatorToken, logger: logger, limits: limits,
+            databases: databases, recordedEncryption: recordedEncryption, operatorToken: operatorToken, logger: logger, limits: limits,
             fleet: fleetNode, acknowledgements: acknowledgements)
 
         let router = Router(context: ServerRequestContext.self)
@@ -375,7 +378,9 @@ struct MultiTenantServer {
     /// tenants get keys derived from a master key: MTS_MASTER_KEY when set,
     /// else a key file made now (a demo's convenience: keep a real master
     /// key out of the data directory). Tenants may be plain or encrypted, as
-    /// their creator asks, hence `allowPlaintextTenants`.
+    /// their creator asks, hence `allowPlaintextTenants`; which one each
+    /// tenant is, the catalog says, and a file that is not as it says is
+    /// refused when the tenant opens (RecordedEncryption).
     static func writeDefaultConfiguration(to file: URL, data: URL) throws {
         let masterKey: KeySource
         if ProcessInfo.processInfo.environment[ServerVariable.masterKey.rawValue] != nil {

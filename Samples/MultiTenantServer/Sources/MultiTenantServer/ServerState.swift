@@ -29,6 +29,9 @@ final class ServerState: Sendable {
     }
 
     let databases: DatabaseService
+    /// The catalog's record of which tenants are encrypted, that the
+    /// databases check tenant files against: given the catalog once ready.
+    let recordedEncryption: RecordedEncryption
     /// Fleet mode's parts; nil for a single server.
     let fleet: FleetNode?
     /// Durable acknowledgements: each write waits until the replica has
@@ -50,8 +53,12 @@ final class ServerState: Sendable {
     let creations = SerialQueue()
     private let ready = Mutex<Ready?>(nil)
 
-    init(databases: DatabaseService, operatorToken: SharedToken, logger: Logger, limits: ServerLimits, fleet: FleetNode? = nil, acknowledgements: ReplicaAcknowledgements? = nil) {
+    init(
+        databases: DatabaseService, recordedEncryption: RecordedEncryption, operatorToken: SharedToken, logger: Logger, limits: ServerLimits,
+        fleet: FleetNode? = nil, acknowledgements: ReplicaAcknowledgements? = nil
+    ) {
         self.databases = databases
+        self.recordedEncryption = recordedEncryption
         self.fleet = fleet
         self.acknowledgements = acknowledgements
         self.operatorToken = operatorToken
@@ -70,13 +77,17 @@ final class ServerState: Sendable {
             // The catalog is the fleet's: ready once this node joined.
             let registry = try await DatabaseRegistry.fleetServer(from: databases)
             try await fleet.fleet.waitUntilJoined()
-            ready.withLock { $0 = Ready(registry: registry, catalog: FleetCatalog(fleet: fleet.fleet)) }
+            let catalog = FleetCatalog(fleet: fleet.fleet)
+            recordedEncryption.attach(catalog)
+            ready.withLock { $0 = Ready(registry: registry, catalog: catalog) }
             return
         }
         let registry = try await DatabaseRegistry.server(from: databases)
         let repository = CatalogRepository(database: try databases.repository(named: "catalog"))
         try await repository.refuseLeftoverMoves(catalogPath: databases.configuration.databases.first { $0.name == "catalog" }?.path ?? "catalog.sqlite")
-        ready.withLock { $0 = Ready(registry: registry, catalog: CatalogView(catalog: repository)) }
+        let catalog = CatalogView(catalog: repository)
+        recordedEncryption.attach(catalog)
+        ready.withLock { $0 = Ready(registry: registry, catalog: catalog) }
     }
 
     var readyOrNil: Ready? { ready.withLock { $0 } }

@@ -53,3 +53,16 @@ extension CipherError: @retroactive HTTPResponseError {
             .response(from: request, context: context)
     }
 }
+
+extension TenantEncryptionError: @retroactive HTTPResponseError {
+    /// A tenant file that the tenant-key policy or the catalog's record
+    /// refuses (a plain file in place of an encrypted tenant's) was
+    /// neither opened nor written: the tenant is unavailable until its
+    /// operator puts the right file back. What is wrong, and where, is in
+    /// the server's log only.
+    public var status: HTTPResponse.Status { .serviceUnavailable }
+
+    public func response(from request: Request, context: some RequestContext) throws -> Response {
+        try HTTPError(status, message: "The tenant database is unavailable: the server log names the problem.").response(from: request, context: context)
+    }
+}

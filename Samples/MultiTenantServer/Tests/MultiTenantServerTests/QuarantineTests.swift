@@ -114,6 +114,52 @@ import Testing
             #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == bytes)
         }
     }
+
+    /// A plain tenant's file put in place of an encrypted tenant's (by the
+    /// server's user, or root: the folder is 0700) is refused when the
+    /// tenant opens: 503, never the plain tenant's rows with the encrypted
+    /// tenant's token, and the file is left as it was. The catalog says
+    /// which tenants are encrypted (security review 3, S8,
+    /// `earlier_fixes.py`).
+    @Test func aPlainFileInPlaceOfAnEncryptedTenantIsRefusedNotServed() async throws {
+        let data = temporaryTestDirectory()
+        defer { try? FileManager.default.removeItem(at: data) }
+        let (vault, open) = try await withTestServer(dataDirectory: data) { _, api in
+            let vault = try await api.createTenant(#"{"id":"vault","encrypted":true}"#)
+            let open = try await api.createTenant(#"{"id":"open"}"#)
+            #expect(try await api.send(.POST, "/tenants/open/players", json: #"{"name":"from-open","score":1}"#, token: open).status == 201)
+            return (vault, open)
+        }
+        // After a clean stop, the plain tenant's rows are all in its file.
+        let vaultPath = data.appendingPathComponent("tenants/vault.sqlite").path
+        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: vaultPath + suffix) }
+        try FileManager.default.copyItem(atPath: data.appendingPathComponent("tenants/open.sqlite").path, toPath: vaultPath)
+        let swapped = try Data(contentsOf: URL(fileURLWithPath: vaultPath))
+
+        let server = try await withTestServer(dataDirectory: data) { server, api in
+            for _ in 0..<2 {
+                let read = try await api.send(.GET, "/tenants/vault/players", token: vault)
+                #expect(read.status == 503, "\(read.status) \(read.body)")
+                #expect(!read.body.contains("from-open"), "\(read.body)")
+                #expect(!read.body.contains(data.path), "the response must not show server paths: \(read.body)")
+                let write = try await api.send(.POST, "/tenants/vault/players", json: #"{"name":"x","score":1}"#, token: vault)
+                #expect(write.status == 503, "\(write.status) \(write.body)")
+            }
+            let players = try await api.send(.GET, "/tenants/open/players", token: open).json([PlayerJSON].self)
+            #expect(players.map(\.name) == ["from-open"])
+            return server
+        }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: vaultPath)) == swapped)
+        for suffix in ["-wal", "-shm", "-journal"] {
+            #expect(!FileManager.default.fileExists(atPath: vaultPath + suffix), "\(suffix) created next to the refused file")
+        }
+        // The log says what is wrong, once the server's output is all read.
+        let deadline = ContinuousClock.now + .seconds(5)
+        while !server.outputText.contains("recorded as encrypted"), ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        #expect(server.outputText.contains("tenant vault is recorded as encrypted"), "\(server.outputText)")
+    }
 }
 
 /// What the clients saw, shared by their tasks.
