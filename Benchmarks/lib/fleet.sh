@@ -37,7 +37,7 @@ fleet_bench_node() {
             fleet_psql -c "CREATE DATABASE fleet_${label//-/_}" >/dev/null
             touch "$folder/database"
         fi
-        args+=(--fleet "${FLEET_PG_URL%/*}/fleet_${label//-/_}" --node-id "n$i" --advertise "http://$host:$port"
+        args+=(--fleet "${FLEET_PG_URL%%/fleet\?*}/fleet_${label//-/_}?$FLEET_PG_TLS" --node-id "n$i" --advertise "http://$host:$port"
             --replica-store "$folder/replicas" --acknowledge "$acknowledge" --restore "$restore")
     fi
     (fleet_node_exec "$i" "$sample_bin/MultiTenantServer" "${args[@]}") >"$folder/node$i.log" 2>&1 &

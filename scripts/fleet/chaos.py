@@ -53,6 +53,7 @@ import secrets
 import sys
 import threading
 import time
+import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fleetlib import Node, build_server, fleet_env, log, network, percentile, request, ROOT  # noqa: E402
@@ -781,7 +782,7 @@ def main():
     for mode in modes:
         database = f"fleet_{mode}"
         fleet_env("psql", "-c", f"CREATE DATABASE {database}")
-        url = os.environ["FLEET_PG_URL"].rsplit("/", 1)[0] + "/" + database
+        url = urllib.parse.urlsplit(os.environ["FLEET_PG_URL"])._replace(path="/" + database).geturl()
         campaign = Campaign(arguments, mode, server, ports, url, haproxy)
         try:
             results[mode] = campaign.run()

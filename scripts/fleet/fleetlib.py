@@ -5,7 +5,9 @@ requests with plain http.client (no dependency beyond python3).
 
 The network, PostgreSQL and HAProxy come from scripts/fleet-env, whose
 state arrives in the environment: FLEET_NETWORK, FLEET_NS_PREFIX,
-FLEET_PG_DIR, FLEET_PG_PORT, FLEET_PG_HOST, FLEET_WORK, FLEET_HAPROXY_URL.
+FLEET_PG_DIR, FLEET_PG_PORT, FLEET_PG_HOST, FLEET_WORK, FLEET_HAPROXY_URL,
+PGPASSWORD (PostgreSQL's, which the nodes read), and FLEET_TLS_DIR when
+nodes serve HTTPS (off loopback: fleet_tls_setup's CA and certificates).
 """
 import http.client
 import json
@@ -14,6 +16,7 @@ import os
 import re
 import shutil
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -56,7 +59,12 @@ def request(base, method, path, body=None, token=None, timeout=10.0, headers=Non
     """One request on a new connection to `base` (http://host:port).
     Raises OSError / http.client.HTTPException when no answer came."""
     url = urllib.parse.urlsplit(base)
-    connection = http.client.HTTPConnection(url.hostname, url.port, timeout=timeout)
+    if url.scheme == "https":
+        # A node's certificate, checked against the fleet's CA (name included).
+        context = ssl.create_default_context(cafile=os.path.join(os.environ["FLEET_TLS_DIR"], "ca.crt"))
+        connection = http.client.HTTPSConnection(url.hostname, url.port, timeout=timeout, context=context)
+    else:
+        connection = http.client.HTTPConnection(url.hostname, url.port, timeout=timeout)
     try:
         sent = dict(headers or {})
         if token:
@@ -94,7 +102,8 @@ class Node:
         self.index, self.port, self.server = index, port, server
         self.node_id = f"n{index}"
         self.host = node_host(index)
-        self.base = f"http://{self.host}:{port}"
+        self.tls = os.environ.get("FLEET_TLS_DIR")
+        self.base = f"{'https' if self.tls else 'http'}://{self.host}:{port}"
         self.folder = os.path.join(work, f"node{index}")
         self.data = os.path.join(self.folder, "data")
         self.environment = environment
@@ -104,9 +113,14 @@ class Node:
     def command(self, fleet_url, replica_store, acknowledge, restore, lease_seconds, encrypted_backup_seconds=None):
         command = [FLEET_ENV, "node-exec", str(self.index), self.server,
                    "--host", self.host, "--port", str(self.port), "--data", self.data]
-        if network() == "netns":
-            # Not loopback: the sample refuses plain HTTP there unless a
-            # proxy terminates TLS; here HAProxy fronts it on a private veth.
+        if self.tls:
+            # Not loopback: the sample refuses plain HTTP there, between
+            # nodes above all (tokens travel): HTTPS, the fleet's CA trusted.
+            command += ["--tls-cert", os.path.join(self.tls, f"node{self.index}.crt"),
+                        "--tls-key", os.path.join(self.tls, f"node{self.index}.key"),
+                        "--fleet-ca-file", os.path.join(self.tls, "ca.crt")]
+        elif network() == "netns":
+            # A single server behind a proxy that terminates TLS.
             command.append("--behind-tls-proxy")
         if fleet_url is not None:
             command += ["--fleet", fleet_url, "--node-id", self.node_id, "--advertise", self.base,

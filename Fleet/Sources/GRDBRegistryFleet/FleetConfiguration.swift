@@ -26,7 +26,15 @@ import Foundation
 /// that leave no room: `renewInterval * 3 > lease`, or a round trip longer
 /// than `lease / 8` (``FleetError/timing(reason:)``).
 public struct FleetConfiguration: Sendable {
-    /// `postgres://user[:password]@host[:port]/database`.
+    /// `postgres://user[:password]@host[:port]/database`, with libpq's
+    /// `sslmode` (`disable`, `require`, `verify-ca`, `verify-full`) and
+    /// `sslrootcert=PATH` (the CA's PEM file; default: the system's trust
+    /// store) as query parameters. Without `sslmode`, a loopback host is
+    /// reached in plain text and any other with `verify-full`;
+    /// `sslmode=disable` off loopback, `allow`, `prefer` and any other
+    /// parameter are refused (``FleetError/invalidConfiguration(_:)``).
+    /// For example
+    /// `postgres://fleet@db.internal/fleet?sslmode=verify-full&sslrootcert=/etc/fleet/pg-ca.pem`.
     public var postgres: String
     /// This node's identifier: 1 to 63 characters among `a-z`, `0-9`, `-`.
     public var nodeID: String
@@ -60,6 +68,23 @@ public struct FleetConfiguration: Sendable {
     static func isValidNodeID(_ id: String) -> Bool {
         guard (1...63).contains(id.unicodeScalars.count) else { return false }
         return id.unicodeScalars.allSatisfy { ("a"..."z").contains($0) || ("0"..."9").contains($0) || $0 == "-" }
+    }
+
+    /// Whether `host` names this machine: `localhost`, 127.0.0.0/8 or
+    /// `::1` (bracketed or not). The one loopback check of the fleet and
+    /// of the servers built on it: traffic to such a host never leaves the
+    /// machine, so it may go without TLS; anything else (`0.0.0.0`,
+    /// `::ffff:127.0.0.1`, `127.1`, a name that resolves to loopback) is
+    /// treated as off the machine.
+    ///
+    /// ```swift
+    /// FleetConfiguration.isLoopback("127.0.0.1")  // true
+    /// FleetConfiguration.isLoopback("10.0.0.11")  // false
+    /// ```
+    public static func isLoopback(_ host: String) -> Bool {
+        if host == "localhost" || host == "::1" || host == "[::1]" { return true }
+        let parts = host.split(separator: ".", omittingEmptySubsequences: false)
+        return parts.count == 4 && parts[0] == "127" && parts.allSatisfy { UInt8($0) != nil }
     }
 
     /// Whether `address` is a node's base URL: `http(s)://host[:port]`,

@@ -149,10 +149,13 @@ struct PartitionTests {
         let url = try await TestPostgres.newDatabase()
         let suffix = UUID().uuidString.prefix(8).lowercased()
         let (role1, role2) = ("fleet_n1_\(suffix)", "fleet_n2_\(suffix)")
+        // The cluster asks every role for a password: the roles get the
+        // URL's (hex digits, from scripts/postgres), which they then log in with.
+        let password = (URLComponents(string: url)?.password).map { " PASSWORD '\($0)'" } ?? ""
         try await TestPostgres.withClient(url) { client in
             _ = try await FleetSchema.prepare(client, logger: testLogger)
             for role in [role1, role2] {
-                try await client.query(PostgresQuery(unsafeSQL: "CREATE ROLE \(role) LOGIN"))
+                try await client.query(PostgresQuery(unsafeSQL: "CREATE ROLE \(role) LOGIN\(password)"))
                 try await client.query(PostgresQuery(unsafeSQL: "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO \(role)"))
             }
         }

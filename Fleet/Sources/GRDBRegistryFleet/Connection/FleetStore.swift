@@ -30,7 +30,9 @@ struct FleetStore: Sendable {
             // A server error (constraint, trigger) is the server's answer;
             // anything else is the way to it.
             if error.code == .server { throw error }
-            throw FleetError.unreachable(reason: "\(url): \(what) failed: \(String(reflecting: error.code))")
+            // The underlying error says why: a refused certificate, a
+            // refused connection.
+            throw FleetError.unreachable(reason: "\(url): \(what) failed: \(String(reflecting: error.code))\(error.underlying.map { " (\($0))" } ?? "")")
         } catch is CancellationError {
             throw CancellationError()
         } catch {

@@ -24,6 +24,9 @@ extension Fleet {
             fail(error)
             throw error
         }
+        if url.isUnverifiedTLS {
+            logger.warning("sslmode=require encrypts the connection to PostgreSQL but checks no certificate: whoever is on the path can pose as the server and read the password. Give sslmode=verify-full and sslrootcert=PATH", metadata: ["postgres": "\(url)"])
+        }
         let client = PostgresClient(
             configuration: url.clientConfiguration(connectTimeout: max(configuration.lease, .seconds(1))),
             backgroundLogger: logger)

@@ -42,7 +42,7 @@ enum TestPostgres {
         let directory = FileManager.default.temporaryDirectory
             .appendingPathComponent("fleet-tests-\(UUID().uuidString.prefix(8))").path
         let port = try freePort()
-        let url = try runScript(["start", directory, "\(port)"]).trimmingCharacters(in: .whitespacesAndNewlines)
+        let url = try startScript(directory: directory, port: port)
         startedDirectory.withLock { $0 = directory }
         atexit {
             guard let directory = TestPostgres.startedDirectory.withLock({ $0 }) else { return }
@@ -50,6 +50,18 @@ enum TestPostgres {
             try? FileManager.default.removeItem(atPath: directory)
         }
         return Cluster(url: url, directory: directory)
+    }
+
+    /// Starts the cluster of `directory` (scripts/postgres) and returns
+    /// its URL (TLS, `verify-full` against the cluster's own CA) with the
+    /// password the script generated.
+    static func startScript(directory: String, port: Int) throws -> String {
+        let printed = try runScript(["start", directory, "\(port)"]).trimmingCharacters(in: .whitespacesAndNewlines)
+        let password = try String(contentsOfFile: directory + "/password", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        guard var components = URLComponents(string: printed) else { throw TestFailure("scripts/postgres printed \(printed)") }
+        components.password = password
+        guard let url = components.string else { throw TestFailure("scripts/postgres printed \(printed)") }
+        return url
     }
 
     /// The folder to stop at exit (read without the start's lock).
@@ -105,7 +117,7 @@ enum TestPostgres {
     static func withPrivateCluster<T: Sendable>(_ body: @Sendable (_ url: String, _ directory: String) async throws -> T) async throws -> T {
         let directory = FileManager.default.temporaryDirectory
             .appendingPathComponent("fleet-private-\(UUID().uuidString.prefix(8))").path
-        let url = try runScript(["start", directory, "\(try freePort())"]).trimmingCharacters(in: .whitespacesAndNewlines)
+        let url = try startScript(directory: directory, port: try freePort())
         do {
             let result = try await body(url, directory)
             _ = try? runScript(["stop", directory])

@@ -9,6 +9,7 @@ import GRDBRegistry
 import GRDBCipher
 import GRDBMigrations
 import GRDBRegistryExamples
+import GRDBRegistryFleet
 import GRDBRegistryService
 import Hummingbird
 import HummingbirdCore
@@ -96,11 +97,10 @@ struct ServerSettings: Sendable {
     var usesTLS: Bool { tlsCertificate != nil }
     var scheme: String { usesTLS ? "https" : "http" }
 
-    /// `localhost`, 127.0.0.0/8 and `::1`.
+    /// `localhost`, 127.0.0.0/8 and `::1`: the fleet's check, which
+    /// `--advertise` goes through too.
     static func isLoopback(_ host: String) -> Bool {
-        if host == "localhost" || host == "::1" || host == "[::1]" { return true }
-        let parts = host.split(separator: ".", omittingEmptySubsequences: false)
-        return parts.count == 4 && parts[0] == "127" && parts.allSatisfy { UInt8($0) != nil }
+        FleetConfiguration.isLoopback(host)
     }
 
     private func value(after option: String, _ iterator: inout IndexingIterator<[String]>) throws -> String {

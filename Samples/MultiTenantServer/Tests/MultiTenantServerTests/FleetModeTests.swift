@@ -29,12 +29,19 @@ import Testing
 
     /// A PostgreSQL cluster in a temporary folder, for the duration of
     /// `body`, which gets its URL and its folder (to stop and restart it).
+    /// The URL carries the generated password and TLS (`verify-full`
+    /// against the cluster's CA); ``startNode(_:postgres:store:data:port:extra:environment:)``
+    /// hands it to the node in `MTS_FLEET`, never on its command line.
     static func withPostgresCluster<T>(_ body: (String, URL) async throws -> T) async throws -> T {
         let folder = temporaryTestDirectory()
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
-        let url = try await run(repositoryRoot.appendingPathComponent("scripts/postgres").path, ["start", folder.path, "\(try freePort())"])
+        let printed = try await run(repositoryRoot.appendingPathComponent("scripts/postgres").path, ["start", folder.path, "\(try freePort())"])
             .trimmingCharacters(in: .whitespacesAndNewlines)
+        var components = try #require(URLComponents(string: printed))
+        components.password = try String(contentsOf: folder.appendingPathComponent("password"), encoding: .utf8)
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        let url = try #require(components.string)
         do {
             let result = try await body(url, folder)
             _ = try? await run(repositoryRoot.appendingPathComponent("scripts/postgres").path, ["stop", folder.path])
@@ -103,14 +110,16 @@ import Testing
     }
 
     static func startNode(_ id: String, postgres: String, store: URL, data: URL, port: Int? = nil, extra: [String] = [], environment: [String: String] = [:]) async throws -> ServerProcess {
-        try await ServerProcess.launch(
+        // A URL with a password goes in MTS_FLEET: --fleet refuses one.
+        let inEnvironment = URLComponents(string: postgres)?.password != nil
+        return try await ServerProcess.launch(
             executable: URL(fileURLWithPath: try ServerProcess.executablePath()),
             // A 6 s lease: the start refuses a PostgreSQL round trip above
             // 1/8 of the lease, and a loaded 2-core machine running the
             // other suites meanwhile measured 0.28 s.
-            arguments: ["--port", "\(try port ?? freePort())", "--data", data.path, "--fleet", postgres, "--node-id", id,
+            arguments: ["--port", "\(try port ?? freePort())", "--data", data.path] + (inEnvironment ? [] : ["--fleet", postgres]) + ["--node-id", id,
                         "--replica-store", store.path, "--litestream", litestream, "--lease-seconds", "6"] + extra,
-            environment: shared.merging(environment) { $1 }, startTimeout: .seconds(60))
+            environment: shared.merging(inEnvironment ? ["MTS_FLEET": postgres] : [:]) { $1 }.merging(environment) { $1 }, startTimeout: .seconds(60))
     }
 
     /// Runs `body` with node `id` started, then stops it with SIGTERM (its
@@ -283,9 +292,11 @@ import Testing
             let store = root.appendingPathComponent("replica")
             try FileManager.default.createDirectory(at: store, withIntermediateDirectories: true)
             let server = try #require(URLComponents(string: postgres))
-            // The throw-away cluster trusts loopback: any password does.
-            let password = "Pg-secret-\(UUID().uuidString.prefix(8))"
-            try await Self.withNode("n1", postgres: postgres, store: store, data: root.appendingPathComponent("n1"), environment: ["PGPASSWORD": password]) { node in
+            // The password in PGPASSWORD, the URL without it.
+            let password = try #require(server.password)
+            var bare = server
+            bare.password = nil
+            try await Self.withNode("n1", postgres: try #require(bare.string), store: store, data: root.appendingPathComponent("n1"), environment: ["PGPASSWORD": password]) { node in
                 let created = try await Self.send(node.baseURL, .POST, "/tenants", json: #"{"id":"acme"}"#, token: ServerProcess.operatorToken)
                 #expect(created.status == 201, "\(created.body)")
                 let token = try JSONDecoder().decode(IssuedTokenJSON.self, from: Data(created.body.utf8)).token

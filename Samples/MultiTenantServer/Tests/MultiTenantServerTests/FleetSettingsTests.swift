@@ -40,14 +40,14 @@ import Testing
         let environment = Self.shared.merging([
             "MTS_FLEET": "postgres://fleet@db:5432/fleet", "MTS_NODE_ID": "n2", "MTS_REPLICA_STORE": "/srv/r",
             "MTS_ACKNOWLEDGE": "durable", "MTS_LEASE_SECONDS": "4", "MTS_RESTORE": "on-first-request",
-            "MTS_ADVERTISE": "http://10.0.0.2:8080/", "MTS_ENCRYPTED_BACKUP_SECONDS": "1", "MTS_LITESTREAM": "/opt/litestream",
+            "MTS_ADVERTISE": "https://10.0.0.2:8080/", "MTS_ENCRYPTED_BACKUP_SECONDS": "1", "MTS_LITESTREAM": "/opt/litestream",
         ]) { $1 }
         let fleet = try #require(try settings(["--node-id", "n3", "--acknowledge", "async"], environment).fleet)
         #expect(fleet.nodeID == "n3")
         #expect(fleet.acknowledgements == .asynchronous)
         #expect(fleet.lease == .seconds(4))
         #expect(fleet.restore == .onFirstRequest)
-        #expect(fleet.advertise == "http://10.0.0.2:8080")
+        #expect(fleet.advertise == "https://10.0.0.2:8080")
         #expect(fleet.encryptedBackupInterval == .seconds(1))
         #expect(fleet.litestream == "/opt/litestream")
     }
@@ -69,6 +69,10 @@ import Testing
         #expect(refusal(Self.complete + ["--advertise", "10.0.0.1:8080"]).contains("--advertise takes the base URL"))
         #expect(refusal(Self.complete + ["--port", "0"]).contains("--port 0 picks a port the other nodes"))
         #expect(refusal(Self.complete + ["--port", "0", "--advertise", "http://127.0.0.1:9000"]) == "accepted")
+        // Tokens travel to the advertised address: plain HTTP on loopback only.
+        #expect(refusal(Self.complete + ["--advertise", "http://10.0.0.1:8080"]).contains("is plain HTTP to 10.0.0.1, which is not a loopback address"))
+        #expect(refusal(Self.complete + ["--advertise", "https://10.0.0.1:8080"]) == "accepted")
+        #expect(refusal(Self.complete + ["--advertise", "https://10.0.0.1:8080", "--fleet-ca-file", "/nonexistent/ca.pem"]).contains("--fleet-ca-file /nonexistent/ca.pem cannot be read"))
     }
 
     /// A password in `--fleet` is refused, without repeating it: every

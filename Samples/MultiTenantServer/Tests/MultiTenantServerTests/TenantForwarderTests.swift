@@ -116,7 +116,7 @@ import Testing
 
     static func withClient<R>(_ body: (HTTPClient) async throws -> R) async throws -> R {
         // The server's own forwarding client (which follows no redirect).
-        let client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: FleetNode.forwardingClientConfiguration)
+        let client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: FleetNode.forwardingClientConfiguration())
         do {
             let result = try await body(client)
             try await client.shutdown()

@@ -4,6 +4,7 @@ import GRDBRegistryFleet
 import GRDBRegistryService
 import Hummingbird
 import Logging
+import NIOSSL
 import NIOCore
 import ServiceLifecycle
 import Tracing
@@ -37,12 +38,21 @@ final class FleetNode: Sendable {
                 postgres: mode.postgres, nodeID: mode.nodeID, address: mode.advertise, lease: mode.lease,
                 restore: mode.restore == .eager ? .eager : .onFirstRequest),
             host: host, fence: fence, logger: logger, tracer: tracer)
-        client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: Self.forwardingClientConfiguration)
+        client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: Self.forwardingClientConfiguration(trusting: mode.fleetCA))
     }
 
-    /// The configuration of the forwarder's client (``client``).
-    static var forwardingClientConfiguration: HTTPClient.Configuration {
+    /// The configuration of the forwarder's client (``client``). Its TLS
+    /// verifies every owner's certificate, chain and name, against
+    /// `fleetCA` alone when given (the fleet's own CA: a public CA must not
+    /// vouch for a node that receives tokens), else the system's trust
+    /// store; TLS 1.2 at least, like the listening socket.
+    static func forwardingClientConfiguration(trusting fleetCA: [NIOSSLCertificate]? = nil) -> HTTPClient.Configuration {
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.minimumTLSVersion = .tlsv12
+        tls.certificateVerification = .fullVerification
+        if let fleetCA { tls.trustRoots = .certificates(fleetCA) }
         var configuration = HTTPClient.Configuration()
+        configuration.tlsConfiguration = tls
         configuration.redirectConfiguration = .disallow
         configuration.decompression = .disabled
         // AsyncHTTPClient retries a refused connection until this timeout.

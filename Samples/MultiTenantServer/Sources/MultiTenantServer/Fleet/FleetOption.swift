@@ -6,6 +6,7 @@ enum FleetOption: String, CommandLineOption {
     case fleetPasswordFile = "--fleet-password-file"
     case nodeID = "--node-id"
     case advertise = "--advertise"
+    case fleetCAFile = "--fleet-ca-file"
     case replicaStore = "--replica-store"
     case acknowledge = "--acknowledge"
     case leaseSeconds = "--lease-seconds"
@@ -19,6 +20,7 @@ enum FleetOption: String, CommandLineOption {
         case .fleetPasswordFile: "FILE"
         case .nodeID: "ID"
         case .advertise: "URL"
+        case .fleetCAFile: "FILE"
         case .replicaStore: "DIRECTORY"
         case .acknowledge: "async|durable"
         case .leaseSeconds, .encryptedBackupSeconds: "SECONDS"
@@ -36,6 +38,7 @@ enum FleetOption: String, CommandLineOption {
         case .fleetPasswordFile: "MTS_FLEET_PASSWORD_FILE"
         case .nodeID: "MTS_NODE_ID"
         case .advertise: "MTS_ADVERTISE"
+        case .fleetCAFile: "MTS_FLEET_CA_FILE"
         case .replicaStore: "MTS_REPLICA_STORE"
         case .acknowledge: "MTS_ACKNOWLEDGE"
         case .leaseSeconds: "MTS_LEASE_SECONDS"
@@ -47,10 +50,11 @@ enum FleetOption: String, CommandLineOption {
 
     var summary: String {
         switch self {
-        case .fleet: "join the fleet whose catalog, placement and leases live in this PostgreSQL database (no password here: every local user sees the command line; MTS_FLEET may carry one)"
+        case .fleet: "join the fleet whose catalog, placement and leases live in this PostgreSQL database (no password here: every local user sees the command line; MTS_FLEET may carry one). TLS: ?sslmode=verify-full&sslrootcert=CA.pem (libpq's sslmode; without it, plain text on loopback only, verify-full elsewhere)"
         case .fleetPasswordFile: "a file (mode 0600) holding the PostgreSQL password (default: the password of MTS_FLEET, else PGPASSWORD)"
         case .nodeID: "this node's id, unique in the fleet, [a-z0-9-]{1,63} (required)"
-        case .advertise: "where the other nodes reach this one, http(s)://host:port (default: --host and --port)"
+        case .advertise: "where the other nodes reach this one, http(s)://host:port (default: --host and --port); http only on loopback"
+        case .fleetCAFile: "the PEM file of the CA that signed the nodes' certificates, the only one trusted when forwarding to an https node (default: the system's trust store)"
         case .replicaStore: "an absolute path every node shares: replicas and encrypted backups (required)"
         case .acknowledge: "durable: answer a write once the replica has it (default async)"
         case .leaseSeconds: "this node's lease on its tenants, 0.5 to 3600 (default 2)"

@@ -1,4 +1,6 @@
 import Foundation
+import GRDBRegistryFleet
+import NIOSSL
 
 /// The settings of fleet mode, from the command line and the environment
 /// (arguments override): the server joins a fleet whose catalog,
@@ -10,7 +12,8 @@ import Foundation
 /// | `--fleet URL` | `MTS_FLEET` | (single-server mode) | `postgres://user@host:port/database`; a password only in `MTS_FLEET` |
 /// | `--fleet-password-file FILE` | `MTS_FLEET_PASSWORD_FILE` | `MTS_FLEET`'s, else `PGPASSWORD` | the PostgreSQL password, in a file of mode 0600 |
 /// | `--node-id ID` | `MTS_NODE_ID` | required | this node's id, `[a-z0-9-]{1,63}` |
-/// | `--advertise URL` | `MTS_ADVERTISE` | `http(s)://<host>:<port>` | where the other nodes forward this node's tenants' requests |
+/// | `--advertise URL` | `MTS_ADVERTISE` | `http(s)://<host>:<port>` | where the other nodes forward this node's tenants' requests; `http` only on loopback |
+/// | `--fleet-ca-file FILE` | `MTS_FLEET_CA_FILE` | the system's trust store | the CA of the nodes' certificates, trusted alone when forwarding |
 /// | `--replica-store DIR` | `MTS_REPLICA_STORE` | required | a folder every node shares: Litestream `file` replicas and encrypted backups |
 /// | `--acknowledge async\|durable` | `MTS_ACKNOWLEDGE` | `async` | `durable`: a write is answered once its transaction is in the replica |
 /// | `--lease-seconds S` | `MTS_LEASE_SECONDS` | 2 | the lease of a node on its tenants |
@@ -24,6 +27,17 @@ import Foundation
 /// password file (checked like the server's other secret files:
 /// ``SecretFiles``) or `PGPASSWORD`, and none of these reaches a child
 /// process (``ServerVariable/childEnvironment(_:)``).
+///
+/// Forwarded requests carry the client's bearer token (a tenant's, or the
+/// operator's), so they leave the machine over TLS only: an `http://`
+/// advertised address must be a loopback one (the check of `--host`,
+/// `FleetConfiguration.isLoopback`). A node that serves TLS
+/// (`--tls-cert`, `--tls-key`) advertises `https://`; the others verify
+/// its certificate, chain and name (or IP address), against the CA of
+/// `--fleet-ca-file` alone when given, else against the system's trust
+/// store (a public CA's certificate for the node's name). Verification is
+/// never off. The PostgreSQL URL takes libpq's `sslmode` and
+/// `sslrootcert` (`FleetConfiguration/postgres`).
 ///
 /// Fleet mode also needs `MTS_OPERATOR_TOKEN` and `MTS_MASTER_KEY`, the
 /// same on every node: a key file per node would make an encrypted
@@ -50,6 +64,7 @@ struct FleetSettings: Sendable, Equatable {
     var passwordFile: String?
     var nodeID: String?
     var advertise: String?
+    var caFile: String?
     var replicaStore: String?
     var acknowledgements = Acknowledgements.asynchronous
     var leaseSeconds = 2.0
@@ -95,6 +110,7 @@ struct FleetSettings: Sendable, Equatable {
         case .fleetPasswordFile: passwordFile = value; given.append(source)
         case .nodeID: nodeID = value; given.append(source)
         case .advertise: advertise = value; given.append(source)
+        case .fleetCAFile: caFile = value; given.append(source)
         case .replicaStore: replicaStore = value; given.append(source)
         case .acknowledge: try setAcknowledgements(value, from: source)
         case .leaseSeconds: try setLease(value, from: source)
@@ -144,7 +160,8 @@ struct FleetSettings: Sendable, Equatable {
     /// - throws: ``UsageError`` naming what is missing or wrong: a fleet
     ///   option without `--fleet`, no node id or replica store, no shared
     ///   operator token or master key, an advertised address that is not
-    ///   a bare `http(s)://host:port`.
+    ///   a bare `http(s)://host:port` or is `http://` off loopback, a CA
+    ///   file that holds no PEM certificate.
     func validated(environment: [String: String], defaultAdvertise: String) throws -> FleetMode? {
         guard let postgres else {
             if let option = given.first {
@@ -191,12 +208,24 @@ struct FleetSettings: Sendable, Equatable {
               url.path.isEmpty || url.path == "/", url.query == nil, url.user == nil else {
             throw UsageError(message: "--advertise takes the base URL the other nodes reach this one at, http(s)://host:port, not \(advertise)")
         }
+        if url.scheme == "http", let host = url.host, !FleetConfiguration.isLoopback(host) {
+            throw UsageError(message: "--advertise \(advertise) is plain HTTP to \(host), which is not a loopback address: the other nodes would forward tenants' and the operator's tokens in clear. Serve TLS (--tls-cert, --tls-key) and advertise https://, with --fleet-ca-file on every node for a private CA")
+        }
+        var fleetCA: [NIOSSLCertificate]?
+        if let caFile {
+            do {
+                fleetCA = try NIOSSLCertificate.fromPEMFile(caFile)
+            } catch {
+                throw UsageError(message: "--fleet-ca-file \(caFile) cannot be read as PEM certificates: \(error)")
+            }
+            guard fleetCA?.isEmpty == false else { throw UsageError(message: "--fleet-ca-file \(caFile) holds no certificate") }
+        }
         var base = advertise
         while base.hasSuffix("/") { base.removeLast() }
         return FleetMode(
             postgres: connection, nodeID: nodeID, advertise: base, replicaStore: URL(fileURLWithPath: replicaStore).standardizedFileURL.path,
             acknowledgements: acknowledgements, lease: .milliseconds(Int64(leaseSeconds * 1000)), restore: restore,
-            encryptedBackupInterval: .seconds(encryptedBackupSeconds), litestream: litestream)
+            encryptedBackupInterval: .seconds(encryptedBackupSeconds), litestream: litestream, fleetCA: fleetCA)
     }
 }
 
@@ -224,4 +253,7 @@ struct FleetMode: Sendable, Equatable {
     var encryptedBackupInterval: Duration
     /// The `litestream` executable: a path, or a name found on `PATH`.
     var litestream: String
+    /// The certificates of `--fleet-ca-file`, the forwarder's only trust
+    /// roots; nil for the system's trust store.
+    var fleetCA: [NIOSSLCertificate]? = nil
 }
