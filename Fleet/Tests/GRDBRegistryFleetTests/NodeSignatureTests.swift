@@ -1,4 +1,5 @@
 import Foundation
+import GRDBRegistry
 import Testing
 @testable import GRDBRegistryFleet
 

@@ -32,19 +32,24 @@ import Testing
         let port: Int
 
         init() throws {
-            descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            guard socket >= 0 else { throw ServerError(message: "no trap socket: \(String(cString: strerror(errno)))") }
             var address = sockaddr_in()
             address.sin_family = sa_family_t(AF_INET)
             address.sin_addr.s_addr = inet_addr("127.0.0.1")
             var length = socklen_t(MemoryLayout<sockaddr_in>.size)
             let ready = withUnsafeMutablePointer(to: &address) {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    bind(descriptor, $0, length) == 0 && listen(descriptor, 128) == 0 && getsockname(descriptor, $0, &length) == 0
+                    bind(socket, $0, length) == 0 && listen(socket, 128) == 0 && getsockname(socket, $0, &length) == 0
                 }
             }
-            guard descriptor >= 0, ready else { throw ServerError(message: "no trap socket: \(String(cString: strerror(errno)))") }
+            guard ready else {
+                close(socket)
+                throw ServerError(message: "no trap socket: \(String(cString: strerror(errno)))")
+            }
+            _ = fcntl(socket, F_SETFL, fcntl(socket, F_GETFL) | O_NONBLOCK)
+            descriptor = socket
             port = Int(UInt16(bigEndian: address.sin_port))
-            _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK)
         }
 
         deinit { close(descriptor) }

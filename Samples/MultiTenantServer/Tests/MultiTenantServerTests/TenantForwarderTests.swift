@@ -332,7 +332,7 @@ import Testing
     /// not stop the request, and the owner is told only of this node, with
     /// its proof.
     @Test(arguments: 0..<8)
-    func aForwardedFieldWithoutAValidProofIsTreatedAsAbsent(case index: Int) async throws {
+    func aForwardedFieldWithoutAValidProofIsTreatedAsAbsent(variant index: Int) async throws {
         let other = try FleetSecret(Data(repeating: 0x43, count: 32))
         let headers: [[(String, String)]] = [
             [("X-MTS-Forwarded", "n3")],

@@ -181,7 +181,7 @@ struct TenantForwarder: RouterMiddleware {
     private func proxy(_ request: Request, to address: String, node: String, tenant: String, hops: [String]) async throws -> Response {
         // A stream takes a slot of the stream budget first: beyond it, 429
         // now (TooManyRequests), never a wait for a connection.
-        let slot = Self.isEventStream(request) ? try clients.streams.acquire(tenant) : nil
+        let slot: Slots.Slot? = if Self.isEventStream(request) { try clients.streams.acquire(tenant) } else { nil }
         let client = slot == nil ? clients.requests : clients.streamClient
         var outbound = HTTPClientRequest(url: address + request.uri.description)
         outbound.method = HTTPMethod(rawValue: request.method.rawValue)
