@@ -119,7 +119,7 @@ import Testing
 
     /// The header fields of a request that nodes `hops` forwarded, with
     /// their proof made by `secret`, at `date`.
-    static func forwarded(_ hops: String, method: String = "POST", target: String = "/tenants/acme/echo", tenant: String = "acme", secret: FleetSecret = secret, at date: Date = Date()) -> [(String, String)] {
+    static func forwarded(_ hops: String, method: String = "POST", target: String = "/tenants/acme/echo", tenant: String = "acme", secret: FleetSecret = TenantForwarderTests.secret, at date: Date = Date()) -> [(String, String)] {
         [("X-MTS-Forwarded", hops),
          ("X-MTS-Forwarding-Proof", secret.forwardingProof(for: ForwardedRequest(method: method, target: target, forwarders: hops, tenant: tenant), at: date))]
     }
