@@ -19,6 +19,9 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.3"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        // HMAC-SHA256 and HKDF of the fleet secret (FleetSecret); already in
+        // the graph through postgres-nio (its SCRAM), whose range this keeps.
+        .package(url: "https://github.com/apple/swift-crypto", "3.9.0"..<"6.0.0"),
     ],
     targets: [
         .target(
@@ -35,6 +38,7 @@ let package = Package(
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 // The count of rows refused on read (FleetStore+Rows).
                 .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
         .testTarget(

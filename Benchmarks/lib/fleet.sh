@@ -6,13 +6,21 @@
 source scripts/fleet-env
 
 # The scratch folder, the network of $1 nodes (default 3) and PostgreSQL;
-# the secrets every node shares (the operator token, the master key).
+# the secrets every node shares (the operator token, the master key, the
+# fleet secret).
 fleet_bench_begin() {
     fleet_begin
     fleet_net_setup "${1:-3}"
     fleet_pg_start "$FLEET_WORK/pg" "$(fleet_free_port)" >/dev/null
+    # Off loopback, nodes forward tokens over TLS only: a fleet CA and a
+    # certificate per node, which curl trusts too (wrk does not verify).
+    if [ "$FLEET_NETWORK" = netns ]; then
+        fleet_tls_setup "${1:-3}"
+        export CURL_CA_BUNDLE="$FLEET_TLS_DIR/ca.crt"
+    fi
     export MTS_OPERATOR_TOKEN="benchmark-operator-token-$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')"
     export MTS_MASTER_KEY=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
+    export MTS_FLEET_SECRET=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
     export MTS_MAX_PLAYERS=100000000
     export PATH="$PWD/.build-venv/bin:$PATH"   # litestream 0.5.17
     export WRK_SCRIPTS="$PWD/Benchmarks/wrk"
@@ -30,14 +38,17 @@ fleet_bench_node() {
     host=$(fleet_node_host "$i")
     [ "$FLEET_NETWORK" = netns ] || port=$(fleet_free_port)
     mkdir -p "$folder/node$i"
-    local args=(--host "$host" --port "$port" --data "$folder/node$i/data")
-    [ "$FLEET_NETWORK" = netns ] && args+=(--behind-tls-proxy)
+    local args=(--host "$host" --port "$port" --data "$folder/node$i/data") scheme=http
+    if [ -n "${FLEET_TLS_DIR:-}" ]; then
+        scheme=https
+        args+=(--tls-cert "$FLEET_TLS_DIR/node$i.crt" --tls-key "$FLEET_TLS_DIR/node$i.key" --fleet-ca-file "$FLEET_TLS_DIR/ca.crt")
+    fi
     if [ "$acknowledge" != single ]; then
         if [ ! -f "$folder/database" ]; then
             fleet_psql -c "CREATE DATABASE fleet_${label//-/_}" >/dev/null
             touch "$folder/database"
         fi
-        args+=(--fleet "${FLEET_PG_URL%%/fleet\?*}/fleet_${label//-/_}?$FLEET_PG_TLS" --node-id "n$i" --advertise "http://$host:$port"
+        args+=(--fleet "${FLEET_PG_URL%%/fleet\?*}/fleet_${label//-/_}?$FLEET_PG_TLS" --node-id "n$i" --advertise "$scheme://$host:$port"
             --replica-store "$folder/replicas" --acknowledge "$acknowledge" --restore "$restore")
     fi
     (fleet_node_exec "$i" "$sample_bin/MultiTenantServer" "${args[@]}") >"$folder/node$i.log" 2>&1 &
@@ -45,7 +56,7 @@ fleet_bench_node() {
     local tries
     for tries in $(seq 1 600); do
         if grep -q 'listening on' "$folder/node$i.log"; then
-            node_url[$i]="http://$host:$port"
+            node_url[$i]="$scheme://$host:$port"
             fleet_bench_ready "${node_url[$i]}" || { cat "$folder/node$i.log" >&2; return 1; }
             return 0
         fi

@@ -129,7 +129,9 @@ class Campaign:
         os.makedirs(self.store, exist_ok=True)
         self.database_url = database_url
         self.operator = secrets.token_hex(24)
+        # The fleet secret: every node signs its row and its forwards with it.
         environment = dict(os.environ, MTS_OPERATOR_TOKEN=self.operator, MTS_MASTER_KEY=secrets.token_hex(32),
+                           MTS_FLEET_SECRET=secrets.token_hex(32),
                            MTS_MAX_PLAYERS="10000000",
                            PATH=os.path.join(ROOT, ".build-venv", "bin") + os.pathsep + os.environ.get("PATH", ""))
         self.nodes = [Node(index, port, self.work, server, environment) for index, port in enumerate(ports, start=1)]

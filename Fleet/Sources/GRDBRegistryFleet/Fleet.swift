@@ -20,7 +20,8 @@ import Tracing
 /// let fence = WriteFence()
 /// let fleet = Fleet(
 ///     configuration: FleetConfiguration(
-///         postgres: "postgres://fleet@127.0.0.1:5432/fleet", nodeID: "n1", address: "http://127.0.0.1:8080"),
+///         postgres: "postgres://fleet@127.0.0.1:5432/fleet", nodeID: "n1", address: "http://127.0.0.1:8080",
+///         secret: try FleetSecret(Data(ProcessInfo.processInfo.environment["FLEET_SECRET", default: ""].utf8))),
 ///     host: host, fence: fence, logger: logger)
 /// // The service group shuts services down in reverse order: the fleet
 /// // after the database service and the replicator, so that it hands its

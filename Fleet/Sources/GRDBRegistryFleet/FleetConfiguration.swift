@@ -7,7 +7,8 @@ import Foundation
 /// let configuration = FleetConfiguration(
 ///     postgres: "postgres://fleet@db.internal:5432/fleet",
 ///     nodeID: "n1",
-///     address: "http://10.0.0.11:8080")
+///     address: "http://10.0.0.11:8080",
+///     secret: try FleetSecret(Data(String(repeating: "s", count: 32).utf8)))
 /// // lease 2 s, renewed every 0.5 s, tenants restored as soon as claimed
 /// ```
 ///
@@ -40,6 +41,9 @@ public struct FleetConfiguration: Sendable {
     public var nodeID: String
     /// `http(s)://host:port`, where peers forward this node's tenants' requests.
     public var address: String
+    /// The secret every node holds and PostgreSQL does not: this node signs
+    /// its row with it, and refuses every node row that it does not sign.
+    public var secret: FleetSecret
     /// How long a renewal keeps the node's lease (PostgreSQL's clock).
     public var lease: Duration
     /// How often the node renews, refreshes its view and claims orphans.
@@ -52,6 +56,7 @@ public struct FleetConfiguration: Sendable {
         postgres: String,
         nodeID: String,
         address: String,
+        secret: FleetSecret,
         lease: Duration = .seconds(2),
         renewInterval: Duration? = nil,
         restore: RestoreTiming = .eager
@@ -59,6 +64,7 @@ public struct FleetConfiguration: Sendable {
         self.postgres = postgres
         self.nodeID = nodeID
         self.address = address
+        self.secret = secret
         self.lease = lease
         self.renewInterval = renewInterval ?? lease / 4
         self.restore = restore

@@ -13,7 +13,7 @@ struct LeaseStatementTests {
     private func withStore(_ body: @escaping @Sendable (FleetStore, String, [String: UUID]) async throws -> Void) async throws {
         let url = try await TestPostgres.newDatabase()
         try await TestPostgres.withClient(url) { client in
-            let store = FleetStore(client: client, url: try PostgresURL(url), logger: Logger(label: "test"), timeout: .seconds(5))
+            let store = FleetStore(client: client, url: try PostgresURL(url), logger: Logger(label: "test"), secret: testFleetSecret, timeout: .seconds(5))
             _ = try await FleetSchema.prepare(client, logger: Logger(label: "test"))
             var sessions: [String: UUID] = [:]
             for node in ["n1", "n2", "n3"] {

@@ -53,7 +53,7 @@ private final class ServiceNode: Sendable {
             restoreChecks: DatabaseRestore.Checks(migrations: try MigrationSet(directory: Self.playersSet), invariants: PlayerRepository.invariants),
             environment: environment, logger: logger)
         fleet = Fleet(
-            configuration: FleetConfiguration(postgres: postgres, nodeID: id, address: "http://\(id).fleet.test:8080"),
+            configuration: FleetConfiguration(postgres: postgres, nodeID: id, address: "http://\(id).fleet.test:8080", secret: testFleetSecret),
             host: host, fence: fence, logger: logger)
         // Shut down in reverse: the fleet hands off while the rest runs.
         let group = ServiceGroup(configuration: ServiceGroupConfiguration(

@@ -7,16 +7,34 @@ import Testing
 /// A node's start: every refusal comes before anything is written.
 @Suite("Fleet start", .serialized)
 struct StartTests {
-    @Test func firstNodeCreatesSchemaVersionOneAndJoins() async throws {
+    @Test func firstNodeCreatesSchemaVersionTwoAndJoins() async throws {
         let url = try await TestPostgres.newDatabase()
         let node = try await TestNode.joined("n1", postgres: url)
-        #expect(try await TestPostgres.rows(url, "SELECT version FROM fleet_schema") == [["1"]])
+        #expect(try await TestPostgres.rows(url, "SELECT version FROM fleet_schema") == [["2"]])
         #expect(try await TestPostgres.rows(url, "SELECT node_id, state, address FROM fleet_nodes") == [["n1", "active", "http://n1.fleet.test:8080"]])
         #expect(node.fence.isOpen)
         #expect(node.fleet.status.leaseValid)
         try await node.shutdown()
         #expect(try await TestPostgres.rows(url, "SELECT state, lease_until <= now() FROM fleet_nodes") == [["left", "true"]])
         #expect(node.fence.isOpen == false)
+    }
+
+    /// Version 1 (no node signatures) is upgraded in place; the node then
+    /// signs its row.
+    @Test func aVersionOneSchemaIsUpgradedToTwoAndTheNodeSignsItsRow() async throws {
+        let url = try await TestPostgres.newDatabase()
+        let upgrade = try #require(FleetSchema.upgrades[1])
+        try await TestPostgres.withClient(url) { client in
+            for statement in FleetSchema.statements.dropLast(upgrade.count) {
+                try await client.query(PostgresQuery(unsafeSQL: statement))
+            }
+        }
+        #expect(try await TestPostgres.rows(url, "SELECT version FROM fleet_schema") == [["1"]])
+        let node = try await TestNode.joined("n1", postgres: url)
+        #expect(try await TestPostgres.rows(url, "SELECT version FROM fleet_schema") == [["2"]])
+        #expect(try await TestPostgres.rows(url, "SELECT length(signature) FROM fleet_nodes WHERE node_id = 'n1'") == [["64"]])
+        #expect(node.fleet.status.liveNodes == ["n1"])
+        try await node.shutdown()
     }
 
     @Test func secondNodeWithTheSameIDIsRefusedAndWritesNothing() async throws {
@@ -50,14 +68,14 @@ struct StartTests {
         let url = try await TestPostgres.newDatabase()
         try await TestPostgres.withClient(url) { client in
             try await client.query("CREATE TABLE fleet_schema (version integer NOT NULL)")
-            try await client.query("INSERT INTO fleet_schema VALUES (2)")
+            try await client.query("INSERT INTO fleet_schema VALUES (3)")
         }
         let node = TestNode("n1", postgres: url)
         let result = await node.result()
-        #expect(throws: FleetError.schemaVersion(found: 2, expected: 1)) { try result.get() }
+        #expect(throws: FleetError.schemaVersion(found: 3, expected: 2)) { try result.get() }
         #expect(try await TestPostgres.rows(url, "SELECT to_regclass('fleet_nodes') IS NULL, to_regclass('fleet_tenants') IS NULL") == [["true", "true"]])
-        #expect(try await TestPostgres.rows(url, "SELECT version FROM fleet_schema") == [["2"]])
-        await #expect(throws: FleetError.schemaVersion(found: 2, expected: 1)) { try await node.fleet.waitUntilJoined() }
+        #expect(try await TestPostgres.rows(url, "SELECT version FROM fleet_schema") == [["3"]])
+        await #expect(throws: FleetError.schemaVersion(found: 3, expected: 2)) { try await node.fleet.waitUntilJoined() }
     }
 
     @Test func unreachablePostgreSQLAtStartIsAnErrorNamingTheServerWithoutItsPassword() async throws {

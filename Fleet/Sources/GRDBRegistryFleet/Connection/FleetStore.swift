@@ -9,6 +9,8 @@ struct FleetStore: Sendable {
     let client: PostgresClient
     let url: PostgresURL
     let logger: Logger
+    /// Signs this node's row, checks the others' (Nodes/).
+    let secret: FleetSecret
     /// The longest any statement may take before the caller sees
     /// ``FleetError/unreachable(reason:)``.
     let timeout: Duration

@@ -79,11 +79,11 @@ extension Fleet {
     /// Measures, checks, prepares the schema, joins: the first write comes
     /// after every check passed.
     private func join(client: PostgresClient, url: PostgresURL) async throws {
-        let startStore = FleetStore(client: client, url: url, logger: logger, timeout: max(configuration.lease * 2, .seconds(5)))
+        let startStore = FleetStore(client: client, url: url, logger: logger, secret: configuration.secret, timeout: max(configuration.lease * 2, .seconds(5)))
         let roundTrip = try await startStore.measureRoundTrip()
         let timing = try LeaseTiming(lease: configuration.lease, renewInterval: configuration.renewInterval, roundTrip: roundTrip)
         try await FleetSchema.prepare(client, startStore: startStore, logger: logger)
-        let store = FleetStore(client: client, url: url, logger: logger, timeout: timing.statementTimeout)
+        let store = FleetStore(client: client, url: url, logger: logger, secret: configuration.secret, timeout: timing.statementTimeout)
         state.withLock {
             $0.store = store
             $0.timing = timing

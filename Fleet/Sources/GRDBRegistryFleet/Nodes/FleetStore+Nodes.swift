@@ -20,12 +20,13 @@ extension FleetStore {
     ///   session holds a live lease on this id.
     func join(nodeID: String, session: UUID, address: String, lease: Duration) async throws -> Bool {
         let seconds = lease.seconds
+        let signature = secret.rowSignature(nodeID: nodeID, session: session, address: address)
         return try await run("the join of node \(nodeID)") { client in
             let rows = try await client.query("""
-                INSERT INTO fleet_nodes (node_id, session, address, state, lease_until)
-                VALUES (\(nodeID), \(session), \(address), 'active', now() + make_interval(secs => \(seconds)))
+                INSERT INTO fleet_nodes (node_id, session, address, state, lease_until, signature)
+                VALUES (\(nodeID), \(session), \(address), 'active', now() + make_interval(secs => \(seconds)), \(signature))
                 ON CONFLICT (node_id) DO UPDATE
-                    SET session = EXCLUDED.session, address = EXCLUDED.address, state = 'active',
+                    SET session = EXCLUDED.session, address = EXCLUDED.address, state = 'active', signature = EXCLUDED.signature,
                         lease_until = EXCLUDED.lease_until, joined_at = now()
                     WHERE fleet_nodes.lease_until < now() OR fleet_nodes.state = 'left'
                 RETURNING node_id
@@ -87,30 +88,41 @@ extension FleetStore {
         guard updated == 1 else { throw FleetError.unknownNode(nodeID) }
     }
 
-    /// Every node that has not left, with its liveness by PostgreSQL's clock.
+    /// Every node that has not left, with its liveness by PostgreSQL's
+    /// clock; a row that a holder of the fleet secret did not sign is
+    /// refused (``FleetSecret``).
     func nodes() async throws -> [FleetNode] {
-        try await run("the list of nodes") { client in
+        let secret = self.secret
+        return try await run("the list of nodes") { client in
             let rows = try await client.query("""
-                SELECT node_id, address, state, lease_until >= now() FROM fleet_nodes WHERE state <> 'left'
+                SELECT node_id, address, state, lease_until >= now(), session, signature FROM fleet_nodes WHERE state <> 'left'
                 """).collect()
-            return validRows(rows, Self.node(from:))
+            return validRows(rows) { try Self.node(from: $0, secret: secret) }
         }
     }
 
-    /// Node `id`, unless it left.
+    /// Node `id`, unless it left; refused unless signed.
     func node(_ id: String) async throws -> FleetNode? {
-        try await run("the lookup of node \(id)") { client in
+        let secret = self.secret
+        return try await run("the lookup of node \(id)") { client in
             try await client.query("""
-                SELECT node_id, address, state, lease_until >= now() FROM fleet_nodes WHERE node_id = \(id) AND state <> 'left'
-                """).collect().first.map { try validRow($0, Self.node(from:)) }
+                SELECT node_id, address, state, lease_until >= now(), session, signature FROM fleet_nodes WHERE node_id = \(id) AND state <> 'left'
+                """).collect().first.map { try validRow($0) { try Self.node(from: $0, secret: secret) } }
         }
     }
 
-    /// A node row, checked (``FleetRow``).
-    private static func node(from row: PostgresRow) throws -> FleetNode {
-        let (id, address, state, live) = try FleetRow.decode(row, as: (String, String, String, Bool).self, table: "fleet_nodes")
-        return FleetNode(
+    /// A node row, checked (``FleetRow``), its signature included.
+    private static func node(from row: PostgresRow, secret: FleetSecret) throws -> FleetNode {
+        let (id, address, state, live, session, signature) = try FleetRow.decode(
+            row, as: (String, String, String, Bool, UUID, String?).self, table: "fleet_nodes")
+        let node = FleetNode(
             id: try FleetRow.nodeID(id, table: "fleet_nodes", key: id), address: try FleetRow.address(address, key: id),
             state: try FleetRow.nodeState(state, key: id), live: live)
+        guard secret.isValidRowSignature(signature, nodeID: id, session: session, address: address) else {
+            throw FleetError.invalidRow(
+                table: "fleet_nodes", key: id,
+                reason: signature == nil ? "it has no signature: no node holding the fleet secret wrote it" : "its signature does not match its id, session and address: no node holding the fleet secret wrote it")
+        }
+        return node
     }
 }

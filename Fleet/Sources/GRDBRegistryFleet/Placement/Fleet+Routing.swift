@@ -122,7 +122,14 @@ extension Fleet {
     private func rereadTenant(_ id: String) async throws {
         let store = try store()
         guard let tenant = try await store.tenant(id) else { return }
-        let owner = try await tenant.owner.asyncFlatMap { try await store.node($0) }
+        let owner: FleetNode?
+        do {
+            owner = try await tenant.owner.asyncFlatMap { try await store.node($0) }
+        } catch FleetError.invalidRow {
+            // Reported by the store; a node row that fails its checks (its
+            // signature: FleetSecret) is no node: nothing goes to it.
+            owner = nil
+        }
         state.withLock { state in
             state.edit(tenant)
             if let owner { state.snapshot.setNode(owner) }

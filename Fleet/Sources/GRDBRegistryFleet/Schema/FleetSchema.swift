@@ -1,15 +1,16 @@
 import Logging
 import PostgresNIO
 
-/// The fleet's tables in PostgreSQL, version 1: nodes and their leases,
+/// The fleet's tables in PostgreSQL, version 2: nodes and their leases,
 /// each tenant's owner and epoch, and the catalog (name, encryption, token
-/// hash).
+/// hash). Version 2 adds each node's signature (``FleetSecret``).
 ///
 /// Created in one transaction under an advisory lock when absent, so that
-/// nodes starting together create it once. A schema of another version is
-/// refused before anything is written.
+/// nodes starting together create it once; an earlier version is upgraded
+/// the same way (``upgrades``). A schema of a later version is refused
+/// before anything is written.
 enum FleetSchema {
-    static let version = 1
+    static let version = 2
 
     /// Serialises schema creation across nodes (an arbitrary constant: "GRDBflt1").
     static let advisoryLock: Int64 = 0x4752_4442_666C_7431
@@ -55,9 +56,21 @@ enum FleetSchema {
             FOR EACH ROW EXECUTE FUNCTION fleet_epoch_only_grows()
         """,
         "INSERT INTO fleet_schema (version) VALUES (1)",
+    ] + upgrades[1, default: []]
+
+    /// The statements that bring version N to N + 1, by N.
+    ///
+    /// 1 → 2: the signature of each node's row (``FleetSecret``). The rows
+    /// of version 1 have none, so every node refuses them until their node
+    /// joins again with this build: upgrade every node together.
+    static let upgrades: [Int: [String]] = [
+        1: [
+            "ALTER TABLE fleet_nodes ADD COLUMN signature text",
+            "UPDATE fleet_schema SET version = 2",
+        ],
     ]
 
-    /// Creates version 1 when the database has no fleet schema; checks the
+    /// Creates the schema when the database has none; checks (and upgrades) the
     /// version otherwise.
     ///
     /// - returns: whether it created the schema.
@@ -82,9 +95,16 @@ enum FleetSchema {
             if exists {
                 let versions = try await connection.query("SELECT version FROM fleet_schema", logger: logger)
                     .collect().map { try $0.decode(Int.self) }
-                guard versions == [version] else {
+                guard versions.count == 1, var found = versions.first, found <= version, upgrades[found] != nil || found == version else {
                     // Zero rows or several: not a schema this build wrote (reported as version 0).
                     throw FleetError.schemaVersion(found: versions.count == 1 ? versions[0] : 0, expected: version)
+                }
+                while found < version, let statements = upgrades[found] {
+                    for statement in statements {
+                        try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                    }
+                    logger.notice("upgraded the fleet schema", metadata: ["from": "\(found)", "to": "\(found + 1)"])
+                    found += 1
                 }
                 return false
             }

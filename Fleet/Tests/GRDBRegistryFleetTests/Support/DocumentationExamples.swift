@@ -1,3 +1,4 @@
+import Foundation
 import GRDBBackup
 import GRDBRegistry
 import GRDBRegistryExamples
@@ -19,7 +20,8 @@ func documentationExampleOfTheOverview(configuration: RegistryConfiguration, log
         directory: try service.tenants(of: PlayerRepository.self), replicator: replicator,
         restoreChecks: DatabaseRestore.Checks(migrations: PlayerRepository.migrationSet), logger: logger)
     let fleet = Fleet(
-        configuration: FleetConfiguration(postgres: "postgres://fleet@db:5432/fleet", nodeID: "n1", address: "http://10.0.0.11:8080"),
+        configuration: FleetConfiguration(postgres: "postgres://fleet@db:5432/fleet", nodeID: "n1", address: "http://10.0.0.11:8080",
+            secret: try FleetSecret(Data(ProcessInfo.processInfo.environment["FLEET_SECRET", default: ""].utf8))),
         host: host, fence: fence, logger: logger)
     // Reverse order at shutdown: the fleet hands its tenants off first.
     let group = ServiceGroup(services: [replicator, replicator.encryptedBackups, service, fleet], logger: logger)

@@ -5,6 +5,11 @@ import InMemoryLogging
 import Logging
 import ServiceLifecycle
 
+/// The fleet secret of every test node (a constant: a bug here is the test's own).
+let testFleetSecret: FleetSecret = {
+    do { return try FleetSecret(Data(repeating: 0x5a, count: FleetSecret.minimumLength)) } catch { fatalError("\(error)") }
+}()
+
 /// One node of a test fleet: a ``Fleet`` run in its own service group,
 /// with a recording host and its fence.
 final class TestNode: Sendable {
@@ -24,7 +29,7 @@ final class TestNode: Sendable {
         self.fence = WriteFence()
         self.fleet = Fleet(
             configuration: FleetConfiguration(
-                postgres: postgres, nodeID: id, address: "http://\(id).fleet.test:8080",
+                postgres: postgres, nodeID: id, address: "http://\(id).fleet.test:8080", secret: testFleetSecret,
                 lease: lease, renewInterval: renewInterval, restore: restore),
             host: host, fence: fence, logger: logger)
         let group = ServiceGroup(configuration: ServiceGroupConfiguration(services: [fleet], logger: logger))

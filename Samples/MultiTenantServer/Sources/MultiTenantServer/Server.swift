@@ -215,7 +215,7 @@ struct MultiTenantServer {
             let host = try FleetNode.tenantHost(
                 databases: databases, replicator: replicator, acknowledgements: acknowledgements, environment: environment,
                 logger: logger, tracer: tracing.tracer)
-            return FleetNode(mode: mode, host: host, fence: fence, logger: logger, tracer: tracing.tracer)
+            return FleetNode(mode: mode, host: host, fence: fence, limits: limits, logger: logger, tracer: tracing.tracer)
         }
         let state = ServerState(
             databases: databases, recordedEncryption: recordedEncryption, operatorToken: operatorToken, logger: logger, limits: limits,

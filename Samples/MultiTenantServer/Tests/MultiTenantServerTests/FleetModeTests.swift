@@ -15,7 +15,10 @@ import Testing
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().deletingLastPathComponent()
     static let litestream = repositoryRoot.appendingPathComponent(".build-venv/bin/litestream").path
-    static let shared = ["MTS_OPERATOR_TOKEN": ServerProcess.operatorToken, "MTS_MASTER_KEY": String(repeating: "5a", count: 32)]
+    static let shared = [
+        "MTS_OPERATOR_TOKEN": ServerProcess.operatorToken, "MTS_MASTER_KEY": String(repeating: "5a", count: 32),
+        "MTS_FLEET_SECRET": "fleet-secret-of-the-tests-0123456789abcdef",
+    ]
 
     /// A PostgreSQL cluster in a temporary folder, for the duration of `body`.
     static func withPostgres<T>(_ body: (String) async throws -> T) async throws -> T {
@@ -307,7 +310,7 @@ import Testing
                     !Self.childEnvironments(of: node.process.processIdentifier, command: "litestream").isEmpty
                 }
                 for environment in Self.childEnvironments(of: node.process.processIdentifier, command: "litestream") {
-                    for variable in ["MTS_OPERATOR_TOKEN", "MTS_MASTER_KEY", "MTS_FLEET", "PGPASSWORD"] {
+                    for variable in ["MTS_OPERATOR_TOKEN", "MTS_MASTER_KEY", "MTS_FLEET", "PGPASSWORD", "MTS_FLEET_SECRET"] {
                         #expect(!environment.contains { $0.hasPrefix(variable + "=") }, "Litestream's environment has \(variable)")
                     }
                     #expect(!environment.contains { $0.contains(password) || $0.contains(ServerProcess.operatorToken) })

@@ -8,7 +8,7 @@ import Testing
 @Suite struct FleetNodeConfigurationTests {
     func mode(store: String = "/srv/replica", interval: Duration = .seconds(5), acknowledgements: FleetSettings.Acknowledgements = .asynchronous) -> FleetMode {
         FleetMode(
-            postgres: "postgres://fleet@127.0.0.1:5432/fleet", nodeID: "n1", advertise: "http://127.0.0.1:8081", replicaStore: store,
+            postgres: "postgres://fleet@127.0.0.1:5432/fleet", nodeID: "n1", advertise: "http://127.0.0.1:8081", secret: FleetSettingsTests.secret, replicaStore: store,
             acknowledgements: acknowledgements, lease: .seconds(2), restore: .eager, encryptedBackupInterval: interval, litestream: "litestream")
     }
 

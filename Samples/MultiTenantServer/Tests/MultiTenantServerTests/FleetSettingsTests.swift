@@ -1,11 +1,18 @@
 import Foundation
+import GRDBRegistryFleet
 @testable import MultiTenantServer
 import Testing
 
 /// Fleet mode's settings: single-server mode stays the default, and each
 /// incomplete or unsafe fleet setting is refused with what to give.
 @Suite struct FleetSettingsTests {
-    static let shared = ["MTS_OPERATOR_TOKEN": String(repeating: "o", count: 40), "MTS_MASTER_KEY": String(repeating: "ab", count: 32)]
+    static let shared = [
+        "MTS_OPERATOR_TOKEN": String(repeating: "o", count: 40), "MTS_MASTER_KEY": String(repeating: "ab", count: 32),
+        "MTS_FLEET_SECRET": String(repeating: "f", count: 32),
+    ]
+    static let secret: FleetSecret = {
+        do { return try FleetSecret(Data(String(repeating: "f", count: 32).utf8)) } catch { fatalError("\(error)") }
+    }()
 
     func settings(_ arguments: [String], _ environment: [String: String] = FleetSettingsTests.shared) throws -> ServerSettings {
         try ServerSettings(arguments: arguments, environment: environment)
@@ -31,7 +38,7 @@ import Testing
     @Test func aCompleteFleetNodeGetsItsDefaults() throws {
         let fleet = try #require(try settings(Self.complete).fleet)
         #expect(fleet == FleetMode(
-            postgres: "postgres://fleet@127.0.0.1:5432/fleet", nodeID: "n1", advertise: "http://127.0.0.1:8081",
+            postgres: "postgres://fleet@127.0.0.1:5432/fleet", nodeID: "n1", advertise: "http://127.0.0.1:8081", secret: Self.secret,
             replicaStore: "/srv/replica", acknowledgements: .asynchronous, lease: .seconds(2), restore: .eager,
             encryptedBackupInterval: .seconds(5), litestream: "litestream"))
     }
@@ -106,5 +113,33 @@ import Testing
         #expect(refusal(["--fleet-password-file", file.path]).contains("is a fleet option: give --fleet"))
         #expect(chmod(file.path, 0o644) == 0)
         #expect(refusal(Self.complete + ["--fleet-password-file", file.path]).contains("chmod 600"))
+    }
+
+    /// The fleet secret (security review 3, F1): required, 32 bytes or
+    /// more, from a file of mode 0600 or MTS_FLEET_SECRET (one of them),
+    /// never repeated in a message, and never handed to a child process.
+    @Test func theFleetSecretIsRequiredLongEnoughFromAFileOrTheEnvironmentAndKeptFromChildren() throws {
+        var without = Self.shared
+        without["MTS_FLEET_SECRET"] = nil
+        #expect(refusal(Self.complete, without).contains("fleet mode needs the fleet secret"))
+        let short = refusal(Self.complete, Self.shared.merging(["MTS_FLEET_SECRET": "Short-Sesame-31-bytes-long-xxxx"]) { $1 })
+        #expect(short.contains("MTS_FLEET_SECRET holds 31 bytes: the fleet secret needs 32 or more"), "\(short)")
+        #expect(!short.contains("Sesame"))
+
+        let directory = temporaryTestDirectory()
+        try SecretFiles.createDirectory(at: directory)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let file = directory.appendingPathComponent("fleet.secret")
+        try SecretFiles.create(at: file, contents: Data((String(repeating: "f", count: 32) + "\n").utf8))
+        // The file's final newline is not part of it.
+        #expect(try settings(Self.complete + ["--fleet-secret-file", file.path], without).fleet?.secret == Self.secret)
+        #expect(try settings(Self.complete, without.merging(["MTS_FLEET_SECRET_FILE": file.path]) { $1 }).fleet?.secret == Self.secret)
+        #expect(refusal(Self.complete + ["--fleet-secret-file", file.path]).contains("both give the fleet secret: give one of them"))
+        #expect(refusal(["--fleet-secret-file", file.path], without).contains("is a fleet option: give --fleet"))
+        #expect(chmod(file.path, 0o640) == 0)
+        #expect(refusal(Self.complete + ["--fleet-secret-file", file.path], without).contains("chmod 600"))
+
+        #expect(ServerVariable.childEnvironment(Self.shared)["MTS_FLEET_SECRET"] == nil)
+        #expect(ServerHelp.text.contains("--fleet-secret-file FILE") && ServerHelp.text.contains("MTS_FLEET_SECRET"))
     }
 }

@@ -33,6 +33,7 @@ import Testing
         var method: String
         var uri: String
         var forwardedBy: String?
+        var proof: String?
         var authorization: String?
         var connectionHeader: String?
         var custom: String?
@@ -49,6 +50,7 @@ import Testing
             return Seen(
                 method: request.method.rawValue, uri: request.uri.description,
                 forwardedBy: request.headers[TenantForwarder.forwardedField],
+                proof: request.headers[TenantForwarder.proofField],
                 authorization: request.headers[.authorization],
                 connectionHeader: request.headers[.connection],
                 custom: request.headers[HTTPField.Name("X-Custom")!],
@@ -84,19 +86,42 @@ import Testing
         }
     }
 
+    /// The fleet secret of the nodes of these tests.
+    static let secret: FleetSecret = {
+        do { return try FleetSecret(Data(repeating: 0x42, count: 32)) } catch { fatalError("\(error)") }
+    }()
+
+    /// What the fleet was told forwarded each request (`forwardedBy`).
+    final class Forwarders: Sendable {
+        private let value = Mutex<[String?]>([])
+        func append(_ forwarder: String?) { value.withLock { $0.append(forwarder) } }
+        var all: [String?] { value.withLock { $0 } }
+    }
+
     /// The front node: the same routes as the owner (a middleware runs
     /// on the routes of its group), served here only when `route` says so.
-    static func front(route: TenantRoute, client: HTTPClient) -> Router<ServerRequestContext> {
+    static func front(route: TenantRoute, clients: ForwardingClients, forwarders: Forwarders = Forwarders()) -> Router<ServerRequestContext> {
         let router = Router(context: ServerRequestContext.self)
         // As in the server: a 5xx gets its error id, its detail goes to the log.
         router.add(middleware: RequestLogMiddleware())
         router.add(middleware: SignedInAsAcme())
         router.group("tenants/:tenant")
-            .add(middleware: TenantForwarder(audience: .tenant, nodeID: "n1", client: client) { _, _ in route })
+            .add(middleware: TenantForwarder(audience: .tenant, nodeID: "n1", secret: secret, clients: clients) { _, forwarder in
+                forwarders.append(forwarder)
+                return route
+            })
             .get("here") { _, _ in "served by the front" }
             .post("echo") { _, _ in "served by the front" }
             .get("stream") { _, _ in "served by the front" }
+            .get("leaderboard/stream") { _, _ in "served by the front" }
         return router
+    }
+
+    /// The header fields of a request that nodes `hops` forwarded, with
+    /// their proof made by `secret`, at `date`.
+    static func forwarded(_ hops: String, method: String = "POST", target: String = "/tenants/acme/echo", tenant: String = "acme", secret: FleetSecret = TenantForwarderTests.secret, at date: Date = Date()) -> [(String, String)] {
+        [("X-MTS-Forwarded", hops),
+         ("X-MTS-Forwarding-Proof", secret.forwardingProof(for: ForwardedRequest(method: method, target: target, forwarders: hops, tenant: tenant), at: date))]
     }
 
     /// Runs `router` on a free loopback port for the duration of `body`.
@@ -114,15 +139,19 @@ import Testing
         }
     }
 
-    static func withClient<R>(_ body: (HTTPClient) async throws -> R) async throws -> R {
-        // The server's own forwarding client (which follows no redirect).
-        let client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: FleetNode.forwardingClientConfiguration())
+    /// Runs `body` with the server's own forwarding clients (which follow
+    /// no redirect) and a test client of the same configuration.
+    static func withClients<R>(maxStreams: Int = 512, maxStreamsPerTenant: Int = 16, _ body: (HTTPClient, ForwardingClients) async throws -> R) async throws -> R {
+        let clients = ForwardingClients(maxStreams: maxStreams, maxStreamsPerTenant: maxStreamsPerTenant)
+        let client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: ForwardingClients.configuration(connectionsPerOwner: 64))
         do {
-            let result = try await body(client)
+            let result = try await body(client, clients)
             try await client.shutdown()
+            try await clients.shutdown()
             return result
         } catch {
             try? await client.shutdown()
+            try? await clients.shutdown()
             throw error
         }
     }
@@ -138,9 +167,9 @@ import Testing
 
     @Test func aRemoteTenantsRequestIsProxiedToItsOwnerWithItsAuthorization() async throws {
         let hits = Counter()
-        try await Self.withClient { client in
+        try await Self.withClients { client, clients in
             try await Self.serving(Self.owner(hits: hits)) { owner in
-                try await Self.serving(Self.front(route: .remote(node: "n2", address: owner), client: client)) { front in
+                try await Self.serving(Self.front(route: .remote(node: "n2", address: owner), clients: clients)) { front in
                     let response = try await client.execute(Self.request(
                         front + "/tenants/acme/echo?x=1", method: .POST,
                         headers: [("X-Custom", "kept"), ("Connection", "keep-alive, X-Custom")],
@@ -162,11 +191,11 @@ import Testing
 
     @Test func aRequestForwardedOnceGoesOneHopFurtherNamingEveryNode() async throws {
         let hits = Counter()
-        try await Self.withClient { client in
+        try await Self.withClients { client, clients in
             try await Self.serving(Self.owner(hits: hits)) { owner in
-                try await Self.serving(Self.front(route: .remote(node: "n2", address: owner), client: client)) { front in
+                try await Self.serving(Self.front(route: .remote(node: "n2", address: owner), clients: clients)) { front in
                     let response = try await client.execute(Self.request(
-                        front + "/tenants/acme/echo", method: .POST, headers: [("X-MTS-Forwarded", "n3")], body: "{}"), timeout: .seconds(30))
+                        front + "/tenants/acme/echo", method: .POST, headers: Self.forwarded("n3"), body: "{}"), timeout: .seconds(30))
                     #expect(response.status == .ok)
                     let seen = try JSONDecoder().decode(Seen.self, from: Data(buffer: try await response.body.collect(upTo: 1 << 20)))
                     #expect(seen.forwardedBy == "n3, n1")
@@ -179,11 +208,11 @@ import Testing
     @Test(arguments: ["n3, n2", "n1"])
     func aRequestForwardedTwiceOrBackToANodeItPassedIsNeverForwardedAgain(hops: String) async throws {
         let hits = Counter()
-        try await Self.withClient { client in
+        try await Self.withClients { client, clients in
             try await Self.serving(Self.owner(hits: hits)) { owner in
-                try await Self.serving(Self.front(route: .remote(node: "n2", address: owner), client: client)) { front in
+                try await Self.serving(Self.front(route: .remote(node: "n2", address: owner), clients: clients)) { front in
                     let response = try await client.execute(Self.request(
-                        front + "/tenants/acme/echo", method: .POST, headers: [("X-MTS-Forwarded", hops)], body: "{}"), timeout: .seconds(30))
+                        front + "/tenants/acme/echo", method: .POST, headers: Self.forwarded(hops), body: "{}"), timeout: .seconds(30))
                     #expect(response.status == .serviceUnavailable)
                     #expect(response.headers.first(name: "Retry-After") == "1")
                     let body = String(buffer: try await response.body.collect(upTo: 1 << 20))
@@ -198,8 +227,8 @@ import Testing
 
     @Test func preferRedirectGets307ToTheOwner() async throws {
         let hits = Counter()
-        try await Self.withClient { client in
-            try await Self.serving(Self.front(route: .remote(node: "n2", address: "http://10.9.8.7:8080"), client: client)) { front in
+        try await Self.withClients { client, clients in
+            try await Self.serving(Self.front(route: .remote(node: "n2", address: "http://10.9.8.7:8080"), clients: clients)) { front in
                 let response = try await client.execute(Self.request(
                     front + "/tenants/acme/echo?since=3", method: .POST, headers: [("Prefer", "respond-async, redirect")], body: "{}"), timeout: .seconds(30))
                 #expect(response.status == .temporaryRedirect)
@@ -217,8 +246,8 @@ import Testing
     @Test func anOwnerThatDoesNotAnswerGets503RetryAfter() async throws {
         // A port nobody listens on: bound, then closed.
         let closed = try await Self.serving(Router()) { $0 }
-        try await Self.withClient { client in
-            try await Self.serving(Self.front(route: .remote(node: "n2", address: closed), client: client)) { front in
+        try await Self.withClients { client, clients in
+            try await Self.serving(Self.front(route: .remote(node: "n2", address: closed), clients: clients)) { front in
                 let start = ContinuousClock.now
                 let response = try await client.execute(Self.request(front + "/tenants/acme/here"), timeout: .seconds(30))
                 #expect(response.status == .serviceUnavailable)
@@ -237,8 +266,8 @@ import Testing
     /// checks) gets 503 with `Retry-After` and an error id; why (a
     /// restore's paths, Litestream's output) is only in the log (F6).
     @Test func anUnavailableTenantGets503WithAnErrorIDAndNotWhy() async throws {
-        try await Self.withClient { client in
-            try await Self.serving(Self.front(route: .unavailable(reason: "its replica fails its checks"), client: client)) { front in
+        try await Self.withClients { client, clients in
+            try await Self.serving(Self.front(route: .unavailable(reason: "its replica fails its checks"), clients: clients)) { front in
                 let response = try await client.execute(Self.request(front + "/tenants/acme/here"), timeout: .seconds(30))
                 #expect(response.status == .serviceUnavailable)
                 let body = String(buffer: try await response.body.collect(upTo: 1 << 20))
@@ -253,14 +282,14 @@ import Testing
 
     @Test func aLocalTenantIsServedHereAndAnotherTenantsTokenIsRefusedHere() async throws {
         let hits = Counter()
-        try await Self.withClient { client in
+        try await Self.withClients { client, clients in
             try await Self.serving(Self.owner(hits: hits)) { owner in
-                try await Self.serving(Self.front(route: .local, client: client)) { front in
+                try await Self.serving(Self.front(route: .local, clients: clients)) { front in
                     let response = try await client.execute(Self.request(front + "/tenants/acme/here"), timeout: .seconds(30))
                     #expect(response.status == .ok)
                     #expect(String(buffer: try await response.body.collect(upTo: 1024)) == "served by the front")
                 }
-                try await Self.serving(Self.front(route: .remote(node: "n2", address: owner), client: client)) { front in
+                try await Self.serving(Self.front(route: .remote(node: "n2", address: owner), clients: clients)) { front in
                     // Signed in as acme, asking for bravo: refused on this node.
                     let other = try await client.execute(Self.request(front + "/tenants/bravo/echo", method: .POST, body: "{}"), timeout: .seconds(30))
                     #expect(other.status == .notFound)
@@ -279,9 +308,9 @@ import Testing
     /// the body would never answer), and the client going away ends it.
     @Test func anEventStreamIsStreamedThrough() async throws {
         let hits = Counter()
-        try await Self.withClient { client in
+        try await Self.withClients { client, clients in
             try await Self.serving(Self.owner(hits: hits)) { owner in
-                try await Self.serving(Self.front(route: .remote(node: "n2", address: owner), client: client)) { front in
+                try await Self.serving(Self.front(route: .remote(node: "n2", address: owner), clients: clients)) { front in
                     let response = try await client.execute(Self.request(front + "/tenants/acme/stream"), timeout: .seconds(30))
                     #expect(response.status == .ok)
                     #expect(response.headers.first(name: "Content-Type") == "text/event-stream")
@@ -291,6 +320,96 @@ import Testing
                         if received.contains("data: 2\n\n") { break }
                     }
                     #expect(received.hasPrefix("data: 0\n\n"))
+                }
+            }
+        }
+    }
+
+    /// `X-MTS-Forwarded` from a client, without a proof that a node
+    /// holding the fleet secret wrote it for this request now, is as if
+    /// absent: the fleet is not told of a forwarder (so it reads nothing
+    /// again from PostgreSQL: security review 3, F4), a claimed loop does
+    /// not stop the request, and the owner is told only of this node, with
+    /// its proof.
+    @Test(arguments: 0..<8)
+    func aForwardedFieldWithoutAValidProofIsTreatedAsAbsent(variant index: Int) async throws {
+        let other = try FleetSecret(Data(repeating: 0x43, count: 32))
+        let headers: [[(String, String)]] = [
+            [("X-MTS-Forwarded", "n3")],
+            [("X-MTS-Forwarded", "n1, n2")],
+            [("X-MTS-Forwarded", "n3"), ("X-MTS-Forwarding-Proof", "garbage")],
+            Self.forwarded("n3", secret: other),
+            Self.forwarded("n3", method: "GET"),
+            Self.forwarded("n3", target: "/tenants/acme/echo?x=1"),
+            Self.forwarded("n3", tenant: "bravo"),
+            Self.forwarded("n3", at: Date() - 60),
+        ]
+        let hits = Counter()
+        let forwarders = Forwarders()
+        try await Self.withClients { client, clients in
+            try await Self.serving(Self.owner(hits: hits)) { owner in
+                try await Self.serving(Self.front(route: .remote(node: "n2", address: owner), clients: clients, forwarders: forwarders)) { front in
+                    let response = try await client.execute(Self.request(
+                        front + "/tenants/acme/echo", method: .POST, headers: headers[index], body: "{}"), timeout: .seconds(30))
+                    #expect(response.status == .ok)
+                    let seen = try JSONDecoder().decode(Seen.self, from: Data(buffer: try await response.body.collect(upTo: 1 << 20)))
+                    #expect(seen.forwardedBy == "n1")
+                    let proof = try #require(seen.proof)
+                    #expect(Self.secret.isValidForwardingProof(proof, for: ForwardedRequest(method: "POST", target: "/tenants/acme/echo", forwarders: "n1", tenant: "acme")))
+                }
+            }
+        }
+        #expect(forwarders.all == [nil])
+        #expect(hits.count == 1)
+    }
+
+    /// A node's valid proof is believed: the fleet is told who forwarded.
+    @Test func aValidProofTellsTheFleetWhichNodeForwarded() async throws {
+        let forwarders = Forwarders()
+        try await Self.withClients { client, clients in
+            try await Self.serving(Self.front(route: .local, clients: clients, forwarders: forwarders)) { front in
+                let response = try await client.execute(Self.request(front + "/tenants/acme/here", headers: Self.forwarded("n3", method: "GET", target: "/tenants/acme/here")), timeout: .seconds(30))
+                #expect(response.status == .ok)
+            }
+        }
+        #expect(forwarders.all == ["n3"])
+    }
+
+    /// Forwarded event streams have a budget and a pool of their own
+    /// (security review 3, F3): one beyond the budget gets 429 at once,
+    /// ordinary requests to the same owner still pass, and a stream the
+    /// client ends gives its slot back.
+    @Test func forwardedStreamsBeyondTheirBudgetGet429AtOnceAndNeverHoldUpOrdinaryRequests() async throws {
+        let hits = Counter()
+        try await Self.withClients(maxStreams: 2, maxStreamsPerTenant: 2) { client, clients in
+            try await Self.serving(Self.owner(hits: hits)) { owner in
+                try await Self.serving(Self.front(route: .remote(node: "n2", address: owner), clients: clients)) { front in
+                    let stream = Self.request(front + "/tenants/acme/stream", headers: [("Accept", "text/event-stream")])
+                    var held: [HTTPClientResponse] = []
+                    for _ in 0..<2 {
+                        let response = try await client.execute(stream, timeout: .seconds(30))
+                        #expect(response.status == .ok)
+                        held.append(response)
+                    }
+                    let start = ContinuousClock.now
+                    let refused = try await client.execute(stream, timeout: .seconds(30))
+                    #expect(refused.status == .tooManyRequests)
+                    #expect(ContinuousClock.now - start < .seconds(1))
+                    #expect(String(buffer: try await refused.body.collect(upTo: 1 << 16)).contains("forwarded event streams"))
+                    let echo = try await client.execute(Self.request(front + "/tenants/acme/echo", method: .POST, body: "{}"), timeout: .seconds(5))
+                    #expect(echo.status == .ok)
+                    // The client ends one stream: its slot comes back.
+                    do {
+                        // The iterator's end (here, out of scope) cancels the request.
+                        var first = held.removeFirst().body.makeAsyncIterator()
+                        _ = try await first.next()
+                    }
+                    try await FleetModeTests.eventually("a stream slot comes back", within: .seconds(10)) {
+                        let again = try await client.execute(stream, timeout: .seconds(30))
+                        if again.status == .ok { held.append(again); return true }
+                        return false
+                    }
+                    #expect(clients.streams.count == 2)
                 }
             }
         }

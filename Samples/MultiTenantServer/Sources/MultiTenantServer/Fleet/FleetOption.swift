@@ -4,6 +4,7 @@
 enum FleetOption: String, CommandLineOption {
     case fleet = "--fleet"
     case fleetPasswordFile = "--fleet-password-file"
+    case fleetSecretFile = "--fleet-secret-file"
     case nodeID = "--node-id"
     case advertise = "--advertise"
     case fleetCAFile = "--fleet-ca-file"
@@ -17,7 +18,7 @@ enum FleetOption: String, CommandLineOption {
     var valueName: String? {
         switch self {
         case .fleet: "postgres://USER@HOST:PORT/DATABASE"
-        case .fleetPasswordFile: "FILE"
+        case .fleetPasswordFile, .fleetSecretFile: "FILE"
         case .nodeID: "ID"
         case .advertise: "URL"
         case .fleetCAFile: "FILE"
@@ -36,6 +37,7 @@ enum FleetOption: String, CommandLineOption {
         switch self {
         case .fleet: "MTS_FLEET"
         case .fleetPasswordFile: "MTS_FLEET_PASSWORD_FILE"
+        case .fleetSecretFile: "MTS_FLEET_SECRET_FILE"
         case .nodeID: "MTS_NODE_ID"
         case .advertise: "MTS_ADVERTISE"
         case .fleetCAFile: "MTS_FLEET_CA_FILE"
@@ -52,6 +54,7 @@ enum FleetOption: String, CommandLineOption {
         switch self {
         case .fleet: "join the fleet whose catalog, placement and leases live in this PostgreSQL database (no password here: every local user sees the command line; MTS_FLEET may carry one). TLS: ?sslmode=verify-full&sslrootcert=CA.pem (libpq's sslmode; without it, plain text on loopback only, verify-full elsewhere)"
         case .fleetPasswordFile: "a file (mode 0600) holding the PostgreSQL password (default: the password of MTS_FLEET, else PGPASSWORD)"
+        case .fleetSecretFile: "a file (mode 0600) holding the fleet secret, 32 bytes or more, the same on every node and unknown to PostgreSQL: nodes sign their rows and the requests they forward with it (default: MTS_FLEET_SECRET; one of them is required)"
         case .nodeID: "this node's id, unique in the fleet, [a-z0-9-]{1,63} (required)"
         case .advertise: "where the other nodes reach this one, http(s)://host:port (default: --host and --port); http only on loopback"
         case .fleetCAFile: "the PEM file of the CA that signed the nodes' certificates, the only one trusted when forwarding to an https node (default: the system's trust store)"

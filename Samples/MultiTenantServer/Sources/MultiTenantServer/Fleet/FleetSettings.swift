@@ -11,6 +11,7 @@ import NIOSSL
 /// |---|---|---|---|
 /// | `--fleet URL` | `MTS_FLEET` | (single-server mode) | `postgres://user@host:port/database`; a password only in `MTS_FLEET` |
 /// | `--fleet-password-file FILE` | `MTS_FLEET_PASSWORD_FILE` | `MTS_FLEET`'s, else `PGPASSWORD` | the PostgreSQL password, in a file of mode 0600 |
+/// | `--fleet-secret-file FILE` | `MTS_FLEET_SECRET_FILE` | `MTS_FLEET_SECRET` | required: the fleet secret (32 bytes or more) every node holds and PostgreSQL does not |
 /// | `--node-id ID` | `MTS_NODE_ID` | required | this node's id, `[a-z0-9-]{1,63}` |
 /// | `--advertise URL` | `MTS_ADVERTISE` | `http(s)://<host>:<port>` | where the other nodes forward this node's tenants' requests; `http` only on loopback |
 /// | `--fleet-ca-file FILE` | `MTS_FLEET_CA_FILE` | the system's trust store | the CA of the nodes' certificates, trusted alone when forwarding |
@@ -39,6 +40,12 @@ import NIOSSL
 /// never off. The PostgreSQL URL takes libpq's `sslmode` and
 /// `sslrootcert` (`FleetConfiguration/postgres`).
 ///
+/// The fleet secret makes a node a node: each signs its row in PostgreSQL
+/// and the requests it forwards with it (`FleetSecret`), so that whoever
+/// writes PostgreSQL can't pose as one. It comes from a file (checked like
+/// the password file) or `MTS_FLEET_SECRET`, never the command line, and
+/// reaches no child process.
+///
 /// Fleet mode also needs `MTS_OPERATOR_TOKEN` and `MTS_MASTER_KEY`, the
 /// same on every node: a key file per node would make an encrypted
 /// tenant unreadable anywhere else, and an operator token per node would
@@ -62,6 +69,7 @@ struct FleetSettings: Sendable, Equatable {
 
     var postgres: String?
     var passwordFile: String?
+    var secretFile: String?
     var nodeID: String?
     var advertise: String?
     var caFile: String?
@@ -108,6 +116,7 @@ struct FleetSettings: Sendable, Equatable {
             }
             postgres = value
         case .fleetPasswordFile: passwordFile = value; given.append(source)
+        case .fleetSecretFile: secretFile = value; given.append(source)
         case .nodeID: nodeID = value; given.append(source)
         case .advertise: advertise = value; given.append(source)
         case .fleetCAFile: caFile = value; given.append(source)
@@ -203,6 +212,7 @@ struct FleetSettings: Sendable, Equatable {
         for variable in [SharedToken.variable, ServerVariable.masterKey.rawValue] where (environment[variable] ?? "").isEmpty {
             throw UsageError(message: "fleet mode needs \(variable) in the environment, the same on every node: \(variable == ServerVariable.masterKey.rawValue ? "a key file per node would make encrypted tenants unreadable on the others" : "a token file per node would fail on whichever node a load balancer picks")")
         }
+        let secret = try Self.fleetSecret(file: secretFile, environment: environment)
         let advertise = advertise ?? defaultAdvertise
         guard let url = URL(string: advertise), ["http", "https"].contains(url.scheme ?? ""), url.host != nil, url.port != nil,
               url.path.isEmpty || url.path == "/", url.query == nil, url.user == nil else {
@@ -223,13 +233,40 @@ struct FleetSettings: Sendable, Equatable {
         var base = advertise
         while base.hasSuffix("/") { base.removeLast() }
         return FleetMode(
-            postgres: connection, nodeID: nodeID, advertise: base, replicaStore: URL(fileURLWithPath: replicaStore).standardizedFileURL.path,
+            postgres: connection, nodeID: nodeID, advertise: base, secret: secret, replicaStore: URL(fileURLWithPath: replicaStore).standardizedFileURL.path,
             acknowledgements: acknowledgements, lease: .milliseconds(Int64(leaseSeconds * 1000)), restore: restore,
             encryptedBackupInterval: .seconds(encryptedBackupSeconds), litestream: litestream, fleetCA: fleetCA)
     }
 }
 
 extension FleetSettings {
+    /// The fleet secret, from `file` (a secret file: ``SecretFiles``; its
+    /// final line break dropped) or `MTS_FLEET_SECRET`: one of them, 32
+    /// bytes or more.
+    static func fleetSecret(file: String?, environment: [String: String]) throws -> FleetSecret {
+        let variable = ServerVariable.fleetSecret.rawValue
+        let bytes: Data
+        let source: String
+        switch (file, environment[variable].flatMap { $0.isEmpty ? nil : $0 }) {
+        case (.some, .some):
+            throw UsageError(message: "\(FleetOption.fleetSecretFile.rawValue) and \(variable) both give the fleet secret: give one of them")
+        case let (file?, nil):
+            var contents = try SecretFiles.read(at: URL(fileURLWithPath: file))
+            while let last = contents.last, last == UInt8(ascii: "\n") || last == UInt8(ascii: "\r") { contents.removeLast() }
+            bytes = contents
+            source = "the fleet secret file \(file)"
+        case let (nil, value?):
+            bytes = Data(value.utf8)
+            source = variable
+        case (nil, nil):
+            throw UsageError(message: "fleet mode needs the fleet secret, the same on every node and unknown to PostgreSQL (nodes sign their rows and the requests they forward with it): \(FleetOption.fleetSecretFile.rawValue) FILE (mode 0600, made with `openssl rand -hex 32 > FILE`) or \(variable)")
+        }
+        guard bytes.count >= FleetSecret.minimumLength, let secret = try? FleetSecret(bytes) else {
+            throw UsageError(message: "\(source) holds \(bytes.count) bytes: the fleet secret needs \(FleetSecret.minimumLength) or more (openssl rand -hex 32)")
+        }
+        return secret
+    }
+
     /// `url` without its password, for a message about it.
     static func redacted(_ url: String) -> String {
         guard var components = URLComponents(string: url) else { return "(a URL that does not parse)" }
@@ -245,6 +282,8 @@ struct FleetMode: Sendable, Equatable {
     var nodeID: String
     /// `http(s)://host:port`, without a trailing slash.
     var advertise: String
+    /// Signs this node's row and the requests it forwards; checks the others'.
+    var secret: FleetSecret
     /// An absolute, standardized path.
     var replicaStore: String
     var acknowledgements: FleetSettings.Acknowledgements

@@ -15,10 +15,19 @@ import NIOHTTP1
 ///
 /// The proxy streams both ways (bodies are never collected: uploads and
 /// event streams pass through as they come), drops the hop-by-hop header
-/// fields, and adds `X-MTS-Forwarded: <this node>`. A request that
-/// already carries that field is never forwarded again: two nodes that
-/// disagree about placement for a moment answer `503 Retry-After: 1`
-/// rather than bounce a request between them. A client that sends
+/// fields, and adds `X-MTS-Forwarded: <this node>` with its proof,
+/// `X-MTS-Forwarding-Proof` (`FleetSecret.forwardingProof(for:at:)`: the
+/// method, target, forwarding nodes and tenant, signed with the fleet
+/// secret, valid 30 s). A request that already carries both, the proof
+/// valid, is never forwarded again: two nodes that disagree about
+/// placement for a moment answer `503 Retry-After: 1` rather than bounce a
+/// request between them. Without a valid proof (a client wrote the field)
+/// the field is treated as absent: it changes nothing and costs no
+/// PostgreSQL lookup (security review 3, F4).
+///
+/// Event streams go through a pool and a budget of their own
+/// (``ForwardingClients``): a stream beyond the budget gets 429 at once,
+/// and ordinary requests never wait behind streams. A client that sends
 /// `Prefer: redirect` gets `307` with the owner's URL instead (it talks
 /// to the owner itself from then on).
 ///
@@ -30,7 +39,7 @@ import NIOHTTP1
 ///
 /// ```swift
 /// let tenant = router.group("tenants/:tenant")
-///     .add(middleware: TenantForwarder(audience: .tenant, nodeID: "n1", client: client) { try await fleet.route($0, forwardedBy: $1) })
+///     .add(middleware: TenantForwarder(audience: .tenant, nodeID: "n1", secret: secret, clients: clients) { try await fleet.route($0, forwardedBy: $1) })
 ///     .add(middleware: TenantMiddleware(state: state))
 /// ```
 struct TenantForwarder: RouterMiddleware {
@@ -46,6 +55,9 @@ struct TenantForwarder: RouterMiddleware {
 
     /// The header field a forwarded request carries: the forwarding node.
     static let forwardedField = HTTPField.Name("X-MTS-Forwarded")!
+
+    /// The proof that a node holding the fleet secret sent ``forwardedField``.
+    static let proofField = HTTPField.Name("X-MTS-Forwarding-Proof")!
 
     /// How many nodes a request may go through before its owner: two, so
     /// that a node whose placement view was an interval old is corrected
@@ -63,10 +75,12 @@ struct TenantForwarder: RouterMiddleware {
     let audience: Audience
     /// This node's id, for `X-MTS-Forwarded`.
     let nodeID: String
-    /// One client for every forwarded request of the node (its connection
-    /// pool to the other nodes). It follows no redirect: an owner's answer
-    /// goes back to the client as it is.
-    let client: HTTPClient
+    /// Proves the requests this node forwards, checks those forwarded here.
+    let secret: FleetSecret
+    /// The node's connections to the others: one pool for requests, one
+    /// for event streams. They follow no redirect: an owner's answer goes
+    /// back to the client as it is.
+    let clients: ForwardingClients
     /// Where tenant `id` is served (`Fleet.route`).
     /// Where a tenant's request goes; the second argument is the node
     /// that forwarded the request here (its `X-MTS-Forwarded`), if any: the
@@ -87,10 +101,9 @@ struct TenantForwarder: RouterMiddleware {
         guard let id = try? TenantID(requested) else {
             throw HTTPError(.notFound, message: "Unknown tenant \(requested).")
         }
-        // The nodes this request went through, oldest first.
-        let hops = request.headers[Self.forwardedField].map {
-            $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
-        } ?? []
+        // The nodes this request went through, oldest first: none unless a
+        // node holding the fleet secret says so.
+        let hops = forwarders(of: request, tenant: requested)
         switch try await route(id, hops.last) {
         case .local:
             return try await next(request, context)
@@ -110,6 +123,24 @@ struct TenantForwarder: RouterMiddleware {
             }
             return try await proxy(request, to: address, node: node, tenant: requested, hops: hops)
         }
+    }
+
+    /// The nodes `request` went through, from its ``forwardedField``, when
+    /// its ``proofField`` proves them (an HMAC: no PostgreSQL lookup);
+    /// none otherwise, whatever the client wrote there.
+    func forwarders(of request: Request, tenant: String) -> [String] {
+        guard let claimed = request.headers[Self.forwardedField], let proof = request.headers[Self.proofField],
+              secret.isValidForwardingProof(proof, for: ForwardedRequest(
+                  method: request.method.rawValue, target: request.uri.description, forwarders: claimed, tenant: tenant))
+        else { return [] }
+        return claimed.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+    }
+
+    /// Whether `request` asks for an event stream: the leaderboard's
+    /// stream route, or a client that accepts `text/event-stream`.
+    static func isEventStream(_ request: Request) -> Bool {
+        request.uri.path.hasSuffix("/leaderboard/stream")
+            || request.headers[values: .accept].contains { $0.lowercased().contains("text/event-stream") }
     }
 
     /// Whether the client asked for a redirect (`Prefer: redirect`, RFC
@@ -148,12 +179,19 @@ struct TenantForwarder: RouterMiddleware {
     }
 
     private func proxy(_ request: Request, to address: String, node: String, tenant: String, hops: [String]) async throws -> Response {
+        // A stream takes a slot of the stream budget first: beyond it, 429
+        // now (TooManyRequests), never a wait for a connection.
+        let slot: Slots.Slot? = if Self.isEventStream(request) { try clients.streams.acquire(tenant) } else { nil }
+        let client = slot == nil ? clients.requests : clients.streamClient
         var outbound = HTTPClientRequest(url: address + request.uri.description)
         outbound.method = HTTPMethod(rawValue: request.method.rawValue)
-        for field in Self.endToEnd(request.headers, dropping: ["content-length", Self.forwardedField.canonicalName]) {
+        for field in Self.endToEnd(request.headers, dropping: ["content-length", Self.forwardedField.canonicalName, Self.proofField.canonicalName]) {
             outbound.headers.add(name: field.name, value: field.value)
         }
-        outbound.headers.add(name: Self.forwardedField.rawName, value: (hops + [nodeID]).joined(separator: ", "))
+        let forwarders = (hops + [nodeID]).joined(separator: ", ")
+        outbound.headers.add(name: Self.forwardedField.rawName, value: forwarders)
+        outbound.headers.add(name: Self.proofField.rawName, value: secret.forwardingProof(for: ForwardedRequest(
+            method: request.method.rawValue, target: request.uri.description, forwarders: forwarders, tenant: tenant)))
         if request.method != .get && request.method != .head {
             // Collected, not streamed: AsyncHTTPClient sends a request
             // again on another pooled connection when the first one turns
@@ -177,10 +215,19 @@ struct TenantForwarder: RouterMiddleware {
         }) {
             if let name = HTTPField.Name(field.name) { headers.append(HTTPField(name: name, value: field.value)) }
         }
-        return Response(
-            status: HTTPResponse.Status(code: Int(response.status.code), reasonPhrase: response.status.reasonPhrase),
-            headers: headers,
-            body: ResponseBody(asyncSequence: response.body))
+        let status = HTTPResponse.Status(code: Int(response.status.code), reasonPhrase: response.status.reasonPhrase)
+        guard let slot else {
+            return Response(status: status, headers: headers, body: ResponseBody(asyncSequence: response.body))
+        }
+        // The stream's slot lasts as long as its body: until the owner ends
+        // it or the client goes away (the write then throws).
+        return Response(status: status, headers: headers, body: ResponseBody { writer in
+            defer { slot.release() }
+            for try await chunk in response.body {
+                try await writer.write(chunk)
+            }
+            try await writer.finish(nil)
+        })
     }
 
     private static func describe(_ error: any Error) -> String {

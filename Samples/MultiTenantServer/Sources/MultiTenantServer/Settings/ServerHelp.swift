@@ -14,7 +14,7 @@ enum ServerHelp {
             "Options:",
         ]
         lines += ServerOption.allCases.map(line)
-        lines += ["", "Fleet mode (--fleet; also needs MTS_OPERATOR_TOKEN and MTS_MASTER_KEY, the same on every node):"]
+        lines += ["", "Fleet mode (--fleet; also needs MTS_OPERATOR_TOKEN, MTS_MASTER_KEY and the fleet secret, the same on every node):"]
         lines += FleetOption.allCases.map(line)
         lines += ["", "Environment:"]
         let defaults = ServerLimits.defaults

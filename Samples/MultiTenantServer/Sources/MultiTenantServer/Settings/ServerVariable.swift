@@ -17,6 +17,7 @@ enum ServerVariable: String, CaseIterable, Sendable {
     case sdkDisabled = "OTEL_SDK_DISABLED"
     case peerToken = "MTS_PEER_TOKEN"
     case postgresPassword = "PGPASSWORD"
+    case fleetSecret = "MTS_FLEET_SECRET"
 
     /// The limit (``ServerLimits``) the variable sets, if it is one.
     var limit: WritableKeyPath<ServerLimits, Int>? {
@@ -47,6 +48,7 @@ enum ServerVariable: String, CaseIterable, Sendable {
         case .tracesExporter: "otlp turns traces on, none off"
         case .sdkDisabled: "true turns traces off"
         case .peerToken: "obsolete: ignored with a warning (tenants move through fleet placement)"
+        case .fleetSecret: "fleet mode: the fleet secret (32 bytes or more, the same on every node, unknown to PostgreSQL), when --fleet-secret-file gives none"
         case .postgresPassword: "fleet mode: the PostgreSQL password, when neither MTS_FLEET nor --fleet-password-file gives one"
         }
     }
@@ -55,12 +57,12 @@ enum ServerVariable: String, CaseIterable, Sendable {
 extension ServerVariable {
     /// The variables that hold a secret only the server knows of: the
     /// operator token, the fleet's PostgreSQL URL (which may carry its
-    /// password) and that password. The master key is not here: the
+    /// password), that password and the fleet secret. The master key is not here: the
     /// library reads it from the environment it is given (encrypted
     /// backups, restores), and strips it, with every key its
     /// configuration names, from what it hands a child.
     static let secrets: Set<String> = [
-        operatorToken.rawValue, FleetOption.fleet.environmentVariable, postgresPassword.rawValue,
+        operatorToken.rawValue, FleetOption.fleet.environmentVariable, postgresPassword.rawValue, fleetSecret.rawValue,
     ]
 
     /// `environment` without ``secrets``: what the library gets to start
