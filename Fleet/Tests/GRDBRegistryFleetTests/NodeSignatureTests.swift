@@ -37,8 +37,10 @@ struct NodeSignatureTests {
                 """)
             try await client.query("UPDATE fleet_tenants SET owner = 'evil' WHERE tenant_id = 'acme'")
         }
-        try await eventually("both unsigned rows refused at a refresh") {
-            counterTotal(Self.label, [("table", "fleet_nodes")]) >= refusedBefore + 2
+        // The counter is the process's: other tests' refusals count too, so
+        // the refresh that read these rows is the one whose snapshot has n2.
+        try await eventually("both unsigned rows refused at a refresh that saw the signed one") {
+            counterTotal(Self.label, [("table", "fleet_nodes")]) >= refusedBefore + 2 && node.fleet.status.liveNodes.contains("n2")
         }
         #expect(node.fleet.status.liveNodes == ["n1", "n2"])
         try await eventually("n1 lets acme go") { node.fleet.status.ownedTenants.isEmpty }

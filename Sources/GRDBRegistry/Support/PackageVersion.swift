@@ -3,7 +3,7 @@
 /// ``current``.
 ///
 /// One owner: a release changes ``current`` here, and the newest entry of
-/// `CHANGELOG.md` (`## 0.1.0`) must name the same version.
+/// `CHANGELOG.md` (`## 0.2.0`) must name the same version.
 ///
 /// ```swift
 /// import GRDBRegistry
@@ -12,5 +12,5 @@
 /// ```
 public enum GRDBRegistryVersion {
     /// The version, in semantic versioning form: `major.minor.patch`.
-    public static let current = "0.1.0"
+    public static let current = "0.2.0"
 }
