@@ -468,7 +468,9 @@ class Campaign:
         self.details["pgrestart"].append({"restart_seconds": round(back - instant, 2),
                                           "recovery_seconds_max": round(max(recovered), 3) if recovered else None})
 
-    def scenario_move(self, number):
+    def movable(self, number):
+        """A tenant on a live node (the scenario's number picks it), its
+        owner and epoch, and another live node to move it to."""
         placement = self.placement()
         live = {node.node_id for node in self.live_nodes()}
         candidates = sorted(tenant for tenant, (owner, _) in placement.items() if owner in live and tenant in self.tokens)
@@ -476,7 +478,10 @@ class Campaign:
             raise RuntimeError(f"no tenant to move: placement {placement}, live nodes {sorted(live)}")
         tenant = candidates[number % len(candidates)]
         owner, epoch = placement[tenant]
-        target = sorted(live - {owner})[0]
+        return tenant, owner, epoch, sorted(live - {owner})[0]
+
+    def scenario_move(self, number):
+        tenant, owner, epoch, target = self.movable(number)
         window = self.open_window("move", [tenant], "retry_after")
         instant = time.monotonic()
         response = request(self.haproxy, "POST", f"/fleet/tenants/{tenant}/move", {"to": target}, self.operator, timeout=60)
@@ -572,15 +577,8 @@ class Campaign:
         self.details["freeze"].append(details)
 
     def scenario_freezemove(self, number):
-        placement = self.placement()
-        live = {node.node_id for node in self.live_nodes()}
-        candidates = sorted(tenant for tenant, (owner, _) in placement.items() if owner in live and tenant in self.tokens)
-        if not candidates or len(live) < 2:
-            raise RuntimeError(f"no tenant to move: placement {placement}, live nodes {sorted(live)}")
-        tenant = candidates[number % len(candidates)]
-        owner, epoch = placement[tenant]
+        tenant, owner, epoch, target = self.movable(number)
         node = next(node for node in self.live_nodes() if node.node_id == owner)
-        target = sorted(live - {owner})[0]
         answers = []
 
         def move():

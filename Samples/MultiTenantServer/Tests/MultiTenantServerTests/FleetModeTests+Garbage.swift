@@ -22,11 +22,7 @@ extension FleetModeTests {
     /// paths, and answers for the tenant of the junk owner without
     /// echoing its address (security review 3, `fleet_garbage.py`; F5).
     @Test func aNodeOutlivesGarbageInPostgreSQLAndMakesNoFileForIt() async throws {
-        try await Self.withPostgres { postgres in
-            let root = temporaryTestDirectory()
-            defer { try? FileManager.default.removeItem(at: root) }
-            let store = root.appendingPathComponent("replica")
-            try FileManager.default.createDirectory(at: store, withIntermediateDirectories: true)
+        try await Self.withFleetFolders { postgres, root, store in
             try await Self.withNode("n1", postgres: postgres, store: store, data: root.appendingPathComponent("n1")) { node in
                 var tokens: [String: String] = [:]
                 for tenant in ["acme", "beta", "gamma"] {

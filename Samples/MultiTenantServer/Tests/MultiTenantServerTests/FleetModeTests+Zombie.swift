@@ -9,11 +9,7 @@ extension FleetModeTests {
     /// PostgreSQL, it acknowledges none that the new owner lacks: its
     /// fence, not a renewal, decides (security review 3, `fleet_zombie.py`).
     @Test func aResumedFrozenOwnerAcknowledgesNoWriteTheNewOwnerLacks() async throws {
-        try await Self.withPostgres { postgres in
-            let root = temporaryTestDirectory()
-            defer { try? FileManager.default.removeItem(at: root) }
-            let store = root.appendingPathComponent("replica")
-            try FileManager.default.createDirectory(at: store, withIntermediateDirectories: true)
+        try await Self.withFleetFolders { postgres, root, store in
             let zombie = try await Self.startNode("n1", postgres: postgres, store: store, data: root.appendingPathComponent("n1"))
             // Resumed and stopped whatever happens, or its Litestream
             // children and port would outlive the test.

@@ -25,6 +25,18 @@ import Testing
         try await withPostgresCluster { url, _ in try await body(url) }
     }
 
+    /// A PostgreSQL cluster, and a scratch folder (`root`) holding the
+    /// replica store its nodes share (`store`), for the duration of `body`.
+    static func withFleetFolders<T>(_ body: (_ postgres: String, _ root: URL, _ store: URL) async throws -> T) async throws -> T {
+        try await withPostgres { postgres in
+            let root = temporaryTestDirectory()
+            defer { try? FileManager.default.removeItem(at: root) }
+            let store = root.appendingPathComponent("replica")
+            try FileManager.default.createDirectory(at: store, withIntermediateDirectories: true)
+            return try await body(postgres, root, store)
+        }
+    }
+
     /// `scripts/postgres` with `arguments` (`stop`, `restart` a cluster).
     static func postgres(_ arguments: [String]) async throws {
         _ = try await run(repositoryRoot.appendingPathComponent("scripts/postgres").path, arguments)
@@ -191,11 +203,7 @@ import Testing
     }
 
     @Test func twoNodesServeEveryTenantAndMoveOneThroughPlacement() async throws {
-        try await Self.withPostgres { postgres in
-            let root = temporaryTestDirectory()
-            defer { try? FileManager.default.removeItem(at: root) }
-            let store = root.appendingPathComponent("replica")
-            try FileManager.default.createDirectory(at: store, withIntermediateDirectories: true)
+        try await Self.withFleetFolders { postgres, root, store in
             try await Self.withNode("n1", postgres: postgres, store: store, data: root.appendingPathComponent("n1")) { n1 in
             try await Self.withNode("n2", postgres: postgres, store: store, data: root.appendingPathComponent("n2")) { n2 in
 

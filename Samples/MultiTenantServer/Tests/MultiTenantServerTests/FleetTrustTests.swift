@@ -73,11 +73,7 @@ import Testing
     /// answers 503 for that tenant (PostgreSQL says its owner's lease is
     /// live, so nobody claims it) until the row is fixed.
     @Test func aNodeRowWrittenThroughPostgreSQLWithoutTheFleetSecretGetsNoRequestNoTokenNoRedirect() async throws {
-        try await FleetModeTests.withPostgres { postgres in
-            let root = temporaryTestDirectory()
-            defer { try? FileManager.default.removeItem(at: root) }
-            let store = root.appendingPathComponent("replica")
-            try FileManager.default.createDirectory(at: store, withIntermediateDirectories: true)
+        try await FleetModeTests.withFleetFolders { postgres, root, store in
             let trap = try Trap()
             try await FleetModeTests.withNode("n1", postgres: postgres, store: store, data: root.appendingPathComponent("n1")) { n1 in
                 let created = try await FleetModeTests.send(n1.baseURL, .POST, "/tenants", json: #"{"id":"acme"}"#, token: ServerProcess.operatorToken)
@@ -122,11 +118,7 @@ import Testing
     /// has no proof, so it is ignored), where it cost more than one per
     /// request (F4). Measured with `pg_stat_database.xact_commit`.
     @Test func aClientsForwardedHeaderCostsNoPostgreSQLTransaction() async throws {
-        try await FleetModeTests.withPostgres { postgres in
-            let root = temporaryTestDirectory()
-            defer { try? FileManager.default.removeItem(at: root) }
-            let store = root.appendingPathComponent("replica")
-            try FileManager.default.createDirectory(at: store, withIntermediateDirectories: true)
+        try await FleetModeTests.withFleetFolders { postgres, root, store in
             try await FleetModeTests.withNode("n1", postgres: postgres, store: store, data: root.appendingPathComponent("n1")) { n1 in
             try await FleetModeTests.withNode("n2", postgres: postgres, store: store, data: root.appendingPathComponent("n2")) { n2 in
                 let created = try await FleetModeTests.send(n1.baseURL, .POST, "/tenants", json: #"{"id":"acme"}"#, token: ServerProcess.operatorToken)
@@ -173,11 +165,7 @@ import Testing
     /// (`MTS_MAX_STREAMS`) gets 429 at once instead of a wait.
     @Test func sixtyFourForwardedStreamsLeaveOtherTenantsAnsweredAndOneMoreGets429AtOnce() async throws {
         let caps = ["MTS_SSE_HEARTBEAT": "1", "MTS_MAX_STREAMS_PER_TENANT": "200", "MTS_MAX_STREAMS": "64", "MTS_MAX_CONNECTIONS": "1000"]
-        try await FleetModeTests.withPostgres { postgres in
-            let root = temporaryTestDirectory()
-            defer { try? FileManager.default.removeItem(at: root) }
-            let store = root.appendingPathComponent("replica")
-            try FileManager.default.createDirectory(at: store, withIntermediateDirectories: true)
+        try await FleetModeTests.withFleetFolders { postgres, root, store in
             try await FleetModeTests.withNode("n1", postgres: postgres, store: store, data: root.appendingPathComponent("n1"), environment: caps) { n1 in
             try await FleetModeTests.withNode("n2", postgres: postgres, store: store, data: root.appendingPathComponent("n2"), environment: caps) { n2 in
                 var tokens: [String: String] = [:]
