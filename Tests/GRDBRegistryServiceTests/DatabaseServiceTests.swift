@@ -398,20 +398,29 @@ import Testing
         }
     }
 
-    @Test func mixedTenantsAreAnExplicitOptIn() async throws {
+    /// A service whose tenants may be plain beside encrypted ones, with
+    /// `vault` provisioned encrypted and `acme` plain, one player each.
+    private static func mixedTenants(
+        in directory: TemporaryDirectory, hooks: DatabaseService.Hooks = DatabaseService.Hooks()
+    ) async throws -> (tenants: TenantDirectory<PlayerRepository>, vault: TenantID, acme: TenantID) {
         _ = testMetrics
-        let directory = try TemporaryDirectory()
         let configuration = RegistryConfiguration(
             databases: [],
             tenants: .init(root: directory.path("tenants"), masterKey: .environment("MIXED_MASTER_KEY"), allowPlaintextTenants: true))
         let environment = ["MIXED_MASTER_KEY": Data(repeating: 7, count: 32).base64EncodedString()]
-        let service = DatabaseService(configuration: configuration, environment: environment, logger: LogRecorder().logger())
+        let service = DatabaseService(configuration: configuration, environment: environment, logger: LogRecorder().logger(), hooks: hooks)
         let tenants = try service.tenants(of: PlayerRepository.self)
         let vault = try TenantID("vault"), acme = try TenantID("acme")
         try tenants.provision(vault, configuration: service.tenantConfiguration(for: vault, encrypted: true))
         try tenants.provision(acme, configuration: service.tenantConfiguration(for: acme, encrypted: false))
         _ = try await tenants.withRepository(vault) { try await $0.add(name: "Secret") }
         _ = try await tenants.withRepository(acme) { try await $0.add(name: "Visible") }
+        return (tenants, vault, acme)
+    }
+
+    @Test func mixedTenantsAreAnExplicitOptIn() async throws {
+        let directory = try TemporaryDirectory()
+        let (tenants, vault, acme) = try await Self.mixedTenants(in: directory)
         #expect(CipherDatabase.isEncrypted(atPath: try tenants.path(of: vault)) == true)
         #expect(CipherDatabase.isEncrypted(atPath: try tenants.path(of: acme)) == false)
         tenants.closeIdleTenants()
@@ -423,23 +432,11 @@ import Testing
     /// allowed; so is an encrypted file in place of a plain tenant's. The
     /// refused file is left as it was, byte for byte.
     @Test func aTenantOpensOnlyFromAFileAsItsRecordSays() async throws {
-        _ = testMetrics
         let directory = try TemporaryDirectory()
-        let configuration = RegistryConfiguration(
-            databases: [],
-            tenants: .init(root: directory.path("tenants"), masterKey: .environment("RECORDED_MASTER_KEY"), allowPlaintextTenants: true))
-        let environment = ["RECORDED_MASTER_KEY": Data(repeating: 9, count: 32).base64EncodedString()]
         let recorded = ["vault": true, "acme": false]
-        let service = DatabaseService(
-            configuration: configuration, environment: environment, logger: LogRecorder().logger(),
-            hooks: DatabaseService.Hooks(recordedEncryption: { recorded[$0.rawValue] }))
-        let tenants = try service.tenants(of: PlayerRepository.self)
-        let vault = try TenantID("vault"), acme = try TenantID("acme")
-        try tenants.provision(vault, configuration: service.tenantConfiguration(for: vault, encrypted: true))
-        try tenants.provision(acme, configuration: service.tenantConfiguration(for: acme, encrypted: false))
-        // Files as recorded open.
-        _ = try await tenants.withRepository(vault) { try await $0.add(name: "Secret") }
-        _ = try await tenants.withRepository(acme) { try await $0.add(name: "Visible") }
+        // Files as recorded open (a player written to each).
+        let (tenants, vault, acme) = try await Self.mixedTenants(
+            in: directory, hooks: DatabaseService.Hooks(recordedEncryption: { recorded[$0.rawValue] }))
         tenants.closeIdleTenants()
         let vaultPath = try tenants.path(of: vault), acmePath = try tenants.path(of: acme)
         let encrypted = try Data(contentsOf: URL(fileURLWithPath: vaultPath))

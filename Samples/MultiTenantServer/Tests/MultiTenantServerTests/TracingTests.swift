@@ -84,6 +84,12 @@ private final class OTLPReceiver: Sendable {
         }
     }
 
+    /// A server's environment that exports its spans here, within 100 ms
+    /// rather than 5 s.
+    var serverEnvironment: [String: String] {
+        ["OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:\(port)", "OTEL_BSP_SCHEDULE_DELAY": "100"]
+    }
+
     var spans: [ReceivedSpan] {
         get throws {
             guard let text = try? String(contentsOf: output, encoding: .utf8) else { return [] }
@@ -120,11 +126,7 @@ private final class OTLPReceiver: Sendable {
         defer { receiver.stop() }
         let data = temporaryTestDirectory()
         defer { try? FileManager.default.removeItem(at: data) }
-        let environment = [
-            "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:\(receiver.port)",
-            // Export within 100 ms rather than 5 s.
-            "OTEL_BSP_SCHEDULE_DELAY": "100",
-        ]
+        let environment = receiver.serverEnvironment
         let traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
         let callerSpanID = "00f067aa0ba902b7"
         try await withTestServer(dataDirectory: data, environment: environment) { server, api in
@@ -188,12 +190,7 @@ private final class OTLPReceiver: Sendable {
             #expect(span.status.code != 2, "\(span.name) failed: \(span.status.message)")
         }
         // No request data, no SQL, in any span of the run.
-        for span in all {
-            for (key, value) in span.attributes {
-                #expect(!value.description.contains("Zebulon"), "\(span.name) \(key)")
-                #expect(!value.description.contains("INSERT"), "\(span.name) \(key)")
-            }
-        }
+        expectNoAttribute(of: all, holding: ["Zebulon", "INSERT"])
     }
 
     /// A request's span names its route's pattern (`http.route`) and
@@ -204,10 +201,7 @@ private final class OTLPReceiver: Sendable {
         defer { receiver.stop() }
         let data = temporaryTestDirectory()
         defer { try? FileManager.default.removeItem(at: data) }
-        let environment = [
-            "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:\(receiver.port)",
-            "OTEL_BSP_SCHEDULE_DELAY": "100",
-        ]
+        let environment = receiver.serverEnvironment
         let traceID = "5cf92f3577b34da6a3ce929d0e0e4737"
         try await withTestServer(dataDirectory: data, environment: environment) { server, api in
             let token = try await api.createTenant(#"{"id":"acme"}"#)
@@ -227,12 +221,7 @@ private final class OTLPReceiver: Sendable {
         #expect(http.attributes["http.route"]?.description == "/tenants/{tenant}/players")
         #expect(http.attributes["url.path"]?.description == "/tenants/acme/players")
         #expect(http.attributes["url.query"] == nil, "\(http.attributes["url.query"]?.description ?? "")")
-        for span in all {
-            for (key, value) in span.attributes {
-                #expect(!value.description.contains("Query-secret"), "\(span.name) \(key)")
-                #expect(!value.description.contains("Zebulon"), "\(span.name) \(key)")
-            }
-        }
+        expectNoAttribute(of: all, holding: ["Query-secret", "Zebulon"])
     }
 
     /// Every route of a plain and an encrypted tenant (writes, an
@@ -251,11 +240,7 @@ private final class OTLPReceiver: Sendable {
         let queryMarker = "Qrymark\(UUID().uuidString.prefix(8))"
         let masterKey = (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
         let bogus = "mts_" + (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
-        let environment = [
-            "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:\(receiver.port)",
-            "OTEL_BSP_SCHEDULE_DELAY": "100",
-            "MTS_MASTER_KEY": masterKey,
-        ]
+        let environment = receiver.serverEnvironment.merging(["MTS_MASTER_KEY": masterKey]) { $1 }
         var tokens: [String] = []
         let log = try await withTestServer(dataDirectory: data, environment: environment) { server, api in
             for (tenant, encrypted) in [("acme", false), ("vault", true)] {
@@ -301,6 +286,18 @@ private final class OTLPReceiver: Sendable {
         for (what, needle) in needles {
             #expect(!exported.contains(needle), "\(what) in the spans")
             #expect(!log.contains(needle), "\(what) in the log")
+        }
+    }
+}
+
+/// Records an issue for each attribute of `spans` whose value holds one of
+/// `needles`, naming the span and the attribute.
+private func expectNoAttribute(of spans: [ReceivedSpan], holding needles: [String]) {
+    for span in spans {
+        for (key, value) in span.attributes {
+            for needle in needles {
+                #expect(!value.description.contains(needle), "\(span.name) \(key) holds \(needle)")
+            }
         }
     }
 }
