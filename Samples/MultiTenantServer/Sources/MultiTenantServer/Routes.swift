@@ -89,14 +89,12 @@ struct Routes: Sendable {
             return try await rotateToken(of: requested)
         }
 
-        // Tenant routes: the middleware resolves the tenant once, and runs
-        // the handler in its scope. No route keeps books for reading its
-        // writes: the tenant's commit count does (ActiveTenant).
-        // In a fleet, the forwarder first: a tenant owned elsewhere is
-        // proxied to its owner (Fleet/TenantForwarder).
-        var tenant = router.group("tenants/:tenant")
-        if let fleet = state.fleet { tenant = tenant.add(middleware: fleet.forwarder(audience: .tenant)) }
-        tenant = tenant.add(middleware: TenantMiddleware(state: state))
+        // Tenant routes: the middleware resolves the tenant once (in a
+        // fleet, a tenant owned elsewhere is proxied to its owner) and
+        // keeps its lease in the context. No route keeps books for reading
+        // its writes: the tenant's commit count does (ActiveTenant).
+        let tenant = router.group("tenants/:tenant")
+            .add(middleware: TenantMiddleware(state: state, forwarder: state.fleet?.forwarder()))
         tenant.get("players") { _, context -> [Player] in
             try await context.currentTenant().repository.players.reader.read { db in try Player.order(Column("id")).fetchAll(db) }
         }

@@ -5,35 +5,19 @@ import GRDBRegistryExamples
 @testable import MultiTenantServer
 import Testing
 
-/// How requests reach a tenant: through the registry's tenant scope, and
+/// How requests reach a tenant: through the lease in the request context, and
 /// the catalog as the one source of truth for "this tenant exists".
 @Suite struct TenantResolutionTests {
-    /// Tenant data is reached only in the scope of the request's own
-    /// tenant: outside any scope, in another tenant's scope, or without a
-    /// resolved tenant, it is an error, not a fallback.
-    @Test func tenantDataOutsideItsScopeIsAnError() async throws {
+    /// An open tenant is one repository, whatever the number of leases:
+    /// the lease a request keeps in its context is the tenant's.
+    @Test func leasesOfAnOpenTenantShareItsRepository() async throws {
         let root = temporaryTestDirectory()
         defer { try? FileManager.default.removeItem(at: root) }
         let directory = try ServerTenants(root: root)
-        let acme = try TenantID("acme"), globex = try TenantID("globex")
+        let acme = try TenantID("acme")
         try directory.provision(acme)
-        try directory.provision(globex)
         let lease = try await directory.lease(acme)
-        #expect(try await directory.lease(acme).repository === lease.repository, "an open tenant is one repository, whatever the number of leases")
-
-        #expect(throws: TenantScopeError.outsideTenantScope) { try DatabaseRegistry.current.tenant(acme) }
-        var registry = DatabaseRegistry()
-        registry[CurrentTenantKey.self] = lease
-        try await withRegistry(registry) { () async throws -> Void in
-            #expect(try DatabaseRegistry.current.tenant(acme) === lease)
-            #expect(throws: TenantScopeError.scopeMismatch(requested: globex, current: acme)) { try DatabaseRegistry.current.tenant(globex) }
-            #expect(throws: TenantScopeError.outsideTenantScope) { try DatabaseRegistry.current.tenant(nil) }
-            // Tasks the handler starts stay in the scope; a detached task
-            // leaves it.
-            #expect(await Task { try? DatabaseRegistry.current.tenant(acme) }.value === lease)
-            #expect(await Task.detached { try? DatabaseRegistry.current.tenant(acme) }.value == nil)
-        }
-        #expect(throws: TenantScopeError.outsideTenantScope) { try DatabaseRegistry.current.tenant(acme) }
+        #expect(try await directory.lease(acme).repository === lease.repository)
         await directory.close(drainTimeout: .seconds(5))
     }
 

@@ -28,10 +28,7 @@ extension FleetError: @retroactive HTTPResponseError, OperatorFacingError {
     }
 
     public func response(from request: Request, context: some RequestContext) throws -> Response {
-        var headers = HTTPFields()
-        headers[.contentType] = "application/json; charset=utf-8"
-        if status == .serviceUnavailable { headers[.retryAfter] = "\(TenantWritesPaused.retryAfterSeconds)" }
-        let body = try JSONEncoder().encode(["error": ["message": description]])
-        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: body)))
+        try HTTPError(status, headers: status == .serviceUnavailable ? clientHeaders : [:], message: description)
+            .response(from: request, context: context)
     }
 }

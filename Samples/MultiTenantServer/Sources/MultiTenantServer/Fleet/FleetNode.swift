@@ -16,7 +16,7 @@ import Tracing
 ///
 /// ```swift
 /// let node = FleetNode(mode: mode, host: host, fence: fence, limits: limits, logger: logger, tracer: tracer)
-/// router.group("tenants/:tenant").add(middleware: node.forwarder(audience: .tenant))
+/// router.group("tenants/:tenant").add(middleware: node.forwarder())
 /// // services: databases, replicator, encrypted backups, then node.services, then the HTTP server
 /// ```
 final class FleetNode: Sendable {
@@ -40,8 +40,8 @@ final class FleetNode: Sendable {
 
     /// The middleware of the routes of one tenant (tenant routes, or the
     /// operator's per-tenant fleet routes).
-    func forwarder(audience: TenantForwarder.Audience) -> TenantForwarder {
-        TenantForwarder(audience: audience, nodeID: mode.nodeID, secret: mode.secret, clients: clients) { [fleet] id, forwarder in
+    func forwarder() -> TenantForwarder {
+        TenantForwarder(nodeID: mode.nodeID, secret: mode.secret, clients: clients) { [fleet] id, forwarder in
             try await fleet.route(id, forwardedBy: forwarder)
         }
     }

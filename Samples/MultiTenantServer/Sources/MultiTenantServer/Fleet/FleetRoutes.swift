@@ -39,7 +39,7 @@ struct FleetRoutes: Sendable {
             return try await fleet.placement()
         }
         router.group("fleet/tenants/:tenant")
-            .add(middleware: node.forwarder(audience: .operator))
+            .add(middleware: node.forwarder())
             .post("move") { request, context -> MoveResponse in
                 let id = try TenantID(try context.parameters.require("tenant"))
                 let body = try await request.decode(as: MoveRequest.self, context: context)

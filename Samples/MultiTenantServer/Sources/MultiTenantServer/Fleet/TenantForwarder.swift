@@ -31,27 +31,22 @@ import NIOHTTP1
 /// `Prefer: redirect` gets `307` with the owner's URL instead (it talks
 /// to the owner itself from then on).
 ///
-/// Authentication happens here first (the token hash is in PostgreSQL,
-/// so every node checks it): a request that does not sign in as the
-/// tenant (or, on operator routes, as the operator) is refused on this
-/// node and never forwarded. The proxied request keeps `Authorization`,
-/// which the owner checks again.
+/// Identity is checked once, before anything is forwarded (the token hash
+/// is in PostgreSQL, so every node checks it): on tenant routes by
+/// ``TenantMiddleware``, which calls ``forward(_:context:tenant:)``; on
+/// the operator's tenant routes (a move) by this middleware, which takes
+/// the operator token only. A request that does not sign in is refused on
+/// this node and never forwarded. The proxied request keeps
+/// `Authorization`, which the owner checks again.
 ///
 /// ```swift
 /// let tenant = router.group("tenants/:tenant")
-///     .add(middleware: TenantForwarder(audience: .tenant, nodeID: "n1", secret: secret, clients: clients) { try await fleet.route($0, forwardedBy: $1) })
-///     .add(middleware: TenantMiddleware(state: state))
+///     .add(middleware: TenantMiddleware(state: state, forwarder: TenantForwarder(nodeID: "n1", secret: secret, clients: clients) { try await fleet.route($0, forwardedBy: $1) }))
+/// let moves = router.group("fleet/tenants/:tenant")
+///     .add(middleware: node.forwarder())
 /// ```
 struct TenantForwarder: RouterMiddleware {
     typealias Context = ServerRequestContext
-
-    /// Who may send the requests of the routes it guards.
-    enum Audience: Sendable {
-        /// The tenant of the path, signed in with its own token.
-        case tenant
-        /// The operator.
-        case `operator`
-    }
 
     /// The header field a forwarded request carries: the forwarding node.
     static let forwardedField = HTTPField.Name("X-MTS-Forwarded")!
@@ -72,7 +67,6 @@ struct TenantForwarder: RouterMiddleware {
     /// routes take small JSON bodies.
     static let maximumForwardedBody = 1 << 20
 
-    let audience: Audience
     /// This node's id, for `X-MTS-Forwarded`.
     let nodeID: String
     /// Proves the requests this node forwards, checks those forwarded here.
@@ -88,16 +82,21 @@ struct TenantForwarder: RouterMiddleware {
     /// forwarder believes this node owns the tenant.
     let route: @Sendable (TenantID, _ forwardedBy: String?) async throws -> TenantRoute
 
+    /// The operator's tenant routes: the operator token, then
+    /// ``forward(_:context:tenant:)``.
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        try context.requireOperator()
         let requested = try context.parameters.require("tenant")
-        switch (audience, try context.requireSignedIn()) {
-        case (.operator, .operator): break
-        case (.operator, .tenant): throw HTTPError(.forbidden, message: "This route needs the operator token.")
-        case let (.tenant, .tenant(tenant)) where tenant.id == requested: break
-        // A token of another tenant gets the same 404 as a tenant that
-        // does not exist (TenantMiddleware).
-        case (.tenant, _): throw HTTPError(.notFound, message: "Unknown tenant \(requested).")
+        if let forwarded = try await forward(request, context: context, tenant: requested) {
+            return forwarded
         }
+        return try await next(request, context)
+    }
+
+    /// The answer of tenant `requested`'s owner when another node owns it
+    /// (or a redirect to it), nil when this node serves it; throws when
+    /// nobody can serve it now. The caller checked the request's identity.
+    func forward(_ request: Request, context: Context, tenant requested: String) async throws -> Response? {
         guard let id = try? TenantID(requested) else {
             throw HTTPError(.notFound, message: "Unknown tenant \(requested).")
         }
@@ -106,7 +105,7 @@ struct TenantForwarder: RouterMiddleware {
         let hops = forwarders(of: request, tenant: requested)
         switch try await route(id, hops.last) {
         case .local:
-            return try await next(request, context)
+            return nil
         case let .unavailable(reason):
             throw TenantUnavailable(tenant: requested, reason: reason)
         case let .remote(node, address):
@@ -119,7 +118,7 @@ struct TenantForwarder: RouterMiddleware {
                 throw ForwardingRefused(tenant: requested, message: "Tenant \(requested) is served by node \(node), and this request was already forwarded (by \(hops.joined(separator: ", "))): placement is changing, retry in \(TenantWritesPaused.retryAfterSeconds) s.")
             }
             if Self.prefersRedirect(request.headers) {
-                return Self.redirect(to: address + request.uri.description)
+                return try Self.redirect(to: address + request.uri.description, request: request, context: context)
             }
             return try await proxy(request, to: address, node: node, tenant: requested, hops: hops)
         }
@@ -151,12 +150,9 @@ struct TenantForwarder: RouterMiddleware {
         }
     }
 
-    static func redirect(to location: String) -> Response {
-        var headers = HTTPFields()
-        headers[.location] = location
-        headers[.contentType] = "application/json; charset=utf-8"
-        let body = (try? JSONEncoder().encode(["error": ["message": "This tenant is served at \(location)"]])) ?? Data()
-        return Response(status: .temporaryRedirect, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: body)))
+    static func redirect(to location: String, request: Request, context: some RequestContext) throws -> Response {
+        try HTTPError(.temporaryRedirect, headers: [.location: location], message: "This tenant is served at \(location)")
+            .response(from: request, context: context)
     }
 
     /// The header fields that concern one connection, never forwarded
@@ -254,7 +250,7 @@ struct TenantUnavailable: OperatorFacingError, CustomStringConvertible {
     var clientHeaders: HTTPFields { [.retryAfter: "\(TenantWritesPaused.retryAfterSeconds)"] }
 
     func response(from request: Request, context: some RequestContext) throws -> Response {
-        try TenantWritesPaused.retryLater(clientMessage)
+        try TenantWritesPaused.retryLater(clientMessage, request: request, context: context)
     }
 }
 
@@ -273,6 +269,6 @@ struct ForwardingRefused: OperatorFacingError, CustomStringConvertible {
     var clientHeaders: HTTPFields { [.retryAfter: "\(TenantWritesPaused.retryAfterSeconds)"] }
 
     func response(from request: Request, context: some RequestContext) throws -> Response {
-        try TenantWritesPaused.retryLater(clientMessage)
+        try TenantWritesPaused.retryLater(clientMessage, request: request, context: context)
     }
 }

@@ -32,6 +32,19 @@ extension ServerRequestContext {
         return identity
     }
 
+    /// The request's one identity check on a tenant's routes: 401 without
+    /// a valid token, and the 404 of a tenant that does not exist for the
+    /// token of another tenant or the operator's (a token is no oracle of
+    /// which tenants exist). The token was looked up in the catalog by
+    /// ``BearerAuthenticator``: a tenant it signs in is listed there.
+    @discardableResult
+    func requireSignedIn(as requested: String) throws -> Tenant {
+        guard case let .tenant(signedIn) = try requireSignedIn(), signedIn.id == requested else {
+            throw HTTPError(.notFound, message: "Unknown tenant \(requested).")
+        }
+        return signedIn
+    }
+
     /// 401 unless the operator token signed the request in, 403 for a
     /// tenant token.
     func requireOperator() throws {
@@ -47,9 +60,7 @@ struct Unauthorized: HTTPResponseError {
     var status: HTTPResponse.Status { .unauthorized }
 
     func response(from request: Request, context: some RequestContext) throws -> Response {
-        var headers = HTTPFields()
-        headers[.wwwAuthenticate] = #"Bearer realm="MultiTenantServer""#
-        headers[.contentType] = "application/json; charset=utf-8"
-        return Response(status: .unauthorized, headers: headers, body: .init(byteBuffer: ByteBuffer(string: #"{"error":{"message":"Sign in with Authorization: Bearer <token>."}}"#)))
+        try HTTPError(.unauthorized, headers: [.wwwAuthenticate: #"Bearer realm="MultiTenantServer""#], message: "Sign in with Authorization: Bearer <token>.")
+            .response(from: request, context: context)
     }
 }

@@ -16,8 +16,10 @@ enum SignedIn: Sendable {
 struct ServerRequestContext: AuthRequestContext, RequestContext {
     var coreContext: CoreRequestContextStorage
     var identity: SignedIn?
-    /// On tenant routes, the tenant that ``TenantMiddleware`` resolved.
-    var tenant: TenantID?
+    /// On tenant routes, the lease on the tenant that ``TenantMiddleware``
+    /// resolved: held for the rest of the request, in its context (where
+    /// Hummingbird keeps what a middleware learned about a request).
+    var tenant: TenantLease<ActiveTenant>?
     /// The peer's IP address (a proxy's, behind one), for SignInThrottle.
     let clientAddress: String?
 
@@ -26,16 +28,17 @@ struct ServerRequestContext: AuthRequestContext, RequestContext {
         clientAddress = source.channel.remoteAddress?.ipAddress
     }
 
-    /// The lease on the tenant of this request, inside its scope.
+    /// The lease on the tenant of this request.
     ///
     /// ```swift
     /// let player = try await context.currentTenant().repository.players.add(name: "Arthur")
     /// ```
     ///
-    /// - throws: ``TenantScopeError`` (500) when a handler reaches tenant
-    ///   data outside the tenant's scope, or on a route without a tenant:
-    ///   a programming error, never a fallback to another tenant.
+    /// - throws: ``TenantScopeError/outsideTenantScope`` (500) on a route
+    ///   that ``TenantMiddleware`` did not resolve: a programming error,
+    ///   never a fallback to another tenant.
     func currentTenant() throws(TenantScopeError) -> TenantLease<ActiveTenant> {
-        try DatabaseRegistry.current.tenant(tenant)
+        guard let tenant else { throw .outsideTenantScope }
+        return tenant
     }
 }

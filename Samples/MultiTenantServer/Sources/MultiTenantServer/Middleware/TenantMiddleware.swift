@@ -4,27 +4,30 @@ import GRDBRegistryService
 import Hummingbird
 
 /// Resolves the tenant of a request under `/tenants/{tenant}` once: checks
-/// that the token signed that tenant in, that the catalog lists it (the
-/// one source of truth for "this tenant exists"), leases it from the
-/// tenant directory (opening it if needed), and runs the rest of the
-/// request in its scope: the server's registry, with the lease as
-/// ``CurrentTenantKey``. Handlers never route tenants by hand: they ask
-/// the context (``ServerRequestContext/currentTenant()``).
+/// that the token signed that tenant in (the one identity check of the
+/// request), in a fleet forwards it to the tenant's owner when that is
+/// another node (``TenantForwarder``), checks that the catalog lists it
+/// (the one source of truth for "this tenant exists"), leases it from the
+/// tenant directory (opening it if needed), and keeps the lease in the
+/// request's context for the rest of the request. Handlers never route
+/// tenants by hand: they ask the context
+/// (``ServerRequestContext/currentTenant()``).
 ///
 /// A token of another tenant gets the same 404 as a tenant that does not
 /// exist: a token is no oracle of which tenants exist.
 struct TenantMiddleware: RouterMiddleware {
     typealias Context = ServerRequestContext
     let state: ServerState
+    /// In a fleet, where tenants owned by other nodes are proxied.
+    let forwarder: TenantForwarder?
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        let ready = try state.requireReady()
         let requested = try context.parameters.require("tenant")
-        // The token was looked up in the catalog's in-memory view by
-        // BearerAuthenticator: a tenant it signs in is listed there.
-        guard case let .tenant(signedIn) = try context.requireSignedIn(), signedIn.id == requested else {
-            throw HTTPError(.notFound, message: "Unknown tenant \(requested).")
+        try context.requireSignedIn(as: requested)
+        if let forwarder, let forwarded = try await forwarder.forward(request, context: context, tenant: requested) {
+            return forwarded
         }
+        let ready = try state.requireReady()
         let lease: TenantLease<ActiveTenant>
         do {
             lease = try await ready.directory.lease(try TenantID(requested))
@@ -43,10 +46,8 @@ struct TenantMiddleware: RouterMiddleware {
             throw error
         }
         var context = context
-        context.tenant = lease.id
-        var registry = ready.registry
-        registry[CurrentTenantKey.self] = lease
-        return try await withRegistry(registry) { try await next(request, context) }
+        context.tenant = lease
+        return try await next(request, context)
     }
 }
 

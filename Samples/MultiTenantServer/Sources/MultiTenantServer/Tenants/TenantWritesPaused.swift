@@ -40,17 +40,14 @@ struct TenantWritesPaused: ClientFacingError, CustomStringConvertible {
     }
 
     func response(from request: Request, context: some RequestContext) throws -> Response {
-        try Self.retryLater(description)
+        try Self.retryLater(description, request: request, context: context)
     }
 
     /// The one shape of a "retry shortly" answer (a paused write, an
     /// unavailable tenant, a request the fleet can't forward now): 503,
     /// `Retry-After: 1`, and the server's JSON error body.
-    static func retryLater(_ message: String) throws -> Response {
-        var headers = HTTPFields()
-        headers[.retryAfter] = "\(retryAfterSeconds)"
-        headers[.contentType] = "application/json; charset=utf-8"
-        let body = try JSONEncoder().encode(["error": ["message": message]])
-        return Response(status: .serviceUnavailable, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: body)))
+    static func retryLater(_ message: String, request: Request, context: some RequestContext) throws -> Response {
+        try HTTPError(.serviceUnavailable, headers: [.retryAfter: "\(retryAfterSeconds)"], message: message)
+            .response(from: request, context: context)
     }
 }
