@@ -34,7 +34,52 @@ import Tracing
 /// else (``FleetConfiguration``'s timing assumptions). The fleet runs its
 /// own PostgreSQL connection pool, outside the service group's graceful
 /// shutdown, so that its hand-offs at shutdown still reach PostgreSQL.
+///
+/// Each placement round asks a ``PlacementPlanner`` (a value, tested
+/// without PostgreSQL) what to claim, let go, adopt, restore and move;
+/// the fleet runs the statements and calls the host.
+///
+/// ## Topics
+///
+/// ### Running a node
+///
+/// - ``init(configuration:host:fence:logger:tracer:)``
+/// - ``configuration``
+/// - ``run()``
+/// - ``waitUntilJoined()``
+/// - ``status``
+/// - ``FleetStatus``
+/// - ``NodeState``
+///
+/// ### Routing requests
+///
+/// - ``route(_:)``
+/// - ``route(_:forwardedBy:)``
+/// - ``TenantRoute``
+///
+/// ### Acknowledging durable writes
+///
+/// - ``tenure(of:)``
+/// - ``stillHolds(_:)``
+/// - ``TenantTenure``
+///
+/// ### Moving tenants
+///
+/// - ``move(_:to:)``
+/// - ``drain(node:)``
+/// - ``placement()``
+/// - ``Placement``
+///
+/// ### The catalog
+///
+/// - ``createTenant(id:name:encrypted:tokenHash:provision:)``
+/// - ``setTokenHash(_:of:)``
+/// - ``catalogTenant(_:)``
+/// - ``tenant(forTokenHash:)``
+/// - ``allTenants()``
+/// - ``FleetTenant``
 public final class Fleet: Service, Sendable {
+    /// The node's settings, as given.
     public let configuration: FleetConfiguration
     let host: any FleetTenantHost
     let fence: WriteFence
