@@ -34,7 +34,52 @@ import Tracing
 /// else (``FleetConfiguration``'s timing assumptions). The fleet runs its
 /// own PostgreSQL connection pool, outside the service group's graceful
 /// shutdown, so that its hand-offs at shutdown still reach PostgreSQL.
+///
+/// Each placement round asks a ``PlacementPlanner`` (a value, tested
+/// without PostgreSQL) what to claim, let go, adopt, restore and move;
+/// the fleet runs the statements and calls the host.
+///
+/// ## Topics
+///
+/// ### Running a node
+///
+/// - ``init(configuration:host:fence:logger:tracer:)``
+/// - ``configuration``
+/// - ``run()``
+/// - ``waitUntilJoined()``
+/// - ``status``
+/// - ``FleetStatus``
+/// - ``NodeState``
+///
+/// ### Routing requests
+///
+/// - ``route(_:)``
+/// - ``route(_:forwardedBy:)``
+/// - ``TenantRoute``
+///
+/// ### Acknowledging durable writes
+///
+/// - ``tenure(of:)``
+/// - ``stillHolds(_:)``
+/// - ``TenantTenure``
+///
+/// ### Moving tenants
+///
+/// - ``move(_:to:)``
+/// - ``drain(node:)``
+/// - ``placement()``
+/// - ``Placement``
+///
+/// ### The catalog
+///
+/// - ``createTenant(id:name:encrypted:tokenHash:provision:)``
+/// - ``setTokenHash(_:of:)``
+/// - ``catalogTenant(_:)``
+/// - ``tenant(forTokenHash:)``
+/// - ``allTenants()``
+/// - ``FleetTenant``
 public final class Fleet: Service, Sendable {
+    /// The node's settings, as given.
     public let configuration: FleetConfiguration
     let host: any FleetTenantHost
     let fence: WriteFence
@@ -74,9 +119,12 @@ public final class Fleet: Service, Sendable {
         }
     }
 
-    /// The tenant `id` of the catalog, as of the last refresh.
+    /// The tenant `id` of the catalog, as of the last refresh; nil for an
+    /// id that is no ``TenantID`` (no such tenant can be in the catalog).
     public func catalogTenant(_ id: String) -> FleetTenant? {
-        state.withLock { $0.snapshot.tenants[id] }
+        let key: TenantID
+        do { key = try TenantID(id) } catch { return nil }
+        return state.withLock { $0.snapshot.tenants[key] }
     }
 
     /// The tenant whose token has SHA-256 hex `hash`, as of the last refresh.
@@ -86,7 +134,7 @@ public final class Fleet: Service, Sendable {
 
     /// Every tenant of the catalog, sorted by id, as of the last refresh.
     public func allTenants() -> [FleetTenant] {
-        state.withLock { $0.snapshot.tenants.values.sorted { $0.id < $1.id } }
+        state.withLock { $0.snapshot.tenants.sorted { $0.key < $1.key }.map(\.value) }
     }
 
     /// Every tenant's owner and epoch, read from PostgreSQL now.
@@ -102,7 +150,7 @@ public final class Fleet: Service, Sendable {
                 nodeID: configuration.nodeID,
                 leaseValid: remaining > .zero,
                 fenceRemaining: remaining,
-                ownedTenants: state.local.filter { $0.value.isServing }.keys.sorted(),
+                ownedTenants: state.local.filter { $0.value.isServing }.keys.sorted().map(\.rawValue),
                 liveNodes: state.snapshot.liveNodes,
                 state: state.nodeState,
                 lossWindow: host.lossWindow)
@@ -159,20 +207,33 @@ extension Fleet {
             if case .ready = progress { return true }
             return false
         }
+
+        /// What the planner needs of it.
+        var holding: PlacementPlanner.Holding {
+            let phase: PlacementPlanner.Holding.Phase = switch progress {
+            case .creating: .creating
+            case .claiming: .claiming
+            case .claimed, .acquiring: .restoring
+            case .ready: .ready
+            case let .failed(_, retryAt, _): .failed(retryAt: retryAt)
+            case .handingOff: .handingOff
+            }
+            return PlacementPlanner.Holding(epoch: epoch, phase: phase)
+        }
     }
 
     struct State {
-        /// Records a row this node changed in PostgreSQL.
-        mutating func edit(_ tenant: FleetTenant) {
+        /// Records row `id`, which this node changed in PostgreSQL.
+        mutating func edit(_ id: TenantID, to tenant: FleetTenant) {
             editClock += 1
-            snapshot.update(tenant)
-            edits[tenant.id] = (tenant, editClock)
+            snapshot.update(id, to: tenant)
+            edits[id] = (tenant, editClock)
         }
 
         /// Records a row this node deleted from PostgreSQL: a refresh whose
         /// read began before the deletion (and may have seen the row) must
         /// not bring it back.
-        mutating func forget(_ id: String) {
+        mutating func forget(_ id: TenantID) {
             editClock += 1
             snapshot.remove(id)
             edits[id] = (nil, editClock)
@@ -184,7 +245,7 @@ extension Fleet {
             var snapshot = read
             for (id, edit) in edits {
                 if edit.at > readStart {
-                    if let tenant = edit.tenant { snapshot.update(tenant) } else { snapshot.remove(id) }
+                    if let tenant = edit.tenant { snapshot.update(id, to: tenant) } else { snapshot.remove(id) }
                 } else {
                     edits[id] = nil
                 }
@@ -197,32 +258,40 @@ extension Fleet {
         var store: FleetStore?
         var timing: LeaseTiming?
         var session = UUID()
-        /// This node's state in PostgreSQL (`active`, `draining`).
-        var nodeState: String?
+        /// This node's state in PostgreSQL.
+        var nodeState: NodeState?
         var snapshot = PlacementSnapshot()
-        var local: [String: LocalTenant] = [:]
+        var local: [TenantID: LocalTenant] = [:]
         /// When each orphan was first seen: anyone claims it after two intervals.
-        var orphanSince: [String: ContinuousClock.Instant] = [:]
+        var orphanSince: [TenantID: ContinuousClock.Instant] = [:]
         /// The epoch at which this node last held each tenant it let go
         /// after losing its lease (fenced, not handed off): a claim that
         /// finds the tenant still at that epoch, still ours, keeps the file.
-        var lastHeldEpoch: [String: UInt64] = [:]
+        var lastHeldEpoch: [TenantID: UInt64] = [:]
         /// The tenants this node id owned, at these epochs, when this
         /// session joined: an earlier process (or session) held them, so
         /// this one claims them at a new epoch. A tenant owned by this node
         /// at any other epoch was handed to it: it is adopted at that epoch.
         /// Nil when unknown (the read after the join failed): every such
         /// tenant is then claimed anew, the safe way.
-        var ownedAtJoin: [String: UInt64]? = [:]
+        var ownedAtJoin: [TenantID: UInt64]? = [:]
         /// The rows this node changed itself (creations, claims,
         /// hand-offs, tokens), with the edit clock at the change: a
         /// refresh whose read began before a change applies it again over
         /// what it read, so that it never reverts this node's own news.
         /// A nil tenant: a row this node deleted.
-        var edits: [String: (tenant: FleetTenant?, at: UInt64)] = [:]
+        var edits: [TenantID: (tenant: FleetTenant?, at: UInt64)] = [:]
         var editClock: UInt64 = 0
         /// The one move of the loop (drain, rebalance) under way.
         var loopMove: Task<Void, Never>?
         var loopMoveRunning = false
+
+        /// The planner over this state, for node `nodeID`.
+        func planner(_ configuration: FleetConfiguration) -> PlacementPlanner {
+            PlacementPlanner(
+                nodeID: configuration.nodeID, snapshot: snapshot, nodeState: nodeState,
+                held: local.mapValues(\.holding), orphanSince: orphanSince, ownedAtJoin: ownedAtJoin,
+                grace: configuration.renewInterval * 2, eagerRestore: configuration.restore == .eager)
+        }
     }
 }

@@ -15,8 +15,8 @@ public struct FleetStatus: Sendable, Equatable {
     public var ownedTenants: [String]
     /// The live nodes at the last refresh, sorted, this one included.
     public var liveNodes: [String]
-    /// This node's state in PostgreSQL: `active`, `draining`, `left`; nil before it joins.
-    public var state: String?
+    /// This node's state in PostgreSQL; nil before it joins.
+    public var state: NodeState?
     /// The host's loss window, in words (``FleetTenantHost/lossWindow``).
     public var lossWindow: String?
 }

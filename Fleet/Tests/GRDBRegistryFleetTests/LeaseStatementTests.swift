@@ -61,7 +61,7 @@ struct LeaseStatementTests {
             #expect(try await store.renew(nodeID: "n1", session: UUID(), lease: .seconds(60)) == nil)
             #expect(try await store.renew(nodeID: "n3", session: sessions["n3"]!, lease: .seconds(60)) == nil)
             #expect(try await TestPostgres.rows(url, "SELECT node_id, lease_until::text FROM fleet_nodes ORDER BY node_id") == before)
-            #expect(try await store.renew(nodeID: "n1", session: sessions["n1"]!, lease: .seconds(60)) == "active")
+            #expect(try await store.renew(nodeID: "n1", session: sessions["n1"]!, lease: .seconds(60)) == .active)
             #expect(try await TestPostgres.rows(url, "SELECT lease_until > now() + interval '50 seconds' FROM fleet_nodes WHERE node_id = 'n1'") == [["true"]])
         }
     }

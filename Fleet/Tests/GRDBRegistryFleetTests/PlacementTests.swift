@@ -87,7 +87,7 @@ struct PlacementTests {
             #expect(n1.host.relinquished.contains(tenant))
         }
         #expect(try await TestPostgres.rows(url, "SELECT state FROM fleet_nodes WHERE node_id = 'n1'") == [["draining"]])
-        #expect(n1.fleet.status.state == "draining")
+        #expect(n1.fleet.status.state == .draining)
         // A draining node claims nothing, even what it would prefer.
         try await Task.sleep(for: .seconds(1))
         #expect(n1.fleet.status.ownedTenants.isEmpty)

@@ -23,10 +23,10 @@ extension Fleet {
         let store = try store()
         let session = try state.withLock { state in
             guard fence.isOpen else { throw FleetError.leaseLost }
-            guard state.local[id.rawValue] == nil, state.snapshot.tenants[id.rawValue] == nil else {
+            guard state.local[id] == nil, state.snapshot.tenants[id] == nil else {
                 throw FleetError.tenantExists(id.rawValue)
             }
-            state.local[id.rawValue] = LocalTenant(epoch: 1, encrypted: encrypted, keepLocal: true, progress: .creating)
+            state.local[id] = LocalTenant(epoch: 1, encrypted: encrypted, keepLocal: true, progress: .creating)
             return state.session
         }
         let tenant: FleetTenant
@@ -35,7 +35,7 @@ extension Fleet {
                 id: id.rawValue, name: name, encrypted: encrypted, tokenHash: tokenHash,
                 nodeID: configuration.nodeID, session: session)
         } catch {
-            state.withLock { _ = $0.local.removeValue(forKey: id.rawValue) }
+            state.withLock { _ = $0.local.removeValue(forKey: id) }
             throw error
         }
         do {
@@ -51,16 +51,16 @@ extension Fleet {
                 ])
             }
             state.withLock { state in
-                state.local[id.rawValue] = nil
+                state.local[id] = nil
                 // A refresh that read the row before its deletion would
                 // otherwise show this tenant until the next one.
-                state.forget(id.rawValue)
+                state.forget(id)
             }
             throw error
         }
         state.withLock { state in
-            state.edit(tenant)
-            state.local[id.rawValue]?.progress = .ready
+            state.edit(id, to: tenant)
+            state.local[id]?.progress = .ready
         }
         return tenant
     }
@@ -74,8 +74,10 @@ extension Fleet {
     ///
     /// - returns: the updated tenant, nil when there is none.
     public func setTokenHash(_ hash: String, of id: String) async throws -> FleetTenant? {
-        guard let tenant = try await store().setTokenHash(hash, of: id) else { return nil }
-        state.withLock { $0.edit(tenant) }
+        let store = try store()
+        guard let tenant = try await store.setTokenHash(hash, of: id) else { return nil }
+        let key = try store.key(of: tenant)
+        state.withLock { $0.edit(key, to: tenant) }
         return tenant
     }
 }

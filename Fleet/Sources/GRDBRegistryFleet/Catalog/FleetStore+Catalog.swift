@@ -61,7 +61,7 @@ extension FleetStore {
         let (id, name, encrypted, tokenHash, createdAt, owner, epoch) =
             try FleetRow.decode(row, as: (String, String, Bool, String?, Date, String?, Int64).self, table: "fleet_tenants")
         return FleetTenant(
-            id: try FleetRow.tenantID(id), name: name, encrypted: encrypted, tokenHash: tokenHash, createdAt: createdAt,
+            id: try FleetRow.tenantID(id).rawValue, name: name, encrypted: encrypted, tokenHash: tokenHash, createdAt: createdAt,
             owner: try owner.map { try FleetRow.nodeID($0, table: "fleet_tenants", key: id) },
             epoch: try FleetRow.epoch(epoch, key: id))
     }

@@ -56,11 +56,12 @@ enum FleetRow {
     }
 
     /// `id`, checked as a ``TenantID`` (the same rule as every local use).
-    static func tenantID(_ id: String, table: String = "fleet_tenants") throws -> String {
-        guard (try? TenantID(id)) != nil else {
-            throw FleetError.invalidRow(table: table, key: id, reason: "the tenant id is not a valid tenant id")
+    static func tenantID(_ id: String, table: String = "fleet_tenants") throws(FleetError) -> TenantID {
+        do {
+            return try TenantID(id)
+        } catch {
+            throw FleetError.invalidRow(table: table, key: id, reason: "the tenant id is not a valid tenant id (\(error))")
         }
-        return id
     }
 
     /// `id` as a node id (``FleetConfiguration/isValidNodeID(_:)``).
@@ -80,12 +81,13 @@ enum FleetRow {
         return value
     }
 
-    /// A node's state: `active`, `draining` or `left`.
-    static func nodeState(_ state: String, key: String) throws -> String {
-        guard ["active", "draining", "left"].contains(state) else {
-            throw FleetError.invalidRow(table: "fleet_nodes", key: key, reason: "the state \(state.debugDescription) is not active, draining or left")
+    /// A node's state (``NodeState``).
+    static func nodeState(_ state: String, key: String) throws(FleetError) -> NodeState {
+        guard let value = NodeState(rawValue: state) else {
+            let known = NodeState.allCases.map(\.rawValue).joined(separator: ", ")
+            throw FleetError.invalidRow(table: "fleet_nodes", key: key, reason: "the state \(state.debugDescription) is not one of \(known)")
         }
-        return state
+        return value
     }
 
     /// A node's address (``FleetConfiguration/isValidAddress(_:)``).

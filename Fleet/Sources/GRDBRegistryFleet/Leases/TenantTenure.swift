@@ -64,7 +64,7 @@ extension Fleet {
     public func tenure(of id: TenantID) -> TenantTenure? {
         guard fence.isOpen else { return nil }
         return state.withLock { state -> TenantTenure? in
-            guard case .joined = state.phase, let tenant = state.local[id.rawValue], tenant.isServing else { return nil }
+            guard case .joined = state.phase, let tenant = state.local[id], tenant.isServing else { return nil }
             return TenantTenure(tenant: id, session: state.session, epoch: tenant.epoch)
         }
     }
@@ -83,7 +83,7 @@ extension Fleet {
             case .joined, .leaving: break
             default: return false
             }
-            guard state.session == tenure.session, let tenant = state.local[tenure.tenant.rawValue],
+            guard state.session == tenure.session, let tenant = state.local[tenure.tenant],
                   tenant.isServing, tenant.epoch == tenure.epoch else { return false }
             // Under the lock, with the session: a join sets its new session
             // (under this lock) before it extends the fence, so an open

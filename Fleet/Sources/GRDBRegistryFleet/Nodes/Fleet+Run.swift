@@ -121,16 +121,15 @@ extension Fleet {
         // The session first: PostgreSQL holds it now, whatever comes next.
         state.withLock {
             $0.session = session
-            $0.nodeState = "active"
+            $0.nodeState = .active
             $0.ownedAtJoin = nil
         }
         fence.extend(until: timing.fenceDeadline(renewalSent: sent))
         let me = configuration.nodeID
-        if let owned = try? await store.tenants().filter({ $0.owner == me }) {
+        if let tenants = try? await store.tenants() {
+            let owned = store.keyed(tenants).filter { $0.value.owner == me }.mapValues(\.epoch)
             state.withLock { state in
-                if state.session == session {
-                    state.ownedAtJoin = Dictionary(owned.map { ($0.id, $0.epoch) }, uniquingKeysWith: max)
-                }
+                if state.session == session { state.ownedAtJoin = owned }
             }
         }
         return true
@@ -215,7 +214,7 @@ extension Fleet {
                 task.cancel()
                 await task.value
             }
-            if let tenantID = try? TenantID(id) { await host.relinquish(tenantID) }
+            await host.relinquish(id)
         }
         do {
             if try await !joinOnce(store: store, timing: timing) {
@@ -231,7 +230,7 @@ extension Fleet {
         let readStart = state.withLock { $0.editClock }
         async let tenants = store.tenants()
         async let nodes = store.nodes()
-        let snapshot = PlacementSnapshot(tenants: try await tenants, nodes: try await nodes)
+        let snapshot = PlacementSnapshot(tenants: store.keyed(try await tenants), nodes: try await nodes)
         state.withLock { $0.install(snapshot, readStart: readStart) }
     }
 }

@@ -5,7 +5,7 @@ import PostgresNIO
 struct FleetNode: Sendable, Equatable {
     var id: String
     var address: String
-    var state: String
+    var state: NodeState
     /// Whether its lease was valid at the refresh (PostgreSQL's clock).
     var live: Bool
 }
@@ -20,15 +20,16 @@ extension FleetStore {
     ///   session holds a live lease on this id.
     func join(nodeID: String, session: UUID, address: String, lease: Duration) async throws -> Bool {
         let seconds = lease.seconds
+        let (active, left) = (NodeState.active.rawValue, NodeState.left.rawValue)
         let signature = secret.rowSignature(nodeID: nodeID, session: session, address: address)
         return try await run("the join of node \(nodeID)") { client in
             let rows = try await client.query("""
                 INSERT INTO fleet_nodes (node_id, session, address, state, lease_until, signature)
-                VALUES (\(nodeID), \(session), \(address), 'active', now() + make_interval(secs => \(seconds)), \(signature))
+                VALUES (\(nodeID), \(session), \(address), \(active), now() + make_interval(secs => \(seconds)), \(signature))
                 ON CONFLICT (node_id) DO UPDATE
-                    SET session = EXCLUDED.session, address = EXCLUDED.address, state = 'active', signature = EXCLUDED.signature,
+                    SET session = EXCLUDED.session, address = EXCLUDED.address, state = EXCLUDED.state, signature = EXCLUDED.signature,
                         lease_until = EXCLUDED.lease_until, joined_at = now()
-                    WHERE fleet_nodes.lease_until < now() OR fleet_nodes.state = 'left'
+                    WHERE fleet_nodes.lease_until < now() OR fleet_nodes.state = \(left)
                 RETURNING node_id
                 """).collect()
             return !rows.isEmpty
@@ -46,15 +47,16 @@ extension FleetStore {
     /// lease whose tenants were just claimed. The new end is computed after
     /// the renewal was sent, which the fence relies on.
     ///
-    /// - returns: the node's state (`active`, `draining`), or nil when the
-    ///   lease lapsed or another session took the id (the node must
-    ///   consider every tenant lost).
-    func renew(nodeID: String, session: UUID, lease: Duration) async throws -> String? {
+    /// - returns: the node's state (``NodeState/active``,
+    ///   ``NodeState/draining``), or nil when the lease lapsed or another
+    ///   session took the id (the node must consider every tenant lost).
+    func renew(nodeID: String, session: UUID, lease: Duration) async throws -> NodeState? {
         let seconds = lease.seconds
+        let left = NodeState.left.rawValue
         return try await run("the lease renewal of node \(nodeID)") { client in
             let rows = try await client.query("""
                 UPDATE fleet_nodes SET lease_until = clock_timestamp() + make_interval(secs => \(seconds))
-                WHERE node_id = \(nodeID) AND session = \(session) AND state <> 'left' AND lease_until >= clock_timestamp()
+                WHERE node_id = \(nodeID) AND session = \(session) AND state <> \(left) AND lease_until >= clock_timestamp()
                 RETURNING state
                 """).collect()
             return try rows.first.map { row in
@@ -66,9 +68,10 @@ extension FleetStore {
     /// Leaves: state `left`, lease ended now. Its tenants are released by
     /// then (the caller hands them off first).
     func leave(nodeID: String, session: UUID) async throws {
+        let left = NodeState.left.rawValue
         try await run("the leave of node \(nodeID)") { client in
             _ = try await client.query("""
-                UPDATE fleet_nodes SET state = 'left', lease_until = now()
+                UPDATE fleet_nodes SET state = \(left), lease_until = now()
                 WHERE node_id = \(nodeID) AND session = \(session)
                 """).collect()
         }
@@ -78,10 +81,11 @@ extension FleetStore {
     ///
     /// - throws: ``FleetError/unknownNode(_:)`` when no live node has the id.
     func markDraining(nodeID: String) async throws {
+        let (draining, left) = (NodeState.draining.rawValue, NodeState.left.rawValue)
         let updated = try await run("the drain of node \(nodeID)") { client in
             try await client.query("""
-                UPDATE fleet_nodes SET state = 'draining'
-                WHERE node_id = \(nodeID) AND state <> 'left' AND lease_until >= clock_timestamp()
+                UPDATE fleet_nodes SET state = \(draining)
+                WHERE node_id = \(nodeID) AND state <> \(left) AND lease_until >= clock_timestamp()
                 RETURNING node_id
                 """).collect().count
         }
@@ -92,10 +96,10 @@ extension FleetStore {
     /// clock; a row that a holder of the fleet secret did not sign is
     /// refused (``FleetSecret``).
     func nodes() async throws -> [FleetNode] {
-        let secret = self.secret
+        let (secret, left) = (self.secret, NodeState.left.rawValue)
         return try await run("the list of nodes") { client in
             let rows = try await client.query("""
-                SELECT node_id, address, state, lease_until >= now(), session, signature FROM fleet_nodes WHERE state <> 'left'
+                SELECT node_id, address, state, lease_until >= now(), session, signature FROM fleet_nodes WHERE state <> \(left)
                 """).collect()
             return validRows(rows) { try Self.node(from: $0, secret: secret) }
         }
@@ -103,10 +107,10 @@ extension FleetStore {
 
     /// Node `id`, unless it left; refused unless signed.
     func node(_ id: String) async throws -> FleetNode? {
-        let secret = self.secret
+        let (secret, left) = (self.secret, NodeState.left.rawValue)
         return try await run("the lookup of node \(id)") { client in
             try await client.query("""
-                SELECT node_id, address, state, lease_until >= now(), session, signature FROM fleet_nodes WHERE node_id = \(id) AND state <> 'left'
+                SELECT node_id, address, state, lease_until >= now(), session, signature FROM fleet_nodes WHERE node_id = \(id) AND state <> \(left)
                 """).collect().first.map { try validRow($0) { try Self.node(from: $0, secret: secret) } }
         }
     }

@@ -24,14 +24,14 @@ extension Fleet {
             state.withLock { $0.snapshot.replaceNodes(nodes) }
         }
         try state.withLock { state in
-            guard let tenant = state.local[id.rawValue], tenant.isReady else {
+            guard let tenant = state.local[id], tenant.isReady else {
                 throw FleetError.notOwner(tenant: id.rawValue)
             }
             guard node != configuration.nodeID else {
                 throw FleetError.handoffRefused(tenant: id.rawValue, reason: "node \(node) already owns it")
             }
             guard state.snapshot.activeNodes.contains(node) else { throw FleetError.unknownNode(node) }
-            state.local[id.rawValue]?.progress = .handingOff
+            state.local[id]?.progress = .handingOff
         }
         try await handoff(id, to: node, store: store)
     }
@@ -47,8 +47,8 @@ extension Fleet {
     public func drain(node: String) async throws {
         try await store().markDraining(nodeID: node)
         state.withLock { state in
-            state.snapshot.setNode(node, state: "draining")
-            if node == configuration.nodeID { state.nodeState = "draining" }
+            state.snapshot.setNode(node, state: .draining)
+            if node == configuration.nodeID { state.nodeState = .draining }
         }
     }
 
@@ -56,12 +56,12 @@ extension Fleet {
     /// On failure, the tenant is served here again.
     func handoff(_ id: TenantID, to target: String, store: FleetStore) async throws {
         let (epoch, session) = try state.withLock { state in
-            guard let tenant = state.local[id.rawValue] else { throw FleetError.notOwner(tenant: id.rawValue) }
+            guard let tenant = state.local[id] else { throw FleetError.notOwner(tenant: id.rawValue) }
             return (tenant.epoch, state.session)
         }
         func restore() {
             state.withLock { state in
-                if state.local[id.rawValue]?.epoch == epoch { state.local[id.rawValue]?.progress = .ready }
+                if state.local[id]?.epoch == epoch { state.local[id]?.progress = .ready }
             }
         }
         let freeze: WriteFreeze
@@ -85,11 +85,11 @@ extension Fleet {
             throw FleetError.handoffRefused(tenant: id.rawValue, reason: "it is no longer at epoch \(epoch) on this node, or \(target) is not live and active")
         }
         state.withLock { state in
-            state.local[id.rawValue] = nil
-            if var row = state.snapshot.tenants[id.rawValue] {
+            state.local[id] = nil
+            if var row = state.snapshot.tenants[id] {
                 row.owner = target
                 row.epoch = newEpoch
-                state.edit(row)
+                state.edit(id, to: row)
             }
         }
         await host.relinquish(id)
@@ -101,38 +101,12 @@ extension Fleet {
     /// tenants away; a node above its fair share moves one tenant that
     /// prefers another node to it.
     func startLoopMoveIfNeeded() {
-        let me = configuration.nodeID
         let chosen: (TenantID, String)? = state.withLock { state in
             if state.loopMoveRunning { return nil }
-            let snapshot = state.snapshot
-            let ready = state.local.filter { $0.value.isReady }.keys.sorted()
-            var pick: (String, String)?
-            if state.nodeState == "draining" {
-                for id in ready {
-                    if let target = snapshot.preferredNode(for: id, excluding: me) { pick = (id, target); break }
-                }
-            } else if state.local.count > snapshot.fairShare {
-                // Above the fair share: first a tenant that prefers a node
-                // with room, else any tenant to the node with the fewest.
-                let counts = snapshot.tenantCounts
-                let fair = snapshot.fairShare
-                for id in ready {
-                    if let target = snapshot.preferredNode(for: id), target != me, counts[target, default: 0] < fair {
-                        pick = (id, target)
-                        break
-                    }
-                }
-                if pick == nil, let id = ready.first,
-                   let target = snapshot.activeNodes.filter({ $0 != me && counts[$0, default: 0] < fair })
-                       .min(by: { (counts[$0, default: 0], $0) < (counts[$1, default: 0], $1) })
-                {
-                    pick = (id, target)
-                }
-            }
-            guard let (id, target) = pick, let tenantID = try? TenantID(id) else { return nil }
-            state.local[id]?.progress = .handingOff
+            guard let move = state.planner(configuration).nextMove() else { return nil }
+            state.local[move.tenant]?.progress = .handingOff
             state.loopMoveRunning = true
-            return (tenantID, target)
+            return (move.tenant, move.target)
         }
         guard let (id, target) = chosen else { return }
         let task = Task { [self] in
@@ -163,20 +137,19 @@ extension Fleet {
         guard let store = try? store() else { return }
         if let nodes = try? await store.nodes() {
             state.withLock { state in
-                state.snapshot = PlacementSnapshot(tenants: Array(state.snapshot.tenants.values), nodes: nodes)
+                state.snapshot = PlacementSnapshot(tenants: state.snapshot.tenants, nodes: nodes)
             }
         }
         let (held, session) = state.withLock { state in
             (state.local.sorted { $0.key < $1.key }, state.session)
         }
         for (id, tenant) in held {
-            guard let tenantID = try? TenantID(id) else { continue }
             if tenant.isReady, fence.isOpen,
-               let target = state.withLock({ $0.snapshot.preferredNode(for: id, excluding: configuration.nodeID) })
+               let target = state.withLock({ $0.planner(configuration).handoffTarget(for: id) })
             {
                 state.withLock { $0.local[id]?.progress = .handingOff }
                 do {
-                    try await handoff(tenantID, to: target, store: store)
+                    try await handoff(id, to: target, store: store)
                     continue
                 } catch {
                     logger.warning("hand-off at shutdown failed: releasing instead", metadata: ["tenant": "\(id)", "error": "\(logDescription(error))"])
@@ -185,14 +158,14 @@ extension Fleet {
             // Release: the replica must hold every commit first (a ready
             // tenant), then the row, then the files.
             var freeze: WriteFreeze?
-            if tenant.isReady || tenant.isServing { freeze = try? await host.prepareHandoff(tenantID) }
+            if tenant.isReady || tenant.isServing { freeze = try? await host.prepareHandoff(id) }
             do {
-                try await store.release(tenant: id, nodeID: configuration.nodeID, epoch: tenant.epoch)
+                try await store.release(tenant: id.rawValue, nodeID: configuration.nodeID, epoch: tenant.epoch)
             } catch {
                 logger.warning("release at shutdown failed: the tenant is claimable once the lease lapses", metadata: ["tenant": "\(id)", "error": "\(logDescription(error))"])
             }
             state.withLock { _ = $0.local.removeValue(forKey: id) }
-            await host.relinquish(tenantID)
+            await host.relinquish(id)
             freeze?.end()
         }
         do {
@@ -203,7 +176,7 @@ extension Fleet {
         fence.close()
         state.withLock {
             $0.phase = .stopped
-            $0.nodeState = "left"
+            $0.nodeState = .left
         }
         logger.info("left the fleet", metadata: ["node": "\(configuration.nodeID)"])
     }

@@ -7,72 +7,31 @@ extension Fleet {
     /// tenants others took, claim what is ours or orphaned, retry failed
     /// restores, and start at most one move.
     func place(store: FleetStore) async throws {
-        let me = configuration.nodeID
-        let interval = configuration.renewInterval
         let now = ContinuousClock.now
-        let (lost, toClaim, toRetry) = state.withLock { state in
-            let snapshot = state.snapshot
-            // Taken from us (our lease lapsed and came back, an operator
-            // changed the row): the other owner is the one that counts.
-            var lost: [(String, LocalTenant)] = []
-            for (id, tenant) in state.local {
-                switch tenant.progress {
-                case .creating, .handingOff, .claiming: continue
-                default: break
-                }
-                if let row = snapshot.tenants[id], row.owner == me, row.epoch == tenant.epoch { continue }
-                lost.append((id, tenant))
-                state.local[id] = nil
+        let (released, plan) = state.withLock { state in
+            let plan = state.planner(configuration).round(at: now)
+            let released = plan.releases.compactMap { id in state.local.removeValue(forKey: id).map { (id, $0) } }
+            state.orphanSince = plan.orphanSince
+            for id in plan.adoptions {
+                guard let row = state.snapshot.tenants[id] else { continue }
+                // Handed to us at this epoch by its frozen owner.
+                state.local[id] = LocalTenant(epoch: row.epoch, encrypted: row.encrypted, keepLocal: false, progress: .claimed)
             }
-            var toClaim: [String] = []
-            var toAdopt: [FleetTenant] = []
-            let canClaim = state.nodeState == "active"
-            for tenant in snapshot.tenants.values where state.local[tenant.id] == nil {
-                if tenant.owner == me {
-                    if state.ownedAtJoin.map({ $0[tenant.id] == tenant.epoch }) ?? true {
-                        // Held by an earlier process or session of this
-                        // node, which may still upload: a new epoch.
-                        toClaim.append(tenant.id)
-                    } else {
-                        // Handed to us at this epoch by its frozen owner.
-                        toAdopt.append(tenant)
-                    }
-                    continue
-                }
-                if let owner = tenant.owner, snapshot.isLive(owner) {
-                    state.orphanSince[tenant.id] = nil
-                    continue
-                }
-                let since = state.orphanSince[tenant.id] ?? now
-                state.orphanSince[tenant.id] = since
-                guard canClaim else { continue }
-                if snapshot.preferredNode(for: tenant.id) == me || now - since >= interval * 2 {
-                    toClaim.append(tenant.id)
-                }
-            }
-            var toRetry: [String] = []
-            for (id, tenant) in state.local {
-                if case let .failed(_, retryAt, _) = tenant.progress, retryAt <= now { toRetry.append(id) }
-            }
-            for tenant in toAdopt {
-                state.local[tenant.id] = LocalTenant(epoch: tenant.epoch, encrypted: tenant.encrypted, keepLocal: false, progress: .claimed)
-                state.orphanSince[tenant.id] = nil
-            }
-            return (lost, toClaim.sorted(), toRetry + (configuration.restore == .eager ? toAdopt.map(\.id) : []))
+            return (released, plan)
         }
 
-        for (id, tenant) in lost {
+        for (id, tenant) in released {
             logger.warning("tenant taken by another node: letting it go", metadata: ["tenant": "\(id)", "epoch": "\(tenant.epoch)"])
             if case let .acquiring(task) = tenant.progress {
                 task.cancel()
                 await task.value
             }
-            if let tenantID = try? TenantID(id) { await host.relinquish(tenantID) }
+            await host.relinquish(id)
         }
-        for id in toClaim {
+        for id in plan.claims {
             try await claim(id, store: store)
         }
-        for id in toRetry {
+        for id in plan.restores {
             startAcquire(id)
         }
         startLoopMoveIfNeeded()
@@ -84,7 +43,7 @@ extension Fleet {
     ///
     /// - returns: whether this node holds the tenant now.
     @discardableResult
-    func claim(_ id: String, store: FleetStore) async throws -> Bool {
+    func claim(_ id: TenantID, store: FleetStore) async throws -> Bool {
         let (task, started): (Task<Bool, any Error>?, Bool) = state.withLock { state in
             if let tenant = state.local[id] {
                 if case let .claiming(task, _) = tenant.progress { return (task, false) }
@@ -100,7 +59,7 @@ extension Fleet {
         return claimed && started
     }
 
-    private func performClaim(_ id: String, store: FleetStore, token: UUID) async throws -> Bool {
+    private func performClaim(_ id: TenantID, store: FleetStore, token: UUID) async throws -> Bool {
         func isMine(_ state: State) -> Bool {
             if case let .claiming(_, current)? = state.local[id]?.progress { return current == token }
             return false
@@ -108,7 +67,7 @@ extension Fleet {
         let session = state.withLock { $0.session }
         let claim: Claim?
         do {
-            claim = try await store.claim(tenant: id, nodeID: configuration.nodeID, session: session)
+            claim = try await store.claim(tenant: id.rawValue, nodeID: configuration.nodeID, session: session)
         } catch {
             state.withLock { state in if isMine(state) { state.local[id] = nil } }
             throw error
@@ -124,7 +83,7 @@ extension Fleet {
             state.orphanSince[id] = nil
             row.owner = configuration.nodeID
             row.epoch = claim.epoch
-            state.edit(row)
+            state.edit(id, to: row)
             state.local[id] = LocalTenant(epoch: claim.epoch, encrypted: row.encrypted, keepLocal: keepLocal, progress: .claimed)
             return true
         }
@@ -142,7 +101,7 @@ extension Fleet {
     ///
     /// - returns: the restore to wait for, nil when there is none.
     @discardableResult
-    func startAcquire(_ id: String) -> Task<Void, Never>? {
+    func startAcquire(_ id: TenantID) -> Task<Void, Never>? {
         state.withLock { state -> Task<Void, Never>? in
             guard let tenant = state.local[id] else { return nil }
             let attempts: Int
@@ -161,15 +120,14 @@ extension Fleet {
         }
     }
 
-    private func acquire(_ id: String, epoch: UInt64, encrypted: Bool, keepLocal: Bool, attempts: Int) async {
+    private func acquire(_ id: TenantID, epoch: UInt64, encrypted: Bool, keepLocal: Bool, attempts: Int) async {
         let started = ContinuousClock.now
         var outcome: Result<Void, any Error>
         do {
-            let tenantID = try TenantID(id)
             try await tracer.withSpan("fleet.acquire") { span in
-                span.attributes["tenant"] = id
+                span.attributes["tenant"] = id.rawValue
                 span.attributes["epoch"] = Int(clamping: epoch)
-                try await host.acquire(tenantID, epoch: epoch, encrypted: encrypted, keepLocal: keepLocal)
+                try await host.acquire(id, epoch: epoch, encrypted: encrypted, keepLocal: keepLocal)
             }
             outcome = .success(())
         } catch {
@@ -197,9 +155,9 @@ extension Fleet {
         case let .failure(error):
             logger.error("tenant unavailable: its restore failed", metadata: ["tenant": "\(id)", "epoch": "\(epoch)", "error": "\(logDescription(error))"])
         }
-        if stale, case .success = outcome, let tenantID = try? TenantID(id) {
+        if stale, case .success = outcome {
             // Lost while it was being restored: it is not ours to serve.
-            await host.relinquish(tenantID)
+            await host.relinquish(id)
         }
     }
 }

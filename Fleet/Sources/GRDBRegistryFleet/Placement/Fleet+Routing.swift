@@ -54,7 +54,7 @@ extension Fleet {
                 case .joined, .leaving: break
                 default: throw FleetError.notRunning
                 }
-                if let tenant = state.local[id.rawValue] {
+                if let tenant = state.local[id] {
                     guard fence.isOpen else {
                         return .answer(.unavailable(reason: "node \(me) cannot renew its lease with PostgreSQL, so it refuses to serve tenant \(id) (fenced); another node takes it over once the lease lapses"))
                     }
@@ -67,7 +67,7 @@ extension Fleet {
                     case .claimed: return .wait(Task {})   // started below
                     }
                 }
-                guard let row = state.snapshot.tenants[id.rawValue] else {
+                guard let row = state.snapshot.tenants[id] else {
                     // Created on another node since the last refresh?
                     if reread { throw FleetError.unknownTenant(id.rawValue) }
                     return .reread(.unavailable(reason: "unknown tenant \(id)"))
@@ -90,15 +90,15 @@ extension Fleet {
                 // a creation elsewhere): ask PostgreSQL once before answering.
                 if reread { return route }
                 reread = true
-                try await rereadTenant(id.rawValue)
+                try await rereadTenant(id)
             case .wait:
-                if let task = startAcquire(id.rawValue) { await task.value }
+                if let task = startAcquire(id) { await task.value }
             case let .waitClaim(task):
                 _ = try await task.value
-                if let task = startAcquire(id.rawValue) { await task.value }
+                if let task = startAcquire(id) { await task.value }
             case .claim:
-                try await takeOwned(id.rawValue)
-                if let task = startAcquire(id.rawValue) { await task.value }
+                try await takeOwned(id)
+                if let task = startAcquire(id) { await task.value }
             }
         }
         return .unavailable(reason: "tenant \(id) changed hands while this request was routed; retry")
@@ -107,7 +107,7 @@ extension Fleet {
     /// A tenant the catalog says this node owns, which it does not hold:
     /// claimed at a new epoch when an earlier session held it, adopted at
     /// its epoch when it was handed here.
-    private func takeOwned(_ id: String) async throws {
+    private func takeOwned(_ id: TenantID) async throws {
         let mustClaim = state.withLock { state -> Bool? in
             guard state.local[id] == nil, let row = state.snapshot.tenants[id], row.owner == configuration.nodeID else { return nil }
             if state.ownedAtJoin.map({ $0[id] == row.epoch }) ?? true { return true }
@@ -119,9 +119,9 @@ extension Fleet {
     }
 
     /// Reads tenant `id` and its owner's node again, into the snapshot.
-    private func rereadTenant(_ id: String) async throws {
+    private func rereadTenant(_ id: TenantID) async throws {
         let store = try store()
-        guard let tenant = try await store.tenant(id) else { return }
+        guard let tenant = try await store.tenant(id.rawValue) else { return }
         let owner: FleetNode?
         do {
             owner = try await tenant.owner.asyncFlatMap { try await store.node($0) }
@@ -131,7 +131,7 @@ extension Fleet {
             owner = nil
         }
         state.withLock { state in
-            state.edit(tenant)
+            state.edit(id, to: tenant)
             if let owner { state.snapshot.setNode(owner) }
         }
     }

@@ -1,4 +1,5 @@
 import Foundation
+import GRDBRegistry
 import PostgresNIO
 
 /// The result of a claim: the new epoch, and what was there before.
@@ -24,7 +25,8 @@ extension FleetStore {
     ///
     /// - returns: nil when the tenant is not claimable (someone live owns it).
     func claim(tenant: String, nodeID: String, session: UUID) async throws -> Claim? {
-        try await run("the claim of tenant \(tenant)") { client -> Claim? in
+        let left = NodeState.left.rawValue
+        return try await run("the claim of tenant \(tenant)") { client -> Claim? in
             let rows = try await client.query("""
                 WITH prior AS (
                     SELECT tenant_id, owner, epoch FROM fleet_tenants WHERE tenant_id = \(tenant) FOR UPDATE),
@@ -33,14 +35,14 @@ extension FleetStore {
                     FOR SHARE OF n),
                 claimer AS (
                     SELECT 1 FROM fleet_nodes
-                    WHERE node_id = \(nodeID) AND session = \(session) AND state <> 'left' AND lease_until >= clock_timestamp()
+                    WHERE node_id = \(nodeID) AND session = \(session) AND state <> \(left) AND lease_until >= clock_timestamp()
                     FOR SHARE)
                 UPDATE fleet_tenants AS t SET owner = \(nodeID), epoch = t.epoch + 1
                 FROM prior
                 WHERE t.tenant_id = prior.tenant_id
                   AND EXISTS (SELECT 1 FROM claimer)
                   AND (prior.owner IS NULL OR prior.owner = \(nodeID)
-                       OR NOT EXISTS (SELECT 1 FROM owner_lease AS o WHERE o.state <> 'left' AND o.lease_until >= clock_timestamp()))
+                       OR NOT EXISTS (SELECT 1 FROM owner_lease AS o WHERE o.state <> \(left) AND o.lease_until >= clock_timestamp()))
                 RETURNING t.epoch, prior.owner, prior.epoch
                 """).collect()
             guard let row = rows.first else { return nil }
@@ -79,7 +81,7 @@ extension FleetStore {
     ///
     /// - returns: the target's epoch, or nil when nothing moved.
     func handoff(tenant: String, nodeID: String, session: UUID, epoch: UInt64, to target: String) async throws -> UInt64? {
-        let epoch = Int64(epoch)
+        let (epoch, active) = (Int64(epoch), NodeState.active.rawValue)
         return try await run("the hand-off of tenant \(tenant) to \(target)") { client in
             let rows = try await client.query("""
                 UPDATE fleet_tenants AS t SET owner = \(target), epoch = t.epoch + 1
@@ -87,7 +89,7 @@ extension FleetStore {
                   AND EXISTS (SELECT 1 FROM fleet_nodes AS me
                               WHERE me.node_id = \(nodeID) AND me.session = \(session) AND me.lease_until >= clock_timestamp())
                   AND EXISTS (SELECT 1 FROM fleet_nodes AS n
-                              WHERE n.node_id = \(target) AND n.state = 'active' AND n.lease_until >= now())
+                              WHERE n.node_id = \(target) AND n.state = \(active) AND n.lease_until >= now())
                 RETURNING t.epoch
                 """).collect()
             return try rows.first.map { row in
@@ -103,7 +105,7 @@ extension FleetStore {
             return validRows(rows) { row in
                 let (tenant, owner, epoch) = try FleetRow.decode(row, as: (String, String?, Int64).self, table: "fleet_tenants")
                 return Placement(
-                    tenant: try FleetRow.tenantID(tenant),
+                    tenant: try FleetRow.tenantID(tenant).rawValue,
                     owner: try owner.map { try FleetRow.nodeID($0, table: "fleet_tenants", key: tenant) },
                     epoch: try FleetRow.epoch(epoch, key: tenant))
             }

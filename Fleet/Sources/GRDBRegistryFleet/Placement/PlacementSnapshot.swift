@@ -1,31 +1,36 @@
+import GRDBRegistry
+
 /// The node's view of the fleet at its last refresh: the catalog (tenants,
 /// owners, epochs, token hashes) and the nodes with their liveness by
 /// PostgreSQL's clock. Every lookup of the catalog on a node reads it, so a
 /// token created on one node works on every other after one refresh.
+///
+/// Tenants are keyed by ``TenantID``: an id read from PostgreSQL is checked
+/// once, where it is read (``FleetStore/keyed(_:)``).
 struct PlacementSnapshot: Sendable {
-    private(set) var tenants: [String: FleetTenant] = [:]
-    private(set) var tenantsByTokenHash: [String: String] = [:]
+    private(set) var tenants: [TenantID: FleetTenant] = [:]
+    private(set) var tenantsByTokenHash: [String: TenantID] = [:]
     private(set) var nodes: [String: FleetNode] = [:]
 
     init() {}
 
-    init(tenants: [FleetTenant], nodes: [FleetNode]) {
-        for tenant in tenants { update(tenant) }
+    init(tenants: [TenantID: FleetTenant], nodes: [FleetNode]) {
+        for (id, tenant) in tenants { update(id, to: tenant) }
         for node in nodes { self.nodes[node.id] = node }
     }
 
-    /// Records `tenant` as read from PostgreSQL (after a local change,
+    /// Records tenant `id` as read from PostgreSQL (after a local change,
     /// without waiting for the next refresh).
-    mutating func update(_ tenant: FleetTenant) {
-        if let old = tenants[tenant.id], let hash = old.tokenHash, tenantsByTokenHash[hash] == tenant.id {
+    mutating func update(_ id: TenantID, to tenant: FleetTenant) {
+        if let old = tenants[id], let hash = old.tokenHash, tenantsByTokenHash[hash] == id {
             tenantsByTokenHash[hash] = nil
         }
-        tenants[tenant.id] = tenant
-        if let hash = tenant.tokenHash { tenantsByTokenHash[hash] = tenant.id }
+        tenants[id] = tenant
+        if let hash = tenant.tokenHash { tenantsByTokenHash[hash] = id }
     }
 
     /// Forgets tenant `id`, whose row this node deleted.
-    mutating func remove(_ id: String) {
+    mutating func remove(_ id: TenantID) {
         if let old = tenants.removeValue(forKey: id), let hash = old.tokenHash, tenantsByTokenHash[hash] == id {
             tenantsByTokenHash[hash] = nil
         }
@@ -39,16 +44,7 @@ struct PlacementSnapshot: Sendable {
         nodes[node.id] = node
     }
 
-    /// How many tenants each node owns.
-    var tenantCounts: [String: Int] {
-        var counts: [String: Int] = [:]
-        for tenant in tenants.values {
-            if let owner = tenant.owner { counts[owner, default: 0] += 1 }
-        }
-        return counts
-    }
-
-    mutating func setNode(_ id: String, state: String) {
+    mutating func setNode(_ id: String, state: NodeState) {
         nodes[id]?.state = state
     }
 
@@ -60,32 +56,39 @@ struct PlacementSnapshot: Sendable {
         nodes[node]?.live == true
     }
 
-    /// Live nodes that take tenants (not draining).
+    /// Live nodes that take tenants (not draining), sorted.
     var activeNodes: [String] {
-        nodes.values.filter { $0.live && $0.state == "active" }.map(\.id).sorted()
+        nodes.values.filter { $0.live && $0.state == .active }.map(\.id).sorted()
     }
 
+    /// Live nodes, sorted.
     var liveNodes: [String] {
         nodes.values.filter(\.live).map(\.id).sorted()
     }
+}
 
-    /// The node `tenant` prefers among the active ones, `excluding` one.
-    func preferredNode(for tenant: String, excluding excluded: String? = nil) -> String? {
-        Rendezvous.preferred(tenant: tenant, among: activeNodes.filter { $0 != excluded })
+extension FleetStore {
+    /// `tenants` by id. A tenant whose id is not a ``TenantID`` is an
+    /// invalid row: reported (logged, counted in `fleet_invalid_rows_total`)
+    /// and left out, never skipped silently.
+    func keyed(_ tenants: [FleetTenant]) -> [TenantID: FleetTenant] {
+        var keyed: [TenantID: FleetTenant] = [:]
+        for tenant in tenants {
+            guard let id = try? key(of: tenant) else { continue }   // reported by key(of:)
+            keyed[id] = tenant
+        }
+        return keyed
     }
 
-    /// Tenants nobody serves: no owner, or an owner whose lease lapsed.
-    var orphans: [FleetTenant] {
-        tenants.values.filter { tenant in
-            guard let owner = tenant.owner else { return true }
-            return !isLive(owner)
-        }.sorted { $0.id < $1.id }
-    }
-
-    /// The most tenants a node should hold for an even spread over the
-    /// active nodes.
-    var fairShare: Int {
-        let nodes = max(activeNodes.count, 1)
-        return (tenants.count + nodes - 1) / nodes
+    /// The id of `tenant`, read from PostgreSQL; reported and thrown
+    /// (``FleetError/invalidRow(table:key:reason:)``) when it is not a
+    /// ``TenantID``.
+    func key(of tenant: FleetTenant) throws(FleetError) -> TenantID {
+        do {
+            return try FleetRow.tenantID(tenant.id)
+        } catch {
+            reportInvalidRow(error)
+            throw error
+        }
     }
 }
