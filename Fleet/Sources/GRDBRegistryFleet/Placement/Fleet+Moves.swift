@@ -98,8 +98,8 @@ extension Fleet {
     }
 
     /// At most one move of the loop at a time: a draining node moves its
-    /// tenants away; a node above its fair share moves one tenant that
-    /// prefers another node to it.
+    /// tenants away; any other node moves one to a node with room
+    /// (``PlacementPlanner/nextMove()``).
     func startLoopMoveIfNeeded() {
         let chosen: (TenantID, String)? = state.withLock { state in
             if state.loopMoveRunning { return nil }

@@ -165,9 +165,14 @@ struct PlacementPlanner: Sendable {
     }
 
     /// The loop's next move, at most one at a time: a draining node moves
-    /// a ready tenant to the node it prefers among the others; a node above
-    /// its fair share moves a ready tenant that prefers another node with
-    /// room, else its first ready tenant to the active node with the fewest.
+    /// a ready tenant to the node it prefers among the others. Any other
+    /// node moves one when some active node has room for it: a node that
+    /// holds at least two fewer tenants than this one, and fewer than the
+    /// fair share. The tenant is one that prefers such a node, else the
+    /// first ready one, to the one with the fewest. So a fleet settles with
+    /// every node within one tenant of the others, a joiner included (one
+    /// rule "above the fair share" alone would leave a joiner empty when
+    /// every other node sits at exactly ⌈tenants / nodes⌉).
     func nextMove() -> Move? {
         let ready = held.filter { $0.value.phase == .ready }.keys.sorted()
         if nodeState == .draining {
@@ -177,15 +182,21 @@ struct PlacementPlanner: Sendable {
             return nil
         }
         let fair = fairShare
-        guard held.count > fair else { return nil }
         let counts = tenantCounts
+        let mine = held.count
+        // Moving one there narrows a gap of two or more, and never puts
+        // the target above the fair share.
+        func hasRoom(_ node: String) -> Bool {
+            let theirs = counts[node, default: 0]
+            return node != nodeID && theirs + 1 < mine && theirs < fair
+        }
         for id in ready {
-            if let target = preferredNode(for: id), target != nodeID, counts[target, default: 0] < fair {
+            if let target = preferredNode(for: id), hasRoom(target) {
                 return Move(tenant: id, target: target)
             }
         }
         if let id = ready.first,
-           let target = snapshot.activeNodes.filter({ $0 != nodeID && counts[$0, default: 0] < fair })
+           let target = snapshot.activeNodes.filter(hasRoom)
                .min(by: { (counts[$0, default: 0], $0) < (counts[$1, default: 0], $1) })
         {
             return Move(tenant: id, target: target)
