@@ -106,14 +106,30 @@ extension RestoreCommand {
         }
         guard let configured = tenants.migrations else { return nil }
         guard FileManager.default.fileExists(atPath: configured) else {
-            let link = (try? FileManager.default.destinationOfSymbolicLink(atPath: configured)).map { " (a link to \($0), which is gone)" } ?? ""
-            throw ValidationError("""
-                The tenants' migration set \(configured)\(link), named by tenants.migrations of \(config), does not exist: \
-                a server links it when it starts, so it goes with a lost data folder. Give the set the server ships \
-                with --migrations DIR (in a GRDBRegistry checkout: Migrations/players); nothing was restored.
-                """)
+            throw MissingMigrationSet(folder: configured, link: try? FileManager.default.destinationOfSymbolicLink(atPath: configured), config: config)
         }
         return configured
+    }
+
+    /// The tenants' migration folder of the configuration is gone, and no
+    /// `--migrations` replaces it: the restore would have nothing to check
+    /// the tenants' schema against.
+    struct MissingMigrationSet: Error, CustomStringConvertible {
+        /// The configured folder (`tenants.migrations`).
+        var folder: String
+        /// Where it linked to, when it is a dangling link.
+        var link: String?
+        /// The configuration file.
+        var config: String
+
+        var description: String {
+            """
+            the tenants' migration set \(folder)\(link.map { " (a link to \($0), which is gone)" } ?? ""), named by \
+            tenants.migrations of \(config), does not exist: a server links it when it starts, so it goes with a \
+            lost data folder. Give the set the server ships with --migrations DIR (in a GRDBRegistry checkout: \
+            Migrations/players); nothing was restored.
+            """
+        }
     }
 
     /// `--timestamp`: RFC 3339, with or without fractional seconds.

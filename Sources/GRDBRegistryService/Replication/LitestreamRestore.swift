@@ -250,8 +250,9 @@ public struct LitestreamRestore: Sendable {
     /// lost fleet, with no catalog to ask.
     ///
     /// ```swift
-    /// if case .epochs = try restore.replicaLayout(of: id) {
-    ///     let report = try restore.restoreNewestEpoch(ofMissing: id, checks: .init(migrations: playersSet))
+    /// if case .epochs = try restore.replicaLayout(of: id),
+    ///    let report = try restore.restoreNewestEpoch(ofMissing: id, checks: .init(migrations: playersSet)) {
+    ///     print("\(report.name): restored to \(report.destination)")
     /// }
     /// ```
     ///
