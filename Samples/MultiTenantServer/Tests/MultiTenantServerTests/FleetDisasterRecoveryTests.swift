@@ -140,6 +140,12 @@ import Testing
             #expect(one.output.contains("tenant vault: restored to \(vaultPath) from epoch \(epochs["vault"] ?? 0)\n"), "\(one.output)")
             #expect(try Self.players(of: "vault", storage: storage).isSuperset(of: acknowledged["vault"] ?? []))
 
+            // A fleet's tenant has no point in time: refused, named.
+            let earlier = try runToEnd(registryctl, [
+                "restore", "--config", config, "--from-replica", "--tenant", "bravo", "--timestamp", "2026-01-01T00:00:00Z", "--migrations", playersSet,
+            ], environment: environment)
+            #expect(earlier.status == 1 && earlier.output.contains("drop --timestamp"), "\(earlier.output)")
+
             // Everything is on disk: verify passes and shows the epochs;
             // status too, once the set is linked as a server's start does.
             let verify = try runToEnd(registryctl, ["verify", "--config", config], environment: environment)
