@@ -57,6 +57,13 @@ struct ConfigSelectionOptions: ParsableArguments {
         }
     }
 
+    /// What the configuration's replica store holds beside the disk, when
+    /// every tenant is selected (no `--name` or `--tenant`).
+    func replicaStore(of configuration: RegistryConfiguration) throws -> ReplicaStoreTenants? {
+        guard name == nil, tenant == nil else { return nil }
+        return try ReplicaStoreTenants(configuration: configuration)
+    }
+
     func loadConfiguration() throws -> RegistryConfiguration {
         try RegistryConfiguration.load(contentsOf: URL(fileURLWithPath: config ?? ""))
     }

@@ -18,9 +18,13 @@ struct JSONStatusDocument: Encodable {
         var pending: [String]
         var modified: [String]
         var unknown: [String]
+        /// The epoch of a tenant of a fleet's replica store.
+        var epoch: UInt64? = nil
     }
     var databases: [Database]
     var failures: [JSONFailure]
+    /// The tenants of the replica store that are not on disk.
+    var notOnDisk: [String] = []
 }
 
 struct JSONMigrateDocument: Encodable {

@@ -38,6 +38,15 @@ struct RestoreCommand: ParsableCommand {
             (replication.removedTenantRetentionSeconds). Each is checked the same way \
             (integrity_check, migrations known to the configured folder with the same checksums) \
             before it gets its name, and an existing database is never replaced, --force or not.
+
+            A fleet's replica store keeps each tenant by epoch (<replica>/tenants/<id>/epoch-N): \
+            --from-replica restores each tenant from its newest epoch that holds a replica (a plain \
+            tenant from Litestream's files, an encrypted one from its encrypted backup, opened with \
+            the key derived from the master key), with the same checks, and prints the epoch; \
+            --timestamp does not apply there. A tenant folder that holds both a fleet's epochs and a \
+            single server's replica, or nothing, fails with a message that says so. When the \
+            tenants' migration folder of the configuration is gone (a server's link into its build, \
+            lost with its data folder), nothing is restored until --migrations DIR gives the set.
             """)
 
     @Option(help: ArgumentHelp("The daemon's JSON configuration file: where databases and tenants go, their migrations and keys.", valueName: "file"))
@@ -66,7 +75,7 @@ struct RestoreCommand: ParsableCommand {
 
     @OptionGroup var key: CipherKeyOptions
 
-    @Option(help: ArgumentHelp("With --database: the migration folder the restored file must agree with (no unknown or modified migration).", valueName: "dir"))
+    @Option(help: ArgumentHelp("With --database: the migration folder the restored file must agree with (no unknown or modified migration). With --config --from-replica: the tenants' migration set, when the configuration's folder is gone (a server's link, lost with its data folder).", valueName: "dir"))
     var migrations: String?
 
     @Flag(help: "Restore every database and tenant of the backup.")
@@ -91,7 +100,9 @@ struct RestoreCommand: ParsableCommand {
         if config == nil {
             if all || fromReplica { throw ValidationError("--all and --from-replica restore the databases of a --config file.") }
         } else {
-            if migrations != nil { throw ValidationError("With --config, the migration folders come from the file: --migrations goes with --database PATH.") }
+            if migrations != nil && !(fromReplica && name == nil) {
+                throw ValidationError("With --config, the migration folders come from the file: --migrations goes with --database PATH, or with --from-replica for tenants whose folder is gone.")
+            }
             if [tenant != nil, name != nil, all].filter({ $0 }).count != 1 {
                 throw ValidationError("Choose what to restore: --tenant ID, --name NAME or --all.")
             }
@@ -161,6 +172,7 @@ struct RestoreCommand: ParsableCommand {
             if restored.count <= 20 {
                 for item in restored {
                     var line = "\(item.kind) \(item.name): restored to \(item.destination)\(item.replaced ? " (replaced)" : "")"
+                    if let epoch = item.epoch { line += " from epoch \(epoch)" }
                     if !item.pendingMigrations.isEmpty { line += ", \(item.pendingMigrations.count) migrations pending" }
                     printLine(line)
                 }
@@ -242,6 +254,8 @@ struct JSONRestoreDocument: Encodable {
         var destination: String
         var replaced: Bool
         var pendingMigrations: [String]
+        /// The epoch a fleet's tenant was restored from.
+        var epoch: UInt64? = nil
     }
     var restored: [Restored]
     var failures: [JSONFailure]

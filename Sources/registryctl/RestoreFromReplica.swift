@@ -25,12 +25,11 @@ extension RestoreCommand {
             guard let tenants = configuration.tenants else {
                 throw ValidationError("\(config) has no \"tenants\": there is nowhere to restore tenant \(id).")
             }
-            let tenantChecks = try sets.checks(in: tenants.migrations)
+            let tenantChecks = try sets.checks(in: try tenantMigrations(tenants, config: config))
             let removed = self.removed
             items.append(Item(name: id.rawValue, destination: tenants.layout.path(of: id)) {
-                .init(removed
-                    ? try restore.restoreRemoved(tenant: id, at: date, checks: tenantChecks)
-                    : try restore.restore(tenant: id, at: date, checks: tenantChecks))
+                if removed { return .init(try restore.restoreRemoved(tenant: id, at: date, checks: tenantChecks)) }
+                return try Self.restoreTenant(id, with: restore, at: date, checks: tenantChecks)
             })
         }
         func addDatabase(_ database: RegistryConfiguration.Database) throws {
@@ -70,6 +69,67 @@ extension RestoreCommand {
             }
         }
         return items
+    }
+
+    /// Restores tenant `id` the way the replica store keeps it: a single
+    /// server's replica as it is (or at `date`), a fleet's from its
+    /// newest epoch (the library decides both: ``LitestreamRestore``).
+    private static func restoreTenant(
+        _ id: TenantID, with restore: LitestreamRestore, at date: Date?, checks: DatabaseRestore.Checks
+    ) throws -> JSONRestoreDocument.Restored {
+        let layout = try restore.replicaLayout(of: id)
+        guard case .epochs = layout else { return .init(try restore.restore(tenant: id, at: date, checks: checks)) }
+        guard date == nil else {
+            throw ReplicationError.restoreFailed(
+                database: id.databaseName,
+                reason: "it is a fleet's, kept by epoch: it is restored as its newest epoch holds it, with no point in time (drop --timestamp)")
+        }
+        guard let report = try restore.restoreNewestEpoch(ofMissing: id, checks: checks), let epoch = layout.newest?.epoch else {
+            throw ReplicationError.restoreFailed(
+                database: id.databaseName, reason: "none of its epoch folders holds a replica: no owner replicated anything of it")
+        }
+        var restored = JSONRestoreDocument.Restored(report)
+        restored.epoch = epoch
+        return restored
+    }
+
+    /// The tenants' migration set: `--migrations`, or the configuration's
+    /// folder. Checked before anything is restored: a server's
+    /// `<data>/migrations/<set>` is a link into its build, which goes with
+    /// a lost data folder, and the operator must be told what to give.
+    private func tenantMigrations(_ tenants: RegistryConfiguration.Tenants, config: String) throws -> String? {
+        if let migrations {
+            if let configured = tenants.migrations, FileManager.default.fileExists(atPath: configured) {
+                throw ValidationError("--migrations replaces the tenants' migration folder when it is gone, and \(configured) (tenants.migrations of \(config)) exists: drop --migrations.")
+            }
+            return migrations
+        }
+        guard let configured = tenants.migrations else { return nil }
+        guard FileManager.default.fileExists(atPath: configured) else {
+            throw MissingMigrationSet(folder: configured, link: try? FileManager.default.destinationOfSymbolicLink(atPath: configured), config: config)
+        }
+        return configured
+    }
+
+    /// The tenants' migration folder of the configuration is gone, and no
+    /// `--migrations` replaces it: the restore would have nothing to check
+    /// the tenants' schema against.
+    struct MissingMigrationSet: Error, CustomStringConvertible {
+        /// The configured folder (`tenants.migrations`).
+        var folder: String
+        /// Where it linked to, when it is a dangling link.
+        var link: String?
+        /// The configuration file.
+        var config: String
+
+        var description: String {
+            """
+            the tenants' migration set \(folder)\(link.map { " (a link to \($0), which is gone)" } ?? ""), named by \
+            tenants.migrations of \(config), does not exist: a server links it when it starts, so it goes with a \
+            lost data folder. Give the set the server ships with --migrations DIR (in a GRDBRegistry checkout: \
+            Migrations/players); nothing was restored.
+            """
+        }
     }
 
     /// `--timestamp`: RFC 3339, with or without fractional seconds.

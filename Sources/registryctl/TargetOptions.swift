@@ -139,7 +139,12 @@ struct TargetOptions: ParsableArguments {
                 if tenant != nil { throw ValidationError("The tenants of \(config ?? "") have no \"migrations\" folder.") }
                 return targets
             }
-            targets += try tenantTargets(configuration.tenantStorage(), set: try sets.set(in: folder))
+            let storage = try configuration.tenantStorage()
+            // A replicated daemon's data folder may be lost, tenants root
+            // and migration links with it: no tenant on disk, and `status`
+            // names the tenants its replica store holds (ReplicaStoreTenants).
+            let ids = try storage.commandLineSelection(tenant, missingRootIsEmpty: configuration.replication != nil)
+            if !ids.isEmpty { targets += tenantTargets(ids, storage: storage, set: try sets.set(in: folder)) }
         } else if tenant != nil {
             throw ValidationError("\(config ?? "") has no \"tenants\".")
         }
@@ -147,11 +152,22 @@ struct TargetOptions: ParsableArguments {
     }
 
     private func tenantTargets(_ storage: TenantStorage, set: MigrationSet) throws -> [MigrationTarget] {
-        try storage.commandLineSelection(tenant).map {
+        tenantTargets(try storage.commandLineSelection(tenant), storage: storage, set: set)
+    }
+
+    private func tenantTargets(_ ids: [TenantID], storage: TenantStorage, set: MigrationSet) -> [MigrationTarget] {
+        ids.map {
             MigrationTarget(
                 name: $0.rawValue, path: storage.path(of: $0), set: set,
                 encryption: .tenant(storage.encryption), busyTimeout: storage.busyTimeout)
         }
+    }
+
+    /// What the configuration's replica store holds beside the disk, when
+    /// every tenant is selected (`--config` without `--name` or `--tenant`).
+    func replicaStore() throws -> ReplicaStoreTenants? {
+        guard let config, name == nil, tenant == nil else { return nil }
+        return try ReplicaStoreTenants(configuration: RegistryConfiguration.load(contentsOf: URL(fileURLWithPath: config)))
     }
 
     func makeBatch(targets: [MigrationTarget]) -> MigrationBatch {

@@ -18,7 +18,9 @@ struct VerifyCommand: ParsableCommand {
             for tenants) and pass every page's HMAC check and SQLite's integrity check; a plain \
             file must pass the integrity check; a plain tenant under a master key is a failure \
             unless tenants.allowPlaintextTenants is true. Exit status 1 when any database fails; \
-            each failure names the database and the problem.
+            each failure names the database and the problem; \(ReplicaStoreTenants.notOnDiskExitCode) \
+            when the configuration's file:// replica store holds tenants that are not on disk (named; \
+            in a fleet, also those other nodes own). A fleet's tenants show the epoch a restore would take.
 
             Files are only read, so it can run beside the daemon; but a page that the daemon's \
             checkpoint rewrites while it is checked can be reported, rarely: confirm a failure \
@@ -59,7 +61,10 @@ struct VerifyCommand: ParsableCommand {
 
     func run() throws {
         guard selection.config != nil else { return try runOnFile() }
-        let databases = try setup { try selection.databases(of: selection.loadConfiguration()) }
+        let (databases, store) = try setup {
+            let configuration = try selection.loadConfiguration()
+            return (try selection.databases(of: configuration), try selection.replicaStore(of: configuration))
+        }
         let reporter = ProgressReporter(enabled: !noProgress && !json && databases.count > 1, verb: "verified")
         let results: [Result<VerifiedDatabase, any Error>] = processInParallel(databases, jobs: selection.jobs, completed: { count, database, result in
             var failure: String?
@@ -72,28 +77,33 @@ struct VerifyCommand: ParsableCommand {
         var document = JSONVerifyDocument(databases: [], failures: [])
         for (database, result) in zip(databases, results) {
             switch result {
-            case .success(let verified):
+            case .success(var verified):
+                verified.epoch = store?.epoch(ofPath: verified.path)
                 document.databases.append(verified)
             case .failure(let error):
                 document.failures.append(JSONFailure(name: database.name, path: database.path, error: "\(error)"))
             }
         }
+        document.notOnDisk = store?.notOnDisk.map(\.rawValue) ?? []
         if json {
             try printJSON(document)
         } else {
             for database in document.databases {
+                let epoch = database.epoch.map { ", epoch \($0)" } ?? ""
                 if !database.exists {
                     printLine("\(database.name): ok (no database file yet)")
                 } else if let format = database.format {
-                    printLine("\(database.name): ok (encrypted: \(format))")
+                    printLine("\(database.name): ok (encrypted: \(format)\(epoch))")
                 } else {
-                    printLine("\(database.name): ok (plain)")
+                    printLine("\(database.name): ok (plain\(epoch))")
                 }
             }
             for failure in document.failures { printLine("\(failure.name): FAILED: \(failure.error)") }
             printLine("\(document.databases.count) of \(databases.count) databases verified; \(document.failures.count) failed")
+            store?.printNotOnDisk(config: selection.config ?? "")
         }
         if !document.failures.isEmpty { throw ExitCode(1) }
+        if !document.notOnDisk.isEmpty { throw ExitCode(ReplicaStoreTenants.notOnDiskExitCode) }
     }
 
     private func runOnFile() throws {
@@ -235,9 +245,13 @@ struct VerifiedDatabase: Encodable, Sendable {
     var encrypted: Bool
     /// The format parameters of an encrypted file.
     var format: String?
+    /// The epoch of a tenant of a fleet's replica store.
+    var epoch: UInt64? = nil
 }
 
 struct JSONVerifyDocument: Encodable {
     var databases: [VerifiedDatabase]
     var failures: [JSONFailure]
+    /// The tenants of the replica store that are not on disk.
+    var notOnDisk: [String] = []
 }

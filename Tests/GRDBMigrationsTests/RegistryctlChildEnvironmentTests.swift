@@ -21,6 +21,9 @@ import Testing
               "replication": {"replica": "replica", "litestream": "\(litestream)", "socket": "ls.sock", "encryptedBackupDirectory": "kept"}
             }
             """.utf8).write(to: URL(fileURLWithPath: config))
+        // acme's replica folder, so that registryctl hands it to Litestream
+        // (a tenant with none is refused before Litestream runs).
+        try FileManager.default.createDirectory(atPath: directory.path("replica/tenants/acme/ltx"), withIntermediateDirectories: true)
         let environment = [
             "TENANTS_MASTER": String(repeating: "ab", count: 32),
             "VAULT_PASSPHRASE": "vault secret",

@@ -45,6 +45,13 @@ import Tracing
 ///
 /// - ``restoreNewestEpoch(tenant:below:encrypted:checks:)``
 /// - ``replicaEpochs(of:)``
+/// - ``ReplicaEpoch``
+///
+/// ### Restoring a lost fleet
+///
+/// - ``replicaLayout(of:)``
+/// - ``ReplicaLayout``
+/// - ``restoreNewestEpoch(ofMissing:checks:)``
 public struct LitestreamRestore: Sendable {
     /// The configuration whose `replication` section names the replica.
     public let configuration: RegistryConfiguration
@@ -234,14 +241,112 @@ public struct LitestreamRestore: Sendable {
     public func restoreNewestEpoch(
         tenant id: TenantID, below epoch: UInt64? = nil, encrypted: Bool, checks: DatabaseRestore.Checks = .init()
     ) throws -> DatabaseRestore.Report? {
+        try restoreNewestEpoch(id, below: epoch, recordedEncrypted: encrypted, checks: checks, force: true)
+    }
+
+    /// Restores tenant `id`, which is not on this machine, from the newest
+    /// epoch of a fleet's replica store that holds anything: how
+    /// `registryctl restore --from-replica` brings back the tenants of a
+    /// lost fleet, with no catalog to ask.
+    ///
+    /// ```swift
+    /// if case .epochs = try restore.replicaLayout(of: id),
+    ///    let report = try restore.restoreNewestEpoch(ofMissing: id, checks: .init(migrations: playersSet)) {
+    ///     print("\(report.name): restored to \(report.destination)")
+    /// }
+    /// ```
+    ///
+    /// The same restore as ``restoreNewestEpoch(tenant:below:encrypted:checks:)``
+    /// (every epoch considered), but:
+    /// - what the epoch folder holds says whether the tenant is encrypted
+    ///   (an encrypted backup, or Litestream's files), and the tenant-key
+    ///   policy still decides at the restore (a plain replica under a
+    ///   master key is refused unless `allowPlaintextTenants`; an encrypted
+    ///   backup needs the master key that opens it);
+    /// - an existing tenant file is never replaced
+    ///   (``/GRDBBackup/BackupError/destinationExists(path:)``).
+    ///
+    /// - returns: The report, or nil when no epoch holds a replica.
+    /// - throws: ``ReplicationError/restoreFailed(database:reason:)``,
+    ///   ``/GRDBBackup/BackupError``.
+    @discardableResult
+    public func restoreNewestEpoch(ofMissing id: TenantID, checks: DatabaseRestore.Checks = .init()) throws -> DatabaseRestore.Report? {
+        try restoreNewestEpoch(id, below: nil, recordedEncrypted: nil, checks: checks, force: false)
+    }
+
+    /// How the replica store keeps a tenant.
+    public enum ReplicaLayout: Sendable, Equatable {
+        /// A single server's Litestream replica, `<replica>/tenants/<id>`
+        /// (or a replica that is not a `file://` directory, which can't
+        /// be listed: Litestream says what it finds there).
+        case single
+        /// A fleet's replica, one folder per epoch, newest first
+        /// (``replicaEpochs(of:)``).
+        case epochs([ReplicaEpoch])
+
+        /// The epoch a restore takes: the newest that holds a replica
+        /// (nil for a single server's replica, or when no owner
+        /// replicated anything).
+        public var newest: ReplicaEpoch? {
+            guard case .epochs(let epochs) = self else { return nil }
+            return LitestreamRestore.newestReplicated(in: epochs)
+        }
+    }
+
+    /// The newest epoch that holds anything: an empty folder's owner never
+    /// replicated (it died first, or held no write).
+    static func newestReplicated(in epochs: [ReplicaEpoch]) -> ReplicaEpoch? {
+        epochs.first { !$0.isEmpty }
+    }
+
+    /// How the replica store keeps tenant `id`: as a single server's
+    /// Litestream replica, or as a fleet's epochs, so that a tool restores
+    /// it the way it was written.
+    ///
+    /// ```swift
+    /// switch try restore.replicaLayout(of: id) {
+    /// case .single: try restore.restore(tenant: id)
+    /// case .epochs: try restore.restoreNewestEpoch(ofMissing: id)
+    /// }
+    /// ```
+    ///
+    /// - throws: ``ReplicationError/restoreFailed(database:reason:)`` when
+    ///   the store holds nothing for the tenant, or both layouts (epoch
+    ///   folders beside other files: not written by one kind of daemon,
+    ///   the operator must look).
+    public func replicaLayout(of id: TenantID) throws -> ReplicaLayout {
+        let storage = try tenantStorage(for: id)
+        guard let directory = storage.replicaEpochsDirectory(for: id) else { return .single }
+        let names = ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).sorted()
+        let others = names.filter { RegistryConfiguration.Replication.epoch(ofFolderName: $0) == nil }
+        let epochs = try replicaEpochs(of: id)
+        switch (epochs.isEmpty, others.isEmpty) {
+        case (true, true):
+            throw ReplicationError.restoreFailed(database: id.databaseName, reason: "the replica store holds nothing for it: \(directory) is missing or empty")
+        case (false, false):
+            throw ReplicationError.restoreFailed(
+                database: id.databaseName,
+                reason: "\(directory) holds both a fleet's epoch folders and other files (\(others.joined(separator: ", "))): not written by one kind of daemon; inspect it, and move aside what does not belong")
+        case (true, false):
+            return .single
+        case (false, true):
+            return .epochs(epochs)
+        }
+    }
+
+    private func restoreNewestEpoch(
+        _ id: TenantID, below epoch: UInt64?, recordedEncrypted: Bool?, checks: DatabaseRestore.Checks, force: Bool
+    ) throws -> DatabaseRestore.Report? {
         let storage = try tenantStorage(for: id)
         let candidates = try replicaEpochs(of: id).filter { candidate in epoch.map { candidate.epoch < $0 } ?? true }
-        guard let newest = candidates.first(where: { !$0.isEmpty }) else { return nil }
+        guard let newest = Self.newestReplicated(in: candidates) else { return nil }
         let name = id.databaseName
         let folder = RegistryConfiguration.Replication.epochFolderName(newest.epoch)
         if newest.encryptedBackup != nil && newest.hasLitestreamFiles {
             throw ReplicationError.restoreFailed(database: name, reason: "\(folder) holds both a Litestream replica and an encrypted backup: it was not written by one owner; inspect \(newest.directory)")
         }
+        // Without the catalog's word, the folder's content says it.
+        let encrypted = recordedEncrypted ?? (newest.encryptedBackup != nil)
         let report: DatabaseRestore.Report
         if let backup = newest.encryptedBackup {
             guard encrypted else {
@@ -253,7 +358,7 @@ public struct LitestreamRestore: Sendable {
                 throw ReplicationError.restoreFailed(database: name, reason: "\(backup) is not encrypted")
             }
             report = try pipeline.restoreTenant(
-                id, fromFile: backup, into: storage.layout, encryption: storage.encryption, checks: checks, force: true)
+                id, fromFile: backup, into: storage.layout, encryption: storage.encryption, checks: checks, force: force)
         } else {
             guard !encrypted else {
                 throw ReplicationError.restoreFailed(database: name, reason: "the catalog says the tenant is encrypted, but \(folder) holds a plain Litestream replica")
@@ -261,7 +366,7 @@ public struct LitestreamRestore: Sendable {
             guard let url = storage.replicaURL(for: id, epoch: newest.epoch) else { throw ReplicationError.notConfigured }
             let candidate = DatabaseRestore.Candidate(tenant: id, source: url, layout: storage.layout)
             let key = DatabaseRestore.tenantEncryption(storage.encryption, id: id, database: candidate.displayName)
-            report = try restore(candidate, at: nil, encryption: key, destinationEncryption: key, checks: checks, force: true)
+            report = try restore(candidate, at: nil, encryption: key, destinationEncryption: key, checks: checks, force: force)
         }
         // Litestream's positions of the file it replaced would describe
         // another database.
