@@ -251,7 +251,7 @@ public final class TenantHost<Repository: TenantRepository>: Sendable {
     /// before: returns once its first replica is written.
     ///
     /// ```swift
-    /// try directory.provision(id)
+    /// try host.directory.provision(id)
     /// try await host.created(id, epoch: 1, encrypted: false)
     /// ```
     ///
