@@ -624,10 +624,11 @@ public final class LitestreamReplicator: Service, Sendable {
     }
 
     /// Reads the tenants that `ownership` gives this node once its service
-    /// hosts them (``TenantOwnership/isHosting``): the service's own,
-    /// handed over when the service is made.
-    func attach(_ ownership: TenantOwnership) {
-        candidates.attach(ownership)
+    /// hosts them (``TenantOwnership/isHosting``), and the service's tenant
+    /// `storage` when it has the same configuration: both the service's
+    /// own, handed over when the service is made.
+    func attach(_ ownership: TenantOwnership, storage: (@Sendable () throws -> TenantStorage?)?) {
+        candidates.attach(ownership, storage: storage)
     }
 
     /// What the acknowledgement round of tenant `id` works on: its file,

@@ -42,6 +42,9 @@ final class ReplicationCandidates: Sendable {
     /// The ownership of the service whose tenants these are, once the
     /// service is made (``attach(_:)``).
     private let attachedOwnership = Mutex<TenantOwnership?>(nil)
+    /// The storage of the service whose tenants these are, when it runs
+    /// the same configuration: its master key is then read once, by it.
+    private let serviceStorage = Mutex<(@Sendable () throws -> TenantStorage?)?>(nil)
 
     init(configuration: RegistryConfiguration, replication: RegistryConfiguration.Replication, environment: [String: String]) {
         self.configuration = configuration
@@ -49,9 +52,11 @@ final class ReplicationCandidates: Sendable {
         self.environment = environment
     }
 
-    /// Reads the tenants `ownership` gives this node, once it hosts them.
-    func attach(_ ownership: TenantOwnership) {
+    /// Reads the tenants `ownership` gives this node, once it hosts them,
+    /// and, when given, the service's `storage` instead of building one.
+    func attach(_ ownership: TenantOwnership, storage: (@Sendable () throws -> TenantStorage?)?) {
         attachedOwnership.withLock { $0 = ownership }
+        serviceStorage.withLock { $0 = storage }
     }
 
     /// In a fleet, the tenants this node owns and their epochs: the others
@@ -68,15 +73,17 @@ final class ReplicationCandidates: Sendable {
         replication.encryptedBackupDirectory != nil || ownership != nil
     }
 
-    /// The storage of the configuration's tenants, built once; nil when the
-    /// configuration has none.
+    /// The storage of the configuration's tenants, built once (the
+    /// service's, when it shares it); nil when the configuration has none.
     ///
     /// - throws: The error of ``TenantStorage/init(configuration:environment:)``
-    ///   when the master key can't be read (tried again at the next call).
+    ///   (or of ``DatabaseService/tenantStorage()``) when the master key
+    ///   can't be read (tried again at the next call).
     func storage() throws -> TenantStorage? {
         guard configuration.tenants != nil else { return nil }
         if let storage = builtStorage.withLock({ $0 }) { return storage }
-        let storage = try TenantStorage(configuration: configuration, environment: environment)
+        let shared = try serviceStorage.withLock({ $0 })?()
+        let storage = try shared ?? TenantStorage(configuration: configuration, environment: environment)
         return builtStorage.withLock { built in
             if let built { return built }
             built = storage

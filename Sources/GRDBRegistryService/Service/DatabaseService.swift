@@ -245,8 +245,16 @@ public final class DatabaseService: Service, Sendable {
         self.writeFence = writeFence
         self.reservedFileDescriptors = max(0, reservedFileDescriptors)
         self.tracing = DatabaseTracing(tracer)
-        // The replicator replicates what this service owns, once it hosts.
-        replicator?.attach(ownership)
+        // The replicator replicates what this service owns, once it hosts,
+        // and asks this service's storage (one master key read) when both
+        // run the same configuration. Weak: the service holds the replicator.
+        if let replicator {
+            var storage: (@Sendable () throws -> TenantStorage?)?
+            if replicator.configuration == configuration {
+                storage = { [weak self] in try self?.tenantStorage() }
+            }
+            replicator.attach(ownership, storage: storage)
+        }
     }
 
     // MARK: - Service
