@@ -109,6 +109,7 @@ public final class TenantHost<Repository: TenantRepository>: Sendable {
     ///   and the errors of the restore and of replication: the tenant is
     ///   then not owned here.
     public func acquire(_ id: TenantID, epoch: UInt64, encrypted: Bool, keepLocal: Bool) async throws {
+        let step = ownership.newStep()
         // A frozen tenant's lease, let go outside the lock.
         let released = try ownership.update(id) { entry throws(TenantHostError) -> (any Sendable)? in
             if let current = entry?.owned {
@@ -122,7 +123,7 @@ public final class TenantHost<Repository: TenantRepository>: Sendable {
                 }
             }
             let lease = entry?.frozenLease
-            entry = TenantOwnership.Entry(owned: .init(epoch: epoch, encrypted: encrypted, phase: .acquiring))
+            entry = TenantOwnership.Entry(owned: .init(epoch: epoch, encrypted: encrypted, phase: .acquiring), step: step)
             return lease
         }
         _ = consume released
@@ -153,14 +154,12 @@ public final class TenantHost<Repository: TenantRepository>: Sendable {
             // Served (so replicated) only after the restore: a scan would
             // otherwise upload the stale copy under the new epoch.
             try ownership.update(id) { entry throws(TenantHostError) in
-                guard entry?.owned.phase == .acquiring, entry?.owned.epoch == epoch else {
-                    throw .relinquished(tenant: id.rawValue, epoch: epoch)
-                }
+                guard entry?.step == step else { throw .relinquished(tenant: id.rawValue, epoch: epoch) }
                 entry?.owned.phase = .serving
             }
             try await replicator.replicate(id)
         } catch {
-            forget(id, atEpoch: epoch)
+            forget(id, step: step)
             throw error
         }
     }
@@ -181,6 +180,7 @@ public final class TenantHost<Repository: TenantRepository>: Sendable {
     ///   and of the replica's confirmation (the tenant is then served
     ///   again, unfrozen).
     public func prepareHandoff(_ id: TenantID) async throws -> WriteFreeze {
+        let step = ownership.newStep()
         let (epoch, released) = try ownership.update(id) { entry throws(TenantHostError) -> (UInt64, (any Sendable)?) in
             guard var current = entry else { throw .notHere(tenant: id.rawValue) }
             switch current.owned.phase {
@@ -191,6 +191,7 @@ public final class TenantHost<Repository: TenantRepository>: Sendable {
                 let lease = current.frozenLease
                 current.frozenLease = nil
                 current.owned.phase = .handingOff
+                current.step = step
                 entry = current
                 return (current.owned.epoch, lease)
             }
@@ -203,9 +204,7 @@ public final class TenantHost<Repository: TenantRepository>: Sendable {
             freeze = frozen
             try await acknowledgements.waitUntilReplicated(id)
             try ownership.update(id) { entry throws(TenantHostError) in
-                guard entry?.owned.phase == .handingOff, entry?.owned.epoch == epoch else {
-                    throw .relinquished(tenant: id.rawValue, epoch: epoch)
-                }
+                guard entry?.step == step else { throw .relinquished(tenant: id.rawValue, epoch: epoch) }
                 entry?.owned.phase = .frozen
                 entry?.frozenLease = lease
             }
@@ -214,7 +213,7 @@ public final class TenantHost<Repository: TenantRepository>: Sendable {
             freeze?.end()
             // Served again, unless it was let go meanwhile.
             _ = try? ownership.update(id) { entry throws(TenantHostError) in
-                if entry?.owned.phase == .handingOff, entry?.owned.epoch == epoch { entry?.owned.phase = .serving }
+                if entry?.step == step { entry?.owned.phase = .serving }
             }
             throw error
         }
@@ -261,6 +260,7 @@ public final class TenantHost<Repository: TenantRepository>: Sendable {
     ///   it is owned at a newer epoch; the errors of replication (the
     ///   tenant is then not owned here).
     public func created(_ id: TenantID, epoch: UInt64, encrypted: Bool) async throws {
+        let step = ownership.newStep()
         try ownership.update(id) { entry throws(TenantHostError) in
             if let current = entry?.owned {
                 switch current.phase {
@@ -272,22 +272,22 @@ public final class TenantHost<Repository: TenantRepository>: Sendable {
                     }
                 }
             }
-            entry = TenantOwnership.Entry(owned: .init(epoch: epoch, encrypted: encrypted, phase: .serving))
+            entry = TenantOwnership.Entry(owned: .init(epoch: epoch, encrypted: encrypted, phase: .serving), step: step)
         }
         do {
             try await replicator.replicate(id)
             try await acknowledgements.waitUntilReplicated(id)
         } catch {
-            forget(id, atEpoch: epoch)
+            forget(id, step: step)
             throw error
         }
     }
 
-    /// Forgets tenant `id` if it is still owned at `epoch` (a failed step
-    /// leaves a newer owner's entry alone).
-    private func forget(_ id: TenantID, atEpoch epoch: UInt64) {
+    /// Forgets tenant `id` if its entry is still the one `step` made (a
+    /// failed step leaves the entry of a later one alone).
+    private func forget(_ id: TenantID, step: UInt64) {
         let released = try? ownership.update(id) { entry throws(TenantHostError) -> (any Sendable)? in
-            guard entry?.owned.epoch == epoch else { return nil }
+            guard entry?.step == step else { return nil }
             defer { entry = nil }
             return entry?.frozenLease
         }

@@ -76,13 +76,18 @@ public final class TenantOwnership: Sendable {
 
     struct Entry {
         var owned: Owned
+        /// The step that made the entry (``TenantOwnership/newStep()``): a
+        /// step that ends changes the entry only if it is still its own,
+        /// not one a later step made for the same tenant and epoch.
+        var step: UInt64
         /// The lease that keeps a frozen tenant open: closed while frozen,
         /// it would reopen unfrozen.
-        var frozenLease: (any Sendable)?
+        var frozenLease: (any Sendable)? = nil
     }
 
     private let entries = Mutex<[TenantID: Entry]>([:])
     private let hosting = Atomic<Bool>(false)
+    private let steps = Atomic<UInt64>(0)
 
     init() {}
 
@@ -117,6 +122,11 @@ public final class TenantOwnership: Sendable {
             guard let owned = entries[id]?.owned, owned.phase.isServed else { return nil }
             return owned.epoch
         }
+    }
+
+    /// A number no other step of this table had.
+    func newStep() -> UInt64 {
+        steps.add(1, ordering: .relaxed).newValue
     }
 
     /// Changes the entry of `id` under the lock: `change` sees it (nil when
