@@ -12,7 +12,10 @@ import Synchronization
 /// from then on, a tenant file is opened and replicated only while the node
 /// owns the tenant, under its epoch
 /// (``TenantStorage/replicaURL(for:epoch:)``). A single server's service
-/// serves every tenant on its disk, and this table stays empty.
+/// serves every tenant on its disk, and this table stays empty. Named
+/// databases are never owned: each node replicates its own under
+/// `<replica>/databases/<name>` (give each node its own replica store for
+/// them, or none).
 ///
 /// Only the ``TenantHost`` changes it, in the order of
 /// <doc:ReplicationInAFleet>; everyone else reads:
