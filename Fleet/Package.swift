@@ -29,7 +29,7 @@ let package = Package(
             dependencies: [
                 .product(name: "GRDBRegistry", package: "GRDBRegistry"),
                 .product(name: "GRDBRegistryService", package: "GRDBRegistry"),
-                // The restore checks of ServiceTenantHost (DatabaseRestore.Checks).
+                // DatabaseRestore.Checks, for the service's TenantHost.
                 .product(name: "GRDBBackup", package: "GRDBRegistry"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
@@ -48,7 +48,7 @@ let package = Package(
                 .product(name: "GRDBRegistry", package: "GRDBRegistry"),
                 // In-memory databases whose write freezes the test host hands out.
                 .product(name: "GRDB", package: "GRDB.swift"),
-                // ServiceTenantHost end to end: real services, Litestream, restores.
+                // TenantHost end to end: real services, Litestream, restores.
                 .product(name: "GRDBRegistryExamples", package: "GRDBRegistry"),
                 .product(name: "GRDBMigrations", package: "GRDBRegistry"),
                 .product(name: "GRDBBackup", package: "GRDBRegistry"),

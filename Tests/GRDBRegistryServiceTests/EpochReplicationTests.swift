@@ -43,8 +43,8 @@ private actor Gate {
 private let quiet = Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() }
 
 /// The replication side of a fleet, with the real Litestream and real
-/// files: a placement decides what a node replicates and under which
-/// epoch; restores take the newest epoch that holds anything, and never
+/// files: the service's ownership, kept by its tenant host, decides what a
+/// node opens and replicates, and under which epoch; restores take the newest epoch that holds anything, and never
 /// an older one in its place; encrypted tenants fail over through
 /// encrypted backups in their epoch folder; durable acknowledgements are
 /// grouped.
@@ -116,9 +116,9 @@ private let quiet = Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() }
         let configurationA = try Self.nodeConfiguration(directory, node: "a", replica: replica)
         let configurationB = try Self.nodeConfiguration(directory, node: "b", replica: replica)
         let configurationC = try Self.nodeConfiguration(directory, node: "c", replica: replica)
-        let placementA = ReplicaPlacement(), placementB = ReplicaPlacement()
-        let nodeA = try ReplicatedDaemon(configuration: configurationA, scanInterval: .milliseconds(100), placement: placementA)
-        let nodeB = try ReplicatedDaemon(configuration: configurationB, scanInterval: .milliseconds(100), placement: placementB)
+        let nodeA = try ReplicatedDaemon(configuration: configurationA, scanInterval: .milliseconds(100), hosting: true)
+        let nodeB = try ReplicatedDaemon(configuration: configurationB, scanInterval: .milliseconds(100), hosting: true)
+        let hostA = try #require(nodeA.host), hostB = try #require(nodeB.host)
         let acme = try TenantID("acme"), globex = try TenantID("globex")
         let tenantsA = nodeA.tenants, tenantsB = nodeB.tenants
         let replicatorA = nodeA.replicator, replicatorB = nodeB.replicator
@@ -128,11 +128,10 @@ private let quiet = Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() }
 
         try await nodeA.run {
             try await nodeB.run {
-                // A owns acme at epoch 1; globex's file is here but not placed.
-                placementA.assign(acme, epoch: 1)
+                // A creates acme at epoch 1; globex's file is here but not owned.
                 try tenantsA.provision(acme)
                 try tenantsA.provision(globex)
-                try await replicatorA.replicate(acme)
+                try await hostA.created(acme, epoch: 1, encrypted: false)
                 for index in 1...5 {
                     _ = try await tenantsA.withRepository(acme) { try await $0.add(name: "a-\(index)", score: index) }
                 }
@@ -149,13 +148,14 @@ private let quiet = Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() }
                 #expect(!FileManager.default.fileExists(atPath: replica.appendingPathComponent("tenants/globex").path))
                 #expect(relativeFiles(under: epoch1).contains { $0.hasSuffix(".ltx") })
 
-                // B claims acme at epoch 2: restores the newest epoch below
-                // it, then replicates under epoch 2.
-                placementB.assign(acme, epoch: 2)
-                let restoreB = LitestreamRestore(configuration: configurationB, environment: [:], logger: quiet)
-                let report = try #require(try restoreB.restoreNewestEpoch(tenant: acme, below: 2, encrypted: false, checks: Self.checks))
-                #expect(report.source == "file://" + epoch1.path)
-                try await replicatorB.replicate(acme)
+                // B acquires acme at epoch 2: restores the newest epoch
+                // that holds a replica (A's), then replicates under epoch 2.
+                try await hostB.acquire(acme, epoch: 2, encrypted: false, keepLocal: false)
+                #expect(nodeB.service.ownership.owned(acme) == .init(epoch: 2, encrypted: false, phase: .serving))
+                let restored = try await tenantsB.withRepository(acme) { repository in
+                    try await repository.reader.read { db in try String.fetchAll(db, sql: "SELECT name FROM player ORDER BY id") }
+                }
+                #expect(restored == ["a-1", "a-2", "a-3", "a-4", "a-5"])
                 _ = try await tenantsB.withRepository(acme) { try await $0.add(name: "b-1", score: 100) }
                 let synced = try await replicatorB.sync(path: try tenantsB.path(of: acme))
                 #expect(synced.replicatedTXID == synced.txid)
@@ -170,9 +170,10 @@ private let quiet = Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() }
                 try await replicatorA.sync(path: try tenantsA.path(of: acme))
                 #expect(relativeFiles(under: epoch1) != epoch1Before, "the zombie's uploads land in its own epoch")
 
-                // A hands acme off: out of its placement, unregistered at
-                // the next scan, its replica left in place.
-                placementA.remove(acme)
+                // A lets acme go: no longer owned, unregistered, its replica
+                // left in place, and the next scan does not register it again.
+                await hostA.relinquish(acme)
+                #expect(nodeA.service.ownership.owned(acme) == nil)
                 await replicatorA.registerNow()
                 #expect(replicatorA.status.registered.isEmpty)
                 #expect(FileManager.default.fileExists(atPath: epoch1.path))
@@ -238,29 +239,27 @@ private let quiet = Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() }
         let directory = try TemporaryDirectory()
         let replica = directory.url.appendingPathComponent("replica")
         let configurations = try ["a", "b"].map { try Self.nodeConfiguration(directory, node: $0, replica: replica) }
-        let placements = [ReplicaPlacement(), ReplicaPlacement()]
         let nodes = try (0..<2).map {
-            try ReplicatedDaemon(configuration: configurations[$0], scanInterval: .milliseconds(200), placement: placements[$0])
+            try ReplicatedDaemon(configuration: configurations[$0], scanInterval: .milliseconds(200), hosting: true)
         }
+        let hosts = try nodes.map { try #require($0.host) }
         let acme = try TenantID("acme")
         let checks = try Self.checks
 
-        /// What a fleet host does when it gets acme at `epoch`.
+        /// The host gets acme at `epoch`: created at the first, restored after.
         @Sendable func acquire(_ node: Int, epoch: UInt64) async throws {
-            let restore = LitestreamRestore(configuration: configurations[node], environment: [:], logger: quiet)
-            if try restore.restoreNewestEpoch(tenant: acme, below: epoch, encrypted: false, checks: checks) == nil {
+            if epoch == 1 {
                 try nodes[node].tenants.provision(acme)
+                try await hosts[node].created(acme, epoch: epoch, encrypted: false)
+            } else {
+                try await hosts[node].acquire(acme, epoch: epoch, encrypted: false, keepLocal: false)
             }
-            placements[node].assign(acme, epoch: epoch)
-            try await nodes[node].replicator.replicate(acme)
         }
-        /// ... and when it lets it go, once its last writes are in the replica.
+        /// ... and lets it go, once its last writes are in the replica.
         @Sendable func relinquish(_ node: Int) async throws {
             let synced = try await nodes[node].replicator.sync(path: try nodes[node].tenants.path(of: acme))
             #expect(synced.replicatedTXID == synced.txid)
-            placements[node].remove(acme)
-            try await nodes[node].replicator.stopReplicating(acme)
-            try nodes[node].tenants.close(acme, force: true)
+            await hosts[node].relinquish(acme)
         }
         @Sendable func write(_ node: Int, _ name: String) async throws {
             _ = try await nodes[node].tenants.withRepository(acme) { try await $0.add(name: name, score: 0) }
@@ -297,32 +296,27 @@ private let quiet = Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() }
     /// A node that keeps its local copy across an epoch change (it held
     /// the tenant at the epoch just before, and fenced itself) replicates
     /// it anew under the new epoch, whole: a restore of the new epoch alone
-    /// has every row, the ones written before the change included. The
-    /// scan does it too, for a tenant whose epoch changed behind it.
+    /// has every row, the ones written before the change included.
     @Test func aTenantKeptAcrossAnEpochChangeIsReplicatedWholeUnderTheNewEpoch() async throws {
         let directory = try TemporaryDirectory()
         let replica = directory.url.appendingPathComponent("replica")
         let configuration = try Self.nodeConfiguration(directory, node: "a", replica: replica)
-        let placement = ReplicaPlacement()
-        let node = try ReplicatedDaemon(configuration: configuration, scanInterval: .seconds(3600), placement: placement)
-        let tenants = node.tenants, replicator = node.replicator
+        let node = try ReplicatedDaemon(configuration: configuration, scanInterval: .seconds(3600), hosting: true)
+        let tenants = node.tenants, replicator = node.replicator, host = try #require(node.host)
         let acme = try TenantID("acme")
         let path = try tenants.path(of: acme)
 
         try await node.run {
-            placement.assign(acme, epoch: 1)
             try tenants.provision(acme)
-            try await replicator.replicate(acme)
+            try await host.created(acme, epoch: 1, encrypted: false)
             _ = try await tenants.withRepository(acme) { try await $0.add(name: "epoch-1", score: 1) }
             try await replicator.sync(path: path)
 
-            placement.assign(acme, epoch: 2)
-            try await replicator.replicate(acme)
+            try await host.acquire(acme, epoch: 2, encrypted: false, keepLocal: true)
             _ = try await tenants.withRepository(acme) { try await $0.add(name: "epoch-2", score: 2) }
             try await replicator.sync(path: path)
 
-            // The scan moves it as well.
-            placement.assign(acme, epoch: 3)
+            try await host.acquire(acme, epoch: 3, encrypted: false, keepLocal: true)
             await replicator.registerNow()
             _ = try await tenants.withRepository(acme) { try await $0.add(name: "epoch-3", score: 3) }
             let synced = try await replicator.sync(path: path)
@@ -354,19 +348,16 @@ private let quiet = Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() }
         #expect(configuration.replication?.encryptedBackupInterval == .seconds(1))
         #expect(configuration.replication?.lossWindow(encrypted: true) == .seconds(1))
         #expect(configuration.replication?.lossWindow(encrypted: false) == .seconds(2))
-        let placement = ReplicaPlacement()
-        let node = try ReplicatedDaemon(configuration: configuration, environment: environment, scanInterval: .milliseconds(100), placement: placement)
+        let node = try ReplicatedDaemon(configuration: configuration, environment: environment, scanInterval: .milliseconds(100), hosting: true)
         let acknowledgements = ReplicaAcknowledgements(replicator: node.replicator)
-        let tenants = node.tenants, replicator = node.replicator, service = node.service
+        let tenants = node.tenants, replicator = node.replicator, service = node.service, host = try #require(node.host)
         let vault = try TenantID("vault")
         let marker = "PLAINTEXT-MARKER-e2b9"
         let backup = replica.appendingPathComponent("tenants/vault/epoch-00000000000000000007/encrypted.sqlite")
-        let path = try tenants.path(of: vault)
 
         try await node.run {
-            placement.assign(vault, epoch: 7)
             try tenants.provision(vault, configuration: service.tenantConfiguration(for: vault, encrypted: true))
-            try await replicator.replicate(vault)
+            try await host.created(vault, epoch: 7, encrypted: true)
             #expect(FileManager.default.fileExists(atPath: backup.path))
             for index in 1...20 {
                 _ = try await tenants.withRepository(vault) { try await $0.add(name: "\(marker)-\(index)", score: index) }
@@ -374,16 +365,14 @@ private let quiet = Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() }
             // Durable: answered once the backup has it.
             _ = try await tenants.withRepository(vault) { try await $0.add(name: "\(marker)-durable", score: 99) }
             let rounds = acknowledgements.rounds
-            try await acknowledgements.waitUntilReplicated(vault, path: path, encrypted: true)
+            try await acknowledgements.waitUntilReplicated(vault)
             #expect(acknowledgements.rounds == rounds + 1)
             let key = try #require(try TenantStorage(configuration: configuration, environment: environment).encryption.key(forTenant: "vault", atPath: backup.path))
             #expect(try Self.names(inTenantAt: backup.path, key: key).last == "\(marker)-durable")
             #expect(replicator.status.registered.isEmpty, "Litestream never sees an encrypted tenant")
 
-            // Once out of the placement, it no longer opens here either.
-            placement.remove(vault)
-            try await replicator.stopReplicating(vault)
-            try tenants.close(vault, force: true)
+            // Once let go, it no longer opens here either.
+            await host.relinquish(vault)
             await #expect(throws: ReplicationError.notPlaced(tenant: "vault")) {
                 _ = try await tenants.withRepository(vault) { try await $0.add(name: "stale", score: 0) }
             }
@@ -447,9 +436,8 @@ private let quiet = Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() }
         let environment = ["FLEET_MASTER_KEY": Self.master]
         let configuration = try Self.nodeConfiguration(
             directory, node: "a", replica: replica, masterKey: true, extra: #", "encryptedBackupIntervalSeconds": 3600"#)
-        let placement = ReplicaPlacement()
-        let node = try ReplicatedDaemon(configuration: configuration, environment: environment, scanInterval: .seconds(3600), placement: placement)
-        let tenants = node.tenants, replicator = node.replicator, service = node.service
+        let node = try ReplicatedDaemon(configuration: configuration, environment: environment, scanInterval: .seconds(3600), hosting: true)
+        let tenants = node.tenants, replicator = node.replicator, service = node.service, host = try #require(node.host)
         let vault = try TenantID("vault")
         let backup = replica.appendingPathComponent("tenants/vault/epoch-00000000000000000001/encrypted.sqlite").path
         func inode() throws -> UInt64 {
@@ -458,8 +446,8 @@ private let quiet = Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() }
         let key = { try #require(try TenantStorage(configuration: configuration, environment: environment).encryption.key(forTenant: "vault", atPath: backup)) }
 
         try await node.run {
-            placement.assign(vault, epoch: 1)
             try tenants.provision(vault, configuration: service.tenantConfiguration(for: vault, encrypted: true))
+            try await host.created(vault, epoch: 1, encrypted: true)
             _ = try await tenants.withRepository(vault) { try await $0.add(name: "one", score: 1) }
             try await replicator.replicate(vault)
             let first = try inode()
@@ -493,23 +481,21 @@ private let quiet = Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() }
         let configuration = try Self.nodeConfiguration(directory, node: "a", replica: replica, extra: #", "acknowledgements": "durable""#)
         #expect(configuration.replication?.acknowledgements == .durable)
         #expect(configuration.replication?.lossWindow(encrypted: false) == .zero)
-        let placement = ReplicaPlacement()
-        let node = try ReplicatedDaemon(configuration: configuration, scanInterval: .seconds(3600), placement: placement)
+        let node = try ReplicatedDaemon(configuration: configuration, scanInterval: .seconds(3600), hosting: true)
         _ = testMetrics
         let acknowledgements = ReplicaAcknowledgements(replicator: node.replicator)
-        let tenants = node.tenants, replicator = node.replicator
+        let tenants = node.tenants, host = try #require(node.host)
         let acme = try TenantID("acme")
-        let path = try tenants.path(of: acme)
-        let waitersBefore = testMetrics.counterTotal(label: "grdbregistry_replica_ack_waiters_total", dimensions: [])
-        let okBefore = testMetrics.counterTotal(label: "grdbregistry_replica_ack_rounds_total", dimensions: [("result", "ok")])
-        let failedBefore = testMetrics.counterTotal(label: "grdbregistry_replica_ack_rounds_total", dimensions: [("result", "failed")])
         let url = try #require(try TenantStorage(configuration: configuration, environment: [:]).replicaURL(for: acme, epoch: 1))
         let writers = 12
 
         try await node.run {
-            placement.assign(acme, epoch: 1)
             try tenants.provision(acme)
-            try await replicator.replicate(acme)
+            try await host.created(acme, epoch: 1, encrypted: false)
+            // Counted after the creation's own round.
+            let waitersBefore = testMetrics.counterTotal(label: "grdbregistry_replica_ack_waiters_total", dimensions: [])
+            let okBefore = testMetrics.counterTotal(label: "grdbregistry_replica_ack_rounds_total", dimensions: [("result", "ok")])
+            let failedBefore = testMetrics.counterTotal(label: "grdbregistry_replica_ack_rounds_total", dimensions: [("result", "failed")])
             let roundsBefore = acknowledgements.rounds
             let gate = Gate(count: writers)
             try await withThrowingTaskGroup(of: Void.self) { group in
@@ -520,7 +506,7 @@ private let quiet = Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() }
                         // Every writer committed before any waits: they
                         // wait together, as a busy tenant's writers do.
                         await gate.arrive()
-                        try await acknowledgements.waitUntilReplicated(acme, path: path, encrypted: false)
+                        try await acknowledgements.waitUntilReplicated(acme)
                         // Right now, the replica has it.
                         let copy = directory.path("check-\(writer).sqlite")
                         let restored = try await BlockingWork.run { try runChildProcess(litestreamPath, ["restore", "-o", copy, url], mergingOutput: true) }
@@ -536,12 +522,10 @@ private let quiet = Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() }
             #expect(testMetrics.counterTotal(label: "grdbregistry_replica_ack_waiters_total", dimensions: []) - waitersBefore == Int64(writers))
             #expect(testMetrics.counterTotal(label: "grdbregistry_replica_ack_rounds_total", dimensions: [("result", "ok")]) - okBefore == Int64(rounds))
 
-            // A tenant Litestream does not replicate: the wait fails, never
-            // pretends.
-            placement.remove(acme)
-            try await replicator.stopReplicating(acme)
-            await #expect(throws: ReplicationError.self) {
-                try await acknowledgements.waitUntilReplicated(acme, path: path, encrypted: false)
+            // A tenant this node let go: the wait fails, never pretends.
+            await host.relinquish(acme)
+            await #expect(throws: ReplicationError.notPlaced(tenant: "acme")) {
+                try await acknowledgements.waitUntilReplicated(acme)
             }
             #expect(testMetrics.counterTotal(label: "grdbregistry_replica_ack_rounds_total", dimensions: [("result", "failed")]) - failedBefore == 1)
         }
@@ -556,20 +540,17 @@ private let quiet = Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() }
         let directory = try TemporaryDirectory()
         let replica = directory.url.appendingPathComponent("replica")
         let configuration = try Self.nodeConfiguration(directory, node: "a", replica: replica, extra: #", "acknowledgements": "durable""#)
-        let placement = ReplicaPlacement()
-        let node = try ReplicatedDaemon(configuration: configuration, scanInterval: .seconds(3600), placement: placement)
+        let node = try ReplicatedDaemon(configuration: configuration, scanInterval: .seconds(3600), hosting: true)
         let acknowledgements = ReplicaAcknowledgements(replicator: node.replicator)
-        let tenants = node.tenants, replicator = node.replicator
+        let tenants = node.tenants, host = try #require(node.host)
         let acme = try TenantID("acme")
-        let path = try tenants.path(of: acme)
         let url = try #require(try TenantStorage(configuration: configuration, environment: [:]).replicaURL(for: acme, epoch: 1))
         let writers = 8
         let until = ContinuousClock.now + .milliseconds(2500)
 
         try await node.run {
-            placement.assign(acme, epoch: 1)
             try tenants.provision(acme)
-            try await replicator.replicate(acme)
+            try await host.created(acme, epoch: 1, encrypted: false)
             let acknowledged = try await withThrowingTaskGroup(of: [String].self) { group in
                 for writer in 0..<writers {
                     group.addTask {
@@ -579,7 +560,7 @@ private let quiet = Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() }
                             write += 1
                             let name = "writer-\(writer)-\(write)"
                             _ = try await tenants.withRepository(acme) { try await $0.add(name: name, score: write) }
-                            try await acknowledgements.waitUntilReplicated(acme, path: path, encrypted: false)
+                            try await acknowledgements.waitUntilReplicated(acme)
                             names.append(name)
                         }
                         return names

@@ -1,4 +1,5 @@
 import Foundation
+import GRDBBackup
 import GRDBMigrations
 import GRDBRegistry
 import GRDBRegistryExamples
@@ -15,6 +16,8 @@ struct ReplicatedDaemon {
     let replicator: LitestreamReplicator
     let service: DatabaseService
     let tenants: TenantDirectory<PlayerRepository>
+    /// The host of its tenants, when it is a fleet node.
+    let host: TenantHost<PlayerRepository>?
 
     /// A replicated configuration of `directory`: plain tenants with the
     /// players migrations, a file replica, `litestream`.
@@ -27,19 +30,28 @@ struct ReplicatedDaemon {
 
     /// `scanInterval` is the replicator's: how often it looks for files
     /// beyond the tenants the service registers as they open.
-    /// `placement` and `writeFence` make it a fleet node.
+    /// `hosting` makes it a fleet node: its tenants open and replicate
+    /// only once its ``host`` acquired or created them (under a fence open
+    /// for an hour, or `writeFence`).
     init(
         configuration: RegistryConfiguration, environment: [String: String] = [:], scanInterval: Duration = .seconds(1),
-        tracer: any Tracer = NoOpTracer(), placement: ReplicaPlacement? = nil, writeFence: WriteFence? = nil
+        tracer: any Tracer = NoOpTracer(), hosting: Bool = false, writeFence: WriteFence? = nil
     ) throws {
         self.configuration = configuration
         replicator = try LitestreamReplicator(
-            configuration: configuration, environment: environment, logger: logs.logger(), scanInterval: scanInterval,
-            tracer: tracer, placement: placement)
+            configuration: configuration, environment: environment, logger: logs.logger(), scanInterval: scanInterval, tracer: tracer)
         service = DatabaseService(
             configuration: configuration, environment: environment, logger: logs.logger(), observer: .none,
-            replicator: replicator, writeFence: writeFence, tracer: tracer)
+            replicator: replicator, writeFence: writeFence ?? (hosting ? WriteFence(validUntil: .now + .seconds(3600)) : nil), tracer: tracer)
         tenants = try service.tenants(of: PlayerRepository.self)
+        host = hosting
+            ? try service.tenantHost(
+                of: PlayerRepository.self,
+                restoreChecks: DatabaseRestore.Checks(
+                    migrations: try MigrationSet(directory: repositoryRoot.appendingPathComponent("Migrations/players")),
+                    invariants: PlayerRepository.invariants),
+                environment: environment)
+            : nil
     }
 
     /// Runs the service and the replicator, calls `body` once both are

@@ -196,10 +196,10 @@ public final class EncryptedBackupSchedule: Service, Sendable {
                 let written = try await BlockingWork.run {
                     try self.copying.withLock { _ in
                         guard !self.state.withLock({ $0.retiring.contains(candidate.path) }) else { return false }
-                        // In a fleet, a tenant that left the placement (or
-                        // changed epoch) since the listing is not written.
-                        if let id = candidate.tenant, let placement = self.candidates.placement,
-                           placement.epoch(of: id) != candidate.epoch { return false }
+                        // In a fleet, a tenant let go (or owned at another
+                        // epoch) since the listing is not written.
+                        if let id = candidate.tenant, let ownership = self.candidates.ownership,
+                           ownership.servedEpoch(of: id) != candidate.epoch { return false }
                         if self.isUnchangedSinceLastBackup(candidate.path, destination: destination) { return false }
                         try self.backUpRecording(candidate, encryption: encryption, to: destination)
                         return true

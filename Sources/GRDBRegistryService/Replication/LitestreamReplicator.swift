@@ -63,12 +63,13 @@ import Tracing
 ///   and the checkpoint tenants run when they are evicted or closed
 ///   (`TenantDirectory(checkpointOnClose: nil)`): the WAL stays for
 ///   Litestream, which checkpoints it once copied.
-/// - **In a fleet** (a ``ReplicaPlacement``), only the tenants the
-///   placement gives an epoch are replicated, each under its epoch
+/// - **In a fleet** (a service that hosts its tenants through a
+///   ``TenantHost``), only the tenants the node owns and serves
+///   (``TenantOwnership``) are replicated, each under its epoch
 ///   (``TenantStorage/replicaURL(for:epoch:)``; an encrypted one's backups
 ///   at ``TenantStorage/encryptedReplicaPath(for:epoch:)``, every
 ///   `encryptedBackupIntervalSeconds` and at once on ``replicate(_:)``).
-///   A tenant that leaves the placement is unregistered at the next scan
+///   A tenant the node lets go is unregistered at the next scan
 ///   or at ``stopReplicating(_:)``, and its replica stays where it is (it
 ///   was handed off, not removed: no retention applies). A tenant file
 ///   without an epoch is never registered, and doesn't open.
@@ -77,10 +78,9 @@ import Tracing
 ///
 /// ### Creating the replicator
 ///
-/// - ``init(configuration:environment:logger:scanInterval:tracer:placement:)``
+/// - ``init(configuration:environment:logger:scanInterval:tracer:)``
 /// - ``configuration``
 /// - ``replication``
-/// - ``placement``
 ///
 /// ### Running it
 ///
@@ -168,9 +168,6 @@ public final class LitestreamReplicator: Service, Sendable {
     public let configuration: RegistryConfiguration
     /// The replication section of ``configuration``.
     public let replication: RegistryConfiguration.Replication
-    /// In a fleet, which tenants this node replicates, under which epoch;
-    /// nil for a single server (every tenant, under `<replica>/tenants/<id>`).
-    public let placement: ReplicaPlacement?
     /// The scheduled backups of the encrypted databases, which Litestream
     /// never sees: a `Service` to run in the same group, right after the
     /// replicator.
@@ -205,9 +202,6 @@ public final class LitestreamReplicator: Service, Sendable {
     ///   register beyond the tenants the service registers as they open.
     /// - parameter tracer: Where the `litestream.sync` span of each
     ///   ``sync(path:)`` goes (``/GRDBRegistry/DatabaseSpan``): none by default.
-    /// - parameter placement: In a fleet, the tenants this node owns and
-    ///   their epochs: only those are replicated, each under its epoch.
-    ///   Nil (the default): every tenant, as a single server does.
     /// - throws: ``ReplicationError/notConfigured`` when
     ///   `configuration.replication` is not set.
     public init(
@@ -215,8 +209,7 @@ public final class LitestreamReplicator: Service, Sendable {
         environment: [String: String] = ProcessInfo.processInfo.environment,
         logger: Logger,
         scanInterval: Duration = .seconds(1),
-        tracer: any Tracer = NoOpTracer(),
-        placement: ReplicaPlacement? = nil
+        tracer: any Tracer = NoOpTracer()
     ) throws {
         self.tracing = DatabaseTracing(tracer)
         guard let replication = configuration.replication else { throw ReplicationError.notConfigured }
@@ -229,9 +222,7 @@ public final class LitestreamReplicator: Service, Sendable {
         self.litestream = LitestreamProcess(
             executable: try LitestreamExecutable(configuration: configuration, environment: environment),
             control: control, logger: logger)
-        self.placement = placement
-        let candidates = ReplicationCandidates(
-            configuration: configuration, replication: replication, environment: environment, placement: placement)
+        let candidates = ReplicationCandidates(configuration: configuration, replication: replication, environment: environment)
         self.candidates = candidates
         self.encryptedBackups = EncryptedBackupSchedule(candidates: candidates, logger: logger)
         self.logger = logger
@@ -371,15 +362,15 @@ public final class LitestreamReplicator: Service, Sendable {
         }
         // Files removed behind the daemon's back (not through
         // `TenantDirectory.remove`, which retires its tenants itself), and,
-        // in a fleet, tenants that left the placement.
+        // in a fleet, tenants the node let go.
         for path in registered.subtracting(present) {
             do {
                 // Retired meanwhile by a removal: nothing left to do.
                 guard try await BlockingWork.run({ () throws -> Bool in try self.unregisterLocked(path: path) }) else { continue }
-                // A tenant that left the placement was handed off, not
-                // removed: its replica stays, for its next owner.
-                guard placement == nil else {
-                    logger.info("replication stopped: tenant no longer placed here", metadata: ["path": "\(path)"])
+                // A tenant let go was handed off, not removed: its
+                // replica stays, for its next owner.
+                guard self.candidates.ownership == nil else {
+                    logger.info("replication stopped: tenant no longer served here", metadata: ["path": "\(path)"])
                     continue
                 }
                 logger.info("replication stopped: database removed", metadata: ["path": "\(path)"])
@@ -422,9 +413,10 @@ public final class LitestreamReplicator: Service, Sendable {
             if refused || (retiring && !byRemoval) { return false }
             if stopped { throw ReplicationError.replicatorNotRunning(reason: "stopped") }
             // In a fleet, checked again under the lock: a scan that listed
-            // the tenant before it left the placement (or changed epoch)
-            // must not register it after `stopReplicating` unregistered it.
-            if let id = candidate.tenant, let placement, placement.epoch(of: id) != candidate.epoch {
+            // the tenant before the node let it go (or owned it at another
+            // epoch) must not register it after `stopReplicating`
+            // unregistered it.
+            if let id = candidate.tenant, let ownership = candidates.ownership, ownership.servedEpoch(of: id) != candidate.epoch {
                 throw ReplicationError.notPlaced(tenant: id.rawValue)
             }
             if registered {
@@ -509,8 +501,8 @@ public final class LitestreamReplicator: Service, Sendable {
             return state.status.registered.contains(path)
         }
         // In a fleet, registered under an older epoch is not enough: the
-        // registration below moves it to the placement's epoch.
-        if registered && placement == nil { return }
+        // registration below moves it to the epoch the node owns it at.
+        if registered && candidates.ownership == nil { return }
         try waitUntilReadyBlocking()
         guard let storage = try candidates.storage(), storage.path(of: id) == path else {
             throw ReplicationError.litestreamRefused(reason: "\(path) is not the file the configuration gives tenant \(id): not registered")
@@ -576,19 +568,19 @@ public final class LitestreamReplicator: Service, Sendable {
 
     // MARK: - Tenants of a fleet
 
-    /// Starts replicating tenant `id` now, under the epoch its
-    /// ``placement`` gives it, without waiting for the next scan: a plain
-    /// tenant is registered with Litestream (whose first sync uploads it
-    /// whole), an encrypted one gets its first encrypted backup at once.
-    /// Without a placement, the tenant is replicated as the scan would.
+    /// Starts replicating tenant `id` now, without waiting for the next
+    /// scan: a plain tenant is registered with Litestream (whose first sync
+    /// uploads it whole), an encrypted one gets its first encrypted backup
+    /// at once. In a fleet, under the epoch the node owns it at (its
+    /// ``TenantHost`` calls this when it acquires or creates a tenant).
     ///
     /// ```swift
-    /// placement.assign(id, epoch: 5)
+    /// try teams.provision(id)
     /// try await replicator.replicate(id)   // before its first write is acknowledged
     /// ```
     ///
-    /// - throws: ``ReplicationError/notPlaced(tenant:)`` when the placement
-    ///   gives it no epoch; ``ReplicationError/notPlain(path:)`` for a
+    /// - throws: ``ReplicationError/notPlaced(tenant:)`` in a fleet, when
+    ///   the node does not serve it; ``ReplicationError/notPlain(path:)`` for a
     ///   file that is neither plain nor keyed; the errors of Litestream or
     ///   of the backup.
     public func replicate(_ id: TenantID) async throws {
@@ -610,15 +602,16 @@ public final class LitestreamReplicator: Service, Sendable {
 
     /// Stops replicating tenant `id` now: a plain tenant is unregistered
     /// from Litestream (which uploads what it has seen of it first). Its
-    /// replica stays where it is, for the tenant's next owner. Remove it
-    /// from the ``placement`` first, or the next scan registers it again.
+    /// replica stays where it is, for the tenant's next owner. In a fleet,
+    /// the ``TenantHost`` calls this once the node no longer owns the
+    /// tenant (``TenantHost/relinquish(_:)``): a tenant still owned is
+    /// registered again at the next scan.
     ///
     /// ```swift
-    /// placement.remove(id)
     /// try await replicator.stopReplicating(id)
     /// ```
     ///
-    /// An encrypted tenant has nothing to stop: once out of the placement,
+    /// An encrypted tenant has nothing to stop: once the node lets it go,
     /// no scheduled backup writes it (a backup already running ends first).
     public func stopReplicating(_ id: TenantID) async throws {
         try await BlockingWork.run { () throws in
@@ -630,7 +623,32 @@ public final class LitestreamReplicator: Service, Sendable {
         }
     }
 
-    /// Backs up the encrypted tenant `id` now, to where its placement says
+    /// Reads the tenants that `ownership` gives this node once its service
+    /// hosts them (``TenantOwnership/isHosting``), and the service's tenant
+    /// `storage` when it has the same configuration: both the service's
+    /// own, handed over when the service is made.
+    func attach(_ ownership: TenantOwnership, storage: (@Sendable () throws -> TenantStorage?)?) {
+        candidates.attach(ownership, storage: storage)
+    }
+
+    /// What the acknowledgement round of tenant `id` works on: its file,
+    /// and whether it is encrypted (then its round is an encrypted backup):
+    /// in a fleet the node's record, otherwise the tenant-key policy.
+    /// Blocking (the policy may read the file's header).
+    ///
+    /// - throws: ``ReplicationError/notPlaced(tenant:)`` in a fleet when
+    ///   the node does not serve the tenant: nothing of it is replicated
+    ///   from here.
+    func acknowledgementTarget(of id: TenantID) throws -> (path: String, encrypted: Bool) {
+        guard let storage = try candidates.storage() else { throw ReplicationError.notConfigured }
+        if let ownership = candidates.ownership {
+            guard let owned = ownership.owned(id), owned.phase.isServed else { throw ReplicationError.notPlaced(tenant: id.rawValue) }
+            return (storage.path(of: id), owned.encrypted)
+        }
+        return (storage.path(of: id), try storage.key(for: id) != nil)
+    }
+
+    /// Backs up the encrypted tenant `id` now, to where its replica goes
     /// (blocking): the round of a durable acknowledgement.
     func backUpEncryptedTenant(_ id: TenantID) throws {
         guard let storage = try candidates.storage() else { throw ReplicationError.notConfigured }

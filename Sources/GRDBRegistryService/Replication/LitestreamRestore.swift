@@ -221,9 +221,9 @@ public struct LitestreamRestore: Sendable {
     ///   invariants, then published over the local file, which must not be
     ///   open (``/GRDBBackup/BackupError/destinationInUse(path:)``).
     ///
-    /// Restore before the tenant is assigned its new epoch in the node's
-    /// ``ReplicaPlacement`` (see there): until then, nothing replicates the
-    /// local file, and nothing holds it open.
+    /// In a fleet, ``TenantHost/acquire(_:epoch:encrypted:keepLocal:)``
+    /// calls it while the tenant is being acquired: until it is served,
+    /// nothing replicates the local file, and nothing holds it open.
     ///
     /// - parameter id: The tenant.
     /// - parameter epoch: Only epochs below this one are considered: the

@@ -15,9 +15,14 @@ import Synchronization
 /// let acknowledgements = ReplicaAcknowledgements(replicator: replicator)
 ///
 /// _ = try await tenants.withRepository(id) { try await $0.add(name: "Arthur", score: 10) }
-/// try await acknowledgements.waitUntilReplicated(id, path: try tenants.path(of: id), encrypted: false)
+/// try await acknowledgements.waitUntilReplicated(id)
 /// // Now answer the client.
 /// ```
+///
+/// The tenant's file and encryption are the service's to know: its
+/// ``TenantStorage`` and, in a fleet, its ``TenantOwnership`` (the epoch
+/// folder, and whether the round is an encrypted backup). Outside a fleet,
+/// the tenant-key policy says whether the tenant is encrypted.
 ///
 /// **Group commit.** A round of a tenant makes Litestream read the WAL
 /// and upload what it has not yet (its control socket's `sync` with
@@ -79,18 +84,15 @@ public final class ReplicaAcknowledgements: Sendable {
     /// answering.
     ///
     /// ```swift
-    /// try await acknowledgements.waitUntilReplicated(id, path: try tenants.path(of: id), encrypted: false)
+    /// try await acknowledgements.waitUntilReplicated(id)
     /// ```
     ///
-    /// - parameter id: The tenant.
-    /// - parameter path: Its database file (what Litestream knows it by).
-    /// - parameter encrypted: Whether it is encrypted: its round is then an
-    ///   encrypted backup.
     /// - throws: ``ReplicationError``: Litestream does not replicate it (not
-    ///   registered: in a fleet, not placed here), its answer is not a
+    ///   registered; in a fleet, not served here:
+    ///   ``ReplicationError/notPlaced(tenant:)``), its answer is not a
     ///   finished upload (``LitestreamReplicator/SyncResult/isFinishedUpload``),
     ///   or the backup failed.
-    public func waitUntilReplicated(_ id: TenantID, path: String, encrypted: Bool) async throws {
+    public func waitUntilReplicated(_ id: TenantID) async throws {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
             let starts = tenants.withLock { tenants in
                 tenants[id, default: Tenant()].waiting.append(continuation)
@@ -101,13 +103,13 @@ public final class ReplicaAcknowledgements: Sendable {
             // Not a child task: the rounds outlive the waiter that started
             // them, and serve the waiters who come meanwhile.
             if starts {
-                Task { await self.runRounds(id, path: path, encrypted: encrypted) }
+                Task { await self.runRounds(id) }
             }
         }
     }
 
     /// Runs rounds of tenant `id` while waiters are queued.
-    private func runRounds(_ id: TenantID, path: String, encrypted: Bool) async {
+    private func runRounds(_ id: TenantID) async {
         while true {
             // Everyone queued now called after their commit: this round,
             // starting after the line below, covers them all.
@@ -126,7 +128,7 @@ public final class ReplicaAcknowledgements: Sendable {
             let started = ContinuousClock.now
             let result: Result<Void, any Error>
             do {
-                try await round(id, path: path, encrypted: encrypted)
+                try await round(id)
                 result = .success(())
                 succeededRounds.increment()
             } catch {
@@ -139,8 +141,12 @@ public final class ReplicaAcknowledgements: Sendable {
     }
 
     /// One round: a sync that waits for the upload, or an encrypted backup.
-    private func round(_ id: TenantID, path: String, encrypted: Bool) async throws {
+    /// The tenant's file and encryption are read at each round: in a fleet,
+    /// a tenant let go meanwhile fails its round rather than sync a file
+    /// this node no longer replicates.
+    private func round(_ id: TenantID) async throws {
         let replicator = replicator
+        let (path, encrypted) = try await BlockingWork.run { try replicator.acknowledgementTarget(of: id) }
         if encrypted {
             try await BlockingWork.run { try replicator.backUpEncryptedTenant(id) }
             return

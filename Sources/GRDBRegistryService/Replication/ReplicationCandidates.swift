@@ -17,7 +17,7 @@ struct ReplicationCandidate: Sendable {
     var encryptedBackupPath: String?
     /// The tenant, when the candidate is one.
     var tenant: TenantID?
-    /// The epoch it is replicated under, in a fleet (``ReplicaPlacement``).
+    /// The epoch it is replicated under, in a fleet (``TenantOwnership``).
     var epoch: UInt64?
     /// The key and cipher settings the configuration gives it, or nil
     /// when it is plain.
@@ -37,38 +37,53 @@ struct ReplicationCandidate: Sendable {
 final class ReplicationCandidates: Sendable {
     let configuration: RegistryConfiguration
     let replication: RegistryConfiguration.Replication
-    /// In a fleet, the tenants this node replicates and their epochs:
-    /// the others are no candidates at all.
-    let placement: ReplicaPlacement?
     private let environment: [String: String]
     private let builtStorage = Mutex<TenantStorage?>(nil)
+    /// The ownership of the service whose tenants these are, once the
+    /// service is made (``attach(_:)``).
+    private let attachedOwnership = Mutex<TenantOwnership?>(nil)
+    /// The storage of the service whose tenants these are, when it runs
+    /// the same configuration: its master key is then read once, by it.
+    private let serviceStorage = Mutex<(@Sendable () throws -> TenantStorage?)?>(nil)
 
-    init(
-        configuration: RegistryConfiguration, replication: RegistryConfiguration.Replication,
-        environment: [String: String], placement: ReplicaPlacement? = nil
-    ) {
+    init(configuration: RegistryConfiguration, replication: RegistryConfiguration.Replication, environment: [String: String]) {
         self.configuration = configuration
         self.replication = replication
         self.environment = environment
-        self.placement = placement
+    }
+
+    /// Reads the tenants `ownership` gives this node, once it hosts them,
+    /// and, when given, the service's `storage` instead of building one.
+    func attach(_ ownership: TenantOwnership, storage: (@Sendable () throws -> TenantStorage?)?) {
+        attachedOwnership.withLock { $0 = ownership }
+        serviceStorage.withLock { $0 = storage }
+    }
+
+    /// In a fleet, the tenants this node owns and their epochs: the others
+    /// are no candidates at all. Nil for a single server (every tenant).
+    var ownership: TenantOwnership? {
+        guard let ownership = attachedOwnership.withLock({ $0 }), ownership.isHosting else { return nil }
+        return ownership
     }
 
     /// Whether encrypted databases get scheduled backups: into the
     /// configuration's `encryptedBackupDirectory`, or, in a fleet, into
     /// their epoch folders of the replica store.
     var backsUpEncryptedDatabases: Bool {
-        replication.encryptedBackupDirectory != nil || placement != nil
+        replication.encryptedBackupDirectory != nil || ownership != nil
     }
 
-    /// The storage of the configuration's tenants, built once; nil when the
-    /// configuration has none.
+    /// The storage of the configuration's tenants, built once (the
+    /// service's, when it shares it); nil when the configuration has none.
     ///
     /// - throws: The error of ``TenantStorage/init(configuration:environment:)``
-    ///   when the master key can't be read (tried again at the next call).
+    ///   (or of ``DatabaseService/tenantStorage()``) when the master key
+    ///   can't be read (tried again at the next call).
     func storage() throws -> TenantStorage? {
         guard configuration.tenants != nil else { return nil }
         if let storage = builtStorage.withLock({ $0 }) { return storage }
-        let storage = try TenantStorage(configuration: configuration, environment: environment)
+        let shared = try serviceStorage.withLock({ $0 })?()
+        let storage = try shared ?? TenantStorage(configuration: configuration, environment: environment)
         return builtStorage.withLock { built in
             if let built { return built }
             built = storage
@@ -110,19 +125,19 @@ final class ReplicationCandidates: Sendable {
     }
 
     /// Tenant `id`, as the storage has it: in a fleet, under the epoch
-    /// the placement gives it.
+    /// the node serves it at.
     ///
     /// - throws: ``ReplicationError/notPlaced(tenant:)`` in a fleet, when
-    ///   the placement gives it no epoch (this node does not own it).
+    ///   this node does not serve it (not owned, or being restored).
     func tenant(_ id: TenantID, in storage: TenantStorage) throws(ReplicationError) -> ReplicationCandidate {
-        guard let placement else {
+        guard let ownership else {
             return ReplicationCandidate(
                 name: TenantStorage.name(of: id), path: storage.path(of: id),
                 replicaURL: replication.replicaURL(forTenant: id.rawValue),
                 encryptedBackupPath: storage.encryptedBackupPath(for: id), tenant: id,
                 key: { try storage.backupEncryption(for: id) })
         }
-        guard let epoch = placement.epoch(of: id) else { throw .notPlaced(tenant: id.rawValue) }
+        guard let epoch = ownership.servedEpoch(of: id) else { throw .notPlaced(tenant: id.rawValue) }
         return ReplicationCandidate(
             name: TenantStorage.name(of: id), path: storage.path(of: id),
             replicaURL: replication.replicaURL(forTenant: id.rawValue, epoch: epoch),

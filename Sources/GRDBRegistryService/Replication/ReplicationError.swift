@@ -35,9 +35,9 @@ public enum ReplicationError: Error, CustomStringConvertible, Sendable, Equatabl
     /// No removed replica of the tenant is kept (never removed, or past
     /// the retention, or the replica is not a `file://` one).
     case noRemovedReplica(tenant: String)
-    /// In a fleet, the tenant has no epoch in this node's
-    /// ``ReplicaPlacement``: this node does not own it, so it neither
-    /// replicates nor opens it.
+    /// In a fleet, this node does not serve the tenant (its
+    /// ``TenantOwnership`` has it not, or still restoring it), so it
+    /// neither replicates nor opens it.
     case notPlaced(tenant: String)
     /// A durable acknowledgement failed: the replica does not have the
     /// write (yet). The write committed locally; don't report it as
@@ -67,7 +67,7 @@ public enum ReplicationError: Error, CustomStringConvertible, Sendable, Equatabl
         case let .removalFailed(tenant, reason):
             "tenant \(tenant) was not removed: its replica could not be completed and kept aside (\(reason)). Its files are intact; retry once the replicator runs"
         case let .notPlaced(tenant):
-            "tenant \(tenant) is not placed on this node (it has no epoch in its ReplicaPlacement): it is neither replicated nor opened here; its owner serves it"
+            "tenant \(tenant) is not served by this node (not owned here, or still being restored): it is neither replicated nor opened here; its owner serves it"
         case let .notReplicated(database, reason):
             "the last writes of \(database) are not confirmed in the replica: \(reason). They committed on this node but are not durable: retry, or answer the client with an error"
         case let .noRemovedReplica(tenant):

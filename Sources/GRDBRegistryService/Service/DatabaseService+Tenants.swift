@@ -84,11 +84,11 @@ extension DatabaseService {
                 maxOpen: budget.maxOpen,
                 policy: storage.repositoryPolicy(hasRunner: runner != nil),
                 connections: connections,
-                configuration: { [weak self, logger, tracing, replicator, writeFence] id, _ in
+                configuration: { [weak self, logger, tracing, replicator, writeFence, ownership] id, _ in
                     do {
                         return try Self.openingConfiguration(
                             of: id, storage: storage, recordedEncryption: recordedEncryption, runner: opening, metrics: metrics, writeFence: writeFence,
-                            replicator: replicator, observer: observer, tracing: tracing, logger: logger)
+                            ownership: ownership, replicator: replicator, observer: observer, tracing: tracing, logger: logger)
                     } catch {
                         // "unable to open database file" says nothing of
                         // the cause when it is the limit of open files.
@@ -171,15 +171,15 @@ extension DatabaseService {
     private static func openingConfiguration(
         of id: TenantID, storage: TenantStorage, recordedEncryption: (@Sendable (TenantID) throws -> Bool?)?,
         runner: DatabaseMigrationRunner?, metrics: StatementMetrics,
-        writeFence: WriteFence?, replicator: LitestreamReplicator?, observer: DatabaseServiceObserver,
+        writeFence: WriteFence?, ownership: TenantOwnership, replicator: LitestreamReplicator?, observer: DatabaseServiceObserver,
         tracing: DatabaseTracing, logger: Logger
     ) throws -> Configuration {
         let name = TenantStorage.name(of: id)
         let path = storage.path(of: id)
-        // In a fleet, a tenant this node does not own (a stale copy) is not
-        // opened, plain or encrypted. A new tenant's file does not exist
-        // yet: its creator places it once provisioned.
-        if let placement = replicator?.placement, placement.epoch(of: id) == nil, FileManager.default.fileExists(atPath: path) {
+        // In a fleet, a tenant this node does not serve (a stale copy, one
+        // being restored) is not opened, plain or encrypted. A new tenant's
+        // file does not exist yet: its host records it once provisioned.
+        if ownership.isHosting, ownership.servedEpoch(of: id) == nil, FileManager.default.fileExists(atPath: path) {
             throw ReplicationError.notPlaced(tenant: id.rawValue)
         }
         let key = try storage.key(for: id, recordedEncrypted: try recordedEncryption?(id))

@@ -99,6 +99,12 @@ import Tracing
 /// - ``tenantStorage()``
 /// - ``tenantConfiguration(for:encrypted:)``
 ///
+/// ### Hosting tenants in a fleet
+///
+/// - ``tenantHost(of:restoreChecks:acknowledgements:environment:freezeTimeout:tracer:)``
+/// - ``ownership``
+/// - ``TenantHost``
+///
 /// ### Health
 ///
 /// - ``health()``
@@ -157,6 +163,11 @@ public final class DatabaseService: Service, Sendable {
     /// Nil: tenants are not fenced. Named databases never are: they are
     /// the node's own, not placed.
     public let writeFence: WriteFence?
+    /// The tenants this node owns in a fleet, with their epochs and phases:
+    /// what the tenant opening path, the replicator and durable
+    /// acknowledgements read. Empty and not consulted unless the service
+    /// hosts its tenants (``tenantHost(of:restoreChecks:acknowledgements:environment:freezeTimeout:tracer:)``).
+    public let ownership = TenantOwnership()
     /// Where the spans of the databases and tenants go (``/GRDBRegistry/DatabaseSpan``).
     let tracing: DatabaseTracing
     /// Descriptors kept for what is not a tenant (see ``FileDescriptorBudget``).
@@ -234,6 +245,16 @@ public final class DatabaseService: Service, Sendable {
         self.writeFence = writeFence
         self.reservedFileDescriptors = max(0, reservedFileDescriptors)
         self.tracing = DatabaseTracing(tracer)
+        // The replicator replicates what this service owns, once it hosts,
+        // and asks this service's storage (one master key read) when both
+        // run the same configuration. Weak: the service holds the replicator.
+        if let replicator {
+            var storage: (@Sendable () throws -> TenantStorage?)?
+            if replicator.configuration == configuration {
+                storage = { [weak self] in try self?.tenantStorage() }
+            }
+            replicator.attach(ownership, storage: storage)
+        }
     }
 
     // MARK: - Service

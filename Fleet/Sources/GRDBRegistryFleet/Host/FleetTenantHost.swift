@@ -1,10 +1,13 @@
 import GRDBRegistry
+import GRDBRegistryService
 
 /// What a node does with tenants' files; the ``Fleet`` tells it when.
 ///
-/// ``ServiceTenantHost`` is the host of a `DatabaseService` replicated by
-/// Litestream. A host runs no placement decision of its own: it is told to
-/// bring a tenant here, to freeze it before it moves, and to let it go.
+/// A `DatabaseService`'s `TenantHost` is the host of a server's tenants
+/// (`service.tenantHost(of:restoreChecks:)`): it keeps the service's
+/// ownership table and carries out each step in order. A host runs no
+/// placement decision of its own: it is told to bring a tenant here, to
+/// freeze it before it moves, and to let it go.
 ///
 /// ```swift
 /// struct LoggingHost: FleetTenantHost {
@@ -41,3 +44,6 @@ public protocol FleetTenantHost: Sendable {
 extension FleetTenantHost {
     public var lossWindow: String? { nil }
 }
+
+/// The service's own host of its tenants is the fleet's.
+extension TenantHost: FleetTenantHost {}

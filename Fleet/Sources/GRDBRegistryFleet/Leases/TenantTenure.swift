@@ -17,7 +17,7 @@ import GRDBRegistry
 /// let id = try TenantID("acme")
 /// guard let tenure = fleet.tenure(of: id) else { return false }   // not served here: 503
 /// _ = try await tenants.withRepository(id) { try await $0.add(name: "Arthur", score: 10) }
-/// try await acknowledgements.waitUntilReplicated(id, path: try tenants.path(of: id), encrypted: false)
+/// try await acknowledgements.waitUntilReplicated(id)
 /// return fleet.stillHolds(tenure)   // false: the outcome is unknown, 503
 /// ```
 ///

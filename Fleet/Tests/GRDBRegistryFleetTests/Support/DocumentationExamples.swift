@@ -8,17 +8,16 @@ import Logging
 import ServiceLifecycle
 
 // The DocC examples of the package, compiled with the tests so that they
-// stay true to the API (GRDBRegistryFleet.md, Fleet, ServiceTenantHost).
+// stay true to the API (GRDBRegistryFleet.md, Fleet, FleetTenantHost, TenantTenure).
 // Never called.
 
 func documentationExampleOfTheOverview(configuration: RegistryConfiguration, logger: Logger) throws -> ServiceGroup {
-    let placement = ReplicaPlacement()
-    let replicator = try LitestreamReplicator(configuration: configuration, logger: logger, placement: placement)
+    let replicator = try LitestreamReplicator(configuration: configuration, logger: logger)
     let fence = WriteFence()
     let service = DatabaseService(configuration: configuration, logger: logger, replicator: replicator, writeFence: fence)
-    let host = try ServiceTenantHost(
-        directory: try service.tenants(of: PlayerRepository.self), replicator: replicator,
-        restoreChecks: DatabaseRestore.Checks(migrations: PlayerRepository.migrationSet), logger: logger)
+    let host = try service.tenantHost(
+        of: PlayerRepository.self,
+        restoreChecks: DatabaseRestore.Checks(migrations: PlayerRepository.migrationSet, invariants: PlayerRepository.invariants))
     let fleet = Fleet(
         configuration: FleetConfiguration(postgres: "postgres://fleet@db:5432/fleet", nodeID: "n1", address: "http://10.0.0.11:8080",
             secret: try FleetSecret(Data(ProcessInfo.processInfo.environment["FLEET_SECRET", default: ""].utf8))),
@@ -48,6 +47,6 @@ func documentationExampleOfATenure(fleet: Fleet, tenants: TenantDirectory<Player
     let id = try TenantID("acme")
     guard let tenure = fleet.tenure(of: id) else { return false }   // not served here: 503
     _ = try await tenants.withRepository(id) { try await $0.add(name: "Arthur", score: 10) }
-    try await acknowledgements.waitUntilReplicated(id, path: try tenants.path(of: id), encrypted: false)
+    try await acknowledgements.waitUntilReplicated(id)
     return fleet.stillHolds(tenure)   // false: the outcome is unknown, 503
 }

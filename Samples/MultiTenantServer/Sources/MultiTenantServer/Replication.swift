@@ -14,12 +14,13 @@ import ServiceLifecycle
 enum Replication {
     /// - parameter environment: The server's environment: Litestream gets
     ///   it without the server's secrets (``ServerVariable/childEnvironment(_:)``).
-    /// - parameter placement: In a fleet, the tenants this node owns, and
-    ///   their epochs: only those are replicated, each under its epoch.
-    static func replicator(configuration: RegistryConfiguration, environment: [String: String], logger: Logger, placement: ReplicaPlacement? = nil) throws -> LitestreamReplicator? {
+    ///
+    /// In a fleet, it replicates only the tenants the database service
+    /// owns (the service's `TenantOwnership`, kept by its `TenantHost`).
+    static func replicator(configuration: RegistryConfiguration, environment: [String: String], logger: Logger) throws -> LitestreamReplicator? {
         guard configuration.replication != nil else { return nil }
         return try LitestreamReplicator(
-            configuration: configuration, environment: ServerVariable.childEnvironment(environment), logger: logger, placement: placement)
+            configuration: configuration, environment: ServerVariable.childEnvironment(environment), logger: logger)
     }
 
     /// The waits of durable acknowledgements (`"acknowledgements":

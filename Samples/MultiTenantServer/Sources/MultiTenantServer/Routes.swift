@@ -189,7 +189,7 @@ struct Routes: Sendable {
     /// A write to the request's tenant: its refusals answered
     /// (``mapErrors(_:)``), then, with durable acknowledgements, a wait
     /// until the replica has it and, in a fleet, a check that this node
-    /// still held the tenant then (``ServerState/acknowledge(_:encrypted:tenure:)``).
+    /// still held the tenant then (``ServerState/acknowledge(_:tenure:)``).
     /// Every write route goes through here, so none is answered before
     /// its acknowledgement.
     private func write<T>(_ context: ServerRequestContext, _ operation: (ActiveTenant) async throws -> T) async throws -> T {
@@ -198,14 +198,7 @@ struct Routes: Sendable {
         // still holds once the replica has the write.
         let tenure = try state.tenureForWrite(lease.id)
         let result = try await mapErrors { try await operation(lease.repository) }
-        if state.acknowledgements != nil {
-            // The catalog says whether the tenant is encrypted (its
-            // round is then an encrypted backup, not a Litestream sync).
-            guard let listed = try state.requireReady().catalog.tenant(lease.id.rawValue) else {
-                throw HTTPError(.serviceUnavailable, message: "Tenant \(lease.id) left the catalog: its write is not acknowledged.")
-            }
-            try await state.acknowledge(lease, encrypted: listed.encrypted, tenure: tenure)
-        }
+        try await state.acknowledge(lease.id, tenure: tenure)
         return result
     }
 

@@ -95,9 +95,8 @@ struct MultiTenantServer {
         // In a fleet, only the tenants this node owns are replicated, each
         // under its epoch; the fence closes their commits when the lease
         // is not known valid.
-        let placement = settings.fleet.map { _ in ReplicaPlacement() }
         let fence = settings.fleet.map { _ in WriteFence() }
-        let replicator = try Replication.replicator(configuration: configuration, environment: environment, logger: logger, placement: placement)
+        let replicator = try Replication.replicator(configuration: configuration, environment: environment, logger: logger)
         // Traces, when the OTEL_* variables ask for them (Tracing/).
         let tracing = try ServerTracing.start(environment: environment, logger: logger)
         // A tenant's file must be as the catalog recorded it: encrypted
@@ -114,12 +113,11 @@ struct MultiTenantServer {
         }
         let acknowledgements = Replication.acknowledgements(configuration: configuration, replicator: replicator)
         let fleetNode = try settings.fleet.map { mode in
-            guard let replicator, let fence else {
+            guard replicator != nil, let fence else {
                 throw UsageError(message: "fleet mode needs replication: \(configurationFile.path) has no replication section")
             }
             let host = try FleetNode.tenantHost(
-                databases: databases, replicator: replicator, acknowledgements: acknowledgements, environment: environment,
-                logger: logger, tracer: tracing.tracer)
+                databases: databases, acknowledgements: acknowledgements, environment: environment, tracer: tracing.tracer)
             return FleetNode(mode: mode, host: host, fence: fence, limits: limits, logger: logger, tracer: tracing.tracer)
         }
         let state = ServerState(

@@ -11,7 +11,7 @@ import Testing
 @testable import GRDBRegistryFleet
 
 /// A fleet node as a server runs one: Litestream replicator, database
-/// service fenced by the fleet, ServiceTenantHost, Fleet, in one service
+/// service fenced by the fleet and hosting its tenants (TenantHost), Fleet, in one service
 /// group; its own tenant folder, a replica store shared with the others.
 private final class ServiceNode: Sendable {
     let fleet: Fleet
@@ -42,16 +42,14 @@ private final class ServiceNode: Sendable {
              "replication": {"replica": "\#(directory.path)/replica", "litestream": "\#(Self.litestream)",
                              "socket": "\#(root.path)/litestream.sock"\#(backups)}}
             """#.utf8), baseDirectory: directory, environment: environment)
-        let placement = ReplicaPlacement()
         let fence = WriteFence()
-        replicator = try LitestreamReplicator(configuration: configuration, environment: environment, logger: logger, scanInterval: .milliseconds(200), placement: placement)
+        replicator = try LitestreamReplicator(configuration: configuration, environment: environment, logger: logger, scanInterval: .milliseconds(200))
         let service = DatabaseService(configuration: configuration, environment: environment, logger: logger, observer: .none, replicator: replicator, writeFence: fence)
         self.service = service
         teams = try service.tenants(of: PlayerRepository.self)
-        let host = try ServiceTenantHost(
-            directory: teams, replicator: replicator,
-            restoreChecks: DatabaseRestore.Checks(migrations: try MigrationSet(directory: Self.playersSet), invariants: PlayerRepository.invariants),
-            environment: environment, logger: logger)
+        let host = try service.tenantHost(
+            of: PlayerRepository.self,
+            restoreChecks: DatabaseRestore.Checks(migrations: try MigrationSet(directory: Self.playersSet), invariants: PlayerRepository.invariants))
         fleet = Fleet(
             configuration: FleetConfiguration(postgres: postgres, nodeID: id, address: "http://\(id).fleet.test:8080", secret: testFleetSecret),
             host: host, fence: fence, logger: logger)
@@ -79,8 +77,8 @@ private final class ServiceNode: Sendable {
     }
 }
 
-@Suite("ServiceTenantHost", .serialized)
-struct ServiceTenantHostTests {
+@Suite("TenantHost in a fleet", .serialized)
+struct TenantHostTests {
     /// A tenant created on n1 and written there survives n1's death with
     /// its disk: n2 claims it at epoch 2, restores it from n1's epoch
     /// through the restore pipeline, and serves every replicated write;
@@ -162,7 +160,7 @@ struct ServiceTenantHostTests {
         }
         // A hand-off's (and a durable write's) wait: an encrypted backup now.
         try await ReplicaAcknowledgements(replicator: n1.replicator)
-            .waitUntilReplicated(acme, path: try n1.teams.path(of: acme), encrypted: true)
+            .waitUntilReplicated(acme)
         let backup = directory.appendingPathComponent("replica/tenants/acme/epoch-00000000000000000001/encrypted.sqlite").path
         let header = try #require(FileManager.default.contents(atPath: backup)).prefix(16)
         #expect(header != Data("SQLite format 3\0".utf8), "the replica store holds a plaintext database")

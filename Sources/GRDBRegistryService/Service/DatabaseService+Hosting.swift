@@ -1,0 +1,60 @@
+import Foundation
+import GRDBBackup
+import GRDBRegistry
+import Tracing
+
+extension DatabaseService {
+    /// Makes this service the host of its tenants on a fleet node: from
+    /// now on, a tenant opens and replicates only while the node owns it
+    /// (``ownership``), under its epoch, and the returned ``TenantHost``
+    /// carries out the fleet's decisions (acquire, hand off, let go,
+    /// create). Call it once, before ``run()``.
+    ///
+    /// ```swift
+    /// let host = try service.tenantHost(
+    ///     of: PlayerRepository.self,
+    ///     restoreChecks: DatabaseRestore.Checks(migrations: PlayerRepository.migrationSet, invariants: PlayerRepository.invariants))
+    /// ```
+    ///
+    /// - parameter type: The repository of the service's tenants
+    ///   (``tenants(of:)``).
+    /// - parameter restoreChecks: What a tenant restored from a replica
+    ///   must pass before it replaces the local copy.
+    /// - parameter acknowledgements: The service's durable
+    ///   acknowledgements, if it has them (hand-offs then share their
+    ///   rounds); otherwise the host makes its own over the replicator.
+    /// - parameter environment: Where the restores' Litestream reads its
+    ///   credentials (the service's environment by default).
+    /// - parameter freezeTimeout: How long a hand-off waits for the writes
+    ///   under way before it gives up (nothing frozen then).
+    /// - parameter tracer: Where the restores' spans go.
+    /// - throws: ``DatabaseServiceError/invalidConfiguration(problems:)``
+    ///   when the service has no replicator (a fleet node's tenants fail
+    ///   over through their replicas) or no write fence (a node must stop
+    ///   writing when its lease lapses), or already hosts its tenants; the
+    ///   errors of ``tenants(of:)``.
+    public func tenantHost<Repository: TenantRepository>(
+        of type: Repository.Type,
+        restoreChecks: DatabaseRestore.Checks,
+        acknowledgements: ReplicaAcknowledgements? = nil,
+        environment: [String: String]? = nil,
+        freezeTimeout: Duration = .seconds(10),
+        tracer: any Tracer = NoOpTracer()
+    ) throws -> TenantHost<Repository> {
+        guard let replicator else {
+            throw DatabaseServiceError.invalidConfiguration(problems: ["a fleet node replicates its tenants: give the DatabaseService a LitestreamReplicator (and the configuration a replication section)"])
+        }
+        guard writeFence != nil else {
+            throw DatabaseServiceError.invalidConfiguration(problems: ["a fleet node fences its tenants' writes with its lease: give the DatabaseService a WriteFence"])
+        }
+        let directory = try tenants(of: type)
+        guard ownership.startHosting() else {
+            throw DatabaseServiceError.invalidConfiguration(problems: ["the service already hosts its tenants: make one TenantHost per service"])
+        }
+        return TenantHost(
+            directory: directory, ownership: ownership, replicator: replicator,
+            acknowledgements: acknowledgements ?? ReplicaAcknowledgements(replicator: replicator),
+            restore: LitestreamRestore(configuration: configuration, environment: environment ?? self.environment, logger: logger, tracer: tracer),
+            restoreChecks: restoreChecks, freezeTimeout: freezeTimeout, logger: logger)
+    }
+}

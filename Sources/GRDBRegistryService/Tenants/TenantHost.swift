@@ -1,0 +1,296 @@
+import Foundation
+import GRDBBackup
+import GRDBMigrations
+import GRDBRegistry
+import Logging
+
+/// The host of a service's tenants on a fleet node: it brings a tenant
+/// here, hands it off and lets it go, in the order of
+/// <doc:ReplicationInAFleet>, and keeps the service's ``TenantOwnership``.
+///
+/// A fleet (the `GRDBRegistryFleet` package) decides; the host carries
+/// out. Get it from the service, once, before the service runs:
+///
+/// ```swift
+/// let replicator = try LitestreamReplicator(configuration: configuration, logger: logger)
+/// let service = DatabaseService(configuration: configuration, logger: logger, replicator: replicator, writeFence: WriteFence())
+/// let host = try service.tenantHost(
+///     of: PlayerRepository.self,
+///     restoreChecks: DatabaseRestore.Checks(migrations: PlayerRepository.migrationSet, invariants: PlayerRepository.invariants))
+///
+/// // The fleet claimed acme at epoch 4: restore it, replicate it, serve it.
+/// try await host.acquire(try TenantID("acme"), epoch: 4, encrypted: false, keepLocal: false)
+/// ```
+///
+/// - **Acquire**: closes the tenant here, restores it from the newest
+///   epoch up to the new one that holds a replica (through the one restore
+///   pipeline, with the restore checks), unless the fleet says the local
+///   file is current; then serves it under the new epoch and replicates
+///   it. No replica in any epoch is an error
+///   (``TenantHostError/noReplica(tenant:below:)``: the tenant stays
+///   unavailable, with that reason): nothing is fabricated.
+/// - **Hand-off**: freezes the tenant's writes, then waits until the
+///   replica holds every commit (a Litestream `sync` with `wait`, or an
+///   encrypted backup).
+/// - **Relinquish**: forgets the tenant, stops replicating it, closes it.
+///   Its local file stays, stale.
+/// - **Created**: serves the new tenant at its epoch and returns once its
+///   first replica is written, so that a created tenant survives its node.
+///
+/// Each step checks where the tenant is (``TenantOwnership/Phase``) under
+/// the ownership's lock: a step out of order (a hand-off while the tenant
+/// is restored, an acquire while it is handed off, an epoch older than the
+/// one owned) throws a ``TenantHostError`` and changes nothing.
+///
+/// ## Topics
+///
+/// ### Carrying out the fleet's decisions
+///
+/// - ``acquire(_:epoch:encrypted:keepLocal:)``
+/// - ``prepareHandoff(_:)``
+/// - ``relinquish(_:)``
+/// - ``created(_:epoch:encrypted:)``
+/// - ``TenantHostError``
+///
+/// ### What it hosts
+///
+/// - ``directory``
+/// - ``ownership``
+/// - ``lossWindow``
+public final class TenantHost<Repository: TenantRepository>: Sendable {
+    /// The service's tenants.
+    public let directory: TenantDirectory<Repository>
+    /// The service's table of owned tenants.
+    public let ownership: TenantOwnership
+    let replicator: LitestreamReplicator
+    let acknowledgements: ReplicaAcknowledgements
+    let restore: LitestreamRestore
+    let restoreChecks: DatabaseRestore.Checks
+    let freezeTimeout: Duration
+    let logger: Logger
+
+    init(
+        directory: TenantDirectory<Repository>, ownership: TenantOwnership, replicator: LitestreamReplicator,
+        acknowledgements: ReplicaAcknowledgements, restore: LitestreamRestore, restoreChecks: DatabaseRestore.Checks,
+        freezeTimeout: Duration, logger: Logger
+    ) {
+        self.directory = directory
+        self.ownership = ownership
+        self.replicator = replicator
+        self.acknowledgements = acknowledgements
+        self.restore = restore
+        self.restoreChecks = restoreChecks
+        self.freezeTimeout = freezeTimeout
+        self.logger = logger
+    }
+
+    /// How many seconds of acknowledged writes a crash of this node can
+    /// lose, in words, for a readiness report.
+    public var lossWindow: String? {
+        let replication = replicator.replication
+        let plain = replication.lossWindow(encrypted: false)
+        let encrypted = replication.lossWindow(encrypted: true)
+        return "\(replication.acknowledgements.rawValue): plain tenants \(plain.timeInterval) s, encrypted tenants \(encrypted.timeInterval) s"
+    }
+
+    /// Brings tenant `id` here at `epoch`: restores it from its newest
+    /// replica unless `keepLocal` (this node held it at the epoch just
+    /// before and fenced itself), then serves and replicates it under
+    /// `epoch`.
+    ///
+    /// ```swift
+    /// try await host.acquire(try TenantID("acme"), epoch: 4, encrypted: false, keepLocal: false)
+    /// ```
+    ///
+    /// - throws: ``TenantHostError/outOfOrder(tenant:operation:phase:)``
+    ///   while the tenant is being acquired or handed off;
+    ///   ``TenantHostError/staleEpoch(tenant:operation:epoch:owned:)`` when
+    ///   it is owned at a newer epoch; ``TenantHostError/noReplica(tenant:below:)``
+    ///   and the errors of the restore and of replication: the tenant is
+    ///   then not owned here.
+    public func acquire(_ id: TenantID, epoch: UInt64, encrypted: Bool, keepLocal: Bool) async throws {
+        let step = ownership.newStep()
+        // A frozen tenant's lease, let go outside the lock.
+        let released = try ownership.update(id) { entry throws(TenantHostError) -> (any Sendable)? in
+            if let current = entry?.owned {
+                switch current.phase {
+                case .acquiring, .handingOff:
+                    throw .outOfOrder(tenant: id.rawValue, operation: "acquire", phase: current.phase)
+                case .serving, .frozen:
+                    guard current.epoch <= epoch else {
+                        throw .staleEpoch(tenant: id.rawValue, operation: "acquire", epoch: epoch, owned: current.epoch)
+                    }
+                }
+            }
+            let lease = entry?.frozenLease
+            entry = TenantOwnership.Entry(owned: .init(epoch: epoch, encrypted: encrypted, phase: .acquiring), step: step)
+            return lease
+        }
+        _ = consume released
+        do {
+            // Restoring replaces the file: nothing may hold it open.
+            try directory.close(id, force: true)
+            let path = try directory.path(of: id)
+            if keepLocal && FileManager.default.fileExists(atPath: path) {
+                logger.info("keeping the local copy", metadata: ["tenant": "\(id)", "epoch": "\(epoch)"])
+            } else {
+                let (restore, checks) = (self.restore, restoreChecks)
+                // The epoch's own folder counts too: only the holder of an
+                // epoch writes there, so it is empty after a claim or a
+                // hand-off, and holds this node's own replica when the
+                // tenant comes back at the same epoch (a lapsed lease,
+                // rejoined before anyone claimed it). Below it only, that
+                // replica was skipped for an older epoch's, and the writes
+                // since were lost (fleet-chaos --short, asynchronous mode,
+                // after a PostgreSQL restart).
+                let report = try await BlockingWork.run {
+                    try restore.restoreNewestEpoch(tenant: id, below: epoch + 1, encrypted: encrypted, checks: checks)
+                }
+                guard let report else {
+                    throw TenantHostError.noReplica(tenant: id.rawValue, below: epoch + 1)
+                }
+                logger.info("restored tenant", metadata: ["tenant": "\(id)", "epoch": "\(epoch)", "source": "\(report.source)"])
+            }
+            // Served (so replicated) only after the restore: a scan would
+            // otherwise upload the stale copy under the new epoch.
+            try ownership.update(id) { entry throws(TenantHostError) in
+                guard entry?.step == step else { throw .relinquished(tenant: id.rawValue, epoch: epoch) }
+                entry?.owned.phase = .serving
+            }
+            try await replicator.replicate(id)
+        } catch {
+            forget(id, step: step)
+            throw error
+        }
+    }
+
+    /// Freezes the tenant's writes and waits for the replica to have every
+    /// commit. The fleet ends the returned freeze when the hand-off fails.
+    ///
+    /// ```swift
+    /// let freeze = try await host.prepareHandoff(id)
+    /// // ... the fleet gives the tenant to another node, then:
+    /// await host.relinquish(id)
+    /// freeze.end()
+    /// ```
+    ///
+    /// - throws: ``TenantHostError/notHere(tenant:)`` when this node does
+    ///   not own the tenant; ``TenantHostError/outOfOrder(tenant:operation:phase:)``
+    ///   while it is being acquired or handed off; the errors of the freeze
+    ///   and of the replica's confirmation (the tenant is then served
+    ///   again, unfrozen).
+    public func prepareHandoff(_ id: TenantID) async throws -> WriteFreeze {
+        let step = ownership.newStep()
+        let (epoch, released) = try ownership.update(id) { entry throws(TenantHostError) -> (UInt64, (any Sendable)?) in
+            guard var current = entry else { throw .notHere(tenant: id.rawValue) }
+            switch current.owned.phase {
+            case .acquiring, .handingOff:
+                throw .outOfOrder(tenant: id.rawValue, operation: "hand off", phase: current.owned.phase)
+            case .serving, .frozen:
+                // A frozen tenant here is one whose last hand-off failed.
+                let lease = current.frozenLease
+                current.frozenLease = nil
+                current.owned.phase = .handingOff
+                current.step = step
+                entry = current
+                return (current.owned.epoch, lease)
+            }
+        }
+        _ = consume released
+        var freeze: WriteFreeze?
+        do {
+            let lease = try await directory.lease(id)
+            let frozen = try await lease.repository.managedDatabase.freezeWrites(timeout: freezeTimeout)
+            freeze = frozen
+            try await acknowledgements.waitUntilReplicated(id)
+            try ownership.update(id) { entry throws(TenantHostError) in
+                guard entry?.step == step else { throw .relinquished(tenant: id.rawValue, epoch: epoch) }
+                entry?.owned.phase = .frozen
+                entry?.frozenLease = lease
+            }
+            return frozen
+        } catch {
+            freeze?.end()
+            // Served again, unless it was let go meanwhile.
+            _ = try? ownership.update(id) { entry throws(TenantHostError) in
+                if entry?.step == step { entry?.owned.phase = .serving }
+            }
+            throw error
+        }
+    }
+
+    /// The tenant is no longer this node's (handed off, lost): forgets it,
+    /// stops replicating it, closes it; its local file is stale.
+    ///
+    /// ```swift
+    /// await host.relinquish(try TenantID("acme"))
+    /// ```
+    ///
+    /// In any phase: a lost lease ends every step. A restore under way
+    /// ends with ``TenantHostError/relinquished(tenant:epoch:)``.
+    public func relinquish(_ id: TenantID) async {
+        let released = try? ownership.update(id) { entry throws(TenantHostError) -> (any Sendable)? in
+            defer { entry = nil }
+            return entry?.frozenLease
+        }
+        do {
+            try await replicator.stopReplicating(id)
+        } catch {
+            logger.warning("could not stop replicating a tenant let go", metadata: ["tenant": "\(id)", "error": "\(error)"])
+        }
+        _ = consume released
+        do {
+            try directory.close(id, force: true)
+        } catch {
+            logger.warning("could not close a tenant let go", metadata: ["tenant": "\(id)", "error": "\(error)"])
+        }
+    }
+
+    /// A new tenant created on this node at `epoch`, its file provisioned
+    /// before: returns once its first replica is written.
+    ///
+    /// ```swift
+    /// try host.directory.provision(id)
+    /// try await host.created(id, epoch: 1, encrypted: false)
+    /// ```
+    ///
+    /// - throws: ``TenantHostError/outOfOrder(tenant:operation:phase:)``
+    ///   while a tenant of that id is being acquired or handed off;
+    ///   ``TenantHostError/staleEpoch(tenant:operation:epoch:owned:)`` when
+    ///   it is owned at a newer epoch; the errors of replication (the
+    ///   tenant is then not owned here).
+    public func created(_ id: TenantID, epoch: UInt64, encrypted: Bool) async throws {
+        let step = ownership.newStep()
+        try ownership.update(id) { entry throws(TenantHostError) in
+            if let current = entry?.owned {
+                switch current.phase {
+                case .acquiring, .handingOff:
+                    throw .outOfOrder(tenant: id.rawValue, operation: "create", phase: current.phase)
+                case .serving, .frozen:
+                    guard current.epoch <= epoch else {
+                        throw .staleEpoch(tenant: id.rawValue, operation: "create", epoch: epoch, owned: current.epoch)
+                    }
+                }
+            }
+            entry = TenantOwnership.Entry(owned: .init(epoch: epoch, encrypted: encrypted, phase: .serving), step: step)
+        }
+        do {
+            try await replicator.replicate(id)
+            try await acknowledgements.waitUntilReplicated(id)
+        } catch {
+            forget(id, step: step)
+            throw error
+        }
+    }
+
+    /// Forgets tenant `id` if its entry is still the one `step` made (a
+    /// failed step leaves the entry of a later one alone).
+    private func forget(_ id: TenantID, step: UInt64) {
+        let released = try? ownership.update(id) { entry throws(TenantHostError) -> (any Sendable)? in
+            guard entry?.step == step else { return nil }
+            defer { entry = nil }
+            return entry?.frozenLease
+        }
+        _ = consume released
+    }
+}

@@ -1,0 +1,147 @@
+import GRDBRegistry
+import Synchronization
+
+/// The tenants a fleet node owns: for each, the epoch it owns it at,
+/// whether it is encrypted, and where it is in its life on the node. The
+/// one table of a node's tenants that the opening path, the replicator,
+/// durable acknowledgements and restores read.
+///
+/// Every ``DatabaseService`` has one (``DatabaseService/ownership``). It
+/// only starts to count once the service hosts its tenants for a fleet
+/// (``DatabaseService/tenantHost(of:restoreChecks:acknowledgements:environment:freezeTimeout:tracer:)``):
+/// from then on, a tenant file is opened and replicated only while the node
+/// owns the tenant, under its epoch
+/// (``TenantStorage/replicaURL(for:epoch:)``). A single server's service
+/// serves every tenant on its disk, and this table stays empty. Named
+/// databases are never owned: each node replicates its own under
+/// `<replica>/databases/<name>` (give each node its own replica store for
+/// them, or none).
+///
+/// Only the ``TenantHost`` changes it, in the order of
+/// <doc:ReplicationInAFleet>; everyone else reads:
+///
+/// ```swift
+/// if let owned = service.ownership.owned(try TenantID("acme")) {
+///     print("acme at epoch \(owned.epoch): \(owned.phase)")
+/// }
+/// ```
+///
+/// ## Topics
+///
+/// ### Reading it
+///
+/// - ``owned(_:)``
+/// - ``tenants``
+/// - ``isHosting``
+/// - ``Owned``
+/// - ``Phase``
+public final class TenantOwnership: Sendable {
+    /// Where an owned tenant is in its life on the node.
+    public enum Phase: String, Sendable, Equatable {
+        /// Being restored: neither opened nor replicated (a scan would
+        /// upload the stale local copy under the new epoch).
+        case acquiring
+        /// Opened and replicated under its epoch.
+        case serving
+        /// Its writes frozen, waiting for the replica to have every commit
+        /// before it moves.
+        case handingOff
+        /// Frozen with every commit in the replica, ready to move. When the
+        /// hand-off fails, the fleet ends the freeze and the tenant serves
+        /// on in this phase until it is handed off again or let go.
+        case frozen
+
+        /// Whether the tenant's file is opened and replicated in this phase.
+        var isServed: Bool { self != .acquiring }
+    }
+
+    /// A tenant the node owns.
+    public struct Owned: Sendable, Equatable {
+        /// The epoch the node owns it at: its replica goes under it.
+        public var epoch: UInt64
+        /// Whether it is encrypted (the fleet's record): its replica is
+        /// then an encrypted backup, and its acknowledgement rounds too.
+        public var encrypted: Bool
+        /// Where it is in its life on the node.
+        public var phase: Phase
+
+        /// A tenant owned at `epoch`, as ``owned(_:)`` reports it.
+        ///
+        /// ```swift
+        /// let servedAtFour = service.ownership.owned(id) == .init(epoch: 4, encrypted: false, phase: .serving)
+        /// ```
+        public init(epoch: UInt64, encrypted: Bool, phase: Phase) {
+            self.epoch = epoch
+            self.encrypted = encrypted
+            self.phase = phase
+        }
+    }
+
+    struct Entry {
+        var owned: Owned
+        /// The step that made the entry (``TenantOwnership/newStep()``): a
+        /// step that ends changes the entry only if it is still its own,
+        /// not one a later step made for the same tenant and epoch.
+        var step: UInt64
+        /// The lease that keeps a frozen tenant open: closed while frozen,
+        /// it would reopen unfrozen.
+        var frozenLease: (any Sendable)? = nil
+    }
+
+    private let entries = Mutex<[TenantID: Entry]>([:])
+    private let hosting = Atomic<Bool>(false)
+    private let steps = Atomic<UInt64>(0)
+
+    init() {}
+
+    /// Whether the service hosts its tenants for a fleet: only owned
+    /// tenants then open and replicate.
+    public var isHosting: Bool {
+        hosting.load(ordering: .acquiring)
+    }
+
+    /// Tenant `id`, if the node owns it.
+    public func owned(_ id: TenantID) -> Owned? {
+        entries.withLock { $0[id]?.owned }
+    }
+
+    /// Every tenant the node owns.
+    public var tenants: [TenantID: Owned] {
+        entries.withLock { $0.mapValues(\.owned) }
+    }
+
+    // MARK: - For the service and the replicator
+
+    /// - returns: false when the service hosted its tenants already.
+    func startHosting() -> Bool {
+        hosting.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
+    }
+
+    /// The epoch tenant `id` is opened and replicated under; nil when this
+    /// node hosts tenants and does not serve it. Never asked of a service
+    /// that does not host: its tenants have no epoch.
+    func servedEpoch(of id: TenantID) -> UInt64? {
+        entries.withLock { entries in
+            guard let owned = entries[id]?.owned, owned.phase.isServed else { return nil }
+            return owned.epoch
+        }
+    }
+
+    /// A number no other step of this table had.
+    func newStep() -> UInt64 {
+        steps.add(1, ordering: .relaxed).newValue
+    }
+
+    /// Changes the entry of `id` under the lock: `change` sees it (nil when
+    /// not owned) and says what it becomes (nil: not owned), or throws,
+    /// changing nothing.
+    @discardableResult
+    func update<T: Sendable>(_ id: TenantID, _ change: (inout Entry?) throws(TenantHostError) -> T) throws(TenantHostError) -> T {
+        try entries.withLock { entries throws(TenantHostError) -> T in
+            var entry = entries[id]
+            let result = try change(&entry)
+            entries[id] = entry
+            return result
+        }
+    }
+}

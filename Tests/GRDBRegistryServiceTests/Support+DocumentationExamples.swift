@@ -1,0 +1,55 @@
+import GRDBBackup
+import GRDBRegistry
+import GRDBRegistryExamples
+import GRDBRegistryService
+import Logging
+
+// The DocC examples of the service's tenant host, compiled with the tests
+// so that they stay true to the API (TenantHost, TenantOwnership,
+// TenantHostError, ReplicaAcknowledgements, DatabaseService.tenantHost).
+// Never called.
+
+func documentationExampleOfATenantHost(configuration: RegistryConfiguration, logger: Logger) async throws {
+    let replicator = try LitestreamReplicator(configuration: configuration, logger: logger)
+    let service = DatabaseService(configuration: configuration, logger: logger, replicator: replicator, writeFence: WriteFence())
+    let host = try service.tenantHost(
+        of: PlayerRepository.self,
+        restoreChecks: DatabaseRestore.Checks(migrations: PlayerRepository.migrationSet, invariants: PlayerRepository.invariants))
+
+    // The fleet claimed acme at epoch 4: restore it, replicate it, serve it.
+    try await host.acquire(try TenantID("acme"), epoch: 4, encrypted: false, keepLocal: false)
+
+    let id = try TenantID("acme")
+    let freeze = try await host.prepareHandoff(id)
+    // ... the fleet gives the tenant to another node, then:
+    await host.relinquish(id)
+    freeze.end()
+
+    try host.directory.provision(id)
+    try await host.created(id, epoch: 1, encrypted: false)
+
+    do {
+        _ = try await host.prepareHandoff(try TenantID("acme"))
+    } catch let error as TenantHostError {
+        print(error)   // tenant acme is not served by this node: ...
+    }
+
+    if let owned = service.ownership.owned(try TenantID("acme")) {
+        print("acme at epoch \(owned.epoch): \(owned.phase)")
+    }
+    let servedAtFour = service.ownership.owned(id) == .init(epoch: 4, encrypted: false, phase: .serving)
+    _ = servedAtFour
+}
+
+func documentationExampleOfADurableAcknowledgement(
+    tenants: TenantDirectory<PlayerRepository>, acknowledgements: ReplicaAcknowledgements, replicator: LitestreamReplicator
+) async throws {
+    let id = try TenantID("acme")
+    _ = try await tenants.withRepository(id) { try await $0.add(name: "Arthur", score: 10) }
+    try await acknowledgements.waitUntilReplicated(id)
+    // Now answer the client.
+
+    try tenants.provision(id)
+    try await replicator.replicate(id)   // before its first write is acknowledged
+    try await replicator.stopReplicating(id)
+}
