@@ -79,11 +79,6 @@ public final class Fleet: Service, Sendable {
         state.withLock { $0.snapshot.tenants[id] }
     }
 
-    /// The tenant whose token has SHA-256 hex `hash`, as of the last refresh.
-    public func tenant(forTokenHash hash: String) -> FleetTenant? {
-        state.withLock { $0.snapshot.tenant(forTokenHash: hash) }
-    }
-
     /// Every tenant of the catalog, sorted by id, as of the last refresh.
     public func allTenants() -> [FleetTenant] {
         state.withLock { $0.snapshot.tenants.values.sorted { $0.id < $1.id } }
@@ -127,7 +122,7 @@ extension Fleet {
     /// A tenant this node claimed.
     struct LocalTenant {
         enum Progress {
-            /// Inserted by ``Fleet/createTenant(id:name:encrypted:tokenHash:provision:)``, not provisioned yet.
+            /// Inserted by ``Fleet/createTenant(id:encrypted:provision:)``, not provisioned yet.
             case creating
             /// The claim statement is under way (one per tenant: a request
             /// and the loop never both claim, which would skip an epoch).
@@ -166,7 +161,7 @@ extension Fleet {
         mutating func edit(_ tenant: FleetTenant) {
             editClock += 1
             snapshot.update(tenant)
-            edits[tenant.id] = (tenant, editClock)
+            edits[tenant.id.rawValue] = (tenant, editClock)
         }
 
         /// Records a row this node deleted from PostgreSQL: a refresh whose
@@ -215,7 +210,7 @@ extension Fleet {
         /// tenant is then claimed anew, the safe way.
         var ownedAtJoin: [String: UInt64]? = [:]
         /// The rows this node changed itself (creations, claims,
-        /// hand-offs, tokens), with the edit clock at the change: a
+        /// hand-offs), with the edit clock at the change: a
         /// refresh whose read began before a change applies it again over
         /// what it read, so that it never reverts this node's own news.
         /// A nil tenant: a row this node deleted.

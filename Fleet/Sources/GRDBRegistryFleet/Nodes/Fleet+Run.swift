@@ -129,7 +129,7 @@ extension Fleet {
         if let owned = try? await store.tenants().filter({ $0.owner == me }) {
             state.withLock { state in
                 if state.session == session {
-                    state.ownedAtJoin = Dictionary(owned.map { ($0.id, $0.epoch) }, uniquingKeysWith: max)
+                    state.ownedAtJoin = Dictionary(owned.map { ($0.id.rawValue, $0.epoch) }, uniquingKeysWith: max)
                 }
             }
         }

@@ -27,12 +27,12 @@ extension Fleet {
             var toClaim: [String] = []
             var toAdopt: [FleetTenant] = []
             let canClaim = state.nodeState == "active"
-            for tenant in snapshot.tenants.values where state.local[tenant.id] == nil {
+            for tenant in snapshot.tenants.values where state.local[tenant.id.rawValue] == nil {
                 if tenant.owner == me {
-                    if state.ownedAtJoin.map({ $0[tenant.id] == tenant.epoch }) ?? true {
+                    if state.ownedAtJoin.map({ $0[tenant.id.rawValue] == tenant.epoch }) ?? true {
                         // Held by an earlier process or session of this
                         // node, which may still upload: a new epoch.
-                        toClaim.append(tenant.id)
+                        toClaim.append(tenant.id.rawValue)
                     } else {
                         // Handed to us at this epoch by its frozen owner.
                         toAdopt.append(tenant)
@@ -40,14 +40,14 @@ extension Fleet {
                     continue
                 }
                 if let owner = tenant.owner, snapshot.isLive(owner) {
-                    state.orphanSince[tenant.id] = nil
+                    state.orphanSince[tenant.id.rawValue] = nil
                     continue
                 }
-                let since = state.orphanSince[tenant.id] ?? now
-                state.orphanSince[tenant.id] = since
+                let since = state.orphanSince[tenant.id.rawValue] ?? now
+                state.orphanSince[tenant.id.rawValue] = since
                 guard canClaim else { continue }
-                if snapshot.preferredNode(for: tenant.id) == me || now - since >= interval * 2 {
-                    toClaim.append(tenant.id)
+                if snapshot.preferredNode(for: tenant.id.rawValue) == me || now - since >= interval * 2 {
+                    toClaim.append(tenant.id.rawValue)
                 }
             }
             var toRetry: [String] = []
@@ -55,10 +55,10 @@ extension Fleet {
                 if case let .failed(_, retryAt, _) = tenant.progress, retryAt <= now { toRetry.append(id) }
             }
             for tenant in toAdopt {
-                state.local[tenant.id] = LocalTenant(epoch: tenant.epoch, encrypted: tenant.encrypted, keepLocal: false, progress: .claimed)
-                state.orphanSince[tenant.id] = nil
+                state.local[tenant.id.rawValue] = LocalTenant(epoch: tenant.epoch, encrypted: tenant.encrypted, keepLocal: false, progress: .claimed)
+                state.orphanSince[tenant.id.rawValue] = nil
             }
-            return (lost, toClaim.sorted(), toRetry + (configuration.restore == .eager ? toAdopt.map(\.id) : []))
+            return (lost, toClaim.sorted(), toRetry + (configuration.restore == .eager ? toAdopt.map(\.id.rawValue) : []))
         }
 
         for (id, tenant) in lost {

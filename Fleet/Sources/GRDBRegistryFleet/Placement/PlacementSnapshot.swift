@@ -1,10 +1,8 @@
 /// The node's view of the fleet at its last refresh: the catalog (tenants,
-/// owners, epochs, token hashes) and the nodes with their liveness by
-/// PostgreSQL's clock. Every lookup of the catalog on a node reads it, so a
-/// token created on one node works on every other after one refresh.
+/// owners, epochs) and the nodes with their liveness by PostgreSQL's
+/// clock. Every lookup of the catalog on a node reads it.
 struct PlacementSnapshot: Sendable {
     private(set) var tenants: [String: FleetTenant] = [:]
-    private(set) var tenantsByTokenHash: [String: String] = [:]
     private(set) var nodes: [String: FleetNode] = [:]
 
     init() {}
@@ -17,18 +15,12 @@ struct PlacementSnapshot: Sendable {
     /// Records `tenant` as read from PostgreSQL (after a local change,
     /// without waiting for the next refresh).
     mutating func update(_ tenant: FleetTenant) {
-        if let old = tenants[tenant.id], let hash = old.tokenHash, tenantsByTokenHash[hash] == tenant.id {
-            tenantsByTokenHash[hash] = nil
-        }
-        tenants[tenant.id] = tenant
-        if let hash = tenant.tokenHash { tenantsByTokenHash[hash] = tenant.id }
+        tenants[tenant.id.rawValue] = tenant
     }
 
     /// Forgets tenant `id`, whose row this node deleted.
     mutating func remove(_ id: String) {
-        if let old = tenants.removeValue(forKey: id), let hash = old.tokenHash, tenantsByTokenHash[hash] == id {
-            tenantsByTokenHash[hash] = nil
-        }
+        tenants[id] = nil
     }
 
     mutating func replaceNodes(_ nodes: [FleetNode]) {
@@ -50,10 +42,6 @@ struct PlacementSnapshot: Sendable {
 
     mutating func setNode(_ id: String, state: String) {
         nodes[id]?.state = state
-    }
-
-    func tenant(forTokenHash hash: String) -> FleetTenant? {
-        tenantsByTokenHash[hash].flatMap { tenants[$0] }
     }
 
     func isLive(_ node: String) -> Bool {
