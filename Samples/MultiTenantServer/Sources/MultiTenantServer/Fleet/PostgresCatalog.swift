@@ -39,7 +39,7 @@ import Synchronization
 final class PostgresCatalog: TenantCatalog, Service {
     let fleet: Fleet
     let logger: Logger
-    private let index = Mutex(CatalogIndex())
+    private let memory = Mutex(Memory())
     private let prepared = Mutex(false)
     private let signIns = SignInCache()
     private let statements: Statements
@@ -159,14 +159,40 @@ final class PostgresCatalog: TenantCatalog, Service {
 
     /// Reads every row into memory.
     func refresh() async throws {
+        let start = memory.withLock { $0.clock }
         let tenants = try await statements.allTenants()
-        index.withLock { $0 = CatalogIndex(tenants) }
+        memory.withLock { $0.install(tenants, readStart: start) }
+    }
+
+    /// The catalog in memory, and the rows this node wrote or looked up
+    /// itself, with the clock at the change: a refresh whose read began
+    /// before a change applies it again over what it read, so that it
+    /// never brings back a token this node rotated out, nor hides a
+    /// tenant it just created.
+    private struct Memory {
+        var index = CatalogIndex()
+        var edits: [String: (tenant: Tenant, at: UInt64)] = [:]
+        var clock: UInt64 = 0
+
+        mutating func edit(_ tenant: Tenant) {
+            clock += 1
+            index.update(tenant)
+            edits[tenant.id] = (tenant, clock)
+        }
+
+        mutating func install(_ read: [Tenant], readStart: UInt64) {
+            var index = CatalogIndex(read)
+            for (id, edit) in edits {
+                if edit.at > readStart { index.update(edit.tenant) } else { edits[id] = nil }
+            }
+            self.index = index
+        }
     }
 
     // MARK: TenantCatalog
 
     func tenant(forToken token: String) -> Tenant? {
-        let index = index.withLock { $0 }
+        let index = memory.withLock { $0.index }
         return signIns.tenant(
             forToken: token, tenantCount: index.tenants.count,
             byHash: { index.idsByTokenHash[$0].flatMap { index.tenants[$0] } },
@@ -177,7 +203,7 @@ final class PostgresCatalog: TenantCatalog, Service {
         // Not shaped like a token: no hash could find it.
         guard Tokens.isWellFormed(token) else { return nil }
         guard let tenant = try await lookups.tenant(forHash: Tokens.hash(token)) else { return nil }
-        index.withLock { $0.update(tenant) }
+        memory.withLock { $0.edit(tenant) }
         return self.tenant(forToken: token)
     }
 
@@ -186,13 +212,13 @@ final class PostgresCatalog: TenantCatalog, Service {
     /// here) is known by its id until the next refresh: what it is
     /// (encrypted or not) is the fleet's.
     func tenant(_ id: String) -> Tenant? {
-        if let tenant = index.withLock({ $0.tenants[id] }) { return tenant }
+        if let tenant = memory.withLock({ $0.index.tenants[id] }) { return tenant }
         guard let row = fleet.catalogTenant(id) else { return nil }
         return Tenant(id: id, name: id, encrypted: row.encrypted, createdAt: row.createdAt, tokenHash: nil)
     }
 
     func allTenants() -> [Tenant] {
-        index.withLock { $0.tenants.values }.sorted { $0.id < $1.id }
+        memory.withLock { $0.index.tenants.values }.sorted { $0.id < $1.id }
     }
 
     /// Creates the tenant in the fleet, and, while the fleet's row is this
@@ -217,13 +243,13 @@ final class PostgresCatalog: TenantCatalog, Service {
         guard let created = listed.withLock({ $0 }) else {
             throw CatalogViewError(message: "the fleet created tenant \(tenant.id) without running its provision")
         }
-        index.withLock { $0.update(created) }
+        memory.withLock { $0.edit(created) }
         return created
     }
 
     func setTokenHash(_ hash: String, of id: String) async throws -> Tenant? {
         guard let tenant = try await statements.setTokenHash(hash, of: id) else { return nil }
-        index.withLock { $0.update(tenant) }
+        memory.withLock { $0.edit(tenant) }
         return tenant
     }
 }
