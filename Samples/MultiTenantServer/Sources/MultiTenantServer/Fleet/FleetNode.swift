@@ -10,7 +10,8 @@ import ServiceLifecycle
 import Tracing
 
 /// Fleet mode's parts of one server: its `Fleet` (lease, placement in
-/// PostgreSQL), its catalog beside the fleet's tables (``PostgresCatalog``), the write fence its lease keeps open (handed to
+/// PostgreSQL), its catalog beside the fleet's tables
+/// (``PostgresCatalog``), the write fence its lease keeps open (handed to
 /// the `DatabaseService`, which checks it before every tenant commit), and
 /// the HTTP clients its forwarder proxies with.
 ///
