@@ -22,6 +22,9 @@ let package = Package(
         // Fleet mode (--fleet): linked always, started only in fleet mode;
         // postgres-nio comes with it, and never reaches the library.
         .package(name: "GRDBRegistryFleet", path: "../../Fleet"),
+        // The fleet catalog's statements, through the fleet's own client
+        // (Fleet.withPostgres); already in the graph through the fleet.
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
@@ -52,6 +55,7 @@ let package = Package(
                 .product(name: "GRDBMigrations", package: "GRDBRegistry"),
                 .product(name: "GRDBCipher", package: "GRDBRegistry"),
                 .product(name: "GRDBRegistryFleet", package: "GRDBRegistryFleet"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 // The checks a fleet node's restores pass (DatabaseRestore.Checks).
                 .product(name: "GRDBBackup", package: "GRDBRegistry"),
                 .product(name: "GRDB", package: "GRDB.swift"),

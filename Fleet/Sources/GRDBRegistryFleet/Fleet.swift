@@ -72,10 +72,8 @@ import Tracing
 ///
 /// ### The catalog
 ///
-/// - ``createTenant(id:name:encrypted:tokenHash:provision:)``
-/// - ``setTokenHash(_:of:)``
+/// - ``createTenant(id:encrypted:provision:)``
 /// - ``catalogTenant(_:)``
-/// - ``tenant(forTokenHash:)``
 /// - ``allTenants()``
 /// - ``FleetTenant``
 public final class Fleet: Service, Sendable {
@@ -127,11 +125,6 @@ public final class Fleet: Service, Sendable {
         return state.withLock { $0.snapshot.tenants[key] }
     }
 
-    /// The tenant whose token has SHA-256 hex `hash`, as of the last refresh.
-    public func tenant(forTokenHash hash: String) -> FleetTenant? {
-        state.withLock { $0.snapshot.tenant(forTokenHash: hash) }
-    }
-
     /// Every tenant of the catalog, sorted by id, as of the last refresh.
     public func allTenants() -> [FleetTenant] {
         state.withLock { $0.snapshot.tenants.sorted { $0.key < $1.key }.map(\.value) }
@@ -175,7 +168,7 @@ extension Fleet {
     /// A tenant this node claimed.
     struct LocalTenant {
         enum Progress {
-            /// Inserted by ``Fleet/createTenant(id:name:encrypted:tokenHash:provision:)``, not provisioned yet.
+            /// Inserted by ``Fleet/createTenant(id:encrypted:provision:)``, not provisioned yet.
             case creating
             /// The claim statement is under way (one per tenant: a request
             /// and the loop never both claim, which would skip an epoch).
@@ -276,7 +269,7 @@ extension Fleet {
         /// tenant is then claimed anew, the safe way.
         var ownedAtJoin: [TenantID: UInt64]? = [:]
         /// The rows this node changed itself (creations, claims,
-        /// hand-offs, tokens), with the edit clock at the change: a
+        /// hand-offs), with the edit clock at the change: a
         /// refresh whose read began before a change applies it again over
         /// what it read, so that it never reverts this node's own news.
         /// A nil tenant: a row this node deleted.

@@ -230,8 +230,8 @@ private struct ModelFleet: CustomStringConvertible {
     }
 
     mutating func add(_ id: String, owner: String?, epoch: UInt64) throws {
-        tenants[try TenantID(id)] = FleetTenant(
-            id: id, name: id, encrypted: false, tokenHash: nil, createdAt: Date(timeIntervalSince1970: 0), owner: owner, epoch: epoch)
+        let id = try TenantID(id)
+        tenants[id] = FleetTenant(id: id, encrypted: false, createdAt: Date(timeIntervalSince1970: 0), owner: owner, epoch: epoch)
     }
 
     var snapshot: PlacementSnapshot { PlacementSnapshot(tenants: tenants, nodes: Array(nodes.values)) }

@@ -183,24 +183,15 @@ struct PlacementTests {
         try await n2.shutdown()
     }
 
-    @Test func tokenCreatedOnOneNodeWorksOnEveryNodeAfterARefresh() async throws {
+    @Test func tenantCreatedOnOneNodeIsInEveryNodesCatalogAfterARefresh() async throws {
         let url = try await TestPostgres.newDatabase()
         let n1 = try await TestNode.joined("n1", postgres: url)
         let n2 = try await TestNode.joined("n2", postgres: url)
-        let tenant = try await n1.create("acme")
-        #expect(tenant.epoch == 1 && tenant.owner == "n1" && tenant.tokenHash == "hash-acme")
-        #expect(n1.fleet.tenant(forTokenHash: "hash-acme")?.id == "acme")
-        try await eventually("n2 knows acme's token") { n2.fleet.tenant(forTokenHash: "hash-acme")?.id == "acme" }
-        #expect(n2.fleet.catalogTenant("acme")?.name == "Tenant acme")
-
-        let updated = try await n2.fleet.setTokenHash("hash-2", of: "acme")
-        #expect(updated?.tokenHash == "hash-2")
-        #expect(n2.fleet.tenant(forTokenHash: "hash-2")?.id == "acme")
-        #expect(n2.fleet.tenant(forTokenHash: "hash-acme") == nil)
-        try await eventually("n1 sees the new token, not the old") {
-            n1.fleet.tenant(forTokenHash: "hash-2")?.id == "acme" && n1.fleet.tenant(forTokenHash: "hash-acme") == nil
-        }
-        #expect(try await n1.fleet.setTokenHash("x", of: "nobody") == nil)
+        let tenant = try await n1.create("acme", encrypted: true)
+        #expect(tenant.id == (try TenantID("acme")) && tenant.epoch == 1 && tenant.owner == "n1" && tenant.encrypted)
+        #expect(n1.fleet.catalogTenant("acme") == tenant)
+        try await eventually("n2 knows acme") { n2.fleet.catalogTenant("acme")?.owner == "n1" }
+        #expect(n2.fleet.catalogTenant("acme")?.encrypted == true)
         try await n1.shutdown()
         try await n2.shutdown()
     }
@@ -213,12 +204,12 @@ struct PlacementTests {
         await #expect(throws: FleetError.tenantExists("acme")) { try await n1.create("acme") }
         // On another node, before or after its refresh: PostgreSQL refuses.
         await #expect(throws: FleetError.tenantExists("acme")) {
-            try await n2.fleet.createTenant(id: TenantID("acme"), name: "Other", encrypted: true, tokenHash: "h") {}
+            try await n2.fleet.createTenant(id: TenantID("acme"), encrypted: true) {}
         }
-        #expect(try await TestPostgres.rows(url, "SELECT tenant_id, name, owner, epoch FROM fleet_tenants") == [["acme", "Tenant acme", "n1", "1"]])
+        #expect(try await TestPostgres.rows(url, "SELECT tenant_id, encrypted, owner, epoch FROM fleet_tenants") == [["acme", "false", "n1", "1"]])
 
         await #expect(throws: TestFailure.self) {
-            try await n1.fleet.createTenant(id: TenantID("beta"), name: "Beta", encrypted: false, tokenHash: "hb") {
+            try await n1.fleet.createTenant(id: TenantID("beta"), encrypted: false) {
                 throw TestFailure("disk full")
             }
         }
@@ -230,14 +221,13 @@ struct PlacementTests {
         // failed creation deleted it.
         let fleet = n1.fleet
         await #expect(throws: TestFailure.self) {
-            try await fleet.createTenant(id: TenantID("gamma"), name: "Gamma", encrypted: false, tokenHash: "hg") {
+            try await fleet.createTenant(id: TenantID("gamma"), encrypted: false) {
                 try await fleet.refresh(store: fleet.store())
                 #expect(fleet.catalogTenant("gamma") != nil, "the refresh read the row")
                 throw TestFailure("disk full")
             }
         }
         #expect(n1.fleet.catalogTenant("gamma") == nil)
-        #expect(n1.fleet.tenant(forTokenHash: "hg") == nil)
         try await n1.shutdown()
         try await n2.shutdown()
     }

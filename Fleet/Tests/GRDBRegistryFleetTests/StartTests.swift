@@ -7,10 +7,10 @@ import Testing
 /// A node's start: every refusal comes before anything is written.
 @Suite("Fleet start", .serialized)
 struct StartTests {
-    @Test func firstNodeCreatesSchemaVersionTwoAndJoins() async throws {
+    @Test func firstNodeCreatesSchemaVersionThreeAndJoins() async throws {
         let url = try await TestPostgres.newDatabase()
         let node = try await TestNode.joined("n1", postgres: url)
-        #expect(try await TestPostgres.rows(url, "SELECT version FROM fleet_schema") == [["2"]])
+        #expect(try await TestPostgres.rows(url, "SELECT version FROM fleet_schema") == [["3"]])
         #expect(try await TestPostgres.rows(url, "SELECT node_id, state, address FROM fleet_nodes") == [["n1", "active", "http://n1.fleet.test:8080"]])
         #expect(node.fence.isOpen)
         #expect(node.fleet.status.leaseValid)
@@ -21,20 +21,69 @@ struct StartTests {
 
     /// Version 1 (no node signatures) is upgraded in place; the node then
     /// signs its row.
-    @Test func aVersionOneSchemaIsUpgradedToTwoAndTheNodeSignsItsRow() async throws {
+    @Test func aVersionOneSchemaIsUpgradedToThreeAndTheNodeSignsItsRow() async throws {
         let url = try await TestPostgres.newDatabase()
-        let upgrade = try #require(FleetSchema.upgrades[1])
-        try await TestPostgres.withClient(url) { client in
-            for statement in FleetSchema.statements.dropLast(upgrade.count) {
-                try await client.query(PostgresQuery(unsafeSQL: statement))
-            }
-        }
+        try await Self.createSchema(version: 1, url)
         #expect(try await TestPostgres.rows(url, "SELECT version FROM fleet_schema") == [["1"]])
         let node = try await TestNode.joined("n1", postgres: url)
-        #expect(try await TestPostgres.rows(url, "SELECT version FROM fleet_schema") == [["2"]])
+        #expect(try await TestPostgres.rows(url, "SELECT version FROM fleet_schema") == [["3"]])
         #expect(try await TestPostgres.rows(url, "SELECT length(signature) FROM fleet_nodes WHERE node_id = 'n1'") == [["64"]])
         #expect(node.fleet.status.liveNodes == ["n1"])
         try await node.shutdown()
+    }
+
+    /// Version 2 kept each tenant's name and token hash; version 3 keeps
+    /// what placement needs, and leaves those columns, with their values,
+    /// for the application to copy once: no tenant is lost.
+    @Test func aVersionTwoSchemaIsUpgradedToThreeKeepingItsTenantsAndTheirNamesForTheApplication() async throws {
+        let url = try await TestPostgres.newDatabase()
+        try await Self.createSchema(version: 2, url)
+        try await TestPostgres.withClient(url) { client in
+            try await client.query("""
+                INSERT INTO fleet_tenants (tenant_id, name, encrypted, token_hash, epoch)
+                VALUES ('acme', 'Acme', false, 'hash-acme', 4), ('beta', 'Beta', true, NULL, 2)
+                """)
+        }
+        let node = try await TestNode.joined("n1", postgres: url)
+        #expect(try await TestPostgres.rows(url, "SELECT version FROM fleet_schema") == [["3"]])
+        try await eventually("the node sees both tenants") { node.fleet.allTenants().count == 2 }
+        let tenants = node.fleet.allTenants()
+        #expect(tenants.map(\.id) == [try TenantID("acme"), try TenantID("beta")])
+        #expect(tenants.map(\.encrypted) == [false, true])
+        #expect(try await TestPostgres.rows(url, "SELECT tenant_id, name, token_hash FROM fleet_tenants ORDER BY tenant_id") == [
+            ["acme", "Acme", "hash-acme"], ["beta", "Beta", "NULL"],
+        ])
+        // A tenant created now has no name in the fleet's table.
+        try await node.create("gamma")
+        #expect(try await TestPostgres.rows(url, "SELECT name IS NULL, token_hash IS NULL FROM fleet_tenants WHERE tenant_id = 'gamma'") == [["true", "true"]])
+        #expect(try await TestPostgres.rows(url, "SELECT to_regclass('fleet_tenants_token_hash') IS NULL") == [["true"]])
+        try await node.shutdown()
+    }
+
+    /// The application's tables go through the fleet's own client (its
+    /// URL, TLS and deadline): no second way to PostgreSQL.
+    @Test func theApplicationsStatementsRunThroughTheFleetsClientOnceItRuns() async throws {
+        let url = try await TestPostgres.newDatabase()
+        let node = TestNode("n1", postgres: url)
+        await #expect(throws: FleetError.notRunning) {
+            try await node.fleet.withPostgres("a count") { _ in 0 }
+        }
+        try await node.fleet.waitUntilJoined()
+        let count = try await node.fleet.withPostgres("the count of nodes") { client in
+            try await client.query("SELECT count(*) FROM fleet_nodes").collect().first?.decode(Int.self)
+        }
+        #expect(count == 1)
+        try await node.shutdown()
+    }
+
+    /// Creates version `version` of the schema, as that version's build did.
+    static func createSchema(version: Int, _ url: String) async throws {
+        let later = FleetSchema.upgrades.filter { $0.key >= version }.values.map(\.count).reduce(0, +)
+        try await TestPostgres.withClient(url) { client in
+            for statement in FleetSchema.statements.dropLast(later) {
+                try await client.query(PostgresQuery(unsafeSQL: statement))
+            }
+        }
     }
 
     @Test func secondNodeWithTheSameIDIsRefusedAndWritesNothing() async throws {
@@ -68,14 +117,14 @@ struct StartTests {
         let url = try await TestPostgres.newDatabase()
         try await TestPostgres.withClient(url) { client in
             try await client.query("CREATE TABLE fleet_schema (version integer NOT NULL)")
-            try await client.query("INSERT INTO fleet_schema VALUES (3)")
+            try await client.query("INSERT INTO fleet_schema VALUES (4)")
         }
         let node = TestNode("n1", postgres: url)
         let result = await node.result()
-        #expect(throws: FleetError.schemaVersion(found: 3, expected: 2)) { try result.get() }
+        #expect(throws: FleetError.schemaVersion(found: 4, expected: 3)) { try result.get() }
         #expect(try await TestPostgres.rows(url, "SELECT to_regclass('fleet_nodes') IS NULL, to_regclass('fleet_tenants') IS NULL") == [["true", "true"]])
-        #expect(try await TestPostgres.rows(url, "SELECT version FROM fleet_schema") == [["3"]])
-        await #expect(throws: FleetError.schemaVersion(found: 3, expected: 2)) { try await node.fleet.waitUntilJoined() }
+        #expect(try await TestPostgres.rows(url, "SELECT version FROM fleet_schema") == [["4"]])
+        await #expect(throws: FleetError.schemaVersion(found: 4, expected: 3)) { try await node.fleet.waitUntilJoined() }
     }
 
     @Test func unreachablePostgreSQLAtStartIsAnErrorNamingTheServerWithoutItsPassword() async throws {

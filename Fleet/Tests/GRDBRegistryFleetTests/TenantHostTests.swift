@@ -95,7 +95,7 @@ struct TenantHostTests {
         try await n1.fleet.waitUntilJoined()
         let acme = try TenantID("acme")
         let teams1 = n1.teams
-        _ = try await n1.fleet.createTenant(id: acme, name: "Acme", encrypted: false, tokenHash: "h") {
+        _ = try await n1.fleet.createTenant(id: acme, encrypted: false) {
             try teams1.provision(acme)
         }
         #expect(try await n1.fleet.route(acme) == .local)
@@ -152,7 +152,7 @@ struct TenantHostTests {
         try await n1.fleet.waitUntilJoined()
         let acme = try TenantID("acme")
         let (teams1, service1) = (n1.teams, n1.service)
-        _ = try await n1.fleet.createTenant(id: acme, name: "Acme", encrypted: true, tokenHash: "h") {
+        _ = try await n1.fleet.createTenant(id: acme, encrypted: true) {
             try teams1.provision(acme, configuration: try service1.tenantConfiguration(for: acme, encrypted: true))
         }
         for index in 1...3 {

@@ -3,13 +3,12 @@ import GRDBRegistry
 extension Fleet {
     /// Creates tenant `id` on this node, at epoch 1: inserts it in the
     /// catalog owned by this node, runs `provision` (which makes its
-    /// files), then tells the host. When `provision` or the host fails,
-    /// the row is deleted: nothing of the tenant remains in the catalog.
+    /// files, and writes what the application keeps of the tenant), then
+    /// tells the host. When `provision` or the host fails, the row is
+    /// deleted: nothing of the tenant remains in the catalog.
     ///
     /// ```swift
-    /// let tenant = try await fleet.createTenant(
-    ///     id: try TenantID("acme"), name: "Acme", encrypted: false, tokenHash: hash
-    /// ) {
+    /// let tenant = try await fleet.createTenant(id: try TenantID("acme"), encrypted: false) {
     ///     try teams.provision(try TenantID("acme"))
     /// }
     /// ```
@@ -17,7 +16,7 @@ extension Fleet {
     /// - throws: ``FleetError/tenantExists(_:)``; ``FleetError/leaseLost``
     ///   when this node's lease is not valid.
     public func createTenant(
-        id: TenantID, name: String, encrypted: Bool, tokenHash: String,
+        id: TenantID, encrypted: Bool,
         provision: @Sendable () async throws -> Void
     ) async throws -> FleetTenant {
         let store = try store()
@@ -32,8 +31,7 @@ extension Fleet {
         let tenant: FleetTenant
         do {
             tenant = try await store.insertTenant(
-                id: id.rawValue, name: name, encrypted: encrypted, tokenHash: tokenHash,
-                nodeID: configuration.nodeID, session: session)
+                id: id.rawValue, encrypted: encrypted, nodeID: configuration.nodeID, session: session)
         } catch {
             state.withLock { _ = $0.local.removeValue(forKey: id) }
             throw error
@@ -62,22 +60,6 @@ extension Fleet {
             state.edit(id, to: tenant)
             state.local[id]?.progress = .ready
         }
-        return tenant
-    }
-
-    /// Sets the token hash of tenant `id` in the catalog; this node sees
-    /// it at once, the others at their next refresh.
-    ///
-    /// ```swift
-    /// try await fleet.setTokenHash(newHash, of: "acme")
-    /// ```
-    ///
-    /// - returns: the updated tenant, nil when there is none.
-    public func setTokenHash(_ hash: String, of id: String) async throws -> FleetTenant? {
-        let store = try store()
-        guard let tenant = try await store.setTokenHash(hash, of: id) else { return nil }
-        let key = try store.key(of: tenant)
-        state.withLock { $0.edit(key, to: tenant) }
         return tenant
     }
 }

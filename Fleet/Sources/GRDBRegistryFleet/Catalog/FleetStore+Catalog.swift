@@ -1,4 +1,5 @@
 import Foundation
+import GRDBRegistry
 import PostgresNIO
 
 extension FleetStore {
@@ -7,14 +8,14 @@ extension FleetStore {
     ///
     /// - throws: ``FleetError/tenantExists(_:)``; ``FleetError/leaseLost``
     ///   when the node's lease is not valid.
-    func insertTenant(id: String, name: String, encrypted: Bool, tokenHash: String, nodeID: String, session: UUID) async throws -> FleetTenant {
+    func insertTenant(id: String, encrypted: Bool, nodeID: String, session: UUID) async throws -> FleetTenant {
         let row = try await run("the creation of tenant \(id)") { client in
             try await client.query("""
-                INSERT INTO fleet_tenants (tenant_id, name, encrypted, token_hash, owner, epoch)
-                SELECT \(id), \(name), \(encrypted), \(tokenHash), node_id, 1 FROM fleet_nodes
+                INSERT INTO fleet_tenants (tenant_id, encrypted, owner, epoch)
+                SELECT \(id), \(encrypted), node_id, 1 FROM fleet_nodes
                 WHERE node_id = \(nodeID) AND session = \(session) AND state <> 'left' AND lease_until >= clock_timestamp()
                 ON CONFLICT (tenant_id) DO NOTHING
-                RETURNING tenant_id, name, encrypted, token_hash, created_at, owner, epoch
+                RETURNING tenant_id, encrypted, created_at, owner, epoch
                 """).collect().first.map { try validRow($0, Self.tenant(from:)) }
         }
         if let row { return row }
@@ -25,23 +26,11 @@ extension FleetStore {
         throw exists ? FleetError.tenantExists(id) : FleetError.leaseLost
     }
 
-    /// Sets the token hash of tenant `id`.
-    ///
-    /// - returns: the updated tenant, nil when there is none.
-    func setTokenHash(_ hash: String, of id: String) async throws -> FleetTenant? {
-        try await run("the token update of tenant \(id)") { client in
-            try await client.query("""
-                UPDATE fleet_tenants SET token_hash = \(hash) WHERE tenant_id = \(id)
-                RETURNING tenant_id, name, encrypted, token_hash, created_at, owner, epoch
-                """).collect().first.map { try validRow($0, Self.tenant(from:)) }
-        }
-    }
-
     /// Tenant `id`, nil when there is none.
     func tenant(_ id: String) async throws -> FleetTenant? {
         try await run("the lookup of tenant \(id)") { client in
             try await client.query("""
-                SELECT tenant_id, name, encrypted, token_hash, created_at, owner, epoch FROM fleet_tenants WHERE tenant_id = \(id)
+                SELECT tenant_id, encrypted, created_at, owner, epoch FROM fleet_tenants WHERE tenant_id = \(id)
                 """).collect().first.map { try validRow($0, Self.tenant(from:)) }
         }
     }
@@ -50,7 +39,7 @@ extension FleetStore {
     func tenants() async throws -> [FleetTenant] {
         try await run("the catalog") { client in
             let rows = try await client.query("""
-                SELECT tenant_id, name, encrypted, token_hash, created_at, owner, epoch FROM fleet_tenants
+                SELECT tenant_id, encrypted, created_at, owner, epoch FROM fleet_tenants
                 """).collect()
             return validRows(rows, Self.tenant(from:))
         }
@@ -58,10 +47,10 @@ extension FleetStore {
 
     /// A tenant row, checked (``FleetRow``).
     private static func tenant(from row: PostgresRow) throws -> FleetTenant {
-        let (id, name, encrypted, tokenHash, createdAt, owner, epoch) =
-            try FleetRow.decode(row, as: (String, String, Bool, String?, Date, String?, Int64).self, table: "fleet_tenants")
+        let (id, encrypted, createdAt, owner, epoch) =
+            try FleetRow.decode(row, as: (String, Bool, Date, String?, Int64).self, table: "fleet_tenants")
         return FleetTenant(
-            id: try FleetRow.tenantID(id).rawValue, name: name, encrypted: encrypted, tokenHash: tokenHash, createdAt: createdAt,
+            id: try FleetRow.tenantID(id), encrypted: encrypted, createdAt: createdAt,
             owner: try owner.map { try FleetRow.nodeID($0, table: "fleet_tenants", key: id) },
             epoch: try FleetRow.epoch(epoch, key: id))
     }

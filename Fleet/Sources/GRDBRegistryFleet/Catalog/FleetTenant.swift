@@ -1,6 +1,9 @@
 import Foundation
+import GRDBRegistry
 
-/// A tenant of the fleet's catalog, as of the node's last refresh.
+/// A tenant of the fleet's catalog, as of the node's last refresh: what
+/// placement needs, nothing of the application's (names and tokens belong
+/// to the application, in tables of its own).
 ///
 /// ```swift
 /// if let tenant = fleet.catalogTenant("acme") {
@@ -9,13 +12,9 @@ import Foundation
 /// ```
 public struct FleetTenant: Sendable, Equatable {
     /// The tenant's id.
-    public var id: String
-    /// Its display name.
-    public var name: String
+    public var id: TenantID
     /// Whether its database is encrypted (SQLCipher format).
     public var encrypted: Bool
-    /// SHA-256 hex of its bearer token, never the token.
-    public var tokenHash: String?
     /// When it was created (PostgreSQL's clock).
     public var createdAt: Date
     /// The node that owns it, if any.
@@ -23,11 +22,9 @@ public struct FleetTenant: Sendable, Equatable {
     /// Its epoch: grows with every claim and hand-off.
     public var epoch: UInt64
 
-    public init(id: String, name: String, encrypted: Bool, tokenHash: String?, createdAt: Date, owner: String?, epoch: UInt64) {
+    public init(id: TenantID, encrypted: Bool, createdAt: Date, owner: String?, epoch: UInt64) {
         self.id = id
-        self.name = name
         self.encrypted = encrypted
-        self.tokenHash = tokenHash
         self.createdAt = createdAt
         self.owner = owner
         self.epoch = epoch

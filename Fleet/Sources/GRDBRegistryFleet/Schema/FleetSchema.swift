@@ -1,16 +1,18 @@
 import Logging
 import PostgresNIO
 
-/// The fleet's tables in PostgreSQL, version 2: nodes and their leases,
-/// each tenant's owner and epoch, and the catalog (name, encryption, token
-/// hash). Version 2 adds each node's signature (``FleetSecret``).
+/// The fleet's tables in PostgreSQL, version 3: nodes and their leases,
+/// and each tenant's owner, epoch and encryption: what placement needs.
+/// Version 2 adds each node's signature (``FleetSecret``); version 3 stops
+/// keeping the application's part of a tenant (its name and token hash),
+/// which the application keeps in tables of its own (``Fleet/withPostgres(_:_:)``).
 ///
 /// Created in one transaction under an advisory lock when absent, so that
 /// nodes starting together create it once; an earlier version is upgraded
 /// the same way (``upgrades``). A schema of a later version is refused
 /// before anything is written.
 enum FleetSchema {
-    static let version = 2
+    static let version = 3
 
     /// Serialises schema creation across nodes (an arbitrary constant: "GRDBflt1").
     static let advisoryLock: Int64 = 0x4752_4442_666C_7431
@@ -56,17 +58,31 @@ enum FleetSchema {
             FOR EACH ROW EXECUTE FUNCTION fleet_epoch_only_grows()
         """,
         "INSERT INTO fleet_schema (version) VALUES (1)",
-    ] + upgrades[1, default: []]
+    ] + upgrades.sorted { $0.key < $1.key }.flatMap(\.value)
 
     /// The statements that bring version N to N + 1, by N.
     ///
     /// 1 → 2: the signature of each node's row (``FleetSecret``). The rows
     /// of version 1 have none, so every node refuses them until their node
     /// joins again with this build: upgrade every node together.
+    ///
+    /// 2 → 3: the fleet no longer writes a tenant's name or token hash.
+    /// Nothing is lost: the columns stay, nullable and no longer indexed,
+    /// with the values of the tenants created before, for the application
+    /// to copy once into its own table (the sample server's catalog does,
+    /// when it creates its table). A build of version 2 refuses this
+    /// schema: upgrade every node together.
     static let upgrades: [Int: [String]] = [
         1: [
             "ALTER TABLE fleet_nodes ADD COLUMN signature text",
             "UPDATE fleet_schema SET version = 2",
+        ],
+        2: [
+            "ALTER TABLE fleet_tenants ALTER COLUMN name DROP NOT NULL",
+            "DROP INDEX fleet_tenants_token_hash",
+            "COMMENT ON COLUMN fleet_tenants.name IS 'Unused since version 3: the name of a tenant created before, for its application to copy once'",
+            "COMMENT ON COLUMN fleet_tenants.token_hash IS 'Unused since version 3: the token hash of a tenant created before, for its application to copy once'",
+            "UPDATE fleet_schema SET version = 3",
         ],
     ]
 

@@ -5,6 +5,7 @@ import GRDBRegistryExamples
 import GRDBRegistryFleet
 import GRDBRegistryService
 import Logging
+import PostgresNIO
 import ServiceLifecycle
 
 // The DocC examples of the package, compiled with the tests so that they
@@ -40,7 +41,17 @@ func documentationExampleOfRoutes(fleet: Fleet) async throws {
     print(status.leaseValid, status.ownedTenants.count, status.liveNodes)
     try await fleet.move(try TenantID("acme"), to: "n2")
     try await fleet.drain(node: "n3")
-    _ = try await fleet.setTokenHash("newHash", of: "acme")
+}
+
+func documentationExampleOfTheCatalog(fleet: Fleet, teams: TenantDirectory<PlayerRepository>) async throws {
+    let tenant = try await fleet.createTenant(id: try TenantID("acme"), encrypted: false) {
+        try teams.provision(try TenantID("acme"))
+    }
+    print(tenant.owner ?? "no owner", tenant.epoch)
+    let count = try await fleet.withPostgres("the count of teams") { client in
+        try await client.query("SELECT count(*) FROM teams").collect().first?.decode(Int.self) ?? 0
+    }
+    print(count)
 }
 
 func documentationExampleOfATenure(fleet: Fleet, tenants: TenantDirectory<PlayerRepository>, acknowledgements: ReplicaAcknowledgements) async throws -> Bool {

@@ -65,6 +65,6 @@ final class TestNode: Sendable {
     /// Creates a tenant here.
     @discardableResult
     func create(_ id: String, encrypted: Bool = false) async throws -> FleetTenant {
-        try await fleet.createTenant(id: try TenantID(id), name: "Tenant \(id)", encrypted: encrypted, tokenHash: "hash-\(id)") {}
+        try await fleet.createTenant(id: try TenantID(id), encrypted: encrypted) {}
     }
 }

@@ -74,10 +74,12 @@ final class ServerState: Sendable {
     /// unsettled (``CatalogRepository/refuseLeftoverMoves(catalogPath:)``).
     func becomeReady() async throws {
         if let fleet {
-            // The catalog is the fleet's: ready once this node joined.
+            // The catalog sits beside the fleet's tables: ready once this
+            // node joined (they exist then) and it read them.
             let registry = try await DatabaseRegistry.fleetServer(from: databases)
             try await fleet.fleet.waitUntilJoined()
-            let catalog = FleetCatalog(fleet: fleet.fleet)
+            let catalog = fleet.catalog
+            try await catalog.prepare()
             recordedEncryption.attach(catalog)
             ready.withLock { $0 = Ready(registry: registry, catalog: catalog) }
             return

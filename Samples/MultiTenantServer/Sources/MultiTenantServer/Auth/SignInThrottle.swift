@@ -60,6 +60,20 @@ final class SignInThrottle: Sendable {
         return delay(afterFailures: count)
     }
 
+    /// Whether a token from `address` that no catalog memory knows may
+    /// still be looked up in the catalog's database (fleet mode: a token
+    /// created on another node a moment ago): while the address has not
+    /// used its free failures in the ``window``. Beyond them, its unknown
+    /// tokens are refused from memory, so that a flood of bad tokens costs
+    /// the database at most `freeFailures` lookups per address and window.
+    func allowsLookup(from address: String) -> Bool {
+        let now = ContinuousClock.now
+        return entries.withLock { entries in
+            guard let entry = entries[address], now - entry.first < Self.window else { return true }
+            return entry.failures < freeFailures
+        }
+    }
+
     /// No wait for the first `freeFailures` failures, then ``step`` more
     /// for each, up to ``maximumDelay``.
     func delay(afterFailures count: Int) -> Duration {

@@ -8,10 +8,17 @@ struct CatalogIndex: Sendable, Equatable {
     var idsByTokenHash: [String: String] = [:]
 
     init(_ rows: [Tenant] = []) {
-        for tenant in rows {
-            tenants[tenant.id] = tenant
-            if let hash = tenant.tokenHash { idsByTokenHash[hash] = tenant.id }
+        for tenant in rows { update(tenant) }
+    }
+
+    /// Lists `tenant`, in place of its earlier row (whose token hash no
+    /// longer finds it).
+    mutating func update(_ tenant: Tenant) {
+        if let old = tenants[tenant.id]?.tokenHash, idsByTokenHash[old] == tenant.id {
+            idsByTokenHash[old] = nil
         }
+        tenants[tenant.id] = tenant
+        if let hash = tenant.tokenHash { idsByTokenHash[hash] = tenant.id }
     }
 }
 
@@ -53,6 +60,12 @@ final class CatalogView: TenantCatalog {
             forToken: token, tenantCount: index.tenants.count,
             byHash: { index.idsByTokenHash[$0].flatMap { index.tenants[$0] } },
             byID: { index.tenants[$0] })
+    }
+
+    /// Nil: only this server writes its catalog, and each of its writes
+    /// waits until the view shows it.
+    func tenantFromDatabase(forToken token: String) async throws -> Tenant? {
+        nil
     }
 
     func tenant(_ id: String) -> Tenant? {

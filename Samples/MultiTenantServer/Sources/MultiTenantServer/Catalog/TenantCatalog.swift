@@ -1,14 +1,16 @@
 /// The catalog the routes and ``BearerAuthenticator`` read and write:
 /// which tenants exist, and the hash of each one's token. Two owners, one
 /// per mode: the embedded SQLite catalog of a single server
-/// (``CatalogView`` over ``CatalogRepository``), and the fleet's
-/// PostgreSQL catalog (``FleetCatalog``, over `GRDBRegistryFleet`'s
-/// `Fleet`), where a token works on every node.
+/// (``CatalogView`` over ``CatalogRepository``), and the PostgreSQL
+/// catalog of a fleet (``PostgresCatalog``, beside `GRDBRegistryFleet`'s
+/// tables), where a token works on every node.
 ///
-/// Reads come from memory (a live view, or the fleet's snapshot): a
-/// request costs no catalog access. A write returns once this server's
-/// reads show it: a client that created a tenant or rotated a token can
-/// use the result at once, on this server.
+/// Reads come from memory (a live view, or the last refresh): a request
+/// costs no catalog access. A write returns once this server's reads show
+/// it: a client that created a tenant or rotated a token can use the
+/// result at once, on this server, and in a fleet on every node (a token
+/// that a node's memory does not know is looked up in PostgreSQL before
+/// it is refused: ``tenantFromDatabase(forToken:)``).
 ///
 /// ```swift
 /// let catalog: any TenantCatalog = ready.catalog
@@ -18,8 +20,15 @@
 /// catalog.tenant(forToken: token)?.id    // "acme"
 /// ```
 protocol TenantCatalog: Sendable {
-    /// The tenant signed in by `token`, if any.
+    /// The tenant signed in by `token`, if any, as this server's memory
+    /// knows it.
     func tenant(forToken token: String) -> Tenant?
+    /// The tenant signed in by `token` when ``tenant(forToken:)`` knows
+    /// none, read from the catalog's database now. A catalog that another
+    /// server writes (a fleet's) asks its database, so that a token works
+    /// everywhere from the moment its creation is answered; one that only
+    /// this server writes answers nil (its memory is never behind).
+    func tenantFromDatabase(forToken token: String) async throws -> Tenant?
     /// The tenant of id `id`, if it is listed.
     func tenant(_ id: String) -> Tenant?
     /// Every listed tenant, by id.

@@ -9,8 +9,9 @@ import NIOCore
 import ServiceLifecycle
 import Tracing
 
-/// Fleet mode's parts of one server: its `Fleet` (lease, placement,
-/// catalog in PostgreSQL), the write fence its lease keeps open (handed to
+/// Fleet mode's parts of one server: its `Fleet` (lease, placement in
+/// PostgreSQL), its catalog beside the fleet's tables
+/// (``PostgresCatalog``), the write fence its lease keeps open (handed to
 /// the `DatabaseService`, which checks it before every tenant commit), and
 /// the HTTP clients its forwarder proxies with.
 ///
@@ -23,6 +24,8 @@ final class FleetNode: Sendable {
     let mode: FleetMode
     let fleet: Fleet
     let fence: WriteFence
+    /// Names and tokens, in PostgreSQL through the fleet's client.
+    let catalog: PostgresCatalog
     /// The forwarder's connections to the other nodes (ordinary requests
     /// and event streams apart).
     let clients: ForwardingClients
@@ -35,6 +38,7 @@ final class FleetNode: Sendable {
                 postgres: mode.postgres, nodeID: mode.nodeID, address: mode.advertise, secret: mode.secret, lease: mode.lease,
                 restore: mode.restore == .eager ? .eager : .onFirstRequest),
             host: host, fence: fence, logger: logger, tracer: tracer)
+        catalog = PostgresCatalog(fleet: fleet, logger: logger)
         clients = ForwardingClients(maxStreams: limits.maxStreams, maxStreamsPerTenant: limits.maxStreamsPerTenant, trusting: mode.fleetCA)
     }
 
@@ -46,11 +50,12 @@ final class FleetNode: Sendable {
         }
     }
 
-    /// The fleet, then the clients' shutdown: the group stops services in
-    /// reverse order, so the HTTP server stops forwarding before the
-    /// clients shut down, and the fleet hands its tenants off after both.
+    /// The fleet, the catalog's refreshes, then the clients' shutdown: the
+    /// group stops services in reverse order, so the HTTP server stops
+    /// forwarding before the clients shut down, and the fleet hands its
+    /// tenants off after all.
     var services: [any Service] {
-        [fleet, HTTPClientShutdown(clients: clients)]
+        [fleet, catalog, HTTPClientShutdown(clients: clients)]
     }
 }
 

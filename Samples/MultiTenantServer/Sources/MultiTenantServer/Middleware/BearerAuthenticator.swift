@@ -3,23 +3,38 @@ import HummingbirdAuth
 
 /// Signs a request in from its `Authorization: Bearer` header: the
 /// operator token, or a tenant token looked up (by hash) in the in-memory
-/// catalog. A request without a valid token goes on unauthenticated: the
-/// routes that need an identity answer 401.
+/// catalog, then, when memory knows none, in the catalog's database (a
+/// fleet's: a token created on another node a moment ago), unless the
+/// client's address has used its free failures (``SignInThrottle``). A
+/// request without a valid token goes on unauthenticated: the routes that
+/// need an identity answer 401.
 struct BearerAuthenticator: AuthenticatorMiddleware {
     typealias Context = ServerRequestContext
     let state: ServerState
 
     func authenticate(request: Request, context: Context) async throws -> SignedIn? {
         guard let bearer = request.headers.bearer else { return nil }
-        if let tenant = state.readyOrNil?.catalog.tenant(forToken: bearer.token) {
+        let catalog = state.readyOrNil?.catalog
+        if let tenant = catalog?.tenant(forToken: bearer.token) {
             return .tenant(tenant)
         }
         if state.operatorToken.accepts(bearer.token) {
             return .operator
         }
+        let address = context.clientAddress ?? "unknown"
+        if let catalog, state.signIns.allowsLookup(from: address) {
+            let tenant: Tenant?
+            do {
+                tenant = try await catalog.tenantFromDatabase(forToken: bearer.token)
+            } catch {
+                state.logger.warning("could not look a token up in the catalog", metadata: ["error": "\(error)"])
+                throw HTTPError(.serviceUnavailable, message: "This server can't check the token now: retry.")
+            }
+            if let tenant { return .tenant(tenant) }
+        }
         // A token that signs nobody in: counted, and slowed down per
         // address beyond a few (SignInThrottle).
-        let delay = state.signIns.recordFailure(from: context.clientAddress ?? "unknown")
+        let delay = state.signIns.recordFailure(from: address)
         if delay > .zero { try await Task.sleep(for: delay) }
         return nil
     }
