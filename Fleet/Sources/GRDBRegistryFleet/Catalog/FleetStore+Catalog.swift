@@ -9,11 +9,12 @@ extension FleetStore {
     /// - throws: ``FleetError/tenantExists(_:)``; ``FleetError/leaseLost``
     ///   when the node's lease is not valid.
     func insertTenant(id: String, encrypted: Bool, nodeID: String, session: UUID) async throws -> FleetTenant {
+        let left = NodeState.left.rawValue
         let row = try await run("the creation of tenant \(id)") { client in
             try await client.query("""
                 INSERT INTO fleet_tenants (tenant_id, encrypted, owner, epoch)
                 SELECT \(id), \(encrypted), node_id, 1 FROM fleet_nodes
-                WHERE node_id = \(nodeID) AND session = \(session) AND state <> 'left' AND lease_until >= clock_timestamp()
+                WHERE node_id = \(nodeID) AND session = \(session) AND state <> \(left) AND lease_until >= clock_timestamp()
                 ON CONFLICT (tenant_id) DO NOTHING
                 RETURNING tenant_id, encrypted, created_at, owner, epoch
                 """).collect().first.map { try validRow($0, Self.tenant(from:)) }

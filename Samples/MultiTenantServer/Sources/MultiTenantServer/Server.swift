@@ -84,14 +84,6 @@ struct MultiTenantServer {
         // The operator token creates tenants: from MTS_OPERATOR_TOKEN, or
         // a file made on first start.
         let operatorToken = try SharedToken.load(environment: environment, keyFile: data.appendingPathComponent("operator.token"))
-        // Push moves and their peer token are gone (issue 24): say so
-        // rather than leave a secret that looks in use.
-        if environment[ServerVariable.peerToken.rawValue] != nil {
-            logger.warning("MTS_PEER_TOKEN is set, but servers no longer push tenants to each other: it is ignored, unset it (in a fleet, tenants move through placement)")
-        }
-        if FileManager.default.fileExists(atPath: data.appendingPathComponent("peer.token").path) {
-            logger.warning("the peer token file is no longer used: delete it", metadata: ["file": "\(data.appendingPathComponent("peer.token").path)"])
-        }
         // In a fleet, only the tenants this node owns are replicated, each
         // under its epoch; the fence closes their commits when the lease
         // is not known valid.

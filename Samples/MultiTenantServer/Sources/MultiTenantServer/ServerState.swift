@@ -69,9 +69,7 @@ final class ServerState: Sendable {
         self.signIns = SignInThrottle(freeFailures: limits.freeSignInFailures)
     }
 
-    /// Waits until the databases are ready, and fills the registry. The
-    /// embedded catalog refuses rows that a removed push move left
-    /// unsettled (``CatalogRepository/refuseLeftoverMoves(catalogPath:)``).
+    /// Waits until the databases are ready, and fills the registry.
     func becomeReady() async throws {
         if let fleet {
             // The catalog sits beside the fleet's tables: ready once this
@@ -86,7 +84,6 @@ final class ServerState: Sendable {
         }
         let registry = try await DatabaseRegistry.server(from: databases)
         let repository = CatalogRepository(database: try databases.repository(named: "catalog"))
-        try await repository.refuseLeftoverMoves(catalogPath: databases.configuration.databases.first { $0.name == "catalog" }?.path ?? "catalog.sqlite")
         let catalog = CatalogView(catalog: repository)
         recordedEncryption.attach(catalog)
         ready.withLock { $0 = Ready(registry: registry, catalog: catalog) }

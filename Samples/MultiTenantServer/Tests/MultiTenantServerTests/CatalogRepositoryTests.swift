@@ -14,39 +14,6 @@ import Testing
         Tenant(id: id, name: id, encrypted: false, createdAt: Date(timeIntervalSince1970: 0), tokenHash: hash)
     }
 
-    /// Push moves are gone (issue 24): a catalog where one left a tenant
-    /// `moving` or `moved` is refused, naming each such tenant and how to
-    /// settle it; `imported` tenants are settled and served. The refusal
-    /// writes nothing.
-    @Test func rowsThatAPushMoveLeftUnsettledAreRefused() async throws {
-        let writer = try DatabaseQueue.inMemoryWithReadOnlyAccess()
-        try CatalogRepository.migrationSet.makeMigrator().migrate(writer)
-        try await writer.write { db in
-            try db.execute(sql: """
-                INSERT INTO tenant (id, name, moveID, moveState, moveTarget) VALUES
-                  ('frozen', 'frozen', 'm1', 'moving', 'http://b:8080'),
-                  ('gone', 'gone', 'm2', 'moved', 'http://c:8080'),
-                  ('came', 'came', 'm3', 'imported', NULL),
-                  ('plain', 'plain', NULL, NULL, NULL)
-                """)
-        }
-        let catalog = try CatalogRepository(writer: writer)
-        #expect(try await catalog.leftoverMoves().map(\.id) == ["frozen", "gone"])
-        let error = await #expect(throws: UsageError.self) {
-            try await catalog.refuseLeftoverMoves(catalogPath: "/data/catalog.sqlite")
-        }
-        let message = error?.message ?? ""
-        #expect(message.contains("frozen (moving to http://b:8080)"), "\(message)")
-        #expect(message.contains("gone (moved to http://c:8080)"), "\(message)")
-        #expect(message.contains("sqlite3 /data/catalog.sqlite"), "\(message)")
-        #expect(!message.contains("came"), "\(message)")
-        #expect(try await writer.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM tenant WHERE moveState IS NOT NULL") } == 3)
-
-        let settled = try CatalogRepository.inMemory()
-        try await settled.insert(tenant("acme"))
-        try await settled.refuseLeftoverMoves(catalogPath: "/data/catalog.sqlite")
-    }
-
     @Test func aTokenIsNeverStoredInPlaceOfItsHash() async throws {
         let catalog = try CatalogRepository.inMemory()
         await #expect(throws: InvariantViolation.self) {

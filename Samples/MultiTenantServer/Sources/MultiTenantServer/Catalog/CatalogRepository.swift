@@ -6,10 +6,8 @@ import GRDBRegistry
 /// The embedded catalog database (single-server mode), written only
 /// through its permitted writes: which tenants exist, and the hash of each
 /// one's token. Every write is one checked transaction: the invariants
-/// hold after it, or nothing of it stays. The columns of the push moves
-/// that issue 24 removed (migration 0003) stay, unused: applied migrations
-/// are immutable, and a server refuses to start over a row that a move
-/// left unsettled (``refuseLeftoverMoves(catalogPath:)``) rather than guess.
+/// hold after it, or nothing of it stays. The move columns of migration
+/// 0003 stay, unused: applied migrations are immutable.
 ///
 /// ```swift
 /// let catalog = CatalogRepository(database: try databases.repository(named: "catalog"))
@@ -97,36 +95,6 @@ struct CatalogRepository: Sendable {
     func tenant(_ id: String) async throws -> Tenant? {
         try await reader.read { db in try Tenant.fetchOne(db, key: id) }
     }
-
-    // MARK: Push moves (removed)
-
-    /// The tenants that a push move of an earlier version left unsettled
-    /// (`moveState` `moving` or `moved`, migration 0003). An `imported`
-    /// tenant is settled: it is served like any other.
-    func leftoverMoves() async throws -> [LeftoverMove] {
-        try await reader.read { db in
-            try LeftoverMove.fetchAll(db, sql: "SELECT id, moveState, moveTarget FROM tenant WHERE moveState IN ('moving', 'moved') ORDER BY id")
-        }
-    }
-
-    /// Refuses a catalog where a push move (removed with issue 24) left a
-    /// tenant unsettled: a `moving` tenant is frozen here mid-move, a
-    /// `moved` one lives on another server while its row would still sign
-    /// its token in here. Guessing would serve a tenant from two places or
-    /// none: the operator decides, and the refusal says how.
-    func refuseLeftoverMoves(catalogPath: String) async throws {
-        let leftovers = try await leftoverMoves()
-        guard !leftovers.isEmpty else { return }
-        let list = leftovers.map { "\($0.id) (\($0.moveState)\($0.moveTarget.map { " to \($0)" } ?? ""))" }.joined(separator: ", ")
-        throw UsageError(message: "the catalog records push moves, which this version of the server no longer has: \(list). A moving tenant: finish or cancel its move with the previous version first. A moved tenant lives on its target: with the server stopped, remove its row here (sqlite3 \(catalogPath) \"DELETE FROM tenant WHERE moveState = 'moved'\"). Then start this version; in fleet mode tenants move through placement (POST /fleet/tenants/{id}/move)")
-    }
-}
-
-/// A catalog row that a push move of an earlier version left unsettled.
-struct LeftoverMove: Decodable, FetchableRecord, Sendable, Equatable {
-    var id: String
-    var moveState: String
-    var moveTarget: String?
 }
 
 /// A catalog write refused by its current rows.

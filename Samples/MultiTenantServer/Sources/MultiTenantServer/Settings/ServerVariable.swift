@@ -15,7 +15,6 @@ enum ServerVariable: String, CaseIterable, Sendable {
     case otlpTracesEndpoint = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
     case tracesExporter = "OTEL_TRACES_EXPORTER"
     case sdkDisabled = "OTEL_SDK_DISABLED"
-    case peerToken = "MTS_PEER_TOKEN"
     case postgresPassword = "PGPASSWORD"
     case fleetSecret = "MTS_FLEET_SECRET"
 
@@ -47,7 +46,6 @@ enum ServerVariable: String, CaseIterable, Sendable {
         case .otlpEndpoint, .otlpTracesEndpoint: "export traces over OTLP/HTTP to this URL (swift-otel reads the other OTEL_* variables: OTEL_SERVICE_NAME, headers, sampler)"
         case .tracesExporter: "otlp turns traces on, none off"
         case .sdkDisabled: "true turns traces off"
-        case .peerToken: "obsolete: ignored with a warning (tenants move through fleet placement)"
         case .fleetSecret: "fleet mode: the fleet secret (32 bytes or more, the same on every node, unknown to PostgreSQL), when --fleet-secret-file gives none"
         case .postgresPassword: "fleet mode: the PostgreSQL password, when neither MTS_FLEET nor --fleet-password-file gives one"
         }
