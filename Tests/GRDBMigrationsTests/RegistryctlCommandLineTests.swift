@@ -39,7 +39,7 @@ import TestSupport
         let result = try Registryctl.run(["--version"])
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdout == GRDBRegistryVersion.current + "\n")
-        #expect(GRDBRegistryVersion.current == "0.2.0")
+        #expect(GRDBRegistryVersion.current == "0.3.0")
     }
 
     @Test func argumentsItCannotParseExitTwoAsDocumented() throws {

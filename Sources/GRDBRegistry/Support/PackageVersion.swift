@@ -12,5 +12,5 @@
 /// ```
 public enum GRDBRegistryVersion {
     /// The version, in semantic versioning form: `major.minor.patch`.
-    public static let current = "0.2.0"
+    public static let current = "0.3.0"
 }
