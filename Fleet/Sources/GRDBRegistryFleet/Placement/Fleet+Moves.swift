@@ -75,12 +75,12 @@ extension Fleet {
         do {
             newEpoch = try await store.handoff(tenant: id.rawValue, nodeID: configuration.nodeID, session: session, epoch: epoch, to: target)
         } catch {
-            freeze.end()
+            host.endHandoff(id, freeze: freeze)
             restore()
             throw error
         }
         guard let newEpoch else {
-            freeze.end()
+            host.endHandoff(id, freeze: freeze)
             restore()
             throw FleetError.handoffRefused(tenant: id.rawValue, reason: "it is no longer at epoch \(epoch) on this node, or \(target) is not live and active")
         }
