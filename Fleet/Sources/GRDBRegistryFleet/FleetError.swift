@@ -29,8 +29,9 @@ public enum FleetError: Error, CustomStringConvertible, Sendable, Equatable {
     /// A row read from PostgreSQL holds what no node writes (a tenant id
     /// that is not a `TenantID`, a negative epoch, a node address with a
     /// path): whoever can write the fleet's tables wrote it. The node
-    /// logs it, counts it (`fleet_invalid_rows_total`) and leaves the row
-    /// alone: it never claims, serves or forwards to it.
+    /// logs it (once per process), counts each read of it
+    /// (`fleet_invalid_rows_total`) and leaves the row alone: it never
+    /// claims, serves or forwards to it.
     case invalidRow(table: String, key: String, reason: String)
 
     public var description: String {
