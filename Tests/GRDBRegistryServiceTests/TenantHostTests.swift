@@ -83,6 +83,44 @@ import Testing
         }
     }
 
+    /// A hand-off that fails once the tenant is frozen (the fleet could not
+    /// give it away) ends with `endHandoff`: the tenant is served again,
+    /// takes writes, and a second hand-off freezes it. A freeze of an
+    /// earlier hand-off, given back late, leaves the later one alone.
+    @Test func aFailedHandoffEndedByTheFleetServesTheTenantAgain() async throws {
+        let directory = try TemporaryDirectory()
+        let replica = directory.url.appendingPathComponent("replica")
+        let configuration = try EpochReplicationTests.nodeConfiguration(directory, node: "a", replica: replica)
+        let node = try ReplicatedDaemon(configuration: configuration, scanInterval: .seconds(3600), hosting: true)
+        let host = try #require(node.host), tenants = node.tenants, ownership = node.service.ownership
+        let acme = try TenantID("acme")
+
+        try await node.run {
+            try tenants.provision(acme)
+            try await host.created(acme, epoch: 3, encrypted: false)
+            let first = try await host.prepareHandoff(acme)
+            #expect(ownership.owned(acme) == .init(epoch: 3, encrypted: false, phase: .frozen))
+            host.endHandoff(acme, freeze: first)
+            #expect(first.hasEnded)
+            #expect(ownership.owned(acme) == .init(epoch: 3, encrypted: false, phase: .serving))
+            _ = try await tenants.withRepository(acme) { try await $0.add(name: "after", score: 1) }
+
+            let second = try await host.prepareHandoff(acme)
+            #expect(ownership.owned(acme) == .init(epoch: 3, encrypted: false, phase: .frozen))
+            host.endHandoff(acme, freeze: first)
+            #expect(ownership.owned(acme) == .init(epoch: 3, encrypted: false, phase: .frozen))
+            await #expect(throws: (any Error).self) {
+                _ = try await tenants.withRepository(acme) { try await $0.add(name: "frozen", score: 2) }
+            }
+            host.endHandoff(acme, freeze: second)
+            #expect(ownership.owned(acme) == .init(epoch: 3, encrypted: false, phase: .serving))
+            let names = try await tenants.withRepository(acme) { repository in
+                try await repository.reader.read { db in try String.fetchAll(db, sql: "SELECT name FROM player") }
+            }
+            #expect(names == ["after"])
+        }
+    }
+
     /// A service is the host of its tenants once, and only with what a
     /// fleet node needs: a replicator and a write fence.
     @Test func aServiceHostsItsTenantsOnceAndOnlyWithAReplicatorAndAFence() throws {

@@ -10,8 +10,10 @@ public enum FleetError: Error, CustomStringConvertible, Sendable, Equatable {
     case unreachable(reason: String)
     /// The lease timings leave no room for fencing.
     case timing(reason: String)
-    /// The operation runs on a tenant's owner only, and this node is not it.
-    case notOwner(tenant: String)
+    /// The operation runs on a tenant's owner only, and this node is not
+    /// it: `owner` is the owner PostgreSQL names now (nil: none, until a
+    /// live node claims the tenant).
+    case notOwner(tenant: String, owner: String?)
     /// No live node has this id.
     case unknownNode(String)
     /// A tenant with this id exists already.
@@ -29,8 +31,9 @@ public enum FleetError: Error, CustomStringConvertible, Sendable, Equatable {
     /// A row read from PostgreSQL holds what no node writes (a tenant id
     /// that is not a `TenantID`, a negative epoch, a node address with a
     /// path): whoever can write the fleet's tables wrote it. The node
-    /// logs it, counts it (`fleet_invalid_rows_total`) and leaves the row
-    /// alone: it never claims, serves or forwards to it.
+    /// logs it (once per process), counts each read of it
+    /// (`fleet_invalid_rows_total`) and leaves the row alone: it never
+    /// claims, serves or forwards to it.
     case invalidRow(table: String, key: String, reason: String)
 
     public var description: String {
@@ -43,8 +46,10 @@ public enum FleetError: Error, CustomStringConvertible, Sendable, Equatable {
             return "PostgreSQL is unreachable: \(reason)"
         case let .timing(reason):
             return "Lease timing refused: \(reason)"
-        case let .notOwner(tenant):
-            return "This node does not own tenant \(tenant): send the request to its owner (GET /fleet/placement)."
+        case let .notOwner(tenant, owner?):
+            return "This node does not own tenant \(tenant): node \(owner) does; send the request there (GET /fleet/placement)."
+        case let .notOwner(tenant, nil):
+            return "This node does not own tenant \(tenant), and no node does now: a live node claims it shortly (GET /fleet/placement)."
         case let .unknownNode(id):
             return "No live node is called \(id)."
         case let .tenantExists(id):

@@ -209,4 +209,45 @@ struct PartitionTests {
         try await n1.shutdown()
         try await n2.shutdown()
     }
+    /// A move asked of a node whose tenant was claimed elsewhere while it
+    /// was cut off (as the operator's move to a paused owner, answered
+    /// once it resumes): fenced, it moves nothing and answers that its
+    /// lease lapsed (503 Retry-After in a server); back in the fleet, it
+    /// answers that it does not own the tenant and who does (409), never
+    /// that the tenant or node is unknown.
+    @Test func aMoveAskedOfANodeWhoseTenantWasClaimedElsewhereSaysWhoOwnsIt() async throws {
+        let url = try await TestPostgres.newDatabase()
+        let role = "fleet_mv_\(UUID().uuidString.prefix(8).lowercased())"
+        let password = (URLComponents(string: url)?.password).map { " PASSWORD '\($0)'" } ?? ""
+        try await TestPostgres.withClient(url) { client in
+            _ = try await FleetSchema.prepare(client, logger: testLogger)
+            try await client.query(PostgresQuery(unsafeSQL: "CREATE ROLE \(role) LOGIN\(password)"))
+            try await client.query(PostgresQuery(unsafeSQL: "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO \(role)"))
+        }
+        guard var components = URLComponents(string: url) else { throw TestFailure("bad URL") }
+        components.user = role
+        let n1 = try await TestNode.joined("n1", postgres: try #require(components.string))
+        let n2 = try await TestNode.joined("n2", postgres: url)
+        try await n1.create("acme")
+        let acme = try TenantID("acme")
+
+        try await TestPostgres.withClient(url) { client in
+            try await client.query(PostgresQuery(unsafeSQL: "REVOKE UPDATE ON fleet_nodes FROM \(role)"))
+        }
+        try await eventually("n2 claimed acme", timeout: .seconds(15)) {
+            try await TestPostgres.rows(url, "SELECT owner, epoch FROM fleet_tenants") == [["n2", "2"]]
+        }
+        await #expect(throws: FleetError.leaseLost) { try await n1.fleet.move(acme, to: "n2") }
+        #expect(n1.host.handoffs.isEmpty, "a fenced node froze acme for a move")
+
+        try await TestPostgres.withClient(url) { client in
+            try await client.query(PostgresQuery(unsafeSQL: "GRANT UPDATE ON fleet_nodes TO \(role)"))
+        }
+        try await eventually("n1 is back in the fleet") { n1.fence.isOpen }
+        await #expect(throws: FleetError.notOwner(tenant: "acme", owner: "n2")) { try await n1.fleet.move(acme, to: "n2") }
+        #expect(n1.host.handoffs.isEmpty)
+        #expect(try await TestPostgres.rows(url, "SELECT owner, epoch FROM fleet_tenants") == [["n2", "2"]])
+        try await n1.shutdown()
+        try await n2.shutdown()
+    }
 }

@@ -71,4 +71,38 @@ struct InvalidRowTests {
         #expect(!refusals.contains { $0.contains("\r") || $0.contains("\n") })
         try await node.shutdown()
     }
+    /// A bad row left in place is read at every refresh: each read counts,
+    /// but the row is logged once, not every renew interval; a row refused
+    /// for another reason is logged too.
+    @Test func aBadRowLeftInPlaceIsCountedAtEveryReadAndLoggedOnce() async throws {
+        let url = try await TestPostgres.newDatabase()
+        let logs = InMemoryLogHandler()
+        let node = try await TestNode.joined("n1", postgres: url, logs: logs)
+        let before = counterTotal(Self.label, [("table", "fleet_tenants")])
+        try await TestPostgres.withClient(url) { client in
+            try await client.query("INSERT INTO fleet_tenants (tenant_id, encrypted, owner, epoch) VALUES ('../once', false, NULL, 0)")
+        }
+        try await eventually("the row refused at five refreshes") {
+            counterTotal(Self.label, [("table", "fleet_tenants")]) >= before + 5
+        }
+        @Sendable func refusals(naming key: String) -> Int {
+            logs.entries.filter { entry in
+                entry.level == .error && entry.message == "refused a row read from PostgreSQL"
+                    && entry.metadata["error"].map { "\($0)".contains(key) } == true
+            }.count
+        }
+        #expect(refusals(naming: "\"../once\"") == 1)
+
+        try await TestPostgres.withClient(url) { client in
+            try await client.query("UPDATE fleet_tenants SET tenant_id = '../twice' WHERE tenant_id = '../once'")
+        }
+        try await eventually("the changed row logged") { refusals(naming: "\"../twice\"") == 1 }
+        let changed = counterTotal(Self.label, [("table", "fleet_tenants")])
+        try await eventually("the changed row refused at three more refreshes") {
+            counterTotal(Self.label, [("table", "fleet_tenants")]) >= changed + 3
+        }
+        #expect(refusals(naming: "\"../twice\"") == 1)
+        #expect(refusals(naming: "\"../once\"") == 1)
+        try await node.shutdown()
+    }
 }

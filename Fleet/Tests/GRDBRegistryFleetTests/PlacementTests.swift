@@ -101,7 +101,7 @@ struct PlacementTests {
         let n1 = try await TestNode.joined("n1", postgres: url)
         let n2 = try await TestNode.joined("n2", postgres: url)
         try await n1.create("acme")
-        await #expect(throws: FleetError.notOwner(tenant: "acme")) { try await n2.fleet.move(TenantID("acme"), to: "n1") }
+        await #expect(throws: FleetError.notOwner(tenant: "acme", owner: "n1")) { try await n2.fleet.move(TenantID("acme"), to: "n1") }
         await #expect(throws: FleetError.unknownNode("n7")) { try await n1.fleet.move(TenantID("acme"), to: "n7") }
         #expect(try await TestPostgres.rows(url, "SELECT owner, epoch FROM fleet_tenants") == [["n1", "1"]])
 

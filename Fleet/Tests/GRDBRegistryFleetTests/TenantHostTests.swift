@@ -177,4 +177,53 @@ struct TenantHostTests {
         #expect(FileManager.default.contents(atPath: local)?.prefix(16) != Data("SQLite format 3\0".utf8))
         try await n2.shutdown()
     }
+    /// A hand-off the catalog refuses after the tenant was frozen (its
+    /// target stopped taking tenants meanwhile) leaves the tenant served
+    /// here again: the host's phase back to serving, writes going through,
+    /// and a later hand-off moves it.
+    @Test func aRefusedHandoffServesTheTenantAgainAndALaterOneMovesIt() async throws {
+        guard FileManager.default.isExecutableFile(atPath: ServiceNode.litestream) else {
+            Issue.record("Litestream is missing at \(ServiceNode.litestream): run scripts/bootstrap")
+            return
+        }
+        let url = try await TestPostgres.newDatabase()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("fleet-host-\(UUID().uuidString.prefix(8))")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let n1 = try ServiceNode("n1", postgres: url, directory: directory)
+        try await n1.fleet.waitUntilJoined()
+        let acme = try TenantID("acme")
+        let teams1 = n1.teams
+        _ = try await n1.fleet.createTenant(id: acme, encrypted: false) {
+            try teams1.provision(acme)
+        }
+        _ = try await n1.teams.withRepository(acme) { try await $0.add(name: "before", score: 1) }
+        let n2 = try await TestNode.joined("n2", postgres: url)
+        // A move to a node n1 does not know reads the nodes again: n1 then
+        // sees n2 active.
+        await #expect(throws: FleetError.self) { try await n1.fleet.move(acme, to: "n3") }
+
+        // n2 stops taking tenants in the catalog before n1 refreshes: the
+        // catalog refuses the hand-off after n1 froze acme.
+        try await TestPostgres.withClient(url) { client in
+            try await client.query("UPDATE fleet_nodes SET state = 'draining' WHERE node_id = 'n2'")
+        }
+        do {
+            try await n1.fleet.move(acme, to: "n2")
+            Issue.record("the hand-off to a draining node went through")
+        } catch let FleetError.handoffRefused(tenant, _) {
+            #expect(tenant == "acme")
+        }
+        #expect(n1.service.ownership.owned(acme) == .init(epoch: 1, encrypted: false, phase: .serving))
+        _ = try await n1.teams.withRepository(acme) { try await $0.add(name: "after", score: 2) }
+
+        // Taking tenants again, n2 gets acme from a second hand-off.
+        try await TestPostgres.withClient(url) { client in
+            try await client.query("UPDATE fleet_nodes SET state = 'active' WHERE node_id = 'n2'")
+        }
+        try await n1.fleet.move(acme, to: "n2")
+        #expect(try await TestPostgres.rows(url, "SELECT owner, epoch FROM fleet_tenants") == [["n2", "2"]])
+        #expect(n1.service.ownership.owned(acme) == nil)
+        try await n1.shutdown()
+        try await n2.shutdown()
+    }
 }

@@ -31,7 +31,8 @@ import Logging
 ///   unavailable, with that reason): nothing is fabricated.
 /// - **Hand-off**: freezes the tenant's writes, then waits until the
 ///   replica holds every commit (a Litestream `sync` with `wait`, or an
-///   encrypted backup).
+///   encrypted backup). A hand-off that fails after that ends with
+///   ``endHandoff(_:freeze:)``: the tenant is served again.
 /// - **Relinquish**: forgets the tenant, stops replicating it, closes it.
 ///   Its local file stays, stale.
 /// - **Created**: serves the new tenant at its epoch and returns once its
@@ -48,6 +49,7 @@ import Logging
 ///
 /// - ``acquire(_:epoch:encrypted:keepLocal:)``
 /// - ``prepareHandoff(_:)``
+/// - ``endHandoff(_:freeze:)``
 /// - ``relinquish(_:)``
 /// - ``created(_:epoch:encrypted:)``
 /// - ``TenantHostError``
@@ -165,7 +167,9 @@ public final class TenantHost<Repository: TenantRepository>: Sendable {
     }
 
     /// Freezes the tenant's writes and waits for the replica to have every
-    /// commit. The fleet ends the returned freeze when the hand-off fails.
+    /// commit: the tenant is then ``TenantOwnership/Phase/frozen``. When
+    /// the hand-off fails, the fleet gives the freeze back to
+    /// ``endHandoff(_:freeze:)``, which serves the tenant again.
     ///
     /// ```swift
     /// let freeze = try await host.prepareHandoff(id)
@@ -190,6 +194,7 @@ public final class TenantHost<Repository: TenantRepository>: Sendable {
                 // A frozen tenant here is one whose last hand-off failed.
                 let lease = current.frozenLease
                 current.frozenLease = nil
+                current.handoffFreeze = nil
                 current.owned.phase = .handingOff
                 current.step = step
                 entry = current
@@ -207,6 +212,7 @@ public final class TenantHost<Repository: TenantRepository>: Sendable {
                 guard entry?.step == step else { throw .relinquished(tenant: id.rawValue, epoch: epoch) }
                 entry?.owned.phase = .frozen
                 entry?.frozenLease = lease
+                entry?.handoffFreeze = ObjectIdentifier(frozen)
             }
             return frozen
         } catch {
@@ -217,6 +223,33 @@ public final class TenantHost<Repository: TenantRepository>: Sendable {
             }
             throw error
         }
+    }
+
+    /// The hand-off that `freeze` (from ``prepareHandoff(_:)``) was for
+    /// failed, and the tenant stays here: ends the freeze and serves the
+    /// tenant again (``TenantOwnership/Phase/serving``), letting go of
+    /// what kept it open while frozen. A freeze of an earlier hand-off,
+    /// or of a tenant let go meanwhile, is only ended.
+    ///
+    /// ```swift
+    /// let freeze = try await host.prepareHandoff(id)
+    /// // ... the catalog refused to give the tenant to another node:
+    /// host.endHandoff(id, freeze: freeze)
+    /// ```
+    public func endHandoff(_ id: TenantID, freeze: WriteFreeze) {
+        let released = try? ownership.update(id) { entry throws(TenantHostError) -> (any Sendable)? in
+            guard var current = entry, current.owned.phase == .frozen,
+                  current.handoffFreeze == ObjectIdentifier(freeze)
+            else { return nil }
+            let lease = current.frozenLease
+            current.frozenLease = nil
+            current.handoffFreeze = nil
+            current.owned.phase = .serving
+            entry = current
+            return lease
+        }
+        freeze.end()
+        _ = consume released
     }
 
     /// The tenant is no longer this node's (handed off, lost): forgets it,

@@ -47,8 +47,9 @@ public final class TenantOwnership: Sendable {
         /// before it moves.
         case handingOff
         /// Frozen with every commit in the replica, ready to move. When the
-        /// hand-off fails, the fleet ends the freeze and the tenant serves
-        /// on in this phase until it is handed off again or let go.
+        /// hand-off fails, the fleet ends it
+        /// (``TenantHost/endHandoff(_:freeze:)``) and the tenant is
+        /// ``serving`` again.
         case frozen
 
         /// Whether the tenant's file is opened and replicated in this phase.
@@ -86,6 +87,11 @@ public final class TenantOwnership: Sendable {
         /// The lease that keeps a frozen tenant open: closed while frozen,
         /// it would reopen unfrozen.
         var frozenLease: (any Sendable)? = nil
+        /// The freeze that ``TenantHost/prepareHandoff(_:)`` returned for
+        /// a frozen tenant: only its end serves the tenant again. Its
+        /// identity, not the freeze: the caller owns the freeze (its
+        /// deinit ends it), and compares only while it holds it.
+        var handoffFreeze: ObjectIdentifier? = nil
     }
 
     private let entries = Mutex<[TenantID: Entry]>([:])

@@ -7,9 +7,12 @@ import PostgresNIO
 /// can write the fleet's tables (drop a `CHECK`, disable a trigger) can
 /// put there what no node writes. A row that fails is a
 /// ``FleetError/invalidRow(table:key:reason:)`` for that tenant or node:
-/// a lookup of it throws, a listing leaves it out, and both log it and
-/// count it in `fleet_invalid_rows_total` (by table), so that the node
-/// stays up, serves the other tenants and claims nothing that can't be one.
+/// a lookup of it throws, a listing leaves it out, and both report it, so
+/// that the node stays up, serves the other tenants and claims nothing
+/// that can't be one. A report logs the row once per process (at `debug`
+/// when it is read again: ``RefusedRows``) and counts every read of it in
+/// `fleet_invalid_rows_total` (by table): a row left in place adds one at
+/// each refresh, so the counter's rate says it is still there.
 extension FleetStore {
     /// The rows that decode, in order; each one that doesn't is reported
     /// (``reportInvalidRow(_:)``) and left out.
@@ -34,10 +37,13 @@ extension FleetStore {
         }
     }
 
-    /// Logs and counts a refused row.
+    /// Counts a refused row's read, and logs the row the first time it is
+    /// refused for that reason (at `debug` afterwards).
     func reportInvalidRow(_ error: any Error) {
         let table = if case let FleetError.invalidRow(table, _, _) = error { table } else { "unknown" }
-        logger.error("refused a row read from PostgreSQL", metadata: ["table": "\(table)", "error": "\(error)"])
+        let description = "\(error)"
+        let level: Logger.Level = refusedRows.isNew(description) ? .error : .debug
+        logger.log(level: level, "refused a row read from PostgreSQL", metadata: ["table": "\(table)", "error": "\(description)"])
         Counter(label: "fleet_invalid_rows_total", dimensions: [("table", table)]).increment()
     }
 }

@@ -14,6 +14,8 @@ struct FleetStore: Sendable {
     /// The longest any statement may take before the caller sees
     /// ``FleetError/unreachable(reason:)``.
     let timeout: Duration
+    /// The invalid rows logged already: shared by the node's stores.
+    var refusedRows = RefusedRows()
 
     /// Runs `body` within ``timeout``; a connection failure or a timeout is
     /// ``FleetError/unreachable(reason:)`` naming the server (no password).

@@ -17,6 +17,7 @@ import GRDBRegistryService
 ///     func prepareHandoff(_ id: TenantID) async throws -> WriteFreeze {
 ///         throw CancellationError()   // a host that can't move tenants
 ///     }
+///     func endHandoff(_ id: TenantID, freeze: WriteFreeze) { freeze.end() }
 ///     func relinquish(_ id: TenantID) async {}
 ///     func created(_ id: TenantID, epoch: UInt64, encrypted: Bool) async throws {}
 /// }
@@ -28,8 +29,13 @@ public protocol FleetTenantHost: Sendable {
     /// `epoch`. Throws: the tenant is unavailable with that reason.
     func acquire(_ id: TenantID, epoch: UInt64, encrypted: Bool, keepLocal: Bool) async throws
     /// Freezes the tenant's writes and waits for the replica to have every
-    /// commit. The fleet ends the returned freeze when the hand-off fails.
+    /// commit. When the hand-off fails, the fleet gives the freeze back to
+    /// ``endHandoff(_:freeze:)``; when it succeeds, the fleet calls
+    /// ``relinquish(_:)``, then ends the freeze.
     func prepareHandoff(_ id: TenantID) async throws -> WriteFreeze
+    /// The hand-off that `freeze` was for failed, and the tenant stays:
+    /// end the freeze and serve the tenant again, as before the hand-off.
+    func endHandoff(_ id: TenantID, freeze: WriteFreeze)
     /// The tenant is no longer ours (handed off, lost): close it, stop
     /// replicating it; its local file is stale.
     func relinquish(_ id: TenantID) async

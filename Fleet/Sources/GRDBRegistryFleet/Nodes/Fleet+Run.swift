@@ -83,7 +83,8 @@ extension Fleet {
         let roundTrip = try await startStore.measureRoundTrip()
         let timing = try LeaseTiming(lease: configuration.lease, renewInterval: configuration.renewInterval, roundTrip: roundTrip)
         try await FleetSchema.prepare(client, startStore: startStore, logger: logger)
-        let store = FleetStore(client: client, url: url, logger: logger, secret: configuration.secret, timeout: timing.statementTimeout)
+        var store = FleetStore(client: client, url: url, logger: logger, secret: configuration.secret, timeout: timing.statementTimeout)
+        store.refusedRows = startStore.refusedRows
         state.withLock {
             $0.store = store
             $0.timing = timing

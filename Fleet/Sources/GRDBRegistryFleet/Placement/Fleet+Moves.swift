@@ -12,28 +12,50 @@ extension Fleet {
     /// try await fleet.move(try TenantID("acme"), to: "n2")
     /// ```
     ///
-    /// - throws: ``FleetError/notOwner(tenant:)`` on any node but the
-    ///   tenant's owner; ``FleetError/unknownNode(_:)`` when `node` is not
-    ///   live and active; ``FleetError/handoffRefused(tenant:reason:)``
-    ///   when the tenant changed meanwhile (the freeze ends, nothing moved).
+    /// A move asked of a node that does not hold the tenant (it was
+    /// claimed elsewhere while this node was paused or cut off, or handed
+    /// off meanwhile) answers from PostgreSQL's row, read then: who owns
+    /// it. A node whose lease it can't confirm (fenced) moves nothing: it
+    /// can't tell whether the tenant is still its own.
+    ///
+    /// - throws: ``FleetError/leaseLost`` while this node is fenced;
+    ///   ``FleetError/notOwner(tenant:owner:)`` on any node but the
+    ///   tenant's owner, or when the tenant changed hands during the
+    ///   hand-off (the freeze ends, nothing moved), naming the owner;
+    ///   ``FleetError/unknownTenant(_:)`` when no tenant has the id;
+    ///   ``FleetError/unknownNode(_:)`` when `node` is not live and active;
+    ///   ``FleetError/handoffRefused(tenant:reason:)`` when `node` stopped
+    ///   taking tenants meanwhile, or the tenant is being restored or
+    ///   handed off here; ``FleetError/unreachable(reason:)`` when
+    ///   PostgreSQL does not answer.
     public func move(_ id: TenantID, to node: String) async throws {
         let store = try store()
+        guard fence.isOpen else { throw FleetError.leaseLost }
         if !state.withLock({ $0.snapshot.activeNodes.contains(node) }) {
             // A node that joined since the last refresh.
             let nodes = try await store.nodes()
             state.withLock { $0.snapshot.replaceNodes(nodes) }
         }
-        try state.withLock { state in
-            guard let tenant = state.local[id], tenant.isReady else {
-                throw FleetError.notOwner(tenant: id.rawValue)
-            }
+        let held = try state.withLock { state -> Bool in
+            guard let tenant = state.local[id], tenant.isReady else { return false }
             guard node != configuration.nodeID else {
                 throw FleetError.handoffRefused(tenant: id.rawValue, reason: "node \(node) already owns it")
             }
             guard state.snapshot.activeNodes.contains(node) else { throw FleetError.unknownNode(node) }
             state.local[id]?.progress = .handingOff
+            return true
         }
+        guard held else { throw try await notHeld(id, store: store) }
         try await handoff(id, to: node, store: store)
+    }
+
+    /// Why this node can't move tenant `id`, which it does not hold ready,
+    /// as PostgreSQL says now: its row may be newer than the snapshot (a
+    /// node resumed after a pause holds the placement from before it).
+    private func notHeld(_ id: TenantID, store: FleetStore) async throws -> FleetError {
+        guard let row = try await store.tenant(id.rawValue) else { return .unknownTenant(id.rawValue) }
+        guard row.owner == configuration.nodeID else { return .notOwner(tenant: id.rawValue, owner: row.owner) }
+        return .handoffRefused(tenant: id.rawValue, reason: "it is being restored or handed off on this node; retry once it is served")
     }
 
     /// Marks `node` draining: it takes no tenant any more, and moves its
@@ -56,7 +78,7 @@ extension Fleet {
     /// On failure, the tenant is served here again.
     func handoff(_ id: TenantID, to target: String, store: FleetStore) async throws {
         let (epoch, session) = try state.withLock { state in
-            guard let tenant = state.local[id] else { throw FleetError.notOwner(tenant: id.rawValue) }
+            guard let tenant = state.local[id] else { throw FleetError.notOwner(tenant: id.rawValue, owner: nil) }
             return (tenant.epoch, state.session)
         }
         func restore() {
@@ -75,13 +97,18 @@ extension Fleet {
         do {
             newEpoch = try await store.handoff(tenant: id.rawValue, nodeID: configuration.nodeID, session: session, epoch: epoch, to: target)
         } catch {
-            freeze.end()
+            host.endHandoff(id, freeze: freeze)
             restore()
             throw error
         }
         guard let newEpoch else {
-            freeze.end()
+            host.endHandoff(id, freeze: freeze)
             restore()
+            // Claimed elsewhere meanwhile (this node paused past its
+            // lease): say who owns it rather than that the move failed.
+            if let row = try? await store.tenant(id.rawValue), row.owner != configuration.nodeID || row.epoch != epoch {
+                throw FleetError.notOwner(tenant: id.rawValue, owner: row.owner)
+            }
             throw FleetError.handoffRefused(tenant: id.rawValue, reason: "it is no longer at epoch \(epoch) on this node, or \(target) is not live and active")
         }
         state.withLock { state in

@@ -43,6 +43,10 @@ final class RecordingHost: FleetTenantHost {
         return try await database.freezeWrites(timeout: .seconds(5))
     }
 
+    func endHandoff(_ id: TenantID, freeze: WriteFreeze) {
+        freeze.end()
+    }
+
     func relinquish(_ id: TenantID) async {
         record.withLock { $0.relinquished.append(id.rawValue) }
         _ = databases.withLock { $0.removeValue(forKey: id.rawValue) }

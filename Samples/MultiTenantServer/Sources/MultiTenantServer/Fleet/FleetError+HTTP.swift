@@ -4,9 +4,10 @@ import Hummingbird
 
 /// The fleet's refusals, answered with their own words (they say what to
 /// do): 404 for an unknown node or tenant, 409 for a tenant in another
-/// state than the request assumed (not owned here, handed off meanwhile,
-/// already existing). 503 with `Retry-After` when this node can't act for
-/// the fleet right now (its lease lapsed, PostgreSQL unreachable): a fixed
+/// state than the request assumed (not owned here, naming the owner;
+/// handed off meanwhile; already existing). 503 with `Retry-After` when
+/// this node can't act for the fleet right now (its lease lapsed or can't
+/// be confirmed, PostgreSQL unreachable): a fixed
 /// message and an error id, the text (PostgreSQL's user, host, port and
 /// database) in the log line with that id (``OperatorFacingError``).
 extension FleetError: @retroactive HTTPResponseError, OperatorFacingError {

@@ -12,7 +12,12 @@ import Hummingbird
 ///   meanwhile), waits for the replica to hold every commit, hands the
 ///   epoch to `n2` in one PostgreSQL statement and closes the tenant;
 ///   `n2` restores it from the replica. `200 {"tenant","to"}` once the
-///   hand-off committed.
+///   hand-off committed. A node that no longer owns the tenant (claimed
+///   elsewhere while it was paused or cut off, or handed off meanwhile)
+///   answers `409` naming the owner PostgreSQL holds now; a node that
+///   can't confirm its lease (fenced: it can't tell whether the tenant is
+///   still its own) or reach PostgreSQL answers `503` with `Retry-After`;
+///   `404` only when no tenant, or no live active node `n2`, exists.
 /// - `POST /fleet/nodes/{id}/drain`: the node takes no tenant any more and
 ///   moves its tenants away one at a time. `202 {"node","state":"draining"}`.
 ///
