@@ -17,7 +17,12 @@ extension RestoreCommand {
         guard let replication = configuration.replication else {
             throw ValidationError("\(config) has no \"replication\" section: there is no replica to restore from.")
         }
-        let restore = LitestreamRestore(configuration: configuration, logger: registryctlLogger())
+        // The run's tenant storage, when its master key can be read; when
+        // it can't, the restore's own attempt reports why, on the tenants
+        // only (a named database is still restored).
+        let storage = configuration.tenants == nil ? nil : try? configuration.tenantStorage()
+        let restore = storage.map { LitestreamRestore(configuration: configuration, storage: $0, logger: registryctlLogger()) }
+            ?? LitestreamRestore(configuration: configuration, logger: registryctlLogger())
         let date = timestamp.flatMap(Self.date(fromTimestamp:))
         var sets = MigrationSets()
         var items: [Item] = []

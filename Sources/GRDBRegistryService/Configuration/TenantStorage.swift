@@ -248,6 +248,14 @@ public struct TenantStorage: Sendable {
         try key(for: id).map { BackupEncryption(key: $0) }
     }
 
+    /// How a restore opens a candidate copy of tenant `id`, wherever it
+    /// was fetched: the key the tenant-key policy derives from that file's
+    /// salt. A copy that breaks the policy fails the restore's verification
+    /// of `database`.
+    func restoreEncryption(for id: TenantID, database: String) -> @Sendable (String) throws -> BackupEncryption? {
+        DatabaseRestore.tenantEncryption(encryption, id: id, database: database)
+    }
+
     // MARK: - Migrations
 
     /// A runner of `set` with the tenants' busy timeout, refusing files of
