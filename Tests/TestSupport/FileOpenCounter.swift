@@ -22,9 +22,12 @@ public final class FileOpenCounter {
         // returns.
         descriptor = inotify_init1(0o4000 | 0o2000000)
         guard descriptor >= 0 else { throw CocoaError(.fileReadUnknown, userInfo: [NSFilePathErrorKey: path]) }
-        // IN_OPEN: queued by the open(2) itself, so an open that returned
-        // is counted by the next `opens()`.
-        guard inotify_add_watch(descriptor, path, 0x20) >= 0 else {
+        // IN_OPEN | IN_CLOSE_NOWRITE: queued by the open(2) and close(2)
+        // themselves, so an open that returned is counted by the next
+        // `opens()`. The closes are watched because inotify merges an
+        // event with an identical one still queued: two opens in a row
+        // would count as one; an open, a close, an open count as two.
+        guard inotify_add_watch(descriptor, path, 0x20 | 0x10) >= 0 else {
             close(descriptor)
             throw CocoaError(.fileReadNoSuchFile, userInfo: [NSFilePathErrorKey: path])
         }
