@@ -62,11 +62,11 @@ extension RestoreCommand {
         } else {
             // Everything the replica has: listed for a file:// replica
             // (others can't be listed without their provider's tools).
-            guard let root = RemovedTenantReplicas(replication: replication).replicaRoot else {
+            guard replication.replicaDirectory != nil else {
                 throw ValidationError("--all needs a file:// replica, which can be listed; \(replication.replica) can't: restore with --tenant ID and --name NAME.")
             }
             for database in configuration.databases where database.key == nil
-                && FileManager.default.fileExists(atPath: root.appendingPathComponent("databases/\(database.name)").path) {
+                && replication.replicaDirectory(forDatabase: database.name).map(FileManager.default.fileExists(atPath:)) == true {
                 try addDatabase(database)
             }
             if configuration.tenants != nil {

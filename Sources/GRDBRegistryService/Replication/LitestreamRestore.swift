@@ -125,11 +125,10 @@ public struct LitestreamRestore: Sendable {
     /// replicas can't be listed without their provider's tools: pass the
     /// ids you know, from your catalog).
     public func replicatedTenants() throws -> [TenantID] {
-        guard let root = RemovedTenantReplicas(replication: try replication).replicaRoot else {
+        guard let folder = try replication.tenantReplicasDirectory else {
             throw ReplicationError.restoreFailed(database: "tenants", reason: "only a file:// replica can be listed; restore tenants by id")
         }
-        let folder = root.appendingPathComponent("tenants")
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []
         return names.sorted().compactMap { try? TenantID($0) }
     }
 
