@@ -12,8 +12,8 @@ struct ConfiguredDatabase: Sendable {
     enum Kind: Sendable {
         /// A named database, with its key source and SQLCipher format.
         case named(RegistryConfiguration.Database)
-        /// A tenant, whose key the tenant-key policy gives.
-        case tenant(TenantEncryption)
+        /// A tenant, whose key its storage gives.
+        case tenant(TenantID, TenantStorage)
     }
 
     /// The configured name, or the tenant id.
@@ -91,7 +91,7 @@ struct ConfigSelectionOptions: ParsableArguments {
         }
         let storage = try configuration.tenantStorage()
         selected += try storage.commandLineSelection(tenant, missingRootIsEmpty: true).map {
-            ConfiguredDatabase(name: $0.rawValue, path: storage.path(of: $0), kind: .tenant(storage.encryption))
+            ConfiguredDatabase(name: $0.rawValue, path: storage.path(of: $0), kind: .tenant($0, storage))
         }
         return selected
     }

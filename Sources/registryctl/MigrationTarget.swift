@@ -1,13 +1,15 @@
 import Foundation
 import GRDBCipher
 import GRDBMigrations
+import GRDBRegistry
 import GRDBRegistryService
 
 /// One database a ``MigrationBatch`` works on.
 ///
 /// ```swift
-/// let target = MigrationTarget(name: "acme", path: "tenants/acme.sqlite", set: playersSet,
-///                              encryption: .tenant(try configuration.tenantEncryption()))
+/// let acme = try TenantID("acme")
+/// let target = MigrationTarget(name: acme.rawValue, path: storage.path(of: acme), set: playersSet,
+///                              encryption: .tenant(acme, storage))
 /// ```
 struct MigrationTarget: Sendable {
     /// How the target's key is found.
@@ -17,8 +19,8 @@ struct MigrationTarget: Sendable {
         case plain
         /// A named database, the source of its key and its SQLCipher format.
         case key(KeySource, cipher: RegistryConfiguration.Cipher = RegistryConfiguration.Cipher())
-        /// A tenant, whose key the tenant-key policy gives.
-        case tenant(TenantEncryption)
+        /// A tenant, whose key its storage gives.
+        case tenant(TenantID, TenantStorage)
     }
 
     /// A display name: the configured name, or the tenant id.
@@ -62,8 +64,8 @@ struct MigrationTarget: Sendable {
             return nil
         case .key(let source, _):
             return try CipherKey(source.read(environment: environment))
-        case .tenant(let policy):
-            return try policy.key(forTenant: name, atPath: path)
+        case .tenant(let id, let storage):
+            return try storage.key(for: id)
         }
     }
 }

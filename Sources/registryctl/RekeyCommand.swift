@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import GRDBCipher
 import GRDBMigrations
+import GRDBRegistry
 import GRDBRegistryService
 
 /// `registryctl rekey`: one encrypted file, or the key of a configured
@@ -171,7 +172,7 @@ struct RekeyPlan: Sendable {
             newMasterKey = nil
             return
         }
-        guard let old = try configuration.tenantEncryption().masterKey else {
+        guard configuration.tenants != nil, let old = try configuration.tenantStorage().encryption.masterKey else {
             throw RekeyError(message: "the configuration has no tenants.masterKey: its tenants are plain, there is no master key to rotate")
         }
         let new = try TenantMasterKey(newSecret)
@@ -210,9 +211,9 @@ struct RekeyPlan: Sendable {
                 throw RekeyError(message: "\(path) opens with neither the configured key nor the new one: another key, or a damaged first page. The file was not modified.")
             }
             return .rekeyed
-        case .tenant(let encryption):
+        case .tenant(let id, let storage):
             guard let newMasterKey else { throw RekeyError(message: "no new master key") }
-            return try encryption.rekey(tenant: database.name, atPath: path, to: newMasterKey)
+            return try storage.encryption.rekey(tenant: id.rawValue, atPath: path, to: newMasterKey)
         }
     }
 }

@@ -30,7 +30,7 @@ struct ReplicaStoreTenants {
     init?(configuration: RegistryConfiguration) throws {
         guard configuration.tenants != nil, let replication = configuration.replication, replication.replicaDirectory != nil else { return nil }
         storage = try configuration.tenantStorage()
-        let restore = LitestreamRestore(configuration: configuration, logger: registryctlLogger())
+        let restore = LitestreamRestore(configuration: configuration, storage: storage, logger: registryctlLogger())
         let replicated = try restore.replicatedTenants()
         let onDisk = Set(try storage.selection(nil).tenants)
         epochs = [:]

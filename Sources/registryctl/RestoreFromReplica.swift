@@ -17,7 +17,12 @@ extension RestoreCommand {
         guard let replication = configuration.replication else {
             throw ValidationError("\(config) has no \"replication\" section: there is no replica to restore from.")
         }
-        let restore = LitestreamRestore(configuration: configuration, logger: registryctlLogger())
+        // The run's tenant storage, when its master key can be read; when
+        // it can't, the restore's own attempt reports why, on the tenants
+        // only (a named database is still restored).
+        let storage = configuration.tenants == nil ? nil : try? configuration.tenantStorage()
+        let restore = storage.map { LitestreamRestore(configuration: configuration, storage: $0, logger: registryctlLogger()) }
+            ?? LitestreamRestore(configuration: configuration, logger: registryctlLogger())
         let date = timestamp.flatMap(Self.date(fromTimestamp:))
         var sets = MigrationSets()
         var items: [Item] = []
@@ -57,11 +62,11 @@ extension RestoreCommand {
         } else {
             // Everything the replica has: listed for a file:// replica
             // (others can't be listed without their provider's tools).
-            guard let root = RemovedTenantReplicas(replication: replication).replicaRoot else {
+            guard replication.replicaDirectory != nil else {
                 throw ValidationError("--all needs a file:// replica, which can be listed; \(replication.replica) can't: restore with --tenant ID and --name NAME.")
             }
             for database in configuration.databases where database.key == nil
-                && FileManager.default.fileExists(atPath: root.appendingPathComponent("databases/\(database.name)").path) {
+                && replication.replicaDirectory(forDatabase: database.name).map(FileManager.default.fileExists(atPath:)) == true {
                 try addDatabase(database)
             }
             if configuration.tenants != nil {

@@ -159,7 +159,7 @@ struct TargetOptions: ParsableArguments {
         ids.map {
             MigrationTarget(
                 name: $0.rawValue, path: storage.path(of: $0), set: set,
-                encryption: .tenant(storage.encryption), busyTimeout: storage.busyTimeout)
+                encryption: .tenant($0, storage), busyTimeout: storage.busyTimeout)
         }
     }
 

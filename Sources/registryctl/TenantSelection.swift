@@ -1,6 +1,7 @@
 import ArgumentParser
 import GRDBRegistry
 import GRDBRegistryService
+import Synchronization
 
 extension TenantStorage {
     /// The tenants a command works on (`--tenant`, or all of them), with
@@ -32,12 +33,35 @@ extension TenantStorage {
 
 extension RegistryConfiguration {
     /// The storage of the configuration's tenants, with no `tenants`
-    /// section as a usage error.
+    /// section as a usage error: built at the first call of the run, then
+    /// the same one for every part of the command (its targets, its
+    /// replica store, its restores, its re-key), so that the master key is
+    /// read once, and every part sees the same key.
     func tenantStorage() throws -> TenantStorage {
-        do {
-            return try TenantStorage(configuration: self)
-        } catch TenantError.notConfigured {
-            throw ValidationError("The configuration has no \"tenants\" section.")
+        try CommandTenantStorage.run.storage(of: self)
+    }
+}
+
+/// The tenant storages of this run, one per configuration. registryctl
+/// runs one command per process, so this is the command's: a key file
+/// that changes while it runs takes effect at the next run, as for the
+/// daemon (``TenantStorage/encryption``).
+final class CommandTenantStorage: Sendable {
+    static let run = CommandTenantStorage()
+
+    private let built = Mutex<[(configuration: RegistryConfiguration, storage: TenantStorage)]>([])
+
+    func storage(of configuration: RegistryConfiguration) throws -> TenantStorage {
+        try built.withLock { built in
+            if let storage = built.first(where: { $0.configuration == configuration })?.storage { return storage }
+            let storage: TenantStorage
+            do {
+                storage = try TenantStorage(configuration: configuration)
+            } catch TenantError.notConfigured {
+                throw ValidationError("The configuration has no \"tenants\" section.")
+            }
+            built.append((configuration, storage))
+            return storage
         }
     }
 }

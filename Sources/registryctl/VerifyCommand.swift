@@ -3,6 +3,7 @@ import Foundation
 import GRDB
 import GRDBCipher
 import GRDBMigrations
+import GRDBRegistry
 import GRDBRegistryService
 
 /// `registryctl verify`: one encrypted file, or every database of a
@@ -184,11 +185,11 @@ struct VerifyCommand: ParsableCommand {
                 if encrypted == true { throw TenantEncryptionError.encryptedWithoutKey(path: database.path) }
                 key = nil
             }
-        case .tenant(let encryption):
+        case .tenant(let id, let storage):
             guard encrypted != nil else { throw VerifyError(message: "\(database.path) is empty: it is not a database") }
             // Refuses a plain tenant under a master key (unless allowed),
             // and an encrypted one without a master key.
-            key = try encryption.key(forTenant: database.name, atPath: database.path)
+            key = try storage.key(for: id)
         }
         guard let key else {
             try checkPlain(database.path)

@@ -148,4 +148,40 @@ import Testing
         let verify = try Registryctl.run(["verify", "--config", config], environment: environment)
         #expect(verify.status == 0 && verify.stdout.contains("legacy: ok (encrypted: compatibility 3, cipher_page_size 1024"), "\(verify.stdout)\(verify.stderr)")
     }
+
+    /// One run, one read of the master key: every part of `verify` and of
+    /// `status` (the tenants, their keys, the replica store beside them)
+    /// uses the run's one tenant storage. Counted from the outside: the
+    /// opens of the key file by the registryctl process.
+    @Test func aRegistryctlRunReadsTheMasterKeyOnce() async throws {
+        let directory = try TemporaryDirectory()
+        let keyFile = directory.path("master.key")
+        #expect(FileManager.default.createFile(atPath: keyFile, contents: Data(Self.masterKey.utf8), attributes: [.posixPermissions: 0o600]))
+        try FileManager.default.createDirectory(atPath: directory.path("data/tenants"), withIntermediateDirectories: true)
+        let tenants = """
+            "tenants": {"root": "data/tenants", "migrations": "\(Self.playersSet)", "masterKey": {"file": "\(keyFile)"}}
+            """
+        // The daemon's data: the encrypted tenant `vault`.
+        let configuration = try RegistryConfiguration.parse(Data("{\(tenants)}".utf8), baseDirectory: directory.url, environment: [:])
+        let service = DatabaseService(configuration: configuration, environment: [:], logger: Logger(label: "test"))
+        let directoryOfTenants = try service.tenants(of: PlayerRepository.self)
+        let vault = try TenantID("vault")
+        try directoryOfTenants.provision(vault, configuration: service.tenantConfiguration(for: vault, encrypted: true))
+        _ = try await directoryOfTenants.withRepository(vault) { try await $0.add(name: "VAULT_MARKER") }
+        directoryOfTenants.closeIdleTenants()
+        #expect(CipherDatabase.isEncrypted(atPath: directory.path("data/tenants/vault.sqlite")) == true)
+
+        // A replicated configuration: status and verify also read the
+        // replica store beside the tenants.
+        let config = directory.path("registry.json")
+        try Data("{\(tenants), \"replication\": {\"replica\": \"replica\", \"encryptedBackupDirectory\": \"backups\"}}".utf8).write(to: URL(fileURLWithPath: config))
+        let reads = try FileOpenCounter(path: keyFile)
+        for command in ["verify", "status"] {
+            let before = reads.opens()
+            let result = try Registryctl.run([command, "--config", config, "--json"])
+            #expect(result.status == 0, "\(command): \(result.stdout)\(result.stderr)")
+            #expect(result.stdout.contains("vault"), "\(command): \(result.stdout)")
+            #expect(reads.opens() - before == 1, "\(command)")
+        }
+    }
 }

@@ -106,7 +106,7 @@ public final class BackupSet: Sendable {
             throw BackupError.fileSystem(path: folder.path, operation: "create directory", reason: "\(error)")
         }
         // The span names the database as the library does (`tenants/<id>`).
-        let copy = try tracing.withSpan(.backup, database: kind == .tenant ? "tenants/\(name)" : name) { _ in
+        let copy = try tracing.withSpan(.backup, database: kind == .tenant ? TenantID.databaseNamePrefix + name : name) { _ in
         try DatabaseBackup.backUp(
             reader, to: directory.appendingPathComponent(relativePath), encryption: encryption, name: "\(kind.rawValue) \(name)")
         }

@@ -4,7 +4,11 @@ import GRDB
 // The files of a tenant directory: where each tenant lives (as
 // ``TenantLayout`` says), and their creation and removal.
 extension TenantDirectory {
-    /// The path of the database of `id`.
+    /// The path of the database of `id`: its layout's
+    /// (``TenantLayout/path(of:)``, the one owner of that path).
+    ///
+    /// - throws: ``TenantError/notConfigured`` for a directory without a
+    ///   layout.
     public func path(of id: TenantID) throws -> String {
         guard let layout else { throw TenantError.notConfigured }
         return layout.path(of: id)

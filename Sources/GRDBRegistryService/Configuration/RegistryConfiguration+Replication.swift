@@ -173,6 +173,65 @@ extension RegistryConfiguration {
             return String(replica.dropFirst("file://".count))
         }
 
+        // The same layout as the replica URLs, as paths of a `file://`
+        // replica and of the encrypted backup directory: the files this
+        // process lists, moves or writes itself. Nil when there is no
+        // such directory.
+
+        /// `<replica path>/tenants`: the folder of every tenant's replica.
+        package var tenantReplicasDirectory: String? {
+            replicaDirectory.map { URL(fileURLWithPath: $0).appendingPathComponent("tenants").path }
+        }
+
+        /// `<replica path>/tenants/<id>`: tenant `id`'s replica
+        /// (``replicaURL(forTenant:)``), or in a fleet the folder of its
+        /// epoch folders (``replicaURL(forTenant:epoch:)``).
+        package func replicaDirectory(forTenant id: String) -> String? {
+            tenantReplicasDirectory.map { URL(fileURLWithPath: $0).appendingPathComponent(id).path }
+        }
+
+        /// `<replica path>/databases/<name>`: the replica of the named
+        /// database `name` (``replicaURL(forDatabase:)``).
+        package func replicaDirectory(forDatabase name: String) -> String? {
+            replicaDirectory.map { URL(fileURLWithPath: $0).appendingPathComponent("databases").appendingPathComponent(name).path }
+        }
+
+        /// `<replica path>/tenants/<id>/epoch-<epoch>/encrypted.sqlite`:
+        /// the encrypted backup of the encrypted tenant `id` owned at
+        /// `epoch`, in a fleet (``encryptedReplicaFileName``).
+        package func encryptedReplicaPath(forTenant id: String, epoch: UInt64) -> String? {
+            replicaDirectory(forTenant: id).map {
+                URL(fileURLWithPath: $0).appendingPathComponent(Self.epochFolderName(epoch))
+                    .appendingPathComponent(Self.encryptedReplicaFileName).path
+            }
+        }
+
+        /// `<encryptedBackupDirectory>/<name>.sqlite`: the scheduled
+        /// encrypted backup of the named database `name`.
+        package func encryptedBackupPath(forDatabase name: String) -> String? {
+            encryptedBackupDirectory.map { URL(fileURLWithPath: $0).appendingPathComponent(name + ".sqlite").path }
+        }
+
+        /// `<encryptedBackupDirectory>/tenants/<id>.sqlite`: the scheduled
+        /// encrypted backup of tenant `id`.
+        package func encryptedBackupPath(forTenant id: String) -> String? {
+            encryptedBackupDirectory.map {
+                URL(fileURLWithPath: $0).appendingPathComponent("tenants").appendingPathComponent(id + ".sqlite").path
+            }
+        }
+
+        /// `<replica path>/removed/tenants`: where the replicas of removed
+        /// tenants are kept for ``removedTenantRetention``.
+        package var removedTenantReplicasDirectory: String? {
+            replicaDirectory.map { URL(fileURLWithPath: $0).appendingPathComponent("removed/tenants").path }
+        }
+
+        /// `<encryptedBackupDirectory>/removed/tenants`: where the
+        /// encrypted backups of removed tenants are kept.
+        package var removedTenantBackupsDirectory: String? {
+            encryptedBackupDirectory.map { URL(fileURLWithPath: $0).appendingPathComponent("removed/tenants").path }
+        }
+
         /// How long acknowledged writes may be lost when the node dies
         /// with its disk: zero for ``Acknowledgements/durable``; otherwise,
         /// for a plain tenant, Litestream's WAL monitor interval plus its

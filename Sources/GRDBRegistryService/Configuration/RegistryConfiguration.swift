@@ -239,6 +239,13 @@ public struct RegistryConfiguration: Sendable, Equatable {
     /// - returns: One line per problem, naming where it is; empty when the
     ///   configuration can run.
     public func problems(environment: [String: String] = ProcessInfo.processInfo.environment) -> [String] {
+        problems(environment: environment, readingMasterKey: true)
+    }
+
+    /// The problems of ``problems(environment:)``; with `readingMasterKey`
+    /// false, without the master key's: a service checks it by building
+    /// its ``TenantStorage``, which reads it once for the whole process.
+    func problems(environment: [String: String], readingMasterKey: Bool) -> [String] {
         var problems: [String] = []
         func checkDirectory(_ path: String, _ what: String) {
             var isDirectory: ObjCBool = false
@@ -256,7 +263,7 @@ public struct RegistryConfiguration: Sendable, Equatable {
         }
         if let tenants {
             if let migrations = tenants.migrations { checkDirectory(migrations, "tenants.migrations") }
-            if let source = tenants.masterKey {
+            if readingMasterKey, let source = tenants.masterKey {
                 do {
                     _ = try TenantMasterKey(source.read(environment: environment))
                 } catch {

@@ -127,7 +127,9 @@ public struct TenantStorage: Sendable {
         id.databaseName
     }
 
-    /// The database file of tenant `id`.
+    /// The database file of tenant `id`: the layout's
+    /// (``/GRDBRegistry/TenantLayout/path(of:)``, the one owner of that
+    /// path).
     public func path(of id: TenantID) -> String {
         layout.path(of: id)
     }
@@ -248,6 +250,14 @@ public struct TenantStorage: Sendable {
         try key(for: id).map { BackupEncryption(key: $0) }
     }
 
+    /// How a restore opens a candidate copy of tenant `id`, wherever it
+    /// was fetched: the key the tenant-key policy derives from that file's
+    /// salt. A copy that breaks the policy fails the restore's verification
+    /// of `database`.
+    func restoreEncryption(for id: TenantID, database: String) -> @Sendable (String) throws -> BackupEncryption? {
+        DatabaseRestore.tenantEncryption(encryption, id: id, database: database)
+    }
+
     // MARK: - Migrations
 
     /// A runner of `set` with the tenants' busy timeout, refusing files of
@@ -310,26 +320,18 @@ public struct TenantStorage: Sendable {
     /// // /srv/replica/tenants/acme/epoch-00000000000000000003/encrypted.sqlite
     /// ```
     public func encryptedReplicaPath(for id: TenantID, epoch: UInt64) -> String? {
-        replicaEpochsDirectory(for: id).map {
-            URL(fileURLWithPath: $0)
-                .appendingPathComponent(RegistryConfiguration.Replication.epochFolderName(epoch))
-                .appendingPathComponent(RegistryConfiguration.Replication.encryptedReplicaFileName).path
-        }
+        replication?.encryptedReplicaPath(forTenant: id.rawValue, epoch: epoch)
     }
 
     /// The folder that holds the epoch folders of tenant `id` in a
     /// `file://` replica store (`<replica path>/tenants/<id>`), or nil.
     public func replicaEpochsDirectory(for id: TenantID) -> String? {
-        replication?.replicaDirectory.map {
-            URL(fileURLWithPath: $0).appendingPathComponent("tenants").appendingPathComponent(id.rawValue).path
-        }
+        replication?.replicaDirectory(forTenant: id.rawValue)
     }
 
     /// The scheduled encrypted backup of tenant `id`:
     /// `<encryptedBackupDirectory>/tenants/<id>.sqlite`.
     public func encryptedBackupPath(for id: TenantID) -> String? {
-        replication?.encryptedBackupDirectory.map {
-            URL(fileURLWithPath: $0).appendingPathComponent("\(id.databaseName).\(TenantLayout.fileExtension)").path
-        }
+        replication?.encryptedBackupPath(forTenant: id.rawValue)
     }
 }

@@ -69,6 +69,6 @@ final class ServiceMetrics: Sendable {
     /// tenants are to whoever reads the metrics, and make one series per
     /// tenant; the log names the tenant.
     static func label(of database: String) -> String {
-        database.hasPrefix("tenants/") ? "tenants" : database
+        database.hasPrefix(TenantID.databaseNamePrefix) ? "tenants" : database
     }
 }

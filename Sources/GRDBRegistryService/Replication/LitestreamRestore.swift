@@ -36,6 +36,7 @@ import Tracing
 /// ### Restoring
 ///
 /// - ``init(configuration:environment:logger:tracer:)``
+/// - ``init(configuration:storage:environment:logger:tracer:)``
 /// - ``restore(database:at:checks:)``
 /// - ``restore(tenant:at:checks:)``
 /// - ``restoreRemoved(tenant:at:checks:)``
@@ -73,10 +74,44 @@ public struct LitestreamRestore: Sendable {
         configuration: RegistryConfiguration, environment: [String: String] = ProcessInfo.processInfo.environment,
         logger: Logger, tracer: any Tracer = NoOpTracer()
     ) {
+        self.init(
+            configuration: configuration, environment: environment, logger: logger, tracer: tracer,
+            storage: Result { try TenantStorage(configuration: configuration, environment: environment) })
+    }
+
+    /// A restore that uses `storage` for every tenant question (file, key,
+    /// replica), so that a process that already built its
+    /// ``TenantStorage`` does not read the master key again: a
+    /// ``DatabaseService``'s ``DatabaseService/tenantHost(of:restoreChecks:acknowledgements:environment:freezeTimeout:tracer:)``
+    /// gives its restore the service's storage.
+    ///
+    /// ```swift
+    /// let storage = try TenantStorage(configuration: configuration)
+    /// let restore = LitestreamRestore(configuration: configuration, storage: storage, logger: logger)
+    /// ```
+    ///
+    /// - parameter configuration: As in ``init(configuration:environment:logger:tracer:)``.
+    /// - parameter storage: The storage of `configuration`'s tenants.
+    /// - parameter environment: Where Litestream's credentials are read.
+    /// - parameter logger: Where each restore is logged.
+    /// - parameter tracer: Where the `sqlite.restore` span of each restore
+    ///   goes: none by default.
+    public init(
+        configuration: RegistryConfiguration, storage: TenantStorage,
+        environment: [String: String] = ProcessInfo.processInfo.environment,
+        logger: Logger, tracer: any Tracer = NoOpTracer()
+    ) {
+        self.init(configuration: configuration, environment: environment, logger: logger, tracer: tracer, storage: .success(storage))
+    }
+
+    private init(
+        configuration: RegistryConfiguration, environment: [String: String], logger: Logger, tracer: any Tracer,
+        storage: Result<TenantStorage, any Error>
+    ) {
         self.configuration = configuration
         self.environment = environment
         self.pipeline = DatabaseRestore(logger: logger, tracer: tracer)
-        self.storage = Result { try TenantStorage(configuration: configuration, environment: environment) }
+        self.storage = storage
     }
 
     private var replication: RegistryConfiguration.Replication {
@@ -90,11 +125,10 @@ public struct LitestreamRestore: Sendable {
     /// replicas can't be listed without their provider's tools: pass the
     /// ids you know, from your catalog).
     public func replicatedTenants() throws -> [TenantID] {
-        guard let root = RemovedTenantReplicas(replication: try replication).replicaRoot else {
+        guard let folder = try replication.tenantReplicasDirectory else {
             throw ReplicationError.restoreFailed(database: "tenants", reason: "only a file:// replica can be listed; restore tenants by id")
         }
-        let folder = root.appendingPathComponent("tenants")
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []
         return names.sorted().compactMap { try? TenantID($0) }
     }
 
@@ -365,7 +399,7 @@ public struct LitestreamRestore: Sendable {
             }
             guard let url = storage.replicaURL(for: id, epoch: newest.epoch) else { throw ReplicationError.notConfigured }
             let candidate = DatabaseRestore.Candidate(tenant: id, source: url, layout: storage.layout)
-            let key = DatabaseRestore.tenantEncryption(storage.encryption, id: id, database: candidate.displayName)
+            let key = storage.restoreEncryption(for: id, database: candidate.displayName)
             report = try restore(candidate, at: nil, encryption: key, destinationEncryption: key, checks: checks, force: force)
         }
         // Litestream's positions of the file it replaced would describe
@@ -387,7 +421,7 @@ public struct LitestreamRestore: Sendable {
         let candidate = DatabaseRestore.Candidate(tenant: id, source: replicaURL, layout: storage.layout)
         // Replicas hold plain tenants: the tenant-key policy refuses the
         // plain file when it would refuse it at open.
-        let key = DatabaseRestore.tenantEncryption(storage.encryption, id: id, database: candidate.displayName)
+        let key = storage.restoreEncryption(for: id, database: candidate.displayName)
         return try restore(candidate, at: date, encryption: key, checks: checks)
     }
 

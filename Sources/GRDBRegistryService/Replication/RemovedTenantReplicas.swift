@@ -48,28 +48,17 @@ package struct RemovedTenantReplicas: Sendable {
         self.replication = replication
     }
 
-    /// The directory of a `file://` replica, or nil for another scheme
-    /// (which can't be listed without its provider's tools).
-    ///
-    /// ```swift
-    /// let tenants = RemovedTenantReplicas(replication: replication).replicaRoot?.appendingPathComponent("tenants")
-    /// ```
-    package var replicaRoot: URL? {
-        guard replication.replica.hasPrefix("file://") else { return nil }
-        return URL(fileURLWithPath: String(replication.replica.dropFirst("file://".count)))
-    }
-
     private var removedReplicas: URL? {
-        replicaRoot?.appendingPathComponent("removed/tenants")
+        replication.removedTenantReplicasDirectory.map { URL(fileURLWithPath: $0) }
     }
 
     private var removedBackups: URL? {
-        replication.encryptedBackupDirectory.map { URL(fileURLWithPath: $0).appendingPathComponent("removed/tenants") }
+        replication.removedTenantBackupsDirectory.map { URL(fileURLWithPath: $0) }
     }
 
     /// Moves aside (or, with a zero retention, deletes) the replica and the
     /// encrypted backup of tenant `id`, removed at `removedAt`, from where
-    /// `storage` keeps them (``TenantStorage/replicaURL(for:)``,
+    /// `storage` keeps them (its replication's replica directory of `id`,
     /// ``TenantStorage/encryptedBackupPath(for:)``).
     ///
     /// - returns: What was kept, or nil when there was nothing to keep.
@@ -77,8 +66,8 @@ package struct RemovedTenantReplicas: Sendable {
     func keep(_ id: TenantID, from storage: TenantStorage, removedAt: Date) throws -> Entry? {
         let stamp = Self.stamp(removedAt)
         var entry = Entry(tenant: id, removedAt: Self.date(fromStamp: stamp) ?? removedAt)
-        if let removed = removedReplicas, let url = storage.replicaURL(for: id), url.hasPrefix("file://") {
-            let replica = URL(fileURLWithPath: String(url.dropFirst("file://".count)))
+        if let removed = removedReplicas, let path = storage.replication?.replicaDirectory(forTenant: id.rawValue) {
+            let replica = URL(fileURLWithPath: path)
             if FileManager.default.fileExists(atPath: replica.path) {
                 if replication.removedTenantRetention == .zero {
                     try FileManager.default.removeItem(at: replica)

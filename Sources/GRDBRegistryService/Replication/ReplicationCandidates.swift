@@ -101,9 +101,7 @@ final class ReplicationCandidates: Sendable {
             let source = database.key
             candidates.append(ReplicationCandidate(
                 name: database.name, path: database.path, replicaURL: replication.replicaURL(forDatabase: database.name),
-                encryptedBackupPath: replication.encryptedBackupDirectory.map {
-                    URL(fileURLWithPath: $0).appendingPathComponent(database.name + ".sqlite").path
-                },
+                encryptedBackupPath: replication.encryptedBackupPath(forDatabase: database.name),
                 key: {
                     guard let source else { return nil }
                     return try BackupEncryption(

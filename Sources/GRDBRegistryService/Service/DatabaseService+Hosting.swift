@@ -54,7 +54,9 @@ extension DatabaseService {
         return TenantHost(
             directory: directory, ownership: ownership, replicator: replicator,
             acknowledgements: acknowledgements ?? ReplicaAcknowledgements(replicator: replicator),
-            restore: LitestreamRestore(configuration: configuration, environment: environment ?? self.environment, logger: logger, tracer: tracer),
+            restore: LitestreamRestore(
+                configuration: configuration, storage: try tenantStorage(), environment: environment ?? self.environment,
+                logger: logger, tracer: tracer),
             restoreChecks: restoreChecks, freezeTimeout: freezeTimeout, logger: logger)
     }
 }

@@ -36,7 +36,16 @@ extension DatabaseService {
 
     /// Every problem at once, before any database is touched.
     private func checkConfiguration() throws {
-        var problems = configuration.problems(environment: environment)
+        var problems = configuration.problems(environment: environment, readingMasterKey: false)
+        // The master key is checked by building the storage every tenant,
+        // the replicator and the restores then use: read once.
+        if configuration.tenants != nil {
+            do {
+                _ = try tenantStorage()
+            } catch DatabaseServiceError.invalidConfiguration(let keyProblems) {
+                problems += keyProblems
+            }
+        }
         for database in configuration.databases {
             if database.migrations != nil, configuration.migrationMode != .skip, hooks.migrationSet == nil {
                 problems.append("databases.\(database.name).migrations: no migration loader (DatabaseService.Hooks.migrationSet)")

@@ -135,7 +135,7 @@ public struct FileDescriptorBudget: Sendable, Equatable, CustomStringConvertible
     ///
     /// ```swift
     /// do { try await teams.lease(id) } catch {
-    ///     throw FileDescriptorBudget.diagnose(error, database: "tenants/\(id)") ?? error
+    ///     throw FileDescriptorBudget.diagnose(error, database: id.databaseName) ?? error
     /// }
     /// ```
     public static func diagnose(_ error: any Error, database: String) -> DatabaseServiceError? {

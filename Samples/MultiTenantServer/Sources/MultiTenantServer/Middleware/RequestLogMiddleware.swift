@@ -105,8 +105,8 @@ struct RequestLogMiddleware<Context: RequestContext>: RouterMiddleware {
     static func genericMessage(_ status: HTTPResponse.Status, path: String) -> String {
         let database = database(of: path)
         switch status {
-        case .serviceUnavailable where database.hasPrefix("tenants/"):
-            return "Tenant \(database.dropFirst("tenants/".count)) is unavailable: its database needs the operator, who will find the cause in the server log by the error id."
+        case .serviceUnavailable where database.hasPrefix(TenantID.databaseNamePrefix):
+            return "Tenant \(database.dropFirst(TenantID.databaseNamePrefix.count)) is unavailable: its database needs the operator, who will find the cause in the server log by the error id."
         case .serviceUnavailable:
             return "The service is unavailable: retry later."
         default:
@@ -118,7 +118,7 @@ struct RequestLogMiddleware<Context: RequestContext>: RouterMiddleware {
     /// catalog otherwise.
     static func database(of path: String) -> String {
         let components = path.split(separator: "/")
-        if components.count >= 2, components[0] == "tenants" { return "tenants/\(components[1])" }
+        if components.count >= 2, components[0] == "tenants" { return TenantID.databaseNamePrefix + components[1] }
         return "catalog"
     }
 }

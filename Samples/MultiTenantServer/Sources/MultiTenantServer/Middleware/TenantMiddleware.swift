@@ -40,7 +40,7 @@ struct TenantMiddleware: RouterMiddleware {
         } catch {
             // "unable to open database file" when the process is out of
             // descriptors: the log says so (EMFILE), the client gets 503.
-            if let exhausted = FileDescriptorBudget.diagnose(error, database: "tenants/\(requested)") {
+            if let exhausted = FileDescriptorBudget.diagnose(error, database: TenantID.databaseNamePrefix + requested) {
                 throw DescriptorsExhausted(cause: exhausted)
             }
             throw error

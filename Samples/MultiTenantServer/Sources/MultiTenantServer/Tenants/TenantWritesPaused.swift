@@ -1,4 +1,5 @@
 import Foundation
+import GRDBRegistry
 import Hummingbird
 
 /// 503 with `Retry-After: 1`: a write to a tenant whose writes are paused
@@ -27,7 +28,7 @@ struct TenantWritesPaused: ClientFacingError, CustomStringConvertible {
     static let retryAfterSeconds = 1
 
     var tenant: String {
-        database.hasPrefix("tenants/") ? String(database.dropFirst("tenants/".count)) : database
+        TenantID(databaseName: database)?.rawValue ?? database
     }
 
     var status: HTTPResponse.Status { .serviceUnavailable }
