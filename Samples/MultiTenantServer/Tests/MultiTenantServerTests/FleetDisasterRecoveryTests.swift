@@ -67,7 +67,9 @@ import Testing
                 // and epoch 1 holds an older state.
                 for id in ["acme", "vault"] {
                     let move = try await FleetModeTests.send(n1.baseURL, .POST, "/fleet/tenants/\(id)/move", json: #"{"to":"n2"}"#, token: ServerProcess.operatorToken)
-                    try #require(move.status == 200, "\(move.body)")
+                    // The fleet may have moved it there itself (a join
+                    // takes its share): 409 naming n2 is the same outcome.
+                    try #require(move.status == 200 || (move.status == 409 && move.body.contains("n2 already owns it")), "\(move.body)")
                 }
                 for id in ["acme", "vault"] {
                     try await FleetModeTests.eventually("\(id) answers on n2 after its move") {
