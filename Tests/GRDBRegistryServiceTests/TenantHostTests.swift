@@ -11,10 +11,7 @@ import Testing
 /// that changes nothing.
 @Suite(.serialized) struct TenantHostTests {
     @Test func stepsOutOfOrderAreRefusedWithATypedErrorAndChangeNothing() async throws {
-        let directory = try TemporaryDirectory()
-        let replica = directory.url.appendingPathComponent("replica")
-        let configuration = try EpochReplicationTests.nodeConfiguration(directory, node: "a", replica: replica)
-        let node = try ReplicatedDaemon(configuration: configuration, scanInterval: .seconds(3600), hosting: true)
+        let (directory, node) = try Self.hostingNode()
         let host = try #require(node.host), tenants = node.tenants, ownership = node.service.ownership
         let acme = try TenantID("acme")
 
@@ -88,10 +85,7 @@ import Testing
     /// takes writes, and a second hand-off freezes it. A freeze of an
     /// earlier hand-off, given back late, leaves the later one alone.
     @Test func aFailedHandoffEndedByTheFleetServesTheTenantAgain() async throws {
-        let directory = try TemporaryDirectory()
-        let replica = directory.url.appendingPathComponent("replica")
-        let configuration = try EpochReplicationTests.nodeConfiguration(directory, node: "a", replica: replica)
-        let node = try ReplicatedDaemon(configuration: configuration, scanInterval: .seconds(3600), hosting: true)
+        let (directory, node) = try Self.hostingNode()
         let host = try #require(node.host), tenants = node.tenants, ownership = node.service.ownership
         let acme = try TenantID("acme")
 
@@ -136,5 +130,14 @@ import Testing
         #expect(throws: DatabaseServiceError.self) {
             _ = try hosting.service.tenantHost(of: PlayerRepository.self, restoreChecks: .init())
         }
+    }
+
+    /// A daemon that hosts its tenants, replicating to a folder of its
+    /// scratch directory (kept alive by the caller).
+    private static func hostingNode() throws -> (TemporaryDirectory, ReplicatedDaemon) {
+        let directory = try TemporaryDirectory()
+        let replica = directory.url.appendingPathComponent("replica")
+        let configuration = try EpochReplicationTests.nodeConfiguration(directory, node: "a", replica: replica)
+        return (directory, try ReplicatedDaemon(configuration: configuration, scanInterval: .seconds(3600), hosting: true))
     }
 }

@@ -84,104 +84,118 @@ struct TenantHostTests {
     /// through the restore pipeline, and serves every replicated write;
     /// its own writes go to its own epoch folder.
     @Test func tenantOfADeadNodeIsRestoredFromItsReplicaOnASurvivor() async throws {
-        guard FileManager.default.isExecutableFile(atPath: ServiceNode.litestream) else {
-            Issue.record("Litestream is missing at \(ServiceNode.litestream): run scripts/bootstrap")
-            return
-        }
-        let url = try await TestPostgres.newDatabase()
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("fleet-host-\(UUID().uuidString.prefix(8))")
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let n1 = try ServiceNode("n1", postgres: url, directory: directory)
-        try await n1.fleet.waitUntilJoined()
-        let acme = try TenantID("acme")
-        let teams1 = n1.teams
-        _ = try await n1.fleet.createTenant(id: acme, encrypted: false) {
-            try teams1.provision(acme)
-        }
-        #expect(try await n1.fleet.route(acme) == .local)
-        for index in 1...5 {
-            _ = try await n1.teams.withRepository(acme) { try await $0.add(name: "p\(index)", score: index) }
-        }
-        // What a durable acknowledgement waits for.
-        let synced = try await n1.replicator.sync(path: try n1.teams.path(of: acme))
-        #expect(synced.replicatedTXID == synced.txid)
+        try await Self.withAcmeOnN1(encrypted: false) { url, directory, n1, acme in
+            #expect(try await n1.fleet.route(acme) == .local)
+            for index in 1...5 {
+                _ = try await n1.teams.withRepository(acme) { try await $0.add(name: "p\(index)", score: index) }
+            }
+            // What a durable acknowledgement waits for.
+            let synced = try await n1.replicator.sync(path: try n1.teams.path(of: acme))
+            #expect(synced.replicatedTXID == synced.txid)
 
-        let n2 = try ServiceNode("n2", postgres: url, directory: directory)
-        try await n2.fleet.waitUntilJoined()
-        await n1.crash()
-        try FileManager.default.removeItem(at: n1.root)
+            let n2 = try ServiceNode("n2", postgres: url, directory: directory)
+            try await n2.fleet.waitUntilJoined()
+            await n1.crash()
+            try FileManager.default.removeItem(at: n1.root)
 
-        try await eventually("n2 serves acme", timeout: .seconds(15)) {
-            try await n2.fleet.route(acme) == .local
-        }
-        #expect(try await TestPostgres.rows(url, "SELECT owner, epoch FROM fleet_tenants") == [["n2", "2"]])
-        #expect(try await n2.names(acme) == ["p1", "p2", "p3", "p4", "p5"])
-        _ = try await n2.teams.withRepository(acme) { try await $0.add(name: "q1", score: 1) }
-        let again = try await n2.replicator.sync(path: try n2.teams.path(of: acme))
-        #expect(again.replicatedTXID == again.txid)
-        let epoch2 = directory.appendingPathComponent("replica/tenants/acme/epoch-00000000000000000002").path
-        #expect(try !FileManager.default.contentsOfDirectory(atPath: epoch2).isEmpty)
+            try await eventually("n2 serves acme", timeout: .seconds(15)) {
+                try await n2.fleet.route(acme) == .local
+            }
+            #expect(try await TestPostgres.rows(url, "SELECT owner, epoch FROM fleet_tenants") == [["n2", "2"]])
+            #expect(try await n2.names(acme) == ["p1", "p2", "p3", "p4", "p5"])
+            _ = try await n2.teams.withRepository(acme) { try await $0.add(name: "q1", score: 1) }
+            let again = try await n2.replicator.sync(path: try n2.teams.path(of: acme))
+            #expect(again.replicatedTXID == again.txid)
+            let epoch2 = directory.appendingPathComponent("replica/tenants/acme/epoch-00000000000000000002").path
+            #expect(try !FileManager.default.contentsOfDirectory(atPath: epoch2).isEmpty)
 
-        // A tenant whose owner never replicated anything: unavailable,
-        // naming why; no empty database is made up in its place.
-        try await TestPostgres.withClient(url) { client in
-            try await client.query("INSERT INTO fleet_nodes (node_id, session, address, lease_until) VALUES ('n9', gen_random_uuid(), 'http://n9:1', now() - interval '1 minute')")
-            try await client.query("INSERT INTO fleet_tenants (tenant_id, name, encrypted, owner, epoch) VALUES ('ghost', 'Ghost', false, 'n9', 3)")
+            // A tenant whose owner never replicated anything: unavailable,
+            // naming why; no empty database is made up in its place.
+            try await TestPostgres.withClient(url) { client in
+                try await client.query("INSERT INTO fleet_nodes (node_id, session, address, lease_until) VALUES ('n9', gen_random_uuid(), 'http://n9:1', now() - interval '1 minute')")
+                try await client.query("INSERT INTO fleet_tenants (tenant_id, name, encrypted, owner, epoch) VALUES ('ghost', 'Ghost', false, 'n9', 3)")
+            }
+            let ghost = try TenantID("ghost")
+            try await eventually("ghost answers unavailable with the reason", timeout: .seconds(10)) {
+                if case let .unavailable(reason) = try await n2.fleet.route(ghost) { return reason.contains("no replica") }
+                return false
+            }
+            #expect(!FileManager.default.fileExists(atPath: try n2.teams.path(of: ghost)))
+            try await n2.shutdown()
         }
-        let ghost = try TenantID("ghost")
-        try await eventually("ghost answers unavailable with the reason", timeout: .seconds(10)) {
-            if case let .unavailable(reason) = try await n2.fleet.route(ghost) { return reason.contains("no replica") }
-            return false
-        }
-        #expect(!FileManager.default.fileExists(atPath: try n2.teams.path(of: ghost)))
-        try await n2.shutdown()
     }
 
     /// The same with an encrypted tenant: its replica is an encrypted
     /// backup in the epoch folder (never plaintext there), and the
     /// survivor restores it with the shared master key.
     @Test func encryptedTenantOfADeadNodeIsRestoredFromItsEncryptedBackup() async throws {
-        guard FileManager.default.isExecutableFile(atPath: ServiceNode.litestream) else {
-            Issue.record("Litestream is missing at \(ServiceNode.litestream): run scripts/bootstrap")
-            return
-        }
-        let url = try await TestPostgres.newDatabase()
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("fleet-host-\(UUID().uuidString.prefix(8))")
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let n1 = try ServiceNode("n1", postgres: url, directory: directory, encrypted: true)
-        try await n1.fleet.waitUntilJoined()
-        let acme = try TenantID("acme")
-        let (teams1, service1) = (n1.teams, n1.service)
-        _ = try await n1.fleet.createTenant(id: acme, encrypted: true) {
-            try teams1.provision(acme, configuration: try service1.tenantConfiguration(for: acme, encrypted: true))
-        }
-        for index in 1...3 {
-            _ = try await n1.teams.withRepository(acme) { try await $0.add(name: "s\(index)", score: index) }
-        }
-        // A hand-off's (and a durable write's) wait: an encrypted backup now.
-        try await ReplicaAcknowledgements(replicator: n1.replicator)
-            .waitUntilReplicated(acme)
-        let backup = directory.appendingPathComponent("replica/tenants/acme/epoch-00000000000000000001/encrypted.sqlite").path
-        let header = try #require(FileManager.default.contents(atPath: backup)).prefix(16)
-        #expect(header != Data("SQLite format 3\0".utf8), "the replica store holds a plaintext database")
+        try await Self.withAcmeOnN1(encrypted: true) { url, directory, n1, acme in
+            for index in 1...3 {
+                _ = try await n1.teams.withRepository(acme) { try await $0.add(name: "s\(index)", score: index) }
+            }
+            // A hand-off's (and a durable write's) wait: an encrypted backup now.
+            try await ReplicaAcknowledgements(replicator: n1.replicator)
+                .waitUntilReplicated(acme)
+            let backup = directory.appendingPathComponent("replica/tenants/acme/epoch-00000000000000000001/encrypted.sqlite").path
+            let header = try #require(FileManager.default.contents(atPath: backup)).prefix(16)
+            #expect(header != Data("SQLite format 3\0".utf8), "the replica store holds a plaintext database")
 
-        let n2 = try ServiceNode("n2", postgres: url, directory: directory, encrypted: true)
-        try await n2.fleet.waitUntilJoined()
-        await n1.crash()
-        try FileManager.default.removeItem(at: n1.root)
-        try await eventually("n2 serves acme", timeout: .seconds(15)) {
-            try await n2.fleet.route(acme) == .local
+            let n2 = try ServiceNode("n2", postgres: url, directory: directory, encrypted: true)
+            try await n2.fleet.waitUntilJoined()
+            await n1.crash()
+            try FileManager.default.removeItem(at: n1.root)
+            try await eventually("n2 serves acme", timeout: .seconds(15)) {
+                try await n2.fleet.route(acme) == .local
+            }
+            #expect(try await n2.names(acme) == ["s1", "s2", "s3"])
+            let local = try n2.teams.path(of: acme)
+            #expect(FileManager.default.contents(atPath: local)?.prefix(16) != Data("SQLite format 3\0".utf8))
+            try await n2.shutdown()
         }
-        #expect(try await n2.names(acme) == ["s1", "s2", "s3"])
-        let local = try n2.teams.path(of: acme)
-        #expect(FileManager.default.contents(atPath: local)?.prefix(16) != Data("SQLite format 3\0".utf8))
-        try await n2.shutdown()
     }
     /// A hand-off the catalog refuses after the tenant was frozen (its
     /// target stopped taking tenants meanwhile) leaves the tenant served
     /// here again: the host's phase back to serving, writes going through,
     /// and a later hand-off moves it.
     @Test func aRefusedHandoffServesTheTenantAgainAndALaterOneMovesIt() async throws {
+        try await Self.withAcmeOnN1(encrypted: false) { url, directory, n1, acme in
+            _ = try await n1.teams.withRepository(acme) { try await $0.add(name: "before", score: 1) }
+            let n2 = try await TestNode.joined("n2", postgres: url)
+            // A move to a node n1 does not know reads the nodes again: n1 then
+            // sees n2 active.
+            await #expect(throws: FleetError.self) { try await n1.fleet.move(acme, to: "n3") }
+
+            // n2 stops taking tenants in the catalog before n1 refreshes: the
+            // catalog refuses the hand-off after n1 froze acme.
+            try await TestPostgres.withClient(url) { client in
+                try await client.query("UPDATE fleet_nodes SET state = 'draining' WHERE node_id = 'n2'")
+            }
+            do {
+                try await n1.fleet.move(acme, to: "n2")
+                Issue.record("the hand-off to a draining node went through")
+            } catch let FleetError.handoffRefused(tenant, _) {
+                #expect(tenant == "acme")
+            }
+            #expect(n1.service.ownership.owned(acme) == .init(epoch: 1, encrypted: false, phase: .serving))
+            _ = try await n1.teams.withRepository(acme) { try await $0.add(name: "after", score: 2) }
+
+            // Taking tenants again, n2 gets acme from a second hand-off.
+            try await TestPostgres.withClient(url) { client in
+                try await client.query("UPDATE fleet_nodes SET state = 'active' WHERE node_id = 'n2'")
+            }
+            try await n1.fleet.move(acme, to: "n2")
+            #expect(try await TestPostgres.rows(url, "SELECT owner, epoch FROM fleet_tenants") == [["n2", "2"]])
+            #expect(n1.service.ownership.owned(acme) == nil)
+            try await n1.shutdown()
+            try await n2.shutdown()
+        }
+    }
+
+    /// n1 joined a new fleet, with tenant acme created there (encrypted or
+    /// not); the scratch folder is removed after `body`.
+    fileprivate static func withAcmeOnN1(
+        encrypted: Bool, _ body: (_ url: String, _ directory: URL, _ n1: ServiceNode, _ acme: TenantID) async throws -> Void
+    ) async throws {
         guard FileManager.default.isExecutableFile(atPath: ServiceNode.litestream) else {
             Issue.record("Litestream is missing at \(ServiceNode.litestream): run scripts/bootstrap")
             return
@@ -189,41 +203,13 @@ struct TenantHostTests {
         let url = try await TestPostgres.newDatabase()
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("fleet-host-\(UUID().uuidString.prefix(8))")
         defer { try? FileManager.default.removeItem(at: directory) }
-        let n1 = try ServiceNode("n1", postgres: url, directory: directory)
+        let n1 = try ServiceNode("n1", postgres: url, directory: directory, encrypted: encrypted)
         try await n1.fleet.waitUntilJoined()
         let acme = try TenantID("acme")
-        let teams1 = n1.teams
-        _ = try await n1.fleet.createTenant(id: acme, encrypted: false) {
-            try teams1.provision(acme)
+        let (teams1, service1) = (n1.teams, n1.service)
+        _ = try await n1.fleet.createTenant(id: acme, encrypted: encrypted) {
+            try teams1.provision(acme, configuration: try service1.tenantConfiguration(for: acme, encrypted: encrypted))
         }
-        _ = try await n1.teams.withRepository(acme) { try await $0.add(name: "before", score: 1) }
-        let n2 = try await TestNode.joined("n2", postgres: url)
-        // A move to a node n1 does not know reads the nodes again: n1 then
-        // sees n2 active.
-        await #expect(throws: FleetError.self) { try await n1.fleet.move(acme, to: "n3") }
-
-        // n2 stops taking tenants in the catalog before n1 refreshes: the
-        // catalog refuses the hand-off after n1 froze acme.
-        try await TestPostgres.withClient(url) { client in
-            try await client.query("UPDATE fleet_nodes SET state = 'draining' WHERE node_id = 'n2'")
-        }
-        do {
-            try await n1.fleet.move(acme, to: "n2")
-            Issue.record("the hand-off to a draining node went through")
-        } catch let FleetError.handoffRefused(tenant, _) {
-            #expect(tenant == "acme")
-        }
-        #expect(n1.service.ownership.owned(acme) == .init(epoch: 1, encrypted: false, phase: .serving))
-        _ = try await n1.teams.withRepository(acme) { try await $0.add(name: "after", score: 2) }
-
-        // Taking tenants again, n2 gets acme from a second hand-off.
-        try await TestPostgres.withClient(url) { client in
-            try await client.query("UPDATE fleet_nodes SET state = 'active' WHERE node_id = 'n2'")
-        }
-        try await n1.fleet.move(acme, to: "n2")
-        #expect(try await TestPostgres.rows(url, "SELECT owner, epoch FROM fleet_tenants") == [["n2", "2"]])
-        #expect(n1.service.ownership.owned(acme) == nil)
-        try await n1.shutdown()
-        try await n2.shutdown()
+        try await body(url, directory, n1, acme)
     }
 }

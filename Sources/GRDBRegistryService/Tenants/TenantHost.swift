@@ -95,6 +95,23 @@ public final class TenantHost<Repository: TenantRepository>: Sendable {
         return "\(replication.acknowledgements.rawValue): plain tenants \(plain.timeInterval) s, encrypted tenants \(encrypted.timeInterval) s"
     }
 
+    /// Whether tenant `id` may become this node's at `epoch` (an acquire
+    /// or a creation): not while a step of it runs, and never at an epoch
+    /// older than the one it is owned at.
+    private static func checkTakeOver(
+        _ current: TenantOwnership.Owned?, of id: TenantID, at epoch: UInt64, operation: String
+    ) throws(TenantHostError) {
+        guard let current else { return }
+        switch current.phase {
+        case .acquiring, .handingOff:
+            throw .outOfOrder(tenant: id.rawValue, operation: operation, phase: current.phase)
+        case .serving, .frozen:
+            guard current.epoch <= epoch else {
+                throw .staleEpoch(tenant: id.rawValue, operation: operation, epoch: epoch, owned: current.epoch)
+            }
+        }
+    }
+
     /// Brings tenant `id` here at `epoch`: restores it from its newest
     /// replica unless `keepLocal` (this node held it at the epoch just
     /// before and fenced itself), then serves and replicates it under
@@ -114,16 +131,7 @@ public final class TenantHost<Repository: TenantRepository>: Sendable {
         let step = ownership.newStep()
         // A frozen tenant's lease, let go outside the lock.
         let released = try ownership.update(id) { entry throws(TenantHostError) -> (any Sendable)? in
-            if let current = entry?.owned {
-                switch current.phase {
-                case .acquiring, .handingOff:
-                    throw .outOfOrder(tenant: id.rawValue, operation: "acquire", phase: current.phase)
-                case .serving, .frozen:
-                    guard current.epoch <= epoch else {
-                        throw .staleEpoch(tenant: id.rawValue, operation: "acquire", epoch: epoch, owned: current.epoch)
-                    }
-                }
-            }
+            try Self.checkTakeOver(entry?.owned, of: id, at: epoch, operation: "acquire")
             let lease = entry?.frozenLease
             entry = TenantOwnership.Entry(owned: .init(epoch: epoch, encrypted: encrypted, phase: .acquiring), step: step)
             return lease
@@ -295,16 +303,7 @@ public final class TenantHost<Repository: TenantRepository>: Sendable {
     public func created(_ id: TenantID, epoch: UInt64, encrypted: Bool) async throws {
         let step = ownership.newStep()
         try ownership.update(id) { entry throws(TenantHostError) in
-            if let current = entry?.owned {
-                switch current.phase {
-                case .acquiring, .handingOff:
-                    throw .outOfOrder(tenant: id.rawValue, operation: "create", phase: current.phase)
-                case .serving, .frozen:
-                    guard current.epoch <= epoch else {
-                        throw .staleEpoch(tenant: id.rawValue, operation: "create", epoch: epoch, owned: current.epoch)
-                    }
-                }
-            }
+            try Self.checkTakeOver(entry?.owned, of: id, at: epoch, operation: "create")
             entry = TenantOwnership.Entry(owned: .init(epoch: epoch, encrypted: encrypted, phase: .serving), step: step)
         }
         do {
