@@ -150,6 +150,8 @@ class Campaign:
         self.requests = 0
         self.details = {kind: [] for kind in SCENARIOS}
         self.problems = []
+        # Nodes drained by a scenario: they stay draining, and take no tenant.
+        self.drained = set()
         self.failover = []         # seconds, per tenant of a killed node
         self.partition_failover = []
 
@@ -478,7 +480,9 @@ class Campaign:
             raise RuntimeError(f"no tenant to move: placement {placement}, live nodes {sorted(live)}")
         tenant = candidates[number % len(candidates)]
         owner, epoch = placement[tenant]
-        return tenant, owner, epoch, sorted(live - {owner})[0]
+        # A drained node takes no tenant: a move there is refused (409).
+        targets = sorted(live - {owner} - self.drained) or sorted(live - {owner})
+        return tenant, owner, epoch, targets[0]
 
     def scenario_move(self, number):
         tenant, owner, epoch, target = self.movable(number)
@@ -512,6 +516,7 @@ class Campaign:
         window = self.open_window("drain", tenants, "retry_after")
         instant = time.monotonic()
         response = request(self.haproxy, "POST", f"/fleet/nodes/{node.node_id}/drain", None, self.operator, timeout=60)
+        self.drained.add(node.node_id)
         drained_at, left = None, tenants
         deadline = instant + self.arguments.drain_seconds
         while time.monotonic() < deadline:

@@ -103,6 +103,14 @@ struct PlacementTests {
         try await n1.create("acme")
         await #expect(throws: FleetError.notOwner(tenant: "acme", owner: "n1")) { try await n2.fleet.move(TenantID("acme"), to: "n1") }
         await #expect(throws: FleetError.unknownNode("n7")) { try await n1.fleet.move(TenantID("acme"), to: "n7") }
+        // A draining node is no target, and the refusal says so (it was
+        // "unknown node", a 404, to an operator who had just drained it).
+        let n3 = try await TestNode.joined("n3", postgres: url)
+        try await n1.fleet.drain(node: "n3")
+        await #expect(throws: FleetError.handoffRefused(tenant: "acme", reason: "node n3 is draining: it takes no tenant")) {
+            try await n1.fleet.move(TenantID("acme"), to: "n3")
+        }
+        try await n3.shutdown()
         #expect(try await TestPostgres.rows(url, "SELECT owner, epoch FROM fleet_tenants") == [["n1", "1"]])
 
         try await n1.fleet.move(TenantID("acme"), to: "n2")

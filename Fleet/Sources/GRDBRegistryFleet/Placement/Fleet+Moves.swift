@@ -23,9 +23,9 @@ extension Fleet {
     ///   tenant's owner, or when the tenant changed hands during the
     ///   hand-off (the freeze ends, nothing moved), naming the owner;
     ///   ``FleetError/unknownTenant(_:)`` when no tenant has the id;
-    ///   ``FleetError/unknownNode(_:)`` when `node` is not live and active;
-    ///   ``FleetError/handoffRefused(tenant:reason:)`` when `node` stopped
-    ///   taking tenants meanwhile, or the tenant is being restored or
+    ///   ``FleetError/unknownNode(_:)`` when no live node is `node`;
+    ///   ``FleetError/handoffRefused(tenant:reason:)`` when `node` drains
+    ///   (or stopped taking tenants meanwhile), or the tenant is being restored or
     ///   handed off here; ``FleetError/unreachable(reason:)`` when
     ///   PostgreSQL does not answer.
     public func move(_ id: TenantID, to node: String) async throws {
@@ -41,7 +41,13 @@ extension Fleet {
             guard node != configuration.nodeID else {
                 throw FleetError.handoffRefused(tenant: id.rawValue, reason: "node \(node) already owns it")
             }
-            guard state.snapshot.activeNodes.contains(node) else { throw FleetError.unknownNode(node) }
+            guard state.snapshot.activeNodes.contains(node) else {
+                // A draining node is known: say why it takes nothing.
+                if state.snapshot.isLive(node) {
+                    throw FleetError.handoffRefused(tenant: id.rawValue, reason: "node \(node) is draining: it takes no tenant")
+                }
+                throw FleetError.unknownNode(node)
+            }
             state.local[id]?.progress = .handingOff
             return true
         }
