@@ -28,7 +28,9 @@ import Testing
         // a test must not share: the port and data directory (the
         // server's documented PORT and MTS_DATA). scripts/test runs this
         // bundle outside SwiftPM after building it (MTS_SHARED_BUILD=1), so
-        // the command finds the package's .build free and up to date. Under
+        // the command finds the package's .build free; it runs this suite
+        // alone, before the others, because the command may still rebuild
+        // and relink the executable the other tests launch. Under
         // `swift test`, which holds the lock of that .build until it ends,
         // the command gets a nested build directory of its own instead
         // (built from scratch the first time).
