@@ -1,6 +1,6 @@
 import ArgumentParser
 import GRDBRegistry
-import GRDBRegistryService
+import GRDBRegistryConfiguration
 import Synchronization
 
 extension TenantStorage {

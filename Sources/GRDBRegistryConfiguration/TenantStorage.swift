@@ -1,6 +1,5 @@
 import Foundation
 import GRDB
-import GRDBBackup
 import GRDBCipher
 import GRDBMigrations
 import GRDBRegistry
@@ -45,7 +44,6 @@ import GRDBRegistry
 /// - ``key(for:recordedEncrypted:)``
 /// - ``keyForNew(_:encrypted:)``
 /// - ``connectionConfiguration(key:)``
-/// - ``backupEncryption(for:)``
 ///
 /// ### Migrations
 ///
@@ -201,7 +199,7 @@ public struct TenantStorage: Sendable {
     /// - throws: ``/GRDBCipher/TenantEncryptionError`` when the file
     ///   breaks the policy (a plain tenant under a master key).
     public func key(for id: TenantID) throws -> CipherKey? {
-        try encryption.key(forTenant: id.rawValue, atPath: path(of: id))
+        try key(for: id, ofCopyAt: path(of: id))
     }
 
     /// The key of the existing tenant `id`, as ``key(for:)``, after its
@@ -232,7 +230,7 @@ public struct TenantStorage: Sendable {
     /// The GRDB configuration of a tenant connection opened with `key`
     /// (nil: plain): the busy timeout, the encryption, and, for a plain
     /// replicated tenant, no automatic checkpoints (Litestream runs them;
-    /// see ``LitestreamReplicator``).
+    /// see `LitestreamReplicator` in GRDBRegistryService).
     public func connectionConfiguration(key: CipherKey?) throws -> Configuration {
         var configuration = Configuration()
         configuration.busyMode = .timeout(busyTimeout.timeInterval)
@@ -244,18 +242,16 @@ public struct TenantStorage: Sendable {
         return configuration
     }
 
-    /// How a backup or a restore opens tenant `id`'s copies: its key, in
-    /// the tenants' format (SQLCipher 4); nil for a plain tenant.
-    public func backupEncryption(for id: TenantID) throws -> BackupEncryption? {
-        try key(for: id).map { BackupEncryption(key: $0) }
-    }
-
-    /// How a restore opens a candidate copy of tenant `id`, wherever it
-    /// was fetched: the key the tenant-key policy derives from that file's
-    /// salt. A copy that breaks the policy fails the restore's verification
-    /// of `database`.
-    func restoreEncryption(for id: TenantID, database: String) -> @Sendable (String) throws -> BackupEncryption? {
-        DatabaseRestore.tenantEncryption(encryption, id: id, database: database)
+    /// The key of a copy of tenant `id` at `path` (a backup, a replica,
+    /// a restore's candidate), by the tenant-key policy: derived from the
+    /// master key, the id and that file's salt; nil for a plain copy the
+    /// policy accepts. GRDBBackup asks this for every tenant file it
+    /// copies or restores, so that no other module derives a tenant key.
+    ///
+    /// - throws: ``/GRDBCipher/TenantEncryptionError`` when the copy
+    ///   breaks the policy (a plain copy under a master key).
+    package func key(for id: TenantID, ofCopyAt path: String) throws -> CipherKey? {
+        try encryption.key(forTenant: id.rawValue, atPath: path)
     }
 
     // MARK: - Migrations
