@@ -19,7 +19,7 @@ import GRDBRegistry
 /// let storage = try TenantStorage(configuration: configuration, environment: [:])
 /// let acme = try TenantID("acme")
 /// print(TenantStorage.name(of: acme))   // "tenants/acme"
-/// print(storage.path(of: acme))         // "/srv/tenants/acme.sqlite"
+/// print(storage.layout.path(of: acme))  // "/srv/tenants/acme.sqlite"
 /// ```
 ///
 /// ## Topics
@@ -32,7 +32,6 @@ import GRDBRegistry
 ///
 /// - ``name(of:)``
 /// - ``layout``
-/// - ``path(of:)``
 /// - ``selection(_:)``
 /// - ``Selection``
 /// - ``rootExists``
@@ -125,10 +124,10 @@ public struct TenantStorage: Sendable {
         id.databaseName
     }
 
-    /// The database file of tenant `id`: the layout's
-    /// (``/GRDBRegistry/TenantLayout/path(of:)``, the one owner of that
-    /// path).
-    public func path(of id: TenantID) -> String {
+    /// The database file of tenant `id`: the layout's. Not public:
+    /// ``/GRDBRegistry/TenantLayout/path(of:)`` is the one public owner
+    /// of that path (``layout``).
+    package func path(of id: TenantID) -> String {
         layout.path(of: id)
     }
 
@@ -150,7 +149,7 @@ public struct TenantStorage: Sendable {
     /// tools only work on the ones that exist.
     ///
     /// ```swift
-    /// for id in try storage.selection(nil).tenants { print(storage.path(of: id)) }
+    /// for id in try storage.selection(nil).tenants { print(storage.layout.path(of: id)) }
     /// ```
     ///
     /// - throws: ``/GRDBRegistry/TenantIDError`` for an invalid id;
