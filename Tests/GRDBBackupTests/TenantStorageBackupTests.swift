@@ -26,7 +26,7 @@ import Testing
         // The tenant, as the daemon creates it.
         let acme = try TenantID("acme")
         try FileManager.default.createDirectory(atPath: directory.path("data/tenants"), withIntermediateDirectories: true)
-        let pool = try DatabasePool(path: storage.path(of: acme), configuration: storage.connectionConfiguration(key: storage.keyForNew(acme)))
+        let pool = try DatabasePool(path: storage.layout.path(of: acme), configuration: storage.connectionConfiguration(key: storage.keyForNew(acme)))
         try DatabaseMigrationRunner(set: playersSet()).migrate(pool)
         try addPlayers(["Arthur", "Barbara"], to: pool)
         try pool.close()
@@ -39,10 +39,10 @@ import Testing
 
         // The tenant is lost, then restored where the storage keeps it,
         // under the key the storage derives.
-        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: storage.path(of: acme) + suffix) }
+        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: storage.layout.path(of: acme) + suffix) }
         let report = try BackupRestore(from: backup, logger: testLogger)
             .restoreTenant(acme, into: storage, checks: .init(migrations: playersSet()))
-        #expect(report.destination == storage.path(of: acme))
+        #expect(report.destination == storage.layout.path(of: acme))
         #expect(CipherDatabase.isEncrypted(atPath: report.destination) == true)
         let restored = try DatabaseQueue(path: report.destination, configuration: storage.connectionConfiguration(key: storage.key(for: acme)))
         #expect(try restored.read { db in try String.fetchAll(db, sql: "SELECT name FROM player ORDER BY id") } == ["Arthur", "Barbara"])
