@@ -13,6 +13,7 @@ let package = Package(
     name: "GRDBRegistry",
     products: [
         .library(name: "GRDBRegistry", targets: ["GRDBRegistry"]),
+        .library(name: "GRDBRegistryConfiguration", targets: ["GRDBRegistryConfiguration"]),
         .library(name: "GRDBRegistryService", targets: ["GRDBRegistryService"]),
         .library(name: "GRDBRegistryExamples", targets: ["GRDBRegistryExamples"]),
         .library(name: "GRDBMigrations", targets: ["GRDBMigrations"]),
@@ -74,11 +75,26 @@ let package = Package(
             dependencies: ["TestSupport", "GRDBRegistryExamples", "GRDBMigrations", "GRDBCipher"]
         ),
 
-        // MARK: Daemon embedding: the configuration (which registryctl reads
-        // too), tenant storage, service lifecycle, logs, metrics
+        // MARK: Configuration: the file the daemon and registryctl read, and
+        // TenantStorage, the one owner of a tenant's name, file and key.
+        // Below GRDBBackup, so that backups and restores take the storage
+        // instead of deriving tenant keys themselves.
+        .target(
+            name: "GRDBRegistryConfiguration",
+            dependencies: [
+                "GRDBRegistry",
+                "GRDBMigrations",
+                "GRDBCipher",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Configuration", package: "swift-configuration"),
+            ]
+        ),
+
+        // MARK: Daemon embedding: service lifecycle, replication, logs, metrics
         .target(
             name: "GRDBRegistryService",
             dependencies: [
+                "GRDBRegistryConfiguration",
                 "GRDBRegistry",
                 "GRDBMigrations",
                 "GRDBCipher",
@@ -140,7 +156,8 @@ let package = Package(
             dependencies: [
                 "GRDBMigrations",
                 "GRDBBackup",
-                // The configuration and tenant storage, shared with the daemon;
+                // The configuration and tenant storage, shared with the daemon.
+                "GRDBRegistryConfiguration",
                 // `restore --from-replica` runs the library's LitestreamRestore.
                 "GRDBRegistryService",
                 "GRDBCipher",
@@ -168,6 +185,8 @@ let package = Package(
             name: "GRDBBackup",
             dependencies: [
                 "GRDBRegistry", "GRDBMigrations", "GRDBCipher", "CLibCrypto",
+                // A tenant's file and key come from its TenantStorage.
+                "GRDBRegistryConfiguration",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
@@ -178,7 +197,7 @@ let package = Package(
             // registryctl: the end-to-end tests run the real binary.
             dependencies: [
                 "TestSupport",
-                "GRDBBackup", "GRDBCipher", "GRDBMigrations", "GRDBRegistry", "registryctl",
+                "GRDBBackup", "GRDBCipher", "GRDBMigrations", "GRDBRegistry", "GRDBRegistryConfiguration", "registryctl",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
             ]

@@ -5,17 +5,14 @@ import GRDB
 import GRDBBackup
 import GRDBCipher
 import GRDBMigrations
-import GRDBRegistryService
 import GRDBRegistry
+import GRDBRegistryConfiguration
 import GRDBRegistryExamples
 import Logging
 
 let logger = Logger(label: "backup")
 let configuration = try RegistryConfiguration.load(
     contentsOf: URL(fileURLWithPath: "registry.json"))
-guard let tenants = configuration.tenants else {
-    fatalError("registry.json has no tenants")
-}
 let backups = URL(fileURLWithPath: "backups/2026-11-23")
 
 // snippet.show
@@ -23,9 +20,10 @@ let backups = URL(fileURLWithPath: "backups/2026-11-23")
 // A new, empty directory. Copies are taken while the daemon writes.
 let backup = try BackupSet(creatingAt: backups, logger: logger)
 try backup.add(.database, named: "catalog", databaseAt: "data/catalog.sqlite")
-let encryption = try configuration.tenantEncryption()
-for id in try tenants.layout.tenants() {
-    try backup.addTenant(id, in: tenants.layout, encryption: encryption)
+// The tenants' files and keys: built once, the master key read once.
+let storage = try TenantStorage(configuration: configuration)
+for id in try storage.selection(nil).tenants {
+    try backup.addTenant(id, in: storage)
 }
 // The manifest is written last: restores refuse a backup without one.
 let manifest = try backup.finish()
@@ -38,7 +36,7 @@ let restore = try BackupRestore(from: backups, logger: logger)
 let players = try MigrationSet(
     directory: URL(fileURLWithPath: "Migrations/players"))
 let report = try restore.restoreTenant(
-    TenantID("acme"), into: tenants.layout, encryption: encryption,
+    TenantID("acme"), into: storage,
     checks: .init(migrations: players, invariants: PlayerRepository.invariants))
 print(report.destination, report.pendingMigrations)
 

@@ -8,7 +8,7 @@ import Foundation
 ///
 /// ```swift
 /// do {
-///     try restore.restoreTenant(try TenantID("acme"), into: layout, encryption: encryption)
+///     try restore.restoreTenant(try TenantID("acme"), into: storage)
 /// } catch let error as BackupError {
 ///     print(error)    // "tenants/acme.sqlite does not match the manifest: …"
 /// }

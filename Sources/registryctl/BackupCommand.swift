@@ -4,7 +4,7 @@ import GRDBBackup
 import GRDBCipher
 import GRDBMigrations
 import GRDBRegistry
-import GRDBRegistryService
+import GRDBRegistryConfiguration
 import Logging
 import Synchronization
 

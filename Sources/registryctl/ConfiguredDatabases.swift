@@ -2,8 +2,8 @@ import ArgumentParser
 import Foundation
 import GRDBCipher
 import GRDBMigrations
-import GRDBRegistryService
 import GRDBRegistry
+import GRDBRegistryConfiguration
 import Synchronization
 
 /// A database of a configuration file, for the commands that work on files

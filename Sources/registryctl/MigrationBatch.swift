@@ -2,7 +2,7 @@ import Foundation
 import GRDB
 import GRDBCipher
 import GRDBMigrations
-import GRDBRegistryService
+import GRDBRegistryConfiguration
 
 /// Runs status or migrate on many databases with a bounded number of worker
 /// threads, each holding at most one open database. A failing database does

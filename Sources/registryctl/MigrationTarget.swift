@@ -2,7 +2,7 @@ import Foundation
 import GRDBCipher
 import GRDBMigrations
 import GRDBRegistry
-import GRDBRegistryService
+import GRDBRegistryConfiguration
 
 /// One database a ``MigrationBatch`` works on.
 ///

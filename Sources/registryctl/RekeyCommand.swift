@@ -3,7 +3,7 @@ import Foundation
 import GRDBCipher
 import GRDBMigrations
 import GRDBRegistry
-import GRDBRegistryService
+import GRDBRegistryConfiguration
 
 /// `registryctl rekey`: one encrypted file, or the key of a configured
 /// database, or the tenant master key of a configuration file.

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import GRDBRegistry
+import GRDBRegistryConfiguration
 import GRDBRegistryService
 
 /// What the `file://` replica store of a configuration holds for its

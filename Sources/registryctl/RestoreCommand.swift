@@ -4,6 +4,7 @@ import GRDBBackup
 import GRDBCipher
 import GRDBMigrations
 import GRDBRegistry
+import GRDBRegistryConfiguration
 import GRDBRegistryService
 
 /// `registryctl restore`: puts databases and tenants of a backup back in
@@ -238,7 +239,7 @@ struct RestoreCommand: ParsableCommand {
                 let id = try TenantID(entry.name)
                 let checks = try sets.checks(in: tenants.migrations)
                 items.append(Item(name: entry.id, destination: storage.path(of: id)) {
-                    .init(try restore.restoreTenant(id, into: storage.layout, encryption: storage.encryption, checks: checks, force: force))
+                    .init(try restore.restoreTenant(id, into: storage, checks: checks, force: force))
                 })
             }
         }

@@ -3,6 +3,7 @@ import Foundation
 import GRDBBackup
 import GRDBMigrations
 import GRDBRegistry
+import GRDBRegistryConfiguration
 import GRDBRegistryService
 
 /// `registryctl restore --from-replica`: the databases of the configuration's

@@ -2,8 +2,8 @@ import ArgumentParser
 import Foundation
 import GRDBCipher
 import GRDBMigrations
-import GRDBRegistryService
 import GRDBRegistry
+import GRDBRegistryConfiguration
 
 /// The options that choose databases, shared by `status` and `migrate`.
 ///

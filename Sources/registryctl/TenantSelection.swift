@@ -1,6 +1,6 @@
 import ArgumentParser
 import GRDBRegistry
-import GRDBRegistryService
+import GRDBRegistryConfiguration
 import Synchronization
 
 extension TenantStorage {
@@ -45,7 +45,7 @@ extension RegistryConfiguration {
 /// The tenant storages of this run, one per configuration. registryctl
 /// runs one command per process, so this is the command's: a key file
 /// that changes while it runs takes effect at the next run, as for the
-/// daemon (``TenantStorage/encryption``).
+/// daemon (``/GRDBRegistryConfiguration/TenantStorage/encryption``).
 final class CommandTenantStorage: Sendable {
     static let run = CommandTenantStorage()
 

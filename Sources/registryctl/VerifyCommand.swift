@@ -4,7 +4,7 @@ import GRDB
 import GRDBCipher
 import GRDBMigrations
 import GRDBRegistry
-import GRDBRegistryService
+import GRDBRegistryConfiguration
 
 /// `registryctl verify`: one encrypted file, or every database of a
 /// configuration file, as the daemon would open it.

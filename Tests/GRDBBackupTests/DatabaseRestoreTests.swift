@@ -4,6 +4,7 @@ import GRDBBackup
 import GRDBCipher
 import GRDBMigrations
 import GRDBRegistry
+import GRDBRegistryConfiguration
 import Testing
 
 /// `DatabaseRestore`, the one restore pipeline, through its public entry
@@ -37,7 +38,7 @@ import Testing
         let encryption = try tenantEncryption()
 
         let report = try DatabaseRestore(logger: testLogger).restoreTenant(
-            try TenantID("acme"), fromFile: source, into: layout, encryption: encryption,
+            try TenantID("acme"), fromFile: source, into: try storage(layout, encryption),
             checks: .init(migrations: try playersSet(), invariants: [.sql("nonNegativeScore", "SELECT id FROM player WHERE score < 0")]))
 
         #expect(report.kind == .tenant && report.name == "acme" && report.source == source)
@@ -54,7 +55,7 @@ import Testing
         let source = try Self.exportedTenant(in: directory, set: try playersSet(includingSecond: false))
         let layout = TenantLayout(root: directory.url("data/tenants"))
         let report = try DatabaseRestore(logger: testLogger).restoreTenant(
-            try TenantID("acme"), fromFile: source, into: layout, encryption: try tenantEncryption(),
+            try TenantID("acme"), fromFile: source, into: try storage(layout, tenantEncryption()),
             checks: .init(migrations: try playersSet()))
         #expect(report.pendingMigrations == ["0002_index_score.sql"])
     }
@@ -71,7 +72,7 @@ import Testing
         // Another master key: the tenant's key does not open it.
         let otherMaster = try tenantEncryption(masterHex: String(repeating: "a5", count: 32))
         #expect {
-            try restore.restoreTenant(acme, fromFile: source, into: layout, encryption: otherMaster)
+            try restore.restoreTenant(acme, fromFile: source, into: try storage(layout, otherMaster))
         } throws: { error in
             guard case BackupError.verificationFailed(let database, _, _) = error else { return false }
             return database == "tenants/acme"
@@ -80,14 +81,14 @@ import Testing
 
         // Imported under another id: its key derives from its id.
         #expect(throws: BackupError.self) {
-            try restore.restoreTenant(try TenantID("globex"), fromFile: source, into: layout, encryption: try tenantEncryption())
+            try restore.restoreTenant(try TenantID("globex"), fromFile: source, into: try storage(layout, tenantEncryption()))
         }
         #expect(allFiles(under: layout.root.path) == [])
 
         // Migrations the set does not know.
         #expect(throws: BackupError.unknownMigrations(database: "tenants/acme", identifiers: ["0002_index_score.sql"])) {
             try restore.restoreTenant(
-                acme, fromFile: source, into: layout, encryption: try tenantEncryption(),
+                acme, fromFile: source, into: try storage(layout, tenantEncryption()),
                 checks: .init(migrations: try playersSet(includingSecond: false)))
         }
         #expect(allFiles(under: layout.root.path) == [])
@@ -95,7 +96,7 @@ import Testing
         // An invariant that does not hold.
         #expect {
             try restore.restoreTenant(
-                acme, fromFile: source, into: layout, encryption: try tenantEncryption(),
+                acme, fromFile: source, into: try storage(layout, tenantEncryption()),
                 checks: .init(invariants: [.sql("noArthur", "SELECT id FROM player WHERE name = 'Arthur'")]))
         } throws: { error in
             guard case BackupError.verificationFailed(let database, _, let reason) = error else { return false }
@@ -104,11 +105,11 @@ import Testing
         #expect(allFiles(under: layout.root.path) == [])
 
         // A destination that exists, or only its WAL or journal.
-        try restore.restoreTenant(acme, fromFile: source, into: layout, encryption: try tenantEncryption())
+        try restore.restoreTenant(acme, fromFile: source, into: try storage(layout, tenantEncryption()))
         let destination = layout.path(of: acme)
         let published = try sha256(ofFileAt: destination)
         #expect(throws: BackupError.destinationExists(path: destination)) {
-            try restore.restoreTenant(acme, fromFile: source, into: layout, encryption: try tenantEncryption())
+            try restore.restoreTenant(acme, fromFile: source, into: try storage(layout, tenantEncryption()))
         }
         #expect(try sha256(ofFileAt: destination) == published)
         #expect(allFiles(under: layout.root.path) == ["acme.sqlite"])
@@ -116,7 +117,7 @@ import Testing
         for suffix in ["-wal", "-journal"] {
             FileManager.default.createFile(atPath: destination + suffix, contents: Data("left by a crash".utf8))
             #expect(throws: BackupError.destinationExists(path: destination + suffix)) {
-                try restore.restoreTenant(acme, fromFile: source, into: layout, encryption: try tenantEncryption())
+                try restore.restoreTenant(acme, fromFile: source, into: try storage(layout, tenantEncryption()))
             }
             #expect(allFiles(under: layout.root.path) == ["acme.sqlite" + suffix])
             try FileManager.default.removeItem(atPath: destination + suffix)

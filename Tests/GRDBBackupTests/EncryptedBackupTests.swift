@@ -3,6 +3,7 @@ import GRDB
 import GRDBBackup
 import GRDBCipher
 import GRDBRegistry
+import GRDBRegistryConfiguration
 import Testing
 
 /// Backups of encrypted tenants are ciphertext under the tenant's own key:
@@ -24,7 +25,7 @@ import Testing
 
         let backupDirectory = directory.url("backup")
         let backup = try BackupSet(creatingAt: backupDirectory, logger: testLogger)
-        let entry = try backup.addTenant(acme, in: layout, encryption: encryption)
+        let entry = try backup.addTenant(acme, in: try storage(layout, encryption))
         let manifest = try backup.finish()
         try live.close()
 
@@ -65,7 +66,7 @@ import Testing
         let restored = TenantLayout(root: directory.url("new/tenants"))
         try FileManager.default.createDirectory(at: restored.root, withIntermediateDirectories: true)
         let report = try BackupRestore(from: backupDirectory, logger: testLogger)
-            .restoreTenant(acme, into: restored, encryption: encryption, checks: .init(migrations: set))
+            .restoreTenant(acme, into: try storage(restored, encryption), checks: .init(migrations: set))
         #expect(report.replaced == false && report.pendingMigrations == [])
         #expect(try playerNames(ofTenant: "acme", layout: restored, encryption: encryption) == markers + ["PLAINTEXT_MARKER_WAL_ACME"])
         #expect(try filesContaining("PLAINTEXT_MARKER", under: restored.root.path) == [])

@@ -4,6 +4,7 @@ import GRDBBackup
 import GRDBCipher
 import GRDBMigrations
 import GRDBRegistry
+import GRDBRegistryConfiguration
 import Testing
 
 /// A restore refuses what it can't prove sound (tampered files, unknown or
@@ -26,7 +27,7 @@ import Testing
             try makeTenant("acme", layout: layout, encryption: self.encryption, set: set ?? playersSet(), players: ["Arthur", "Barbara"], score: score)
             backup = directory.url("backup")
             let backupSet = try BackupSet(creatingAt: backup, logger: testLogger)
-            try backupSet.addTenant(try TenantID("acme"), in: layout, encryption: self.encryption)
+            try backupSet.addTenant(try TenantID("acme"), in: try storage(layout, self.encryption))
             try backupSet.finish()
         }
 
@@ -50,10 +51,10 @@ import Testing
         let restore = try fixture.restore()
 
         #expect(throws: BackupError.destinationExists(path: path)) {
-            try restore.restoreTenant(acme, into: fixture.layout, encryption: fixture.encryption)
+            try restore.restoreTenant(acme, into: try storage(fixture.layout, fixture.encryption))
         }
         #expect(throws: BackupError.destinationInUse(path: path)) {
-            try restore.restoreTenant(acme, into: fixture.layout, encryption: fixture.encryption, force: true)
+            try restore.restoreTenant(acme, into: try storage(fixture.layout, fixture.encryption), force: true)
         }
         // The daemon goes on, its data intact, and no temporary file is left.
         try addPlayers(["Still writing"], to: daemon)
@@ -63,7 +64,7 @@ import Testing
         try daemon.close()
 
         // Stopped, the tenant can be replaced: back to the backup's rows.
-        let report = try restore.restoreTenant(acme, into: fixture.layout, encryption: fixture.encryption, force: true)
+        let report = try restore.restoreTenant(acme, into: try storage(fixture.layout, fixture.encryption), force: true)
         #expect(report.replaced)
         #expect(try playerNames(ofTenant: "acme", layout: fixture.layout, encryption: fixture.encryption) == ["Arthur", "Barbara"])
         #expect(allFiles(under: fixture.layout.root.path).filter { $0 != "acme.sqlite" } == [], "the old WAL, journal or index is left")
@@ -76,19 +77,19 @@ import Testing
         let acme = try TenantID("acme")
         let edited = try playersSet(firstMigration: "CREATE TABLE player(id INTEGER PRIMARY KEY, name TEXT, score INTEGER, team TEXT);")
         #expect(throws: BackupError.modifiedMigrations(database: "tenants/acme", identifiers: ["0001_create_player.sql"])) {
-            try restore.restoreTenant(acme, into: fixture.target, encryption: fixture.encryption, checks: .init(migrations: edited))
+            try restore.restoreTenant(acme, into: try storage(fixture.target, fixture.encryption), checks: .init(migrations: edited))
         }
         try fixture.expectTargetEmpty()
         let older = try playersSet(includingSecond: false)
         #expect(throws: BackupError.unknownMigrations(database: "tenants/acme", identifiers: ["0002_index_score.sql"])) {
-            try restore.restoreTenant(acme, into: fixture.target, encryption: fixture.encryption, checks: .init(migrations: older))
+            try restore.restoreTenant(acme, into: try storage(fixture.target, fixture.encryption), checks: .init(migrations: older))
         }
         try fixture.expectTargetEmpty()
         // A newer set: the backup has a pending migration, which the daemon applies.
         let newer = try MigrationSet(name: "players", sqlFiles: try playersSet().migrations.compactMap {
             if case .sql(let file) = $0.body { return file } else { return nil }
         } + [SQLMigrationFile(identifier: "0003_add_team.sql", sql: "ALTER TABLE player ADD COLUMN team TEXT;")])
-        let report = try restore.restoreTenant(acme, into: fixture.target, encryption: fixture.encryption, checks: .init(migrations: newer))
+        let report = try restore.restoreTenant(acme, into: try storage(fixture.target, fixture.encryption), checks: .init(migrations: newer))
         #expect(report.pendingMigrations == ["0003_add_team.sql"])
     }
 
@@ -96,7 +97,7 @@ import Testing
         let fixture = try Fixture(score: -5)
         let invariants: [DatabaseInvariant] = [.sql("nonNegativeScore", "SELECT id, score FROM player WHERE score < 0")]
         #expect {
-            try fixture.restore().restoreTenant(try TenantID("acme"), into: fixture.target, encryption: fixture.encryption,
+            try fixture.restore().restoreTenant(try TenantID("acme"), into: try storage(fixture.target, fixture.encryption),
                                                 checks: .init(migrations: try playersSet(), invariants: invariants))
         } throws: { error in
             guard case .verificationFailed(let database, _, let reason)? = error as? BackupError else { return false }
@@ -105,7 +106,7 @@ import Testing
         try fixture.expectTargetEmpty()
         // The same invariant, held: restored.
         let held: [DatabaseInvariant] = [.sql("playersCounted", "SELECT * FROM total WHERE players != (SELECT count(*) FROM player)")]
-        try fixture.restore().restoreTenant(try TenantID("acme"), into: fixture.target, encryption: fixture.encryption, checks: .init(invariants: held))
+        try fixture.restore().restoreTenant(try TenantID("acme"), into: try storage(fixture.target, fixture.encryption), checks: .init(invariants: held))
         #expect(try playerNames(ofTenant: "acme", layout: fixture.target, encryption: fixture.encryption) == ["Arthur", "Barbara"])
     }
 
@@ -113,12 +114,12 @@ import Testing
         let fixture = try Fixture()
         let restore = try fixture.restore()
         #expect(throws: BackupError.tenantKeyBoundToID(backedUpAs: "acme", restoringAs: "globex")) {
-            try restore.restoreTenant(try TenantID("acme"), as: try TenantID("globex"), into: fixture.target, encryption: fixture.encryption)
+            try restore.restoreTenant(try TenantID("acme"), as: try TenantID("globex"), into: try storage(fixture.target, fixture.encryption))
         }
         try fixture.expectTargetEmpty()
         let otherMaster = try tenantEncryption(masterHex: String(repeating: "77", count: 32))
         #expect {
-            try restore.restoreTenant(try TenantID("acme"), into: fixture.target, encryption: otherMaster)
+            try restore.restoreTenant(try TenantID("acme"), into: try storage(fixture.target, otherMaster))
         } throws: { error in
             guard case .verificationFailed(_, _, let reason)? = error as? BackupError else { return false }
             return reason.contains("wrong key") || reason.contains("key")
@@ -126,7 +127,7 @@ import Testing
         try fixture.expectTargetEmpty()
         // Plain tenants carry no key: another id is fine.
         let plain = try Fixture(encryption: TenantEncryption.none)
-        try plain.restore().restoreTenant(try TenantID("acme"), as: try TenantID("globex"), into: plain.target, encryption: .none)
+        try plain.restore().restoreTenant(try TenantID("acme"), as: try TenantID("globex"), into: try storage(plain.target, TenantEncryption.none))
         #expect(try playerNames(ofTenant: "globex", layout: plain.target, encryption: .none) == ["Arthur", "Barbara"])
     }
 
@@ -142,7 +143,7 @@ import Testing
         try handle.write(contentsOf: Data([byte ^ 0x01]))
         try handle.close()
         #expect {
-            try fixture.restore().restoreTenant(acme, into: fixture.target, encryption: fixture.encryption)
+            try fixture.restore().restoreTenant(acme, into: try storage(fixture.target, fixture.encryption))
         } throws: { error in
             guard case .fileDoesNotMatchManifest(let name, _)? = error as? BackupError else { return false }
             return name == "tenants/acme.sqlite" && "\(error)".contains("tenants/acme.sqlite")
@@ -156,7 +157,7 @@ import Testing
         text = text.replacingOccurrences(of: try fixture.restore().manifest.files[0].sha256, with: try sha256(ofFileAt: file))
         try text.write(to: manifestURL, atomically: true, encoding: .utf8)
         #expect(throws: BackupError.self) {
-            try fixture.restore().restoreTenant(acme, into: fixture.target, encryption: fixture.encryption)
+            try fixture.restore().restoreTenant(acme, into: try storage(fixture.target, fixture.encryption))
         }
         try fixture.expectTargetEmpty()
 

@@ -4,6 +4,7 @@ import GRDBBackup
 import GRDBCipher
 import GRDBMigrations
 import GRDBRegistry
+import GRDBRegistryConfiguration
 import Synchronization
 import Testing
 
@@ -26,7 +27,7 @@ import Testing
         try queue.close()
         let backup = directory.url("backup")
         let set = try BackupSet(creatingAt: backup, logger: testLogger)
-        try set.addTenant(try TenantID("acme"), in: layout, encryption: encryption)
+        try set.addTenant(try TenantID("acme"), in: try storage(layout, encryption))
         try set.finish()
         return (directory, backup, encryption)
     }
@@ -42,7 +43,7 @@ import Testing
         let invariants: [DatabaseInvariant] = [.sql("nonNegativeScore", "SELECT id FROM player WHERE score < 0")]
         #expect(throws: BackupError.unknownSchemaObjects(database: "tenants/acme", objects: ["index player_on_name", "trigger rewrite", "view leaderboard"])) {
             try BackupRestore(from: backup, logger: testLogger).restoreTenant(
-                try TenantID("acme"), into: target, encryption: encryption, checks: .init(migrations: try playersSet(), invariants: invariants))
+                try TenantID("acme"), into: try storage(target, encryption), checks: .init(migrations: try playersSet(), invariants: invariants))
         }
         #expect(allFiles(under: target.root.path) == [])
     }
@@ -64,12 +65,12 @@ import Testing
         try queue.close()
         let backup = directory.url("backup")
         let set = try BackupSet(creatingAt: backup, logger: testLogger)
-        try set.addTenant(try TenantID("acme"), in: layout, encryption: encryption)
+        try set.addTenant(try TenantID("acme"), in: try storage(layout, encryption))
         try set.finish()
         let target = TenantLayout(root: directory.url("restored/tenants"))
         #expect(throws: BackupError.unknownSchemaObjects(database: "tenants/acme", objects: ["index player_on_score", "view total"])) {
             try BackupRestore(from: backup, logger: testLogger).restoreTenant(
-                try TenantID("acme"), into: target, encryption: encryption, checks: .init(migrations: try playersSet()))
+                try TenantID("acme"), into: try storage(target, encryption), checks: .init(migrations: try playersSet()))
         }
         #expect(allFiles(under: target.root.path) == [])
     }
@@ -78,7 +79,7 @@ import Testing
         let (directory, backup, encryption) = try Self.backup(extra: [])
         let target = TenantLayout(root: directory.url("restored/tenants"))
         try BackupRestore(from: backup, logger: testLogger).restoreTenant(
-            try TenantID("acme"), into: target, encryption: encryption, checks: .init(migrations: try playersSet()))
+            try TenantID("acme"), into: try storage(target, encryption), checks: .init(migrations: try playersSet()))
         #expect(try playerNames(ofTenant: "acme", layout: target, encryption: encryption) == ["Arthur", "Barbara"])
     }
 

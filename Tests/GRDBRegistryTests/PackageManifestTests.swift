@@ -75,7 +75,7 @@ import Testing
         #expect(inReadme.isSubset(of: libraries), "README names \(inReadme.subtracting(libraries)), not products of the manifest")
         // Every documented module is a product a user can add.
         let spi = try Self.text(".spi.yml")
-        for module in ["GRDBRegistry", "GRDBRegistryService", "GRDBMigrations", "GRDBCipher", "GRDBBackup"] {
+        for module in ["GRDBRegistry", "GRDBRegistryConfiguration", "GRDBRegistryService", "GRDBMigrations", "GRDBCipher", "GRDBBackup"] {
             #expect(libraries.contains(module))
             #expect(spi.contains("- \(module)\n"), ".spi.yml does not document \(module)")
             #expect(inReadme.contains(module), "README's Installing section does not name \(module)")

@@ -19,9 +19,10 @@ final class TenantFixture: Sendable {
         let template = try TenantID("template")
         try directory.provision(template)
         try directory.withRepositorySync(template)
-        let templatePath = try directory.path(of: template)
+        let layout = TenantLayout(root: root)
+        let templatePath = layout.path(of: template)
         for index in 0..<count {
-            try FileManager.default.copyItem(atPath: templatePath, toPath: try directory.path(of: Self.id(index)))
+            try FileManager.default.copyItem(atPath: templatePath, toPath: layout.path(of: Self.id(index)))
         }
         try directory.remove(template)
     }
@@ -279,8 +280,9 @@ let benchmarks: @Sendable () -> Void = {
         let fixture = try tenantFixture.get()
         let directory = try TenantDirectory<SlowOpeningRepository>(root: fixture.root, maxOpen: 2)
         let slowIDs = try (0..<8).map { try TenantID("slow\($0)") }
+        let layout = TenantLayout(root: fixture.root)
         for id in slowIDs where !(try directory.exists(id)) {
-            try FileManager.default.copyItem(atPath: try directory.path(of: TenantFixture.id(0)), toPath: try directory.path(of: id))
+            try FileManager.default.copyItem(atPath: layout.path(of: TenantFixture.id(0)), toPath: layout.path(of: id))
         }
         let id = TenantFixture.id(1)
         let held = try await directory.lease(id)
@@ -305,7 +307,7 @@ let benchmarks: @Sendable () -> Void = {
         withExtendedLifetime(held) { }
         await directory.close()
         for slowID in slowIDs {
-            try? FileManager.default.removeItem(atPath: try directory.path(of: slowID))
+            try? FileManager.default.removeItem(atPath: layout.path(of: slowID))
         }
     }
 }

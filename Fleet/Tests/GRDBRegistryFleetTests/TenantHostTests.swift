@@ -90,7 +90,7 @@ struct TenantHostTests {
                 _ = try await n1.teams.withRepository(acme) { try await $0.add(name: "p\(index)", score: index) }
             }
             // What a durable acknowledgement waits for.
-            let synced = try await n1.replicator.sync(path: try n1.teams.path(of: acme))
+            let synced = try await n1.replicator.sync(path: try #require(n1.teams.layout).path(of: acme))
             #expect(synced.replicatedTXID == synced.txid)
 
             let n2 = try ServiceNode("n2", postgres: url, directory: directory)
@@ -104,7 +104,7 @@ struct TenantHostTests {
             #expect(try await TestPostgres.rows(url, "SELECT owner, epoch FROM fleet_tenants") == [["n2", "2"]])
             #expect(try await n2.names(acme) == ["p1", "p2", "p3", "p4", "p5"])
             _ = try await n2.teams.withRepository(acme) { try await $0.add(name: "q1", score: 1) }
-            let again = try await n2.replicator.sync(path: try n2.teams.path(of: acme))
+            let again = try await n2.replicator.sync(path: try #require(n2.teams.layout).path(of: acme))
             #expect(again.replicatedTXID == again.txid)
             let epoch2 = directory.appendingPathComponent("replica/tenants/acme/epoch-00000000000000000002").path
             #expect(try !FileManager.default.contentsOfDirectory(atPath: epoch2).isEmpty)
@@ -120,7 +120,8 @@ struct TenantHostTests {
                 if case let .unavailable(reason) = try await n2.fleet.route(ghost) { return reason.contains("no replica") }
                 return false
             }
-            #expect(!FileManager.default.fileExists(atPath: try n2.teams.path(of: ghost)))
+            let ghostPath = try #require(n2.teams.layout).path(of: ghost)
+            #expect(!FileManager.default.fileExists(atPath: ghostPath))
             try await n2.shutdown()
         }
     }
@@ -148,7 +149,7 @@ struct TenantHostTests {
                 try await n2.fleet.route(acme) == .local
             }
             #expect(try await n2.names(acme) == ["s1", "s2", "s3"])
-            let local = try n2.teams.path(of: acme)
+            let local = try #require(n2.teams.layout).path(of: acme)
             #expect(FileManager.default.contents(atPath: local)?.prefix(16) != Data("SQLite format 3\0".utf8))
             try await n2.shutdown()
         }

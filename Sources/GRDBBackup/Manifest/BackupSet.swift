@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import GRDBCipher
 import GRDBRegistry
+import GRDBRegistryConfiguration
 import Logging
 import Synchronization
 import Tracing
@@ -13,7 +14,7 @@ import Tracing
 /// ```swift
 /// let backup = try BackupSet(creatingAt: URL(fileURLWithPath: "backups/2026-11-23T13"), logger: logger)
 /// try backup.add(.database, named: "catalog", from: catalogPool)
-/// try backup.addTenant(try TenantID("acme"), in: layout, encryption: tenantEncryption)
+/// try backup.addTenant(try TenantID("acme"), in: storage)
 /// let manifest = try backup.finish()
 /// ```
 ///
@@ -33,7 +34,7 @@ import Tracing
 ///
 /// - ``add(_:named:from:encryption:)``
 /// - ``add(_:named:databaseAt:encryption:)``
-/// - ``addTenant(_:in:encryption:)``
+/// - ``addTenant(_:in:)``
 /// - ``entries``
 ///
 /// ### Finishing
@@ -145,29 +146,27 @@ public final class BackupSet: Sendable {
         return try add(kind, named: name, from: queue, encryption: encryption)
     }
 
-    /// Adds a copy of a tenant of `layout`, with the key the tenant-key
-    /// policy gives it (derived from the master key, the id and the
-    /// file's salt, which the copy keeps).
+    /// Adds a copy of tenant `id` of `storage`: its file, opened with the
+    /// key the storage derives for it (from the master key, the id and
+    /// the file's salt, which the copy keeps).
     ///
     /// ```swift
-    /// if let tenants = configuration.tenants {
-    ///     try backup.addTenant(try TenantID("acme"), in: tenants.layout,
-    ///                          encryption: try configuration.tenantEncryption())
-    /// }
+    /// let storage = try TenantStorage(configuration: configuration)
+    /// try backup.addTenant(try TenantID("acme"), in: storage)
     /// ```
     @discardableResult
-    public func addTenant(_ id: TenantID, in layout: TenantLayout, encryption: TenantEncryption) throws -> BackupEntry {
-        let path = layout.path(of: id)
+    public func addTenant(_ id: TenantID, in storage: TenantStorage) throws -> BackupEntry {
+        let path = storage.path(of: id)
         guard FileManager.default.fileExists(atPath: path) else {
             throw BackupError.copyFailed(database: "tenant \(id.rawValue)", reason: "\(path) does not exist")
         }
-        let key: CipherKey?
+        let encryption: BackupEncryption?
         do {
-            key = try encryption.key(forTenant: id.rawValue, atPath: path)
+            encryption = try storage.backupEncryption(for: id)
         } catch {
             throw BackupError.copyFailed(database: "tenant \(id.rawValue)", reason: "\(error)")
         }
-        return try add(.tenant, named: id.rawValue, databaseAt: path, encryption: key.map { BackupEncryption(key: $0) })
+        return try add(.tenant, named: id.rawValue, databaseAt: path, encryption: encryption)
     }
 
     /// The entries added so far.

@@ -3,6 +3,7 @@ import GRDB
 import GRDBCipher
 import GRDBMigrations
 import GRDBRegistry
+import GRDBRegistryConfiguration
 import Logging
 import Tracing
 
@@ -12,7 +13,7 @@ import Tracing
 ///
 /// ```swift
 /// let restore = try BackupRestore(from: URL(fileURLWithPath: "backups/2026-11-23T13"), logger: logger)
-/// try restore.restoreTenant(try TenantID("acme"), into: layout, encryption: try configuration.tenantEncryption(),
+/// try restore.restoreTenant(try TenantID("acme"), into: try TenantStorage(configuration: configuration),
 ///                           checks: .init(migrations: playersSet, invariants: PlayerRepository.invariants))
 /// ```
 ///
@@ -32,7 +33,7 @@ import Tracing
 ///
 /// ### Restoring
 ///
-/// - ``restoreTenant(_:as:into:encryption:checks:force:)``
+/// - ``restoreTenant(_:as:into:checks:force:)``
 /// - ``restoreDatabase(named:to:encryption:checks:force:)``
 /// - ``DatabaseRestore/Checks``
 /// - ``DatabaseRestore/Report``
@@ -58,11 +59,12 @@ public struct BackupRestore: Sendable {
         self.pipeline = DatabaseRestore(logger: logger, tracer: tracer)
     }
 
-    /// Restores tenant `id` of the backup into `layout`, as `target`
-    /// (default: the same id).
+    /// Restores tenant `id` of the backup into `storage`, as `target`
+    /// (default: the same id): to the path the storage gives `target`,
+    /// opened with the key it derives (``DatabaseRestore/restoreTenant(_:fromFile:into:checks:force:)``).
     ///
     /// ```swift
-    /// let report = try restore.restoreTenant(try TenantID("acme"), into: layout, encryption: encryption)
+    /// let report = try restore.restoreTenant(try TenantID("acme"), into: storage)
     /// ```
     ///
     /// - throws: ``BackupError``; ``BackupError/tenantKeyBoundToID(backedUpAs:restoringAs:)``
@@ -70,7 +72,7 @@ public struct BackupRestore: Sendable {
     ///   derives from its id: it would not open).
     @discardableResult
     public func restoreTenant(
-        _ id: TenantID, as target: TenantID? = nil, into layout: TenantLayout, encryption: TenantEncryption,
+        _ id: TenantID, as target: TenantID? = nil, into storage: TenantStorage,
         checks: DatabaseRestore.Checks = .init(), force: Bool = false
     ) throws -> DatabaseRestore.Report {
         let entry = try manifest.entry(.tenant, named: id.rawValue)
@@ -78,8 +80,8 @@ public struct BackupRestore: Sendable {
         if target != id && entry.encryption != nil {
             throw BackupError.tenantKeyBoundToID(backedUpAs: id.rawValue, restoringAs: target.rawValue)
         }
-        let candidate = DatabaseRestore.Candidate(tenant: target, source: source(of: entry), layout: layout)
-        let key = DatabaseRestore.tenantEncryption(encryption, id: target, database: candidate.displayName)
+        let candidate = DatabaseRestore.Candidate(tenant: target, source: source(of: entry), layout: storage.layout)
+        let key = storage.restoreEncryption(for: target, database: candidate.displayName)
         return try restore(entry, as: candidate, encryption: key, destinationEncryption: key, checks: checks, force: force)
     }
 

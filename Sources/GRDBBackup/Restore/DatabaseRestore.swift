@@ -3,6 +3,7 @@ import GRDB
 import GRDBCipher
 import GRDBMigrations
 import GRDBRegistry
+import GRDBRegistryConfiguration
 import Logging
 import Tracing
 
@@ -15,8 +16,7 @@ import Tracing
 /// ```swift
 /// let restore = DatabaseRestore(logger: logger)
 /// let report = try restore.restoreTenant(
-///     try TenantID("acme"), fromFile: "incoming/acme.sqlite", into: layout,
-///     encryption: try configuration.tenantEncryption(),
+///     try TenantID("acme"), fromFile: "incoming/acme.sqlite", into: storage,
 ///     checks: .init(migrations: playersSet, invariants: PlayerRepository.invariants))
 /// print(report.destination, report.pendingMigrations)
 /// ```
@@ -64,7 +64,7 @@ import Tracing
 ///
 /// - ``init(logger:tracer:)``
 /// - ``restoreDatabase(fromFile:to:name:encryption:checks:force:)``
-/// - ``restoreTenant(_:fromFile:into:encryption:checks:force:)``
+/// - ``restoreTenant(_:fromFile:into:checks:force:)``
 ///
 /// ### What is checked, and what was done
 ///
@@ -157,21 +157,22 @@ public struct DatabaseRestore: Sendable {
     }
 
     /// Restores the tenant database file `source` (left as it is) as
-    /// tenant `id` of `layout`: an import.
+    /// tenant `id` of `storage`: an import.
     ///
     /// ```swift
+    /// let storage = try TenantStorage(configuration: configuration)
     /// try DatabaseRestore(logger: logger).restoreTenant(
-    ///     try TenantID("acme"), fromFile: "incoming/acme.sqlite", into: layout,
-    ///     encryption: try configuration.tenantEncryption(), checks: .init(migrations: playersSet))
+    ///     try TenantID("acme"), fromFile: "incoming/acme.sqlite", into: storage,
+    ///     checks: .init(migrations: playersSet))
     /// ```
     ///
     /// - parameter id: The tenant the file becomes.
     /// - parameter source: The candidate file.
-    /// - parameter layout: The tenants directory it goes into.
-    /// - parameter encryption: The tenant-key policy: an encrypted file
-    ///   must open with the key `id` derives from the master key and the
+    /// - parameter storage: The tenants' storage, the one owner of the
+    ///   tenant's file and key: the file goes to its path, and an
+    ///   encrypted one must open with the key it derives for `id` from the
     ///   salt in the file (a tenant's key is bound to its id); a plain one
-    ///   is refused unless the policy allows plain tenants.
+    ///   is refused unless its policy allows plain tenants.
     /// - parameter checks: The migrations and invariants the restored
     ///   tenant must satisfy.
     /// - parameter force: Replace an existing tenant, once locked:
@@ -179,11 +180,11 @@ public struct DatabaseRestore: Sendable {
     /// - throws: ``BackupError``.
     @discardableResult
     public func restoreTenant(
-        _ id: TenantID, fromFile source: String, into layout: TenantLayout, encryption: TenantEncryption,
+        _ id: TenantID, fromFile source: String, into storage: TenantStorage,
         checks: Checks = Checks(), force: Bool = false
     ) throws -> Report {
-        let candidate = Candidate(tenant: id, source: source, layout: layout)
-        let key = Self.tenantEncryption(encryption, id: id, database: candidate.displayName)
+        let candidate = Candidate(tenant: id, source: source, layout: storage.layout)
+        let key = storage.restoreEncryption(for: id, database: candidate.displayName)
         return try restore(
             candidate, checks: checks, force: force, fetch: { try Self.copy(source, to: $0, database: candidate.displayName) },
             encryption: key, destinationEncryption: key)
@@ -229,20 +230,6 @@ public struct DatabaseRestore: Sendable {
     package static func temporaryPath(beside destination: URL) -> String {
         destination.deletingLastPathComponent()
             .appendingPathComponent(".\(destination.lastPathComponent).restore-\(UUID().uuidString)").path
-    }
-
-    /// The key of tenant `id` in a candidate file, from the tenant-key
-    /// policy (the salt is the file's).
-    package static func tenantEncryption(
-        _ encryption: TenantEncryption, id: TenantID, database: String
-    ) -> @Sendable (String) throws -> BackupEncryption? {
-        { path in
-            do {
-                return try encryption.key(forTenant: id.rawValue, atPath: path).map { BackupEncryption(key: $0) }
-            } catch {
-                throw BackupError.verificationFailed(database: database, path: path, reason: "\(error)")
-            }
-        }
     }
 
     /// Runs every step on `candidate`.

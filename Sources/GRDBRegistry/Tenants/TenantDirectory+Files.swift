@@ -4,12 +4,13 @@ import GRDB
 // The files of a tenant directory: where each tenant lives (as
 // ``TenantLayout`` says), and their creation and removal.
 extension TenantDirectory {
-    /// The path of the database of `id`: its layout's
-    /// (``TenantLayout/path(of:)``, the one owner of that path).
+    /// The path of the database of `id`: its layout's. Not public:
+    /// ``TenantLayout/path(of:)`` is the one public owner of that path
+    /// (``layout``).
     ///
     /// - throws: ``TenantError/notConfigured`` for a directory without a
     ///   layout.
-    public func path(of id: TenantID) throws -> String {
+    package func path(of id: TenantID) throws -> String {
         guard let layout else { throw TenantError.notConfigured }
         return layout.path(of: id)
     }

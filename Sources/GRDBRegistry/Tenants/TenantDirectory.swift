@@ -55,7 +55,6 @@ import Tracing
 ///
 /// ### Tenant files
 ///
-/// - ``path(of:)``
 /// - ``tenants()``
 /// - ``exists(_:)``
 /// - ``provision(_:configuration:)``

@@ -66,8 +66,8 @@ import Tracing
 /// - **In a fleet** (a service that hosts its tenants through a
 ///   ``TenantHost``), only the tenants the node owns and serves
 ///   (``TenantOwnership``) are replicated, each under its epoch
-///   (``TenantStorage/replicaURL(for:epoch:)``; an encrypted one's backups
-///   at ``TenantStorage/encryptedReplicaPath(for:epoch:)``, every
+///   (``/GRDBRegistryConfiguration/TenantStorage/replicaURL(for:epoch:)``; an encrypted one's backups
+///   at ``/GRDBRegistryConfiguration/TenantStorage/encryptedReplicaPath(for:epoch:)``, every
 ///   `encryptedBackupIntervalSeconds` and at once on ``replicate(_:)``).
 ///   A tenant the node lets go is unregistered at the next scan
 ///   or at ``stopReplicating(_:)``, and its replica stays where it is (it
@@ -292,7 +292,7 @@ public final class LitestreamReplicator: Service, Sendable {
     /// database at `path`, and waits for the replica to have it.
     ///
     /// ```swift
-    /// let result = try await replicator.sync(path: try teams.path(of: TenantID("acme")))
+    /// let result = try await replicator.sync(path: storage.layout.path(of: try TenantID("acme")))
     /// ```
     @discardableResult
     public func sync(path: String) async throws -> SyncResult {

@@ -81,7 +81,7 @@ public struct LitestreamRestore: Sendable {
 
     /// A restore that uses `storage` for every tenant question (file, key,
     /// replica), so that a process that already built its
-    /// ``TenantStorage`` does not read the master key again: a
+    /// ``/GRDBRegistryConfiguration/TenantStorage`` does not read the master key again: a
     /// ``DatabaseService``'s ``DatabaseService/tenantHost(of:restoreChecks:acknowledgements:environment:freezeTimeout:tracer:)``
     /// gives its restore the service's storage.
     ///
@@ -171,7 +171,7 @@ public struct LitestreamRestore: Sendable {
         // The kept backup is an import of the tenant's file, opened with
         // its key (which checks the HMAC of every page it reads).
         let storage = try tenantStorage(for: id)
-        return try pipeline.restoreTenant(id, fromFile: backup, into: storage.layout, encryption: storage.encryption, checks: checks)
+        return try pipeline.restoreTenant(id, fromFile: backup, into: storage, checks: checks)
     }
 
     // MARK: - Fleet
@@ -392,7 +392,7 @@ public struct LitestreamRestore: Sendable {
                 throw ReplicationError.restoreFailed(database: name, reason: "\(backup) is not encrypted")
             }
             report = try pipeline.restoreTenant(
-                id, fromFile: backup, into: storage.layout, encryption: storage.encryption, checks: checks, force: force)
+                id, fromFile: backup, into: storage, checks: checks, force: force)
         } else {
             guard !encrypted else {
                 throw ReplicationError.restoreFailed(database: name, reason: "the catalog says the tenant is encrypted, but \(folder) holds a plain Litestream replica")

@@ -59,7 +59,7 @@ package struct RemovedTenantReplicas: Sendable {
     /// Moves aside (or, with a zero retention, deletes) the replica and the
     /// encrypted backup of tenant `id`, removed at `removedAt`, from where
     /// `storage` keeps them (its replication's replica directory of `id`,
-    /// ``TenantStorage/encryptedBackupPath(for:)``).
+    /// ``/GRDBRegistryConfiguration/TenantStorage/encryptedBackupPath(for:)``).
     ///
     /// - returns: What was kept, or nil when there was nothing to keep.
     @discardableResult

@@ -6,7 +6,7 @@ import Synchronization
 /// replica has it, with the waits of one tenant grouped.
 ///
 /// With `"acknowledgements": "durable"`
-/// (``RegistryConfiguration/Replication/Acknowledgements/durable``), a
+/// (``/GRDBRegistryConfiguration/RegistryConfiguration/Replication/Acknowledgements/durable``), a
 /// server answers a write only once it is in the replica, so a failover
 /// (another node restoring the tenant from its replica) loses no
 /// acknowledged write:
@@ -20,7 +20,7 @@ import Synchronization
 /// ```
 ///
 /// The tenant's file and encryption are the service's to know: its
-/// ``TenantStorage`` and, in a fleet, its ``TenantOwnership`` (the epoch
+/// ``/GRDBRegistryConfiguration/TenantStorage`` and, in a fleet, its ``TenantOwnership`` (the epoch
 /// folder, and whether the round is an encrypted backup). Outside a fleet,
 /// the tenant-key policy says whether the tenant is encrypted.
 ///

@@ -8,7 +8,7 @@ import Synchronization
 /// logs and spans, its file, its replica, its encrypted backup, and the
 /// key it is encrypted with.
 struct ReplicationCandidate: Sendable {
-    /// A configured database's name, or `tenants/<id>` (``TenantStorage/name(of:)``).
+    /// A configured database's name, or `tenants/<id>` (``/GRDBRegistryConfiguration/TenantStorage/name(of:)``).
     var name: String
     var path: String
     var replicaURL: String
@@ -30,7 +30,7 @@ struct ReplicationCandidate: Sendable {
 /// ``EncryptedBackupSchedule`` (which copies the encrypted ones).
 ///
 /// Every tenant question (name, file, listing, key, replica, backup path,
-/// which file is a tenant) is the ``TenantStorage``'s, built once, at the
+/// which file is a tenant) is the ``/GRDBRegistryConfiguration/TenantStorage``'s, built once, at the
 /// first scan that can read the master key: the key is not read again.
 /// A missing key leaves the tenants out of that scan, and is reported, until
 /// it can be read.
@@ -76,7 +76,7 @@ final class ReplicationCandidates: Sendable {
     /// The storage of the configuration's tenants, built once (the
     /// service's, when it shares it); nil when the configuration has none.
     ///
-    /// - throws: The error of ``TenantStorage/init(configuration:environment:)``
+    /// - throws: The error of ``/GRDBRegistryConfiguration/TenantStorage/init(configuration:environment:)``
     ///   (or of ``DatabaseService/tenantStorage()``) when the master key
     ///   can't be read (tried again at the next call).
     func storage() throws -> TenantStorage? {

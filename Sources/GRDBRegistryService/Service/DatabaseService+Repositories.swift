@@ -26,7 +26,7 @@ extension DatabaseService {
     /// ```
     ///
     /// Migrations come from one place. With a `migrator`, the repository
-    /// migrates the file: under ``MigrationMode/apply`` it applies what is
+    /// migrates the file: under ``/GRDBRegistryConfiguration/MigrationMode/apply`` it applies what is
     /// pending; under `verify` and `skip`, pending migrations fail the start
     /// (``/GRDBRegistry/RepositoryDatabase/MigrationPolicy/refusePending``),
     /// since a repository's invariants may read what they create. Without

@@ -118,7 +118,7 @@ extension DatabaseService {
     ///
     /// ```swift
     /// let storage = try service.tenantStorage()
-    /// print(storage.path(of: try TenantID("acme")))
+    /// print(storage.layout.path(of: try TenantID("acme")))
     /// ```
     ///
     /// - throws: ``DatabaseServiceError/unknownDatabase(_:knownNames:)``

@@ -37,7 +37,7 @@ import Tracing
 /// problem at once), opens each database through the injected
 /// ``/GRDBRegistry/DatabaseConnections``, applies, verifies or skips its
 /// migrations through ``/GRDBMigrations/DatabaseMigrationRunner`` (see
-/// ``MigrationMode``: an applied file edited
+/// ``/GRDBRegistryConfiguration/MigrationMode``: an applied file edited
 /// since blocks the start, naming the file), then reports readiness
 /// (``waitUntilReady()``, ``health()``). Tenants follow the same mode when
 /// they open. Every connection, tenants included, waits up to its

@@ -11,7 +11,7 @@ import Synchronization
 /// (``DatabaseService/tenantHost(of:restoreChecks:acknowledgements:environment:freezeTimeout:tracer:)``):
 /// from then on, a tenant file is opened and replicated only while the node
 /// owns the tenant, under its epoch
-/// (``TenantStorage/replicaURL(for:epoch:)``). A single server's service
+/// (``/GRDBRegistryConfiguration/TenantStorage/replicaURL(for:epoch:)``). A single server's service
 /// serves every tenant on its disk, and this table stays empty. Named
 /// databases are never owned: each node replicates its own under
 /// `<replica>/databases/<name>` (give each node its own replica store for

@@ -3,6 +3,7 @@ import GRDB
 @testable import GRDBCipher
 import GRDBMigrations
 import GRDBRegistry
+import GRDBRegistryConfiguration
 import Logging
 
 /// Every test target shares one support module (temporary directories,
@@ -45,6 +46,20 @@ let masterKeyHex = String(repeating: "5a", count: 32)
 
 func tenantEncryption(masterHex: String = masterKeyHex) throws -> TenantEncryption {
     TenantEncryption(masterKey: try TenantMasterKey(DatabaseSecret(masterHex)))
+}
+
+/// The storage of the tenants of `layout` under `encryption`'s master key,
+/// built as the daemon and registryctl build theirs: from a configuration,
+/// the master key read from its source (here an environment variable).
+func storage(_ layout: TenantLayout, _ encryption: TenantEncryption) throws -> TenantStorage {
+    var tenants = RegistryConfiguration.Tenants(root: layout.root.path)
+    var environment: [String: String] = [:]
+    if let master = encryption.masterKey {
+        tenants.masterKey = .environment("GRDBBACKUP_TESTS_MASTER_KEY")
+        tenants.allowPlaintextTenants = encryption.allowsPlaintextTenants
+        environment["GRDBBACKUP_TESTS_MASTER_KEY"] = master.bytes.map { String(format: "%02x", $0) }.joined()
+    }
+    return try TenantStorage(configuration: RegistryConfiguration(databases: [], tenants: tenants), environment: environment)
 }
 
 /// The migrations of these tests' databases: players, and a one-row

@@ -17,7 +17,7 @@ import Testing
     static func players(of id: String, storage: TenantStorage) throws -> Set<String> {
         let tenant = try TenantID(id)
         let configuration = try storage.connectionConfiguration(key: try storage.key(for: tenant))
-        let queue = try DatabaseQueue(path: storage.path(of: tenant), configuration: configuration)
+        let queue = try DatabaseQueue(path: storage.layout.path(of: tenant), configuration: configuration)
         defer { try? queue.close() }
         return Set(try queue.read { try String.fetchAll($0, sql: "SELECT name FROM player") })
     }
@@ -135,7 +135,7 @@ import Testing
             }
 
             // One tenant lost again: --tenant brings it back, encrypted.
-            let vaultPath = storage.path(of: try TenantID("vault"))
+            let vaultPath = storage.layout.path(of: try TenantID("vault"))
             for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: vaultPath + suffix) }
             let one = try runToEnd(registryctl, ["restore", "--config", config, "--from-replica", "--tenant", "vault", "--migrations", playersSet], environment: environment)
             #expect(one.status == 0, "\(one.output)")

@@ -1,6 +1,5 @@
 import Foundation
 import GRDB
-import GRDBBackup
 import GRDBCipher
 import GRDBMigrations
 import GRDBRegistry
@@ -20,7 +19,7 @@ import GRDBRegistry
 /// let storage = try TenantStorage(configuration: configuration, environment: [:])
 /// let acme = try TenantID("acme")
 /// print(TenantStorage.name(of: acme))   // "tenants/acme"
-/// print(storage.path(of: acme))         // "/srv/tenants/acme.sqlite"
+/// print(storage.layout.path(of: acme))  // "/srv/tenants/acme.sqlite"
 /// ```
 ///
 /// ## Topics
@@ -33,7 +32,6 @@ import GRDBRegistry
 ///
 /// - ``name(of:)``
 /// - ``layout``
-/// - ``path(of:)``
 /// - ``selection(_:)``
 /// - ``Selection``
 /// - ``rootExists``
@@ -45,7 +43,6 @@ import GRDBRegistry
 /// - ``key(for:recordedEncrypted:)``
 /// - ``keyForNew(_:encrypted:)``
 /// - ``connectionConfiguration(key:)``
-/// - ``backupEncryption(for:)``
 ///
 /// ### Migrations
 ///
@@ -127,10 +124,10 @@ public struct TenantStorage: Sendable {
         id.databaseName
     }
 
-    /// The database file of tenant `id`: the layout's
-    /// (``/GRDBRegistry/TenantLayout/path(of:)``, the one owner of that
-    /// path).
-    public func path(of id: TenantID) -> String {
+    /// The database file of tenant `id`: the layout's. Not public:
+    /// ``/GRDBRegistry/TenantLayout/path(of:)`` is the one public owner
+    /// of that path (``layout``).
+    package func path(of id: TenantID) -> String {
         layout.path(of: id)
     }
 
@@ -152,7 +149,7 @@ public struct TenantStorage: Sendable {
     /// tools only work on the ones that exist.
     ///
     /// ```swift
-    /// for id in try storage.selection(nil).tenants { print(storage.path(of: id)) }
+    /// for id in try storage.selection(nil).tenants { print(storage.layout.path(of: id)) }
     /// ```
     ///
     /// - throws: ``/GRDBRegistry/TenantIDError`` for an invalid id;
@@ -201,7 +198,7 @@ public struct TenantStorage: Sendable {
     /// - throws: ``/GRDBCipher/TenantEncryptionError`` when the file
     ///   breaks the policy (a plain tenant under a master key).
     public func key(for id: TenantID) throws -> CipherKey? {
-        try encryption.key(forTenant: id.rawValue, atPath: path(of: id))
+        try key(for: id, ofCopyAt: path(of: id))
     }
 
     /// The key of the existing tenant `id`, as ``key(for:)``, after its
@@ -232,7 +229,7 @@ public struct TenantStorage: Sendable {
     /// The GRDB configuration of a tenant connection opened with `key`
     /// (nil: plain): the busy timeout, the encryption, and, for a plain
     /// replicated tenant, no automatic checkpoints (Litestream runs them;
-    /// see ``LitestreamReplicator``).
+    /// see `LitestreamReplicator` in GRDBRegistryService).
     public func connectionConfiguration(key: CipherKey?) throws -> Configuration {
         var configuration = Configuration()
         configuration.busyMode = .timeout(busyTimeout.timeInterval)
@@ -244,18 +241,16 @@ public struct TenantStorage: Sendable {
         return configuration
     }
 
-    /// How a backup or a restore opens tenant `id`'s copies: its key, in
-    /// the tenants' format (SQLCipher 4); nil for a plain tenant.
-    public func backupEncryption(for id: TenantID) throws -> BackupEncryption? {
-        try key(for: id).map { BackupEncryption(key: $0) }
-    }
-
-    /// How a restore opens a candidate copy of tenant `id`, wherever it
-    /// was fetched: the key the tenant-key policy derives from that file's
-    /// salt. A copy that breaks the policy fails the restore's verification
-    /// of `database`.
-    func restoreEncryption(for id: TenantID, database: String) -> @Sendable (String) throws -> BackupEncryption? {
-        DatabaseRestore.tenantEncryption(encryption, id: id, database: database)
+    /// The key of a copy of tenant `id` at `path` (a backup, a replica,
+    /// a restore's candidate), by the tenant-key policy: derived from the
+    /// master key, the id and that file's salt; nil for a plain copy the
+    /// policy accepts. GRDBBackup asks this for every tenant file it
+    /// copies or restores, so that no other module derives a tenant key.
+    ///
+    /// - throws: ``/GRDBCipher/TenantEncryptionError`` when the copy
+    ///   breaks the policy (a plain copy under a master key).
+    package func key(for id: TenantID, ofCopyAt path: String) throws -> CipherKey? {
+        try encryption.key(forTenant: id.rawValue, atPath: path)
     }
 
     // MARK: - Migrations

@@ -166,7 +166,7 @@ public struct RegistryConfiguration: Sendable, Equatable {
 
         /// The largest number of tenant databases kept open when the file
         /// says nothing (the service may lower it to fit the limit of open
-        /// files: see ``FileDescriptorBudget``).
+        /// files: see `FileDescriptorBudget` in GRDBRegistryService).
         public static let defaultMaxOpen = 256
 
         /// The file layout of the tenants.
@@ -245,7 +245,7 @@ public struct RegistryConfiguration: Sendable, Equatable {
     /// The problems of ``problems(environment:)``; with `readingMasterKey`
     /// false, without the master key's: a service checks it by building
     /// its ``TenantStorage``, which reads it once for the whole process.
-    func problems(environment: [String: String], readingMasterKey: Bool) -> [String] {
+    package func problems(environment: [String: String], readingMasterKey: Bool) -> [String] {
         var problems: [String] = []
         func checkDirectory(_ path: String, _ what: String) {
             var isDirectory: ObjCBool = false

@@ -1,5 +1,5 @@
-import GRDBBackup
 import GRDBCipher
+import GRDBRegistryConfiguration
 
 extension RegistryConfiguration.Cipher {
     /// How a backup or a restore opens and checks a database encrypted

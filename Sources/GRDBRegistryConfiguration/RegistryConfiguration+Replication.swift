@@ -38,7 +38,8 @@ extension RegistryConfiguration {
             /// its sync interval (``RegistryConfiguration/Replication/litestreamSyncInterval``),
             /// an encrypted tenant at its next encrypted backup. The default.
             case asynchronous = "async"
-            /// Once the replica has it (``ReplicaAcknowledgements``): a
+            /// Once the replica has it (GRDBRegistryService's
+            /// `ReplicaAcknowledgements`): a
             /// failover loses no acknowledged write.
             case durable
         }
@@ -73,7 +74,8 @@ extension RegistryConfiguration {
         /// Whether writes are acknowledged before (`.asynchronous`, the
         /// default) or after (`.durable`) they reach the replica. The
         /// library only says which; a server waits with
-        /// ``ReplicaAcknowledgements`` after each write when it is durable.
+        /// GRDBRegistryService's `ReplicaAcknowledgements` after each write
+        /// when it is durable.
         public var acknowledgements: Acknowledgements
 
         public init(

@@ -20,7 +20,7 @@ final class ProblemLog: Sendable {
 
 extension CodingUserInfoKey {
     // The initializer is failable by signature only: any raw value is accepted.
-    static let problemLog = CodingUserInfoKey(rawValue: "GRDBRegistryService.ProblemLog")!
+    static let problemLog = CodingUserInfoKey(rawValue: "GRDBRegistryConfiguration.ProblemLog")!
 }
 
 struct AnyKey: CodingKey {
