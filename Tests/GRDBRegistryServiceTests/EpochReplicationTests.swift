@@ -482,8 +482,10 @@ private let quiet = Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() }
         let configuration = try Self.nodeConfiguration(directory, node: "a", replica: replica, extra: #", "acknowledgements": "durable""#)
         #expect(configuration.replication?.acknowledgements == .durable)
         #expect(configuration.replication?.lossWindow(encrypted: false) == .zero)
-        let node = try ReplicatedDaemon(configuration: configuration, scanInterval: .seconds(3600), hosting: true)
+        // Before the service: its acknowledgements make their counters
+        // as it is made.
         _ = testMetrics
+        let node = try ReplicatedDaemon(configuration: configuration, scanInterval: .seconds(3600), hosting: true)
         let acknowledgements = try #require(node.service.acknowledgements)
         let tenants = node.tenants, host = try #require(node.host)
         let acme = try TenantID("acme")
