@@ -472,18 +472,21 @@ private let quiet = Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() }
         }
     }
 
-    /// N writers of one tenant, each waiting for its write to be in the
-    /// replica: fewer sync rounds than writers, and each waiter, when it
-    /// returns, finds its own row in a restore of the replica.
+    /// N concurrent writers of one tenant of a durable service, whose
+    /// writes each wait until the replica has them: fewer sync rounds than
+    /// writers, and each writer, when its write returns, finds its own row
+    /// in a restore of the replica.
     @Test func durableAcknowledgementsAreGroupedAndEachWaiterReturnsOnceItsRowIsInTheReplica() async throws {
         let directory = try TemporaryDirectory()
         let replica = directory.url.appendingPathComponent("replica")
         let configuration = try Self.nodeConfiguration(directory, node: "a", replica: replica, extra: #", "acknowledgements": "durable""#)
         #expect(configuration.replication?.acknowledgements == .durable)
         #expect(configuration.replication?.lossWindow(encrypted: false) == .zero)
-        let node = try ReplicatedDaemon(configuration: configuration, scanInterval: .seconds(3600), hosting: true)
+        // Before the service: its acknowledgements make their counters
+        // as it is made.
         _ = testMetrics
-        let acknowledgements = ReplicaAcknowledgements(replicator: node.replicator)
+        let node = try ReplicatedDaemon(configuration: configuration, scanInterval: .seconds(3600), hosting: true)
+        let acknowledgements = try #require(node.service.acknowledgements)
         let tenants = node.tenants, host = try #require(node.host)
         let acme = try TenantID("acme")
         let url = try #require(try TenantStorage(configuration: configuration, environment: [:]).replicaURL(for: acme, epoch: 1))
@@ -502,11 +505,10 @@ private let quiet = Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() }
                 for writer in 0..<writers {
                     group.addTask {
                         let name = "writer-\(writer)"
-                        _ = try await tenants.withRepository(acme) { try await $0.add(name: name, score: writer) }
-                        // Every writer committed before any waits: they
-                        // wait together, as a busy tenant's writers do.
+                        // Every writer starts at once, as a busy tenant's do.
                         await gate.arrive()
-                        try await acknowledgements.waitUntilReplicated(acme)
+                        // The write waits for the replica itself.
+                        _ = try await tenants.withRepository(acme) { try await $0.add(name: name, score: writer) }
                         // Right now, the replica has it.
                         let copy = directory.path("check-\(writer).sqlite")
                         let restored = try await BlockingWork.run { try runChildProcess(litestreamPath, ["restore", "-o", copy, url], mergingOutput: true) }
@@ -541,7 +543,6 @@ private let quiet = Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() }
         let replica = directory.url.appendingPathComponent("replica")
         let configuration = try Self.nodeConfiguration(directory, node: "a", replica: replica, extra: #", "acknowledgements": "durable""#)
         let node = try ReplicatedDaemon(configuration: configuration, scanInterval: .seconds(3600), hosting: true)
-        let acknowledgements = ReplicaAcknowledgements(replicator: node.replicator)
         let tenants = node.tenants, host = try #require(node.host)
         let acme = try TenantID("acme")
         let url = try #require(try TenantStorage(configuration: configuration, environment: [:]).replicaURL(for: acme, epoch: 1))
@@ -559,8 +560,8 @@ private let quiet = Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() }
                         while ContinuousClock.now < until {
                             write += 1
                             let name = "writer-\(writer)-\(write)"
+                            // Returns once the replica has it.
                             _ = try await tenants.withRepository(acme) { try await $0.add(name: name, score: write) }
-                            try await acknowledgements.waitUntilReplicated(acme)
                             names.append(name)
                         }
                         return names

@@ -46,10 +46,19 @@ func documentationExampleOfADurableAcknowledgement(
 ) async throws {
     let id = try TenantID("acme")
     _ = try await tenants.withRepository(id) { try await $0.add(name: "Arthur", score: 10) }
+    // The replica has it: answer the client.
     try await acknowledgements.waitUntilReplicated(id)
-    // Now answer the client.
 
     try tenants.provision(id)
     try await replicator.replicate(id)   // before its first write is acknowledged
     try await replicator.stopReplicating(id)
+}
+
+final class SoleOwner: TenantTenures {
+    func tenure(of id: TenantID) -> UInt64? { 1 }
+    func stillHolds(_ tenure: UInt64) -> Bool { true }
+}
+
+func documentationExampleOfTenantTenures(host: TenantHost<PlayerRepository>, owner: SoleOwner) {
+    host.acknowledgeWrites(whileHeldBy: owner)
 }

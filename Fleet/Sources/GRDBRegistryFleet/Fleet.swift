@@ -85,6 +85,9 @@ public final class Fleet: Service, Sendable {
     let tracer: any Tracer
     let state = Mutex(State())
 
+    /// - parameter host: Carries out the fleet's decisions; the fleet
+    ///   gives itself to it (``FleetTenantHost/attach(to:)``), so that
+    ///   its durable writes hold this node's tenures.
     /// - parameter fence: The fence of the node's tenants: the fleet
     ///   extends it after each renewal, lets it run out when renewals
     ///   fail, and closes it when the node leaves.
@@ -94,6 +97,7 @@ public final class Fleet: Service, Sendable {
         self.fence = fence
         self.logger = logger
         self.tracer = tracer
+        host.attach(to: self)
     }
 
     /// Waits until the node joined the fleet (or throws why it could not).

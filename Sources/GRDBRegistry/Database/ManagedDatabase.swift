@@ -25,6 +25,10 @@ import Tracing
 ///   through this database (its ``context``, or a context built on it)
 ///   share one GRDB observation: N subscribers cost one fetch per change.
 ///   Closing ends them with ``ManagedDatabaseError/closed(database:)``.
+/// - **Acknowledged writes.** A database opened with a
+///   ``WriteAcknowledgement`` (durable acknowledgements: a replica must
+///   have the write) runs it in every ``write(_:)-6ft3j``: a claim before
+///   the transaction, a wait after the commit, before `write` returns.
 /// - **Checkpoint on close** is a setting (``checkpointOnClose``):
 ///   `.truncate` by default, which leaves no `-wal` behind; `nil` for a
 ///   WAL that an external tool (Litestream, for example) checkpoints.
@@ -36,8 +40,8 @@ import Tracing
 ///
 /// ### Opening
 ///
-/// - ``init(path:name:connection:configuration:connections:checks:checkpointOnClose:onEvent:tracer:)``
-/// - ``init(name:writer:checks:checkpointOnClose:onEvent:tracer:)``
+/// - ``init(path:name:connection:configuration:connections:checks:acknowledgement:checkpointOnClose:onEvent:tracer:)``
+/// - ``init(name:writer:checks:acknowledgement:checkpointOnClose:onEvent:tracer:)``
 /// - ``Connection``
 /// - ``name``
 ///
@@ -51,6 +55,8 @@ import Tracing
 /// ### Writing
 ///
 /// - ``write(_:)-6ft3j``
+/// - ``acknowledgement``
+/// - ``WriteAcknowledgement``
 /// - ``writer``
 /// - ``commitCount``
 /// - ``isAcceptingWrites``
@@ -123,6 +129,9 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
     public let checkpointOnClose: Database.CheckpointMode?
     /// Where queryables observing this database share their observations.
     public let sharedObservations: SharedObservations?
+    /// The step every ``write(_:)-6ft3j`` runs around its transaction, or
+    /// nil: writes return once committed.
+    public let acknowledgement: (any WriteAcknowledgement)?
 
     let policy: CommitPolicy
     /// The read-only connection of the database's read-only readers and
@@ -147,6 +156,8 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
     ///   owns: don't write through another reference to it.
     /// - parameter checks: The rules of every commit. The default refuses
     ///   writes once the database drains.
+    /// - parameter acknowledgement: What every ``write(_:)-6ft3j`` waits for
+    ///   after its commit (see ``WriteAcknowledgement``), or nil.
     /// - parameter checkpointOnClose: The WAL checkpoint of ``close()``, or
     ///   nil for none.
     /// - parameter onEvent: Called for each commit, rollback and refusal,
@@ -157,12 +168,13 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
         name: String,
         writer: any DatabaseWriter,
         checks: [CommitCheck] = [.writeGate],
+        acknowledgement: (any WriteAcknowledgement)? = nil,
         checkpointOnClose: Database.CheckpointMode? = .truncate,
         onEvent: (@Sendable (Event) -> Void)? = nil,
         tracer: any Tracer = NoOpTracer()
     ) {
         self.init(
-            name: name, writer: writer, checks: checks, enforcing: true,
+            name: name, writer: writer, checks: checks, acknowledgement: acknowledgement, enforcing: true,
             checkpointOnClose: checkpointOnClose, onEvent: onEvent,
             release: { try $0.close() }, tracer: tracer)
     }
@@ -173,6 +185,9 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
     /// ```swift
     /// let catalog = try ManagedDatabase(path: "catalog.sqlite", name: "catalog", checkpointOnClose: nil)
     /// ```
+    ///
+    /// With an `acknowledgement` (see ``WriteAcknowledgement``), every
+    /// ``write(_:)-6ft3j`` returns once it acknowledged the write.
     ///
     /// - throws: ``DatabaseRepositoryError/alreadyOpen(database:)`` when the
     ///   file is already open in this process, through any connection set
@@ -185,14 +200,18 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
         configuration: Configuration = Configuration(),
         connections: DatabaseConnections = .shared,
         checks: [CommitCheck] = [.writeGate],
+        acknowledgement: (any WriteAcknowledgement)? = nil,
         checkpointOnClose: Database.CheckpointMode? = .truncate,
         onEvent: (@Sendable (Event) -> Void)? = nil,
         tracer: any Tracer = NoOpTracer()
     ) throws {
+        // Opening a file commits GRDB's own set-up, which an acknowledged
+        // database (checked writes only) must let through: enforced once open.
         try self.init(
             path: path, name: name, connection: connection, configuration: configuration,
-            connections: connections, checks: checks, enforcing: true,
+            connections: connections, checks: checks, acknowledgement: acknowledgement, enforcing: acknowledgement == nil,
             checkpointOnClose: checkpointOnClose, onEvent: onEvent, tracer: tracer)
+        enforceChecks()
     }
 
     /// The file variant, with checks enforced later (``enforceChecks()``)
@@ -204,13 +223,15 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
         configuration: Configuration,
         connections: DatabaseConnections,
         checks: [CommitCheck],
+        acknowledgement: (any WriteAcknowledgement)?,
         enforcing: Bool,
         checkpointOnClose: Database.CheckpointMode?,
         onEvent: (@Sendable (Event) -> Void)?,
         tracer: any Tracer
     ) throws {
         let name = name ?? path
-        let policy = CommitPolicy(database: name, checks: checks, enforcing: enforcing, onEvent: onEvent)
+        let policy = CommitPolicy(
+            database: name, checks: Self.checks(checks, acknowledged: acknowledgement != nil), enforcing: enforcing, onEvent: onEvent)
         var configuration = configuration
         // Installed as the connection opens: no commit ever escapes it.
         configuration.prepareDatabase { db in
@@ -228,7 +249,7 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
         case .queue: writer = try connections.queue(atPath: path, configuration: configuration)
         }
         self.init(
-            name: name, writer: writer, policy: policy, checkpointOnClose: checkpointOnClose,
+            name: name, writer: writer, policy: policy, acknowledgement: acknowledgement, checkpointOnClose: checkpointOnClose,
             onEvent: onEvent, release: { try connections.close($0) }, tracer: tracer)
     }
 
@@ -237,21 +258,30 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
         name: String,
         writer: any DatabaseWriter,
         checks: [CommitCheck],
+        acknowledgement: (any WriteAcknowledgement)?,
         enforcing: Bool,
         checkpointOnClose: Database.CheckpointMode?,
         onEvent: (@Sendable (Event) -> Void)?,
         release: @escaping @Sendable (any DatabaseWriter) throws -> Void,
         tracer: any Tracer
     ) {
-        let policy = CommitPolicy(database: name, checks: checks, enforcing: enforcing, onEvent: onEvent)
+        let policy = CommitPolicy(
+            database: name, checks: Self.checks(checks, acknowledged: acknowledgement != nil), enforcing: enforcing, onEvent: onEvent)
         // The writer of a pool is its only connection that can commit, and
         // a queue has one connection: installing there sees every commit.
         writer.writeWithoutTransaction { db in
             db.add(transactionObserver: policy, extent: .databaseLifetime)
         }
         self.init(
-            name: name, writer: writer, policy: policy, checkpointOnClose: checkpointOnClose,
+            name: name, writer: writer, policy: policy, acknowledgement: acknowledgement, checkpointOnClose: checkpointOnClose,
             onEvent: onEvent, release: release, tracer: tracer)
+    }
+
+    /// The checks of a database: with an acknowledgement, only commits of
+    /// ``write(_:)-6ft3j`` go through (an empty list of invariants asks for
+    /// exactly that), since only those are acknowledged.
+    private static func checks(_ checks: [CommitCheck], acknowledged: Bool) -> [CommitCheck] {
+        acknowledged ? checks + [.invariants([])] : checks
     }
 
     /// Both variants end here, once `policy` observes every commit of `writer`.
@@ -259,6 +289,7 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
         name: String,
         writer: any DatabaseWriter,
         policy: CommitPolicy,
+        acknowledgement: (any WriteAcknowledgement)?,
         checkpointOnClose: Database.CheckpointMode?,
         onEvent: (@Sendable (Event) -> Void)?,
         release: @escaping @Sendable (any DatabaseWriter) throws -> Void,
@@ -268,6 +299,7 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
         self.name = name
         self.writer = writer
         self.policy = policy
+        self.acknowledgement = acknowledgement
         self.checkpointOnClose = checkpointOnClose
         self.onEvent = onEvent
         self.sharedObservations = SharedObservations()
@@ -463,7 +495,8 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
 
     /// Runs `updates` in a transaction, checks the invariants of the
     /// database's ``CommitCheck/invariants(_:)`` checks inside it, then
-    /// commits.
+    /// commits, and, with an ``acknowledgement``, returns once it
+    /// acknowledged the commit.
     ///
     /// ```swift
     /// try await players.write { db in try db.execute(sql: "UPDATE player SET score = 0") }
@@ -472,13 +505,38 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
     /// - throws: ``InvariantViolation`` (the transaction is rolled back),
     ///   ``ManagedDatabaseError/notAcceptingWrites(database:)``,
     ///   ``ManagedDatabaseError/writesFrozen(database:)``,
-    ///   ``ManagedDatabaseError/fenced(database:)``, or the
-    ///   error of `updates` or of the database.
+    ///   ``ManagedDatabaseError/fenced(database:)``, the error of the
+    ///   acknowledgement's claim (nothing written), or the error of
+    ///   `updates` or of the database; once the transaction committed,
+    ///   ``ManagedDatabaseError/notAcknowledged(database:cause:)`` when the
+    ///   acknowledgement failed.
     public func write<T: Sendable>(_ updates: @escaping @Sendable (Database) throws -> T) async throws -> T {
         let policy = policy
         if policy.isFrozen { throw ManagedDatabaseError.writesFrozen(database: name) }
         if policy.isFenced { throw ManagedDatabaseError.fenced(database: name) }
-        let (tracing, name) = (tracing, name)
+        guard let acknowledgement else { return try await transaction(updates) }
+        return try await write(updates, acknowledgedBy: acknowledgement)
+    }
+
+    /// A write with its acknowledgement: the claim before the
+    /// transaction, the wait after its commit.
+    private func write<A: WriteAcknowledgement, T: Sendable>(
+        _ updates: @escaping @Sendable (Database) throws -> T, acknowledgedBy acknowledgement: A
+    ) async throws -> T {
+        // A refusal here leaves the database untouched.
+        let claim = try await acknowledgement.claim()
+        let result = try await transaction(updates)
+        do {
+            try await acknowledgement.acknowledge(claim)
+        } catch {
+            throw ManagedDatabaseError.notAcknowledged(database: name, cause: AcknowledgementFailure(error))
+        }
+        return result
+    }
+
+    /// The transaction of a checked write, in its span.
+    private func transaction<T: Sendable>(_ updates: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        let (policy, tracing, name) = (policy, tracing, name)
         return try await tracing.withSpan(.transaction, database: name) { span in
             let context = span?.context
             return try await writer.write { db in try policy.runChecked(db, updates, tracing: tracing, context: context) }
@@ -493,7 +551,13 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
     /// ```swift
     /// try players.write { db in try db.execute(sql: "DELETE FROM player") }
     /// ```
+    ///
+    /// - throws: ``ManagedDatabaseError/synchronousWriteRefused(database:)``
+    ///   for a database with an ``acknowledgement``, which this write could
+    ///   not wait for (nothing is written: use the async write), and the
+    ///   errors of the async write.
     public func write<T>(_ updates: (Database) throws -> T) throws -> T {
+        if acknowledgement != nil { throw ManagedDatabaseError.synchronousWriteRefused(database: name) }
         if policy.isFrozen { throw ManagedDatabaseError.writesFrozen(database: name) }
         if policy.isFenced { throw ManagedDatabaseError.fenced(database: name) }
         return try tracing.withSpan(.transaction, database: name) { span in

@@ -25,6 +25,19 @@ public enum ManagedDatabaseError: Error, CustomStringConvertible, Sendable, Equa
     /// `Retry-After`, and the next request reaches the owner.
     case fenced(database: String)
 
+    /// The transaction COMMITTED on this database, but its
+    /// ``WriteAcknowledgement`` failed (`cause`): the write is not
+    /// acknowledged (not known to be in the replica, for durable
+    /// acknowledgements), and its outcome is unknown to the caller. Read
+    /// before retrying: the write may be there, and may also be lost if
+    /// this copy of the database is.
+    case notAcknowledged(database: String, cause: AcknowledgementFailure)
+
+    /// The synchronous `write` of a database with a ``WriteAcknowledgement``,
+    /// which it could not wait for: refused before anything was written.
+    /// Use the async ``ManagedDatabase/write(_:)-6ft3j``.
+    case synchronousWriteRefused(database: String)
+
     public var description: String {
         switch self {
         case let .notAcceptingWrites(database):
@@ -37,6 +50,10 @@ public enum ManagedDatabaseError: Error, CustomStringConvertible, Sendable, Equa
             return "The writes of \(database) did not finish within \(timeout), so it was not frozen: writes go on as before. Retry when it is less busy, or with a longer timeout."
         case let .fenced(database):
             return "\(database) accepts no writes on this node: its lease could not be renewed in time, and another node may own it now. Nothing was written. Retry in a moment: the request goes to the owner."
+        case let .notAcknowledged(database, cause):
+            return "A write to \(database) committed, but is not acknowledged (\(cause)): its outcome is unknown. Read before retrying."
+        case let .synchronousWriteRefused(database):
+            return "\(database) acknowledges its writes, which a synchronous write can't wait for: nothing was written. Write with the async write."
         }
     }
 }

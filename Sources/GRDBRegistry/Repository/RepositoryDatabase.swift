@@ -70,9 +70,9 @@ import Tracing
 ///
 /// ### Opening
 ///
-/// - ``init(path:name:migrator:policy:invariants:configuration:connections:checkpointOnClose:onEvent:tracer:)``
+/// - ``init(path:name:migrator:policy:invariants:configuration:connections:acknowledgement:checkpointOnClose:onEvent:tracer:)``
 /// - ``init(opening:migrator:invariants:)``
-/// - ``init(writer:name:migrator:policy:invariants:checkpointOnClose:onEvent:tracer:)``
+/// - ``init(writer:name:migrator:policy:invariants:acknowledgement:checkpointOnClose:onEvent:tracer:)``
 /// - ``MigrationPolicy``
 /// - ``name``
 ///
@@ -133,6 +133,10 @@ public final class RepositoryDatabase: TopLevelDatabaseReader, Sendable {
     /// - parameter connections: The connection set to open the file
     ///   through: the file must not be open yet, in it nor in any other
     ///   set of the process (a `DatabaseService`'s, for one).
+    /// - parameter acknowledgement: What every ``write(_:)-86uhg`` waits for
+    ///   after its commit (see ``WriteAcknowledgement``: durable
+    ///   acknowledgements), or nil. Migrations at open are not writes: they
+    ///   are not acknowledged.
     /// - parameter checkpointOnClose: The WAL checkpoint of ``close()``, or
     ///   nil for none (see ``ManagedDatabase``).
     /// - parameter onEvent: Called for each commit, rollback, refusal and
@@ -155,6 +159,7 @@ public final class RepositoryDatabase: TopLevelDatabaseReader, Sendable {
         invariants: [DatabaseInvariant],
         configuration: Configuration = Configuration(),
         connections: DatabaseConnections = .shared,
+        acknowledgement: (any WriteAcknowledgement)? = nil,
         checkpointOnClose: Database.CheckpointMode? = .truncate,
         onEvent: (@Sendable (ManagedDatabase.Event) -> Void)? = nil,
         tracer: any Tracer = NoOpTracer()
@@ -174,7 +179,7 @@ public final class RepositoryDatabase: TopLevelDatabaseReader, Sendable {
             ).inspect()
             let managed = try ManagedDatabase(
                 path: path, name: name, connection: .pool, configuration: configuration,
-                connections: connections, checks: [.writeGate, .invariants(invariants)], enforcing: false,
+                connections: connections, checks: [.writeGate, .invariants(invariants)], acknowledgement: acknowledgement, enforcing: false,
                 checkpointOnClose: checkpointOnClose, onEvent: onEvent, tracer: tracer)
             return (managed, inspection)
         }
@@ -185,7 +190,7 @@ public final class RepositoryDatabase: TopLevelDatabaseReader, Sendable {
 
     /// Opens the database of a tenant as its ``TenantDirectory`` decided
     /// (``TenantOpening``: path, name, migration policy, configuration,
-    /// connection set, observer, checkpoint, tracer), migrates it and
+    /// connection set, acknowledgement, observer, checkpoint, tracer), migrates it and
     /// checks its invariants: a ``TenantRepository/openTenant(_:)`` in one
     /// line.
     ///
@@ -196,12 +201,12 @@ public final class RepositoryDatabase: TopLevelDatabaseReader, Sendable {
     /// ```
     ///
     /// - throws: The errors of
-    ///   ``init(path:name:migrator:policy:invariants:configuration:connections:checkpointOnClose:onEvent:tracer:)``.
+    ///   ``init(path:name:migrator:policy:invariants:configuration:connections:acknowledgement:checkpointOnClose:onEvent:tracer:)``.
     public convenience init(opening: TenantOpening, migrator: DatabaseMigrator?, invariants: [DatabaseInvariant]) throws {
         try self.init(
             path: opening.path, name: opening.name, migrator: migrator, policy: opening.policy,
             invariants: invariants, configuration: opening.configuration, connections: opening.connections,
-            checkpointOnClose: opening.checkpointOnClose, onEvent: opening.onEvent, tracer: opening.tracer)
+            acknowledgement: opening.acknowledgement, checkpointOnClose: opening.checkpointOnClose, onEvent: opening.onEvent, tracer: opening.tracer)
     }
 
     /// A repository database over `writer`, which it now owns: an
@@ -227,12 +232,13 @@ public final class RepositoryDatabase: TopLevelDatabaseReader, Sendable {
         migrator: DatabaseMigrator? = nil,
         policy: MigrationPolicy = .apply,
         invariants: [DatabaseInvariant],
+        acknowledgement: (any WriteAcknowledgement)? = nil,
         checkpointOnClose: Database.CheckpointMode? = .truncate,
         onEvent: (@Sendable (ManagedDatabase.Event) -> Void)? = nil,
         tracer: any Tracer = NoOpTracer()
     ) throws {
         let managed = ManagedDatabase(
-            name: name, writer: writer, checks: [.writeGate, .invariants(invariants)], enforcing: false,
+            name: name, writer: writer, checks: [.writeGate, .invariants(invariants)], acknowledgement: acknowledgement, enforcing: false,
             checkpointOnClose: checkpointOnClose, onEvent: onEvent, release: { try $0.close() }, tracer: tracer)
         try self.init(managed: managed, migrator: migrator, policy: policy, invariants: invariants, invariantsHeld: false)
     }
@@ -300,8 +306,9 @@ public final class RepositoryDatabase: TopLevelDatabaseReader, Sendable {
         managed.context.readOnly()
     }
 
-    /// Runs `updates` in a transaction, checks the invariants, and commits.
-    /// Compose several repository operations in one `updates` to commit
+    /// Runs `updates` in a transaction, checks the invariants, and commits;
+    /// with an acknowledgement (``ManagedDatabase/acknowledgement``),
+    /// returns once it acknowledged the commit. Compose several repository operations in one `updates` to commit
     /// them together or not at all.
     ///
     /// ```swift
@@ -314,7 +321,10 @@ public final class RepositoryDatabase: TopLevelDatabaseReader, Sendable {
     /// - throws: ``InvariantViolation`` (the transaction is rolled back),
     ///   ``RepositoryOperationError`` for an SQLite error (a full disk, an
     ///   I/O error, a constraint: it names the database and keeps GRDB's
-    ///   `DatabaseError` and its result code), or the other errors of `updates`.
+    ///   `DatabaseError` and its result code), the errors of
+    ///   ``ManagedDatabase/write(_:)-6ft3j`` (an acknowledgement's refusal,
+    ///   ``ManagedDatabaseError/notAcknowledged(database:cause:)``), or the
+    ///   other errors of `updates`.
     public func write<T: Sendable>(_ updates: @escaping @Sendable (Database) throws -> T) async throws -> T {
         try await RepositoryOperationError.naming(name, .write) { try await managed.write(updates) }
     }

@@ -34,7 +34,7 @@ extension TenantDirectory {
     /// - parameter id: The new tenant.
     /// - parameter configuration: The configuration of the new database;
     ///   the default is the directory's (see
-    ///   ``init(root:maxOpen:policy:connections:configuration:onEvent:checkpointOnClose:willRemove:tracer:)``).
+    ///   ``init(root:maxOpen:policy:connections:configuration:acknowledgement:onEvent:checkpointOnClose:willRemove:tracer:)``).
     ///   An encrypted tenant is provisioned with its key here.
     /// - throws: ``TenantError/alreadyExists(_:)``, or the error of the
     ///   migrations, or ``RepositoryOperationError`` when the new database

@@ -45,7 +45,7 @@ import Tracing
 ///
 /// ### Creating a directory
 ///
-/// - ``init(root:maxOpen:policy:connections:configuration:onEvent:checkpointOnClose:willRemove:tracer:)``
+/// - ``init(root:maxOpen:policy:connections:configuration:acknowledgement:onEvent:checkpointOnClose:willRemove:tracer:)``
 /// - ``notConfigured``
 /// - ``root``
 /// - ``layout``
@@ -90,6 +90,8 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
     /// The connection set tenants open their files through.
     public let connections: DatabaseConnections
     let onEvent: (@Sendable (TenantEvent) -> Void)?
+    /// The acknowledgement of each tenant's writes, asked as it opens.
+    let acknowledgement: @Sendable (TenantID) -> (any WriteAcknowledgement)?
     /// The checkpoint each tenant runs when it closes.
     let checkpointOnClose: Database.CheckpointMode?
     /// Called by ``remove(_:force:)`` once the tenant is closed, before its
@@ -121,6 +123,10 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
     ///   time a tenant opens.
     /// - parameter connections: The connection set tenants open their files
     ///   through: the one of the daemon that owns the directory.
+    /// - parameter acknowledgement: What every write of a tenant waits for
+    ///   after its commit (``WriteAcknowledgement``: a daemon's durable
+    ///   acknowledgements), asked each time a tenant opens (not when one is
+    ///   provisioned); nil: writes return once committed.
     /// - parameter onEvent: Called with the events of every tenant's
     ///   managed database, and each time the number of open tenants
     ///   changes, on the thread where it happens: it must be quick and
@@ -142,6 +148,7 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
         policy: RepositoryDatabase.MigrationPolicy = .apply,
         connections: DatabaseConnections = .shared,
         configuration: @escaping @Sendable (TenantID, _ path: String) throws -> Configuration = { _, _ in Configuration() },
+        acknowledgement: @escaping @Sendable (TenantID) -> (any WriteAcknowledgement)? = { _ in nil },
         onEvent: (@Sendable (TenantEvent) -> Void)? = nil,
         checkpointOnClose: Database.CheckpointMode? = .truncate,
         willRemove: (@Sendable (TenantID, _ path: String) throws -> Void)? = nil,
@@ -157,6 +164,7 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
         self.policy = policy
         self.connections = connections
         self.configuration = configuration
+        self.acknowledgement = acknowledgement
         self.onEvent = onEvent
         self.checkpointOnClose = checkpointOnClose
         self.willRemove = willRemove
@@ -175,6 +183,7 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
         willRemove = nil
         tracing = .off
         configuration = { _, _ in throw TenantError.notConfigured }
+        acknowledgement = { _ in nil }
     }
 
     /// A directory whose every access throws ``TenantError/notConfigured``:
@@ -455,19 +464,23 @@ public final class TenantDirectory<Repository: TenantRepository>: NamedDatabaseC
         Result {
             try tracing.withSpan(.open, database: id.databaseName, context: context) { _ in
                 guard FileManager.default.fileExists(atPath: path) else { throw TenantError.unknownTenant(id) }
-                return try Repository.openTenant(opening(id, path: path, policy: policy, configuration: configuration(id, path)))
+                return try Repository.openTenant(opening(
+                    id, path: path, policy: policy, configuration: configuration(id, path), acknowledgement: acknowledgement(id)))
             }
         }
     }
 
-    func opening(_ id: TenantID, path: String, policy: RepositoryDatabase.MigrationPolicy, configuration: Configuration) -> TenantOpening {
+    func opening(
+        _ id: TenantID, path: String, policy: RepositoryDatabase.MigrationPolicy, configuration: Configuration,
+        acknowledgement: (any WriteAcknowledgement)? = nil
+    ) -> TenantOpening {
         var forward: (@Sendable (ManagedDatabase.Event) -> Void)?
         if let onEvent = self.onEvent {
             forward = { event in onEvent(.database(id, event)) }
         }
         return TenantOpening(
             id: id, path: path, policy: policy, configuration: configuration, connections: connections,
-            onEvent: forward, checkpointOnClose: checkpointOnClose, tracer: tracing.passedOn)
+            acknowledgement: acknowledgement, onEvent: forward, checkpointOnClose: checkpointOnClose, tracer: tracing.passedOn)
     }
 
     /// Records the end of an opening, with its first lease; wakes the

@@ -110,6 +110,10 @@ public struct TenantOpening: Sendable {
     public var configuration: Configuration
     /// The connection set to open the file through.
     public var connections: DatabaseConnections
+    /// What every write of the tenant waits for after its commit (see
+    /// ``WriteAcknowledgement``): a daemon's durable acknowledgements, or
+    /// nil. A provisioning has none: it only migrates.
+    public var acknowledgement: (any WriteAcknowledgement)?
     /// Where the tenant's managed database reports its events (invariant
     /// violations, refusals): the directory's observer, or nil.
     public var onEvent: (@Sendable (ManagedDatabase.Event) -> Void)?
@@ -135,6 +139,7 @@ public struct TenantOpening: Sendable {
         policy: RepositoryDatabase.MigrationPolicy = .apply,
         configuration: Configuration = Configuration(),
         connections: DatabaseConnections = .shared,
+        acknowledgement: (any WriteAcknowledgement)? = nil,
         onEvent: (@Sendable (ManagedDatabase.Event) -> Void)? = nil,
         checkpointOnClose: Database.CheckpointMode? = .truncate,
         tracer: any Tracer = NoOpTracer()
@@ -144,6 +149,7 @@ public struct TenantOpening: Sendable {
         self.policy = policy
         self.configuration = configuration
         self.connections = connections
+        self.acknowledgement = acknowledgement
         self.onEvent = onEvent
         self.checkpointOnClose = checkpointOnClose
         self.tracer = tracer

@@ -82,7 +82,7 @@ public struct LitestreamRestore: Sendable {
     /// A restore that uses `storage` for every tenant question (file, key,
     /// replica), so that a process that already built its
     /// ``/GRDBRegistryConfiguration/TenantStorage`` does not read the master key again: a
-    /// ``DatabaseService``'s ``DatabaseService/tenantHost(of:restoreChecks:acknowledgements:environment:freezeTimeout:tracer:)``
+    /// ``DatabaseService``'s ``DatabaseService/tenantHost(of:restoreChecks:environment:freezeTimeout:tracer:)``
     /// gives its restore the service's storage.
     ///
     /// ```swift

@@ -7,17 +7,23 @@ import Synchronization
 ///
 /// With `"acknowledgements": "durable"`
 /// (``/GRDBRegistryConfiguration/RegistryConfiguration/Replication/Acknowledgements/durable``), a
-/// server answers a write only once it is in the replica, so a failover
+/// tenant's write returns only once it is in the replica, so a failover
 /// (another node restoring the tenant from its replica) loses no
-/// acknowledged write:
+/// acknowledged write. The service does the wait: it opens every tenant
+/// with a ``/GRDBRegistry/WriteAcknowledgement`` over its own
+/// acknowledgements (``DatabaseService/acknowledgements``, one per
+/// service), and a route only writes:
 ///
 /// ```swift
-/// let acknowledgements = ReplicaAcknowledgements(replicator: replicator)
-///
 /// _ = try await tenants.withRepository(id) { try await $0.add(name: "Arthur", score: 10) }
-/// try await acknowledgements.waitUntilReplicated(id)
-/// // Now answer the client.
+/// // The replica has it: answer the client.
 /// ```
+///
+/// A write whose round fails throws
+/// ``/GRDBRegistry/ManagedDatabaseError/notAcknowledged(database:cause:)``
+/// with the round's error: it committed, but its outcome is unknown.
+/// The service's ``TenantHost`` waits on the same rounds before a hand-off
+/// and after a creation.
 ///
 /// The tenant's file and encryption are the service's to know: its
 /// ``/GRDBRegistryConfiguration/TenantStorage`` and, in a fleet, its ``TenantOwnership`` (the epoch
@@ -80,8 +86,8 @@ public final class ReplicaAcknowledgements: Sendable {
     }
 
     /// Returns once the replica has every transaction of tenant `id`
-    /// committed before this call. Call it after the write returned, before
-    /// answering.
+    /// committed before this call. A durable service's writes call it
+    /// themselves; call it for commits made otherwise.
     ///
     /// ```swift
     /// try await acknowledgements.waitUntilReplicated(id)

@@ -8,7 +8,8 @@ extension DatabaseService {
     /// now on, a tenant opens and replicates only while the node owns it
     /// (``ownership``), under its epoch, and the returned ``TenantHost``
     /// carries out the fleet's decisions (acquire, hand off, let go,
-    /// create). Call it once, before ``run()``.
+    /// create). Call it once, before ``run()``. Its hand-offs and creations
+    /// wait on the service's ``acknowledgements``, as durable writes do.
     ///
     /// ```swift
     /// let host = try service.tenantHost(
@@ -20,9 +21,6 @@ extension DatabaseService {
     ///   (``tenants(of:)``).
     /// - parameter restoreChecks: What a tenant restored from a replica
     ///   must pass before it replaces the local copy.
-    /// - parameter acknowledgements: The service's durable
-    ///   acknowledgements, if it has them (hand-offs then share their
-    ///   rounds); otherwise the host makes its own over the replicator.
     /// - parameter environment: Where the restores' Litestream reads its
     ///   credentials (the service's environment by default).
     /// - parameter freezeTimeout: How long a hand-off waits for the writes
@@ -36,12 +34,11 @@ extension DatabaseService {
     public func tenantHost<Repository: TenantRepository>(
         of type: Repository.Type,
         restoreChecks: DatabaseRestore.Checks,
-        acknowledgements: ReplicaAcknowledgements? = nil,
         environment: [String: String]? = nil,
         freezeTimeout: Duration = .seconds(10),
         tracer: any Tracer = NoOpTracer()
     ) throws -> TenantHost<Repository> {
-        guard let replicator else {
+        guard let replicator, let acknowledgements else {
             throw DatabaseServiceError.invalidConfiguration(problems: ["a fleet node replicates its tenants: give the DatabaseService a LitestreamReplicator (and the configuration a replication section)"])
         }
         guard writeFence != nil else {
@@ -53,7 +50,7 @@ extension DatabaseService {
         }
         return TenantHost(
             directory: directory, ownership: ownership, replicator: replicator,
-            acknowledgements: acknowledgements ?? ReplicaAcknowledgements(replicator: replicator),
+            acknowledgements: acknowledgements,
             restore: LitestreamRestore(
                 configuration: configuration, storage: try tenantStorage(), environment: environment ?? self.environment,
                 logger: logger, tracer: tracer),

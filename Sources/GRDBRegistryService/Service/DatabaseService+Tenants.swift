@@ -35,6 +35,20 @@ extension DatabaseService {
     /// (``/GRDBMigrations/MigrationSetProviding``). A tenant that
     /// fails there counts in ``health()`` (`tenants.failures`, `lastError`).
     ///
+    /// With `"acknowledgements": "durable"`, every tenant opens with a
+    /// ``/GRDBRegistry/WriteAcknowledgement``: each of its writes returns
+    /// only once the replica has it (a round of ``acknowledgements``), and,
+    /// on a fleet node, only if the node held the tenant from before the
+    /// transaction until the replica confirmed it (``TenantTenures``).
+    /// Otherwise the write throws: before the transaction,
+    /// ``DatabaseServiceError/tenantNotHeld(tenant:)`` (nothing written);
+    /// after the commit,
+    /// ``/GRDBRegistry/ManagedDatabaseError/notAcknowledged(database:cause:)``
+    /// with the round's ``ReplicationError`` or
+    /// ``DatabaseServiceError/tenantLost(tenant:tenure:)``. Its
+    /// synchronous write is refused
+    /// (``/GRDBRegistry/ManagedDatabaseError/synchronousWriteRefused(database:)``).
+    ///
     /// - throws: ``DatabaseServiceError/unknownDatabase(_:knownNames:)``
     ///   when the configuration has no `tenants`, or when a directory of
     ///   another repository type was created first;
@@ -77,6 +91,12 @@ extension DatabaseService {
             var willRemove: (@Sendable (TenantID, String) throws -> Void)?
             if let replicator { willRemove = { id, path in try replicator.retireTenant(id, path: path) } }
             let observer = self.observer
+            var acknowledgement: @Sendable (TenantID) -> (any WriteAcknowledgement)? = { _ in nil }
+            if configuration.replication?.acknowledgements == .durable, let acknowledgements {
+                acknowledgement = { [ownership, logger] id in
+                    DurableTenantWrites(tenant: id, acknowledgements: acknowledgements, ownership: ownership, logger: logger)
+                }
+            }
             let budget = try fileDescriptorBudget(maxOpen: tenants.maxOpen)
             state.fileDescriptors = budget
             let directory = try TenantDirectory<Repository>(
@@ -97,6 +117,7 @@ extension DatabaseService {
                         throw error
                     }
                 },
+                acknowledgement: acknowledgement,
                 onEvent: { event in
                     if let event = DatabaseServiceObserver.Event(tenants: event) { observer(event) }
                 },

@@ -101,9 +101,15 @@ import Tracing
 ///
 /// ### Hosting tenants in a fleet
 ///
-/// - ``tenantHost(of:restoreChecks:acknowledgements:environment:freezeTimeout:tracer:)``
+/// - ``tenantHost(of:restoreChecks:environment:freezeTimeout:tracer:)``
 /// - ``ownership``
 /// - ``TenantHost``
+/// - ``TenantTenures``
+///
+/// ### Durable acknowledgements
+///
+/// - ``acknowledgements``
+/// - ``ReplicaAcknowledgements``
 ///
 /// ### Health
 ///
@@ -163,10 +169,17 @@ public final class DatabaseService: Service, Sendable {
     /// Nil: tenants are not fenced. Named databases never are: they are
     /// the node's own, not placed.
     public let writeFence: WriteFence?
+    /// The rounds that make the replica have a tenant's commits, shared
+    /// by the service's durable writes and its host's hand-offs and
+    /// creations: nil without a replicator. With `"acknowledgements":
+    /// "durable"`, the service sets them on every tenant it opens (see
+    /// ``ReplicaAcknowledgements``): each write returns once the replica
+    /// has it.
+    public let acknowledgements: ReplicaAcknowledgements?
     /// The tenants this node owns in a fleet, with their epochs and phases:
     /// what the tenant opening path, the replicator and durable
     /// acknowledgements read. Empty and not consulted unless the service
-    /// hosts its tenants (``tenantHost(of:restoreChecks:acknowledgements:environment:freezeTimeout:tracer:)``).
+    /// hosts its tenants (``tenantHost(of:restoreChecks:environment:freezeTimeout:tracer:)``).
     public let ownership = TenantOwnership()
     /// Where the spans of the databases and tenants go (``/GRDBRegistry/DatabaseSpan``).
     let tracing: DatabaseTracing
@@ -206,7 +219,8 @@ public final class DatabaseService: Service, Sendable {
     ///   `replication` section (the start fails without it): the
     ///   ``LitestreamReplicator`` of the same configuration, which the
     ///   service hands each plain tenant as it opens, and each tenant it
-    ///   removes.
+    ///   removes, and whose rounds acknowledge durable writes
+    ///   (``acknowledgements``).
     /// - parameter writeFence: In a fleet, the fence of this node's
     ///   leases: every tenant the service opens refuses its commits while
     ///   the fence is not open, whatever API wrote, with
@@ -242,6 +256,7 @@ public final class DatabaseService: Service, Sendable {
         self.observer = observer
         self.hooks = hooks
         self.replicator = replicator
+        self.acknowledgements = replicator.map { ReplicaAcknowledgements(replicator: $0) }
         self.writeFence = writeFence
         self.reservedFileDescriptors = max(0, reservedFileDescriptors)
         self.tracing = DatabaseTracing(tracer)

@@ -27,6 +27,21 @@ public enum DatabaseServiceError: Error, CustomStringConvertible, Sendable, Equa
     /// descriptors in use and the reserve are set aside.
     case fileDescriptorLimitTooLow(FileDescriptorBudget)
 
+    /// A durable write to a tenant this node does not hold now (its fleet
+    /// says so: the node's lease is not known valid, or the tenant is not
+    /// served here, or on its way elsewhere): refused before it started,
+    /// nothing written. Retry: a server answers 503, and the next request
+    /// reaches the owner.
+    case tenantNotHeld(tenant: String)
+
+    /// A durable write committed here and reached the replica, but this
+    /// node no longer held the tenant at `tenure` when the replica
+    /// confirmed it (a node frozen past its lease): the write is not
+    /// acknowledged, since the new owner may have restored the tenant
+    /// without it. Carried by
+    /// ``/GRDBRegistry/ManagedDatabaseError/notAcknowledged(database:cause:)``.
+    case tenantLost(tenant: String, tenure: String)
+
     public var description: String {
         switch self {
         case let .unknownDatabase(name, knownNames):
@@ -45,6 +60,10 @@ public enum DatabaseServiceError: Error, CustomStringConvertible, Sendable, Equa
             return "Database \(database) can't open: too many open files (EMFILE, \(inUse) open of a soft limit of \(softLimit)). Raise the limit (`ulimit -n`, or LimitNOFILE= in a systemd unit), or lower tenants.maxOpen."
         case let .fileDescriptorLimitTooLow(budget):
             return "The limit of open files is too low to open tenants (\(budget)): at least \(FileDescriptorBudget.minimumMaxOpen) tenants need \(FileDescriptorBudget.minimumMaxOpen * FileDescriptorBudget.descriptorsPerTenant) descriptors beyond the reserve. Raise `ulimit -n` (or LimitNOFILE= in a systemd unit)."
+        case let .tenantNotHeld(tenant):
+            return "This node does not hold tenant \(tenant) now: the write was refused, nothing was written. Retry: the request goes to its owner."
+        case let .tenantLost(tenant, tenure):
+            return "This node lost tenant \(tenant) (held as \(tenure)) before the replica confirmed the write: it committed here, but is not acknowledged."
         }
     }
 }

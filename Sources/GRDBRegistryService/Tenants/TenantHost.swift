@@ -59,6 +59,11 @@ import Logging
 /// - ``directory``
 /// - ``ownership``
 /// - ``lossWindow``
+///
+/// ### Acknowledging durable writes
+///
+/// - ``acknowledgeWrites(whileHeldBy:)``
+/// - ``TenantTenures``
 public final class TenantHost<Repository: TenantRepository>: Sendable {
     /// The service's tenants.
     public let directory: TenantDirectory<Repository>
@@ -93,6 +98,20 @@ public final class TenantHost<Repository: TenantRepository>: Sendable {
         let plain = replication.lossWindow(encrypted: false)
         let encrypted = replication.lossWindow(encrypted: true)
         return "\(replication.acknowledgements.rawValue): plain tenants \(plain.timeInterval) s, encrypted tenants \(encrypted.timeInterval) s"
+    }
+
+    /// From now on, a durable write to a tenant takes its tenure from
+    /// `tenures` before its transaction, and is acknowledged only if
+    /// `tenures` says the node still holds it once the replica has the
+    /// write (see ``TenantTenures``). The fleet calls it as it is created:
+    ///
+    /// ```swift
+    /// host.acknowledgeWrites(whileHeldBy: owner)
+    /// ```
+    ///
+    /// Kept weakly: once `tenures` is gone, every durable write is refused.
+    public func acknowledgeWrites(whileHeldBy tenures: some TenantTenures) {
+        ownership.takeTenures(from: TenureSource(tenures))
     }
 
     /// Whether tenant `id` may become this node's at `epoch` (an acquire

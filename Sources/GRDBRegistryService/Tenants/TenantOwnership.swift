@@ -8,7 +8,7 @@ import Synchronization
 ///
 /// Every ``DatabaseService`` has one (``DatabaseService/ownership``). It
 /// only starts to count once the service hosts its tenants for a fleet
-/// (``DatabaseService/tenantHost(of:restoreChecks:acknowledgements:environment:freezeTimeout:tracer:)``):
+/// (``DatabaseService/tenantHost(of:restoreChecks:environment:freezeTimeout:tracer:)``):
 /// from then on, a tenant file is opened and replicated only while the node
 /// owns the tenant, under its epoch
 /// (``/GRDBRegistryConfiguration/TenantStorage/replicaURL(for:epoch:)``). A single server's service
@@ -95,6 +95,9 @@ public final class TenantOwnership: Sendable {
     }
 
     private let entries = Mutex<[TenantID: Entry]>([:])
+    /// What says whether the node holds a tenant for the whole of a
+    /// durable write (a fleet), once given (``TenantHost/acknowledgeWrites(whileHeldBy:)``).
+    private let tenures = Mutex<TenureSource?>(nil)
     private let hosting = Atomic<Bool>(false)
     private let steps = Atomic<UInt64>(0)
 
@@ -131,6 +134,24 @@ public final class TenantOwnership: Sendable {
             guard let owned = entries[id]?.owned, owned.phase.isServed else { return nil }
             return owned.epoch
         }
+    }
+
+    /// Where tenures come from from now on.
+    func takeTenures(from source: TenureSource) {
+        tenures.withLock { $0 = source }
+    }
+
+    /// The tenure a durable write to `id` takes before its transaction:
+    /// nil when nothing gave the service tenures (a single server, or a
+    /// host no fleet drives: the round itself then fails for a tenant this
+    /// node does not serve).
+    ///
+    /// - throws: ``DatabaseServiceError/tenantNotHeld(tenant:)`` when the
+    ///   source says this node does not hold `id` now.
+    func tenureForWrite(_ id: TenantID) throws -> HeldTenure? {
+        guard let source = tenures.withLock({ $0 }) else { return nil }
+        guard let tenure = source.take(id) else { throw DatabaseServiceError.tenantNotHeld(tenant: id.rawValue) }
+        return tenure
     }
 
     /// A number no other step of this table had.

@@ -45,11 +45,22 @@ public protocol FleetTenantHost: Sendable {
     /// How many seconds of acknowledged writes a crash of this node can
     /// lose, in words, for `/health/ready`; nil when unknown.
     var lossWindow: String? { get }
+    /// The fleet that decides for this host, given once, as it is
+    /// created: the one whose tenures (``Fleet/tenure(of:)``,
+    /// ``Fleet/stillHolds(_:)``) a durable write must hold from before its
+    /// transaction until the replica has it. The default does nothing.
+    func attach(to fleet: Fleet)
 }
 
 extension FleetTenantHost {
     public var lossWindow: String? { nil }
+    public func attach(to fleet: Fleet) {}
 }
 
-/// The service's own host of its tenants is the fleet's.
-extension TenantHost: FleetTenantHost {}
+/// The service's own host of its tenants is the fleet's: its durable
+/// writes hold the fleet's tenures.
+extension TenantHost: FleetTenantHost {
+    public func attach(to fleet: Fleet) {
+        acknowledgeWrites(whileHeldBy: fleet)
+    }
+}

@@ -1,5 +1,6 @@
 import Foundation
 import GRDBRegistry
+import GRDBRegistryService
 
 /// One period during which this node holds a tenant: the node's session
 /// in PostgreSQL and the tenant's epoch, as they were when a write began.
@@ -11,14 +12,20 @@ import GRDBRegistry
 /// without that write. So a write takes its tenure before it commits, and
 /// is acknowledged only if ``Fleet/stillHolds(_:)`` says the node still
 /// held the tenant, at that epoch and in that session, once the replica
-/// confirmed it:
+/// confirmed it.
+///
+/// The service does both for every durable write: a ``Fleet`` is the
+/// service's `TenantTenures`, and gives itself to its host as it is
+/// created (``FleetTenantHost/attach(to:)``). A write to a tenant this
+/// node does not hold is refused (`DatabaseServiceError.tenantNotHeld`),
+/// and one whose tenure lapsed before the replica confirmed it throws
+/// `ManagedDatabaseError.notAcknowledged` (its cause
+/// `DatabaseServiceError.tenantLost`): a server answers 503 to both.
 ///
 /// ```swift
 /// let id = try TenantID("acme")
-/// guard let tenure = fleet.tenure(of: id) else { return false }   // not served here: 503
-/// _ = try await tenants.withRepository(id) { try await $0.add(name: "Arthur", score: 10) }
-/// try await acknowledgements.waitUntilReplicated(id)
-/// return fleet.stillHolds(tenure)   // false: the outcome is unknown, 503
+/// guard let tenure = fleet.tenure(of: id) else { return false }   // not served here
+/// return fleet.stillHolds(tenure)
 /// ```
 ///
 /// ## Why this proves ownership
@@ -92,3 +99,7 @@ extension Fleet {
         }
     }
 }
+
+/// The fleet decides which node holds each tenant: the service's durable
+/// writes hold its tenures.
+extension Fleet: TenantTenures {}

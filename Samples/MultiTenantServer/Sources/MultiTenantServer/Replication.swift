@@ -10,7 +10,9 @@ import ServiceLifecycle
 /// it opens, and retires each removed one), and the replicator goes right
 /// after the database service in the group, so that at shutdown the HTTP
 /// server stops first, then Litestream makes its last sync and exits, then
-/// the databases close.
+/// the databases close. With durable acknowledgements (`"acknowledgements":
+/// "durable"`, or `--acknowledge durable` in a fleet), the database
+/// service makes every tenant write wait for the replica itself.
 enum Replication {
     /// - parameter environment: The server's environment: Litestream gets
     ///   it without the server's secrets (``ServerVariable/childEnvironment(_:)``).
@@ -21,14 +23,6 @@ enum Replication {
         guard configuration.replication != nil else { return nil }
         return try LitestreamReplicator(
             configuration: configuration, environment: ServerVariable.childEnvironment(environment), logger: logger)
-    }
-
-    /// The waits of durable acknowledgements (`"acknowledgements":
-    /// "durable"`, or `--acknowledge durable` in a fleet); nil when writes
-    /// are acknowledged once committed here.
-    static func acknowledgements(configuration: RegistryConfiguration, replicator: LitestreamReplicator?) -> ReplicaAcknowledgements? {
-        guard configuration.replication?.acknowledgements == .durable, let replicator else { return nil }
-        return ReplicaAcknowledgements(replicator: replicator)
     }
 
     /// The services of `replicator`, in group order: the replicator, then

@@ -186,20 +186,15 @@ struct Routes: Sendable {
         return IssuedToken(tenant: TenantResponse(tenant), token: token)
     }
 
-    /// A write to the request's tenant: its refusals answered
-    /// (``mapErrors(_:)``), then, with durable acknowledgements, a wait
-    /// until the replica has it and, in a fleet, a check that this node
-    /// still held the tenant then (``ServerState/acknowledge(_:tenure:)``).
-    /// Every write route goes through here, so none is answered before
-    /// its acknowledgement.
+    /// A write to the request's tenant, its refusals answered
+    /// (``mapErrors(_:)``). With durable acknowledgements, the write
+    /// itself returns only once the replica has it and, in a fleet, once
+    /// this node proved it held the tenant until then: the database
+    /// service opens every tenant that way, so no route can answer before
+    /// the acknowledgement.
     private func write<T>(_ context: ServerRequestContext, _ operation: (ActiveTenant) async throws -> T) async throws -> T {
         let lease = try context.currentTenant()
-        // Taken before the commit: the acknowledgement checks that it
-        // still holds once the replica has the write.
-        let tenure = try state.tenureForWrite(lease.id)
-        let result = try await mapErrors { try await operation(lease.repository) }
-        try await state.acknowledge(lease.id, tenure: tenure)
-        return result
+        return try await mapErrors { try await operation(lease.repository) }
     }
 
     private func tenantID(_ raw: String) throws -> TenantID {
@@ -213,6 +208,10 @@ struct Routes: Sendable {
     /// Invariant violations are the client's fault: 422, with a sentence
     /// for people and the invariant's name (``InvariantRefusal``). A write refused during shutdown, by a move's
     /// freeze or by the fleet's write fence: 503 (``TenantWritesPaused``).
+    /// With durable acknowledgements, a write to a tenant this node does
+    /// not hold, and a committed write that is not acknowledged (the
+    /// replica did not confirm it, or this node lost the tenant first):
+    /// 503, the latter saying to read before retrying.
     private func mapErrors<T>(_ operation: () async throws -> T) async throws -> T {
         do {
             return try await operation()
@@ -228,6 +227,17 @@ struct Routes: Sendable {
             throw TenantWritesPaused(database: database, reason: .fenced)
         } catch ManagedDatabaseError.notAcceptingWrites, ManagedDatabaseError.closed {
             throw HTTPError(.serviceUnavailable, message: "The server is shutting down: retry on another instance.")
+        } catch let DatabaseServiceError.tenantNotHeld(tenant) {
+            // Refused before the transaction: nothing written.
+            throw HTTPError(.serviceUnavailable, message: "This server does not hold tenant \(tenant) now: retry.")
+        } catch let ManagedDatabaseError.notAcknowledged(_, cause) {
+            // Committed here, not known to be where the tenant's next
+            // owner restores from: the outcome is unknown (the service
+            // logged why).
+            if case DatabaseServiceError.tenantLost = cause.error {
+                throw HTTPError(.serviceUnavailable, message: "The write committed on this server, but this server lost the tenant before the replica confirmed it: it is not acknowledged. Read before retrying.")
+            }
+            throw HTTPError(.serviceUnavailable, message: "The write committed on this server, but the replica did not confirm it: it is not acknowledged. Read before retrying.")
         }
     }
 }

@@ -103,18 +103,17 @@ struct MultiTenantServer {
             // connections, so a clean stop leaves no -wal nor -shm.
             try databases.declareRepository(named: "catalog", migrator: nil, invariants: CatalogRepository.invariants)
         }
-        let acknowledgements = Replication.acknowledgements(configuration: configuration, replicator: replicator)
         let fleetNode = try settings.fleet.map { mode in
             guard replicator != nil, let fence else {
                 throw UsageError(message: "fleet mode needs replication: \(configurationFile.path) has no replication section")
             }
             let host = try FleetNode.tenantHost(
-                databases: databases, acknowledgements: acknowledgements, environment: environment, tracer: tracing.tracer)
+                databases: databases, environment: environment, tracer: tracing.tracer)
             return FleetNode(mode: mode, host: host, fence: fence, limits: limits, logger: logger, tracer: tracing.tracer)
         }
         let state = ServerState(
             databases: databases, recordedEncryption: recordedEncryption, operatorToken: operatorToken, logger: logger, limits: limits,
-            fleet: fleetNode, acknowledgements: acknowledgements)
+            fleet: fleetNode)
 
         let router = Router(context: ServerRequestContext.self)
         if tracing.service != nil { router.add(middleware: RequestTracingMiddleware()) }

@@ -34,10 +34,6 @@ final class ServerState: Sendable {
     let recordedEncryption: RecordedEncryption
     /// Fleet mode's parts; nil for a single server.
     let fleet: FleetNode?
-    /// Durable acknowledgements: each write waits until the replica has
-    /// it before it is answered (``acknowledge(_:tenure:)``); nil when
-    /// writes are answered once committed here.
-    let acknowledgements: ReplicaAcknowledgements?
     let operatorToken: SharedToken
     let logger: Logger
     /// What a client or tenant may hold (ServerLimits).
@@ -55,12 +51,11 @@ final class ServerState: Sendable {
 
     init(
         databases: DatabaseService, recordedEncryption: RecordedEncryption, operatorToken: SharedToken, logger: Logger, limits: ServerLimits,
-        fleet: FleetNode? = nil, acknowledgements: ReplicaAcknowledgements? = nil
+        fleet: FleetNode? = nil
     ) {
         self.databases = databases
         self.recordedEncryption = recordedEncryption
         self.fleet = fleet
-        self.acknowledgements = acknowledgements
         self.operatorToken = operatorToken
         self.logger = logger
         self.limits = limits
@@ -90,48 +85,6 @@ final class ServerState: Sendable {
     }
 
     var readyOrNil: Ready? { ready.withLock { $0 } }
-
-    /// What a write to tenant `id` takes before it commits, so that its
-    /// acknowledgement can prove this node still held the tenant once the
-    /// replica confirmed it (``acknowledge(_:tenure:)``): its
-    /// fleet tenure with durable acknowledgements in a fleet, nil otherwise.
-    ///
-    /// - throws: 503 when this node no longer serves the tenant (its fence
-    ///   closed, or the tenant is on its way elsewhere).
-    func tenureForWrite(_ id: TenantID) throws -> TenantTenure? {
-        guard acknowledgements != nil, let fleet else { return nil }
-        guard let tenure = fleet.fleet.tenure(of: id) else {
-            throw HTTPError(.serviceUnavailable, message: "This server does not hold tenant \(id) now: retry.")
-        }
-        return tenure
-    }
-
-    /// After a write to tenant `id` committed: returns at once, or, with
-    /// durable acknowledgements, once the replica has the write (the waits
-    /// of concurrent writes to one tenant share one Litestream sync), and,
-    /// in a fleet, once this node proved it still held the tenant at the
-    /// write's `tenure` when the replica confirmed it (a node frozen past
-    /// its lease never acknowledges: its upload went to an epoch someone
-    /// else superseded). The library knows the tenant's file, and whether
-    /// it is encrypted (its round is then an encrypted backup).
-    ///
-    /// - throws: 503: the write committed here, but is not known to be in
-    ///   the replica the tenant's owner restores from, so it is not
-    ///   acknowledged; its outcome is unknown.
-    func acknowledge(_ id: TenantID, tenure: TenantTenure?) async throws {
-        guard let acknowledgements else { return }
-        do {
-            try await acknowledgements.waitUntilReplicated(id)
-        } catch {
-            logger.error("a committed write is not confirmed in the replica", metadata: ["database": "\(id.databaseName)", "error": "\(error)"])
-            throw HTTPError(.serviceUnavailable, message: "The write committed on this server, but the replica did not confirm it: it is not acknowledged. Read before retrying.")
-        }
-        if let tenure, let fleet, !fleet.fleet.stillHolds(tenure) {
-            logger.error("a replicated write is not acknowledged: this node no longer held its tenant when the replica confirmed it", metadata: [
-                "database": "\(id.databaseName)", "tenure": "\(tenure)"])
-            throw HTTPError(.serviceUnavailable, message: "The write committed on this server, but this server lost the tenant before the replica confirmed it: it is not acknowledged. Read before retrying.")
-        }
-    }
 
     func requireReady() throws -> Ready {
         guard let ready = readyOrNil else {
