@@ -72,9 +72,19 @@ import Testing
                     try #require(move.status == 200 || (move.status == 409 && move.body.contains("n2 already owns it")), "\(move.body)")
                 }
                 for id in ["acme", "vault"] {
-                    try await FleetModeTests.eventually("\(id) answers on n2 after its move") {
-                        let read = try await FleetModeTests.send(n2.baseURL, .GET, "/tenants/\(id)/players", token: tokens[id], headers: [("Prefer", "redirect")])
-                        return read.status == 200
+                    // 60 s, not the default 20: under the whole suite's load a
+                    // move's restore on n2 once took longer (the last answer
+                    // is in the failure).
+                    var last = ""
+                    do {
+                        try await FleetModeTests.eventually("\(id) answers on n2 after its move", within: .seconds(60)) {
+                            let read = try await FleetModeTests.send(n2.baseURL, .GET, "/tenants/\(id)/players", token: tokens[id], headers: [("Prefer", "redirect")])
+                            last = "\(read.status) \(read.body)"
+                            return read.status == 200
+                        }
+                    } catch {
+                        Issue.record("last answer of n2 for \(id): \(last)")
+                        throw error
                     }
                 }
                 for round in 3..<6 { try await write(round) }
