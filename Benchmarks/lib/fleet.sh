@@ -41,7 +41,9 @@ fleet_bench_node() {
     local args=(--host "$host" --port "$port" --data "$folder/node$i/data") scheme=http
     if [ -n "${FLEET_TLS_DIR:-}" ]; then
         scheme=https
-        args+=(--tls-cert "$FLEET_TLS_DIR/node$i.crt" --tls-key "$FLEET_TLS_DIR/node$i.key" --fleet-ca-file "$FLEET_TLS_DIR/ca.crt")
+        args+=(--tls-cert "$FLEET_TLS_DIR/node$i.crt" --tls-key "$FLEET_TLS_DIR/node$i.key")
+        # The fleet's CA is a fleet option: a single server refuses it.
+        [ "$acknowledge" = single ] || args+=(--fleet-ca-file "$FLEET_TLS_DIR/ca.crt")
     fi
     if [ "$acknowledge" != single ]; then
         if [ ! -f "$folder/database" ]; then

@@ -49,6 +49,24 @@ private final class TestTenures: TenantTenures {
             """#.utf8), baseDirectory: directory.url, environment: environment)
     }
 
+    /// A single server of ``configuration(_:root:environment:)`` in a fresh
+    /// folder, its scans off (the tests start every round), and what it
+    /// was made of.
+    struct DurableNode {
+        let directory: TemporaryDirectory
+        let configuration: RegistryConfiguration
+        let node: ReplicatedDaemon
+    }
+
+    static let environment = ["ACK_MASTER_KEY": master]
+
+    static func durableNode() throws -> DurableNode {
+        let directory = try TemporaryDirectory()
+        let configuration = try configuration(directory, environment: environment)
+        let node = try ReplicatedDaemon(configuration: configuration, environment: environment, scanInterval: .seconds(3600))
+        return DurableNode(directory: directory, configuration: configuration, node: node)
+    }
+
     private static func localNames(_ tenants: TenantDirectory<PlayerRepository>, _ id: TenantID) async throws -> [String] {
         try await tenants.withRepository(id) { repository in
             try await repository.managedDatabase.writer.read { db in try String.fetchAll(db, sql: "SELECT name FROM player ORDER BY id") }
@@ -56,10 +74,7 @@ private final class TestTenures: TenantTenures {
     }
 
     @Test func aDurableTenantWriteReturnsOnlyOnceTheReplicaHasIt() async throws {
-        let directory = try TemporaryDirectory()
-        let environment = ["ACK_MASTER_KEY": Self.master]
-        let configuration = try Self.configuration(directory, environment: environment)
-        let node = try ReplicatedDaemon(configuration: configuration, environment: environment, scanInterval: .seconds(3600))
+        let durable = try Self.durableNode(), node = durable.node, directory = durable.directory, environment = Self.environment
         let tenants = node.tenants, service = node.service
         let acme = try TenantID("acme")
 
@@ -78,12 +93,9 @@ private final class TestTenures: TenantTenures {
     }
 
     @Test func aDurableWriteToAnEncryptedTenantReturnsOnceItsEncryptedBackupHasIt() async throws {
-        let directory = try TemporaryDirectory()
-        let environment = ["ACK_MASTER_KEY": Self.master]
-        let configuration = try Self.configuration(directory, environment: environment)
-        let node = try ReplicatedDaemon(configuration: configuration, environment: environment, scanInterval: .seconds(3600))
+        let durable = try Self.durableNode(), node = durable.node
         let tenants = node.tenants, service = node.service
-        let storage = try TenantStorage(configuration: configuration, environment: environment)
+        let storage = try TenantStorage(configuration: durable.configuration, environment: Self.environment)
         let vault = try TenantID("vault")
         let backup = try #require(storage.encryptedBackupPath(for: vault))
 
@@ -99,10 +111,7 @@ private final class TestTenures: TenantTenures {
     }
 
     @Test func aFailedRoundMakesTheWriteThrowCommittedButNotAcknowledged() async throws {
-        let directory = try TemporaryDirectory()
-        let environment = ["ACK_MASTER_KEY": Self.master]
-        let configuration = try Self.configuration(directory, environment: environment)
-        let node = try ReplicatedDaemon(configuration: configuration, environment: environment, scanInterval: .seconds(3600))
+        let durable = try Self.durableNode(), node = durable.node
         let tenants = node.tenants, service = node.service, replicator = node.replicator
         let acme = try TenantID("acme")
 
@@ -127,10 +136,7 @@ private final class TestTenures: TenantTenures {
     }
 
     @Test func theSynchronousWriteOfADurableTenantIsRefusedWithNothingWritten() async throws {
-        let directory = try TemporaryDirectory()
-        let environment = ["ACK_MASTER_KEY": Self.master]
-        let configuration = try Self.configuration(directory, environment: environment)
-        let node = try ReplicatedDaemon(configuration: configuration, environment: environment, scanInterval: .seconds(3600))
+        let durable = try Self.durableNode(), node = durable.node
         let tenants = node.tenants, service = node.service
         let acme = try TenantID("acme")
 
