@@ -68,7 +68,7 @@ extension CipherKey {
 
     /// The first error of libcrypto's queue for this thread, as OpenSSL
     /// writes it, and the queue emptied.
-    private static func libcryptoError() -> String? {
+    static func libcryptoError() -> String? {
         let code = ERR_get_error()
         defer { ERR_clear_error() }
         guard code != 0 else { return nil }
