@@ -48,8 +48,9 @@ import Foundation
 ///
 /// `version (1 byte) | tenant length (8 bytes, big-endian) | tenant (UTF-8, as given, not normalized) | epoch (8 bytes, big-endian) | sequence (8 bytes, big-endian)`.
 ///
-/// The length prefix keeps tenant and numbers apart: no two distinct
-/// (tenant, epoch, sequence) give the same bytes.
+/// The tenant's length prefix and the fixed-width numbers make it
+/// unambiguous: no two distinct (tenant, epoch, sequence) give the same
+/// bytes, and a later format can add fields without changing that.
 ///
 /// ## Topics
 ///
