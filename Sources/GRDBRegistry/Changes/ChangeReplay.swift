@@ -36,12 +36,10 @@ public enum ChangeReplay {
         let current = try ChangeSequence.current(db)
         var skipped = 0
         var pending: [TransactionChange] = []
-        var previous: UInt64?
+        for (previous, next) in zip(changes, changes.dropFirst()) where next.sequence <= previous.sequence {
+            throw ChangeReplayError.outOfOrder(previous: previous.sequence, next: next.sequence)
+        }
         for change in changes {
-            if let previous, change.sequence <= previous {
-                throw ChangeReplayError.outOfOrder(previous: previous, next: change.sequence)
-            }
-            previous = change.sequence
             if change.sequence <= current {
                 skipped += 1
                 continue

@@ -11,4 +11,11 @@ public struct ChangeReplayReport: Sendable, Equatable {
     public let applied: Int
     /// The database's ``ChangeSequence`` after the replay.
     public let sequence: UInt64
+
+    /// A report, for instance to compare with one a replay returned.
+    public init(skipped: Int, applied: Int, sequence: UInt64) {
+        self.skipped = skipped
+        self.applied = applied
+        self.sequence = sequence
+    }
 }
