@@ -81,15 +81,28 @@ import Testing
 
     @Test func aFailedReplayRollsBackEvenWhenTheCallerCommits() throws {
         let arrangement = try Arrangement()
-        let replica = try arrangement.replica { db in try db.execute(sql: "DELETE FROM tag WHERE name = 'blue'") }
+        // Change 1 applies, change 2 conflicts.
+        let replica = try arrangement.replica { db in
+            try db.execute(sql: "UPDATE item SET name = 'deux' WHERE id = 2")
+        }
         _ = try replica.write { db in
             // The caller swallows the error and commits its transaction.
-            #expect(throws: ChangeReplayError.conflict(sequence: 1, table: "tag", kind: "notFound")) {
+            #expect(throws: ChangeReplayError.conflict(sequence: 2, table: "item", kind: "data")) {
                 _ = try ChangeReplay.apply(arrangement.changes, to: db)
             }
         }
         #expect(try replica.read(ChangeSequence.current) == 0)
+        #expect(try replica.read { db in try String.fetchOne(db, sql: "SELECT name FROM item WHERE id = 1") } == "one")
         #expect(try replica.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM item") } == 3)
+    }
+
+    @Test func aMissingRowTheChangeDeletesIsANotFoundConflict() throws {
+        let arrangement = try Arrangement()
+        let replica = try arrangement.replica { db in try db.execute(sql: "DELETE FROM tag WHERE name = 'blue'") }
+        #expect(throws: ChangeReplayError.conflict(sequence: 1, table: "tag", kind: "notFound")) {
+            try replica.write { db in _ = try ChangeReplay.apply(arrangement.changes, to: db) }
+        }
+        #expect(try replica.read(ChangeSequence.current) == 0)
     }
 
     @Test func anInsertOfAnExistingKeyIsAConflict() throws {
