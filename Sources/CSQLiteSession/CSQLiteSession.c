@@ -68,6 +68,8 @@ const char *grdbregistry_recording_table_name(void *r, int index) {
     return (index >= 0 && index < rec->count) ? rec->names[index] : NULL;
 }
 
+int grdbregistry_recording_is_empty(void *r) { return sqlite3session_isempty(((recording *)r)->session) ? 1 : 0; }
+
 int grdbregistry_recording_changeset(void *r, int *size, void **bytes) {
     *size = 0;
     *bytes = NULL;

@@ -37,6 +37,10 @@ int grdbregistry_recording_status(void *recording);
 int grdbregistry_recording_table_count(void *recording);
 const char *grdbregistry_recording_table_name(void *recording, int index);
 
+/// 1 when the session recorded no change at all (not even one that cancels
+/// out), else 0.
+int grdbregistry_recording_is_empty(void *recording);
+
 /// The changeset recorded so far, in a buffer the caller frees with
 /// grdbregistry_free. An empty changeset has size 0.
 int grdbregistry_recording_changeset(void *recording, int *size, void **bytes);

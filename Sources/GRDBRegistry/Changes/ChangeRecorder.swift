@@ -72,7 +72,9 @@ public final class ChangeRecorder {
     /// Ends the recording and returns the transaction's change, or nil when
     /// the transaction changed nothing (the sequence is then left as is).
     ///
-    /// When something changed, increments the sequence row first. Throws
+    /// When something changed, increments the sequence row first. A
+    /// transaction that wrote the sequence row itself throws
+    /// ``ChangeRecordingError/malformedSequence(_:)``. Throws
     /// ``ChangeRecordingError/schemaChanged(from:to:)`` when the
     /// transaction ran DDL, and
     /// ``ChangeRecordingError/tableWithoutPrimaryKey(table:)`` when it
@@ -97,17 +99,35 @@ public final class ChangeRecorder {
         for index in 0..<grdbregistry_recording_table_count(recording) {
             guard let name = grdbregistry_recording_table_name(recording, index) else { continue }
             let table = String(cString: name)
+            // Only the increment below may write the sequence: a transaction
+            // that sets it would break the continuity replays check.
+            guard table != ChangeSequence.tableName else {
+                throw ChangeRecordingError.malformedSequence("the transaction wrote \(table) itself; only ChangeRecorder.finish(_:) may")
+            }
             let keyColumns = try Int.fetchOne(
                 db, sql: "SELECT count(*) FROM pragma_table_info(?, 'main') WHERE pk > 0", arguments: [table]) ?? 0
             guard keyColumns > 0 else { throw ChangeRecordingError.tableWithoutPrimaryKey(table: table) }
         }
 
-        // Changes that cancel out (a row inserted then deleted) leave an
-        // empty changeset: that transaction changed nothing.
-        guard try !Self.changeset(of: recording).isEmpty else { return nil }
-        try db.execute(sql: "UPDATE main.\(ChangeSequence.tableName) SET sequence = sequence + 1 WHERE id = 1")
-        let sequence = try ChangeSequence.current(db)
-        return TransactionChange(sequence: sequence, changeset: try Self.changeset(of: recording), schemaVersion: schemaVersion)
+        guard grdbregistry_recording_is_empty(recording) == 0 else { return nil }
+        // Increment first and make the changeset once (its generation reads
+        // every changed row again, so it is the costly step). Changes that
+        // cancel out (an UPDATE to the same values, a row inserted then
+        // deleted) leave the increment alone in it: then undo the increment.
+        let bump = "UPDATE main.\(ChangeSequence.tableName) SET sequence = sequence + ? WHERE id = 1"
+        try db.execute(sql: bump, arguments: [1])
+        let changeset = try Self.changeset(of: recording)
+        let tables: [ChangesetTable]
+        do {
+            tables = try ChangesetTable.tables(in: changeset)
+        } catch {
+            throw ChangeRecordingError.session(code: error.code)
+        }
+        guard tables.contains(where: { $0.name != ChangeSequence.tableName }) else {
+            try db.execute(sql: bump, arguments: [-1])
+            return nil
+        }
+        return TransactionChange(sequence: try ChangeSequence.current(db), changeset: changeset, schemaVersion: schemaVersion)
     }
 
     private static func changeset(of recording: UnsafeMutableRawPointer) throws -> Data {

@@ -108,13 +108,6 @@ public enum ChangeReplay {
         return size
     }
 
-    /// A table as a changeset describes it: its columns count and which are
-    /// primary-key columns.
-    private struct ChangedTable {
-        var name: String
-        var primaryKey: [Bool]
-    }
-
     /// Checks the tables of `change` against `main`: sqlite3changeset_apply
     /// skips the changes of a missing table or of one with another column
     /// count, with only an sqlite3_log warning.
@@ -144,23 +137,11 @@ public enum ChangeReplay {
         }
     }
 
-    private final class TableCollector {
-        var tables: [ChangedTable] = []
-    }
-
-    private static func changedTables(of change: TransactionChange) throws -> [ChangedTable] {
-        let size = try size(of: change)
-        let collector = TableCollector()
-        let code = change.changeset.withUnsafeBytes { buffer in
-            grdbregistry_changeset_tables(buffer.baseAddress, size, Unmanaged.passUnretained(collector).toOpaque()) {
-                context, name, columnCount, primaryKey in
-                guard let context, let name else { return }
-                let collector = Unmanaged<TableCollector>.fromOpaque(context).takeUnretainedValue()
-                let flags = (0..<Int(max(columnCount, 0))).map { primaryKey?[$0] ?? 0 != 0 }
-                collector.tables.append(ChangedTable(name: String(cString: name), primaryKey: flags))
-            }
+    private static func changedTables(of change: TransactionChange) throws -> [ChangesetTable] {
+        do {
+            return try ChangesetTable.tables(in: change.changeset)
+        } catch {
+            throw ChangeReplayError.malformed(sequence: change.sequence, code: error.code)
         }
-        guard code == SQLITE_OK else { throw ChangeReplayError.malformed(sequence: change.sequence, code: code) }
-        return collector.tables
     }
 }

@@ -121,6 +121,22 @@ import Testing
         #expect(code == 21)  // SQLITE_MISUSE
     }
 
+    @Test func aTransactionThatWritesTheSequenceItselfIsRefused() throws {
+        let directory = try TemporaryDirectory()
+        let source = try DatabaseQueue(path: makeChangesBase(in: directory))
+        let error = #expect(throws: ChangeRecordingError.self) {
+            _ = try recordedWrite(source) { db in
+                try db.execute(sql: "UPDATE item SET name = 'x' WHERE id = 1; UPDATE grdbregistry_sequence SET sequence = 7")
+            }
+        }
+        guard case .malformedSequence(let reason)? = error else {
+            Issue.record("expected malformedSequence, got \(String(describing: error))")
+            return
+        }
+        #expect(reason.contains("grdbregistry_sequence"))
+        #expect(try source.read(ChangeSequence.current) == 0)
+    }
+
     @Test func aOneRowUpdateOfATenThousandRowTableGivesASmallChangeset() throws {
         let directory = try TemporaryDirectory()
         let queue = try DatabaseQueue(path: directory.path("big.sqlite"))
