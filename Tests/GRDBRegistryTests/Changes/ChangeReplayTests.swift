@@ -115,6 +115,33 @@ import Testing
         #expect(try replica.read(ChangeSequence.current) == 2)
     }
 
+    @Test func aConstraintOnlyTheReplicaHasIsAConstraintConflict() throws {
+        // Change 2 names item 2 'dos': the replica has another 'dos', unique.
+        let arrangement = try Arrangement()
+        let replica = try arrangement.replica { db in
+            try db.execute(sql: "INSERT INTO item (id, name) VALUES (50, 'dos'); CREATE UNIQUE INDEX itemName ON item(name)")
+        }
+        #expect(throws: ChangeReplayError.conflict(sequence: 2, table: "item", kind: "constraint")) {
+            try replica.write { db in _ = try ChangeReplay.apply(arrangement.changes, to: db) }
+        }
+        #expect(try replica.read(ChangeSequence.current) == 0)
+    }
+
+    @Test func aSequenceTheChangeDidNotSetIsASequenceMismatch() throws {
+        let arrangement = try Arrangement()
+        // A trigger of the replica moves the sequence on after each change.
+        let replica = try arrangement.replica { db in
+            try db.execute(sql: """
+                CREATE TRIGGER drift AFTER UPDATE ON grdbregistry_sequence WHEN NEW.sequence < 10
+                BEGIN UPDATE grdbregistry_sequence SET sequence = NEW.sequence + 10 WHERE id = 1; END
+                """)
+        }
+        #expect(throws: ChangeReplayError.sequenceMismatch(expected: 1, found: 11)) {
+            try replica.write { db in _ = try ChangeReplay.apply(arrangement.changes, to: db) }
+        }
+        #expect(try replica.read(ChangeSequence.current) == 0)
+    }
+
     @Test func aMissingTableIsASchemaMismatchNotASkip() throws {
         let arrangement = try Arrangement()
         let replica = try arrangement.replica { db in try db.execute(sql: "DROP TABLE tag") }
