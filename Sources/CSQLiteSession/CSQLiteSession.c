@@ -3,7 +3,6 @@
 #define SQLITE_ENABLE_SESSION 1
 #define SQLITE_ENABLE_PREUPDATE_HOOK 1
 #include <sqlite3.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "CSQLiteSession.h"
@@ -31,12 +30,12 @@ static int remember_table(void *context, const char *table) {
     recording *r = context;
     if (r->count == r->capacity) {
         int capacity = r->capacity ? r->capacity * 2 : 8;
-        char **names = realloc(r->names, (size_t)capacity * sizeof(char *));
+        char **names = sqlite3_realloc64(r->names, (sqlite3_uint64)capacity * sizeof(char *));
         if (!names) { r->status = SQLITE_NOMEM; return 1; }
         r->names = names;
         r->capacity = capacity;
     }
-    char *copy = strdup(table);
+    char *copy = sqlite3_mprintf("%s", table);
     if (!copy) { r->status = SQLITE_NOMEM; return 1; }
     r->names[r->count++] = copy;
     return 1;
@@ -44,8 +43,9 @@ static int remember_table(void *context, const char *table) {
 
 int grdbregistry_recording_start(void *connection, void **out) {
     *out = NULL;
-    recording *r = calloc(1, sizeof(recording));
+    recording *r = sqlite3_malloc64(sizeof(recording));
     if (!r) return SQLITE_NOMEM;
+    memset(r, 0, sizeof(recording));
     int rc = sqlite3session_create((sqlite3 *)connection, "main", &r->session);
     if (rc == SQLITE_OK) {
         sqlite3session_table_filter(r->session, remember_table, r);
@@ -80,9 +80,9 @@ void grdbregistry_recording_end(void *r) {
     recording *rec = r;
     if (!rec) return;
     if (rec->session) sqlite3session_delete(rec->session);
-    for (int i = 0; i < rec->count; i++) free(rec->names[i]);
-    free(rec->names);
-    free(rec);
+    for (int i = 0; i < rec->count; i++) sqlite3_free(rec->names[i]);
+    sqlite3_free(rec->names);
+    sqlite3_free(rec);
 }
 
 void grdbregistry_free(void *pointer) { sqlite3_free(pointer); }
