@@ -49,7 +49,16 @@ let package = Package(
                 // connections, which no SQL can raise.
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
+                // SQLite's session extension: recording and replaying
+                // transaction changes (Changes/).
+                "CSQLiteSession",
             ]
+        ),
+        // The session API, which GRDBSQLite's import of sqlite3.h hides: a C
+        // wrapper whose header declares only pointers and integers.
+        .target(
+            name: "CSQLiteSession",
+            linkerSettings: [.linkedLibrary("sqlite3")]
         ),
         .testTarget(
             name: "GRDBRegistryTests",

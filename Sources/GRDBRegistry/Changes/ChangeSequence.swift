@@ -1,0 +1,77 @@
+import GRDB
+
+/// The sequence row: one table,
+/// `grdbregistry_sequence(id INTEGER PRIMARY KEY CHECK (id = 1), sequence INTEGER NOT NULL CHECK (sequence >= 0))`
+/// with one row.
+///
+/// Each transaction a ``ChangeRecorder`` records increments it, so the
+/// sequence numbers the changes of a database in order, and
+/// ``ChangeReplay`` knows which changes a copy already holds.
+///
+/// ```swift
+/// let dbQueue = try DatabaseQueue(path: path)
+/// try dbQueue.write { db in try ChangeSequence.prepare(db) }
+/// let sequence = try dbQueue.read { db in try ChangeSequence.current(db) } // 0
+/// ```
+///
+/// ## Topics
+///
+/// ### The table
+/// - ``tableName``
+/// - ``prepare(_:)``
+///
+/// ### Reading
+/// - ``current(_:)``
+public enum ChangeSequence {
+    /// `"grdbregistry_sequence"`.
+    public static let tableName = "grdbregistry_sequence"
+
+    /// Creates the table and its row (sequence 0) when missing; does nothing
+    /// when present (a malformed table throws
+    /// ``ChangeRecordingError/malformedSequence(_:)``).
+    ///
+    /// This is DDL: call it outside recorded transactions, for instance when
+    /// opening the database.
+    public static func prepare(_ db: Database) throws {
+        if try read(db) != nil { return }
+        try db.execute(sql: """
+            CREATE TABLE main.\(tableName) (
+              id INTEGER PRIMARY KEY CHECK (id = 1),
+              sequence INTEGER NOT NULL CHECK (sequence >= 0));
+            INSERT INTO main.\(tableName) (id, sequence) VALUES (1, 0);
+            """)
+    }
+
+    /// The database's sequence: 0 when the table is missing.
+    ///
+    /// A malformed table or row (other columns, no row or several,
+    /// a negative or non-integer sequence) throws
+    /// ``ChangeRecordingError/malformedSequence(_:)``.
+    public static func current(_ db: Database) throws -> UInt64 {
+        try read(db) ?? 0
+    }
+
+    /// The sequence, or nil when the table is missing.
+    static func read(_ db: Database) throws -> UInt64? {
+        guard try db.tableExists(tableName, in: "main") else { return nil }
+        let columns = try Row.fetchAll(
+            db, sql: "SELECT name, pk FROM pragma_table_info(?, 'main') ORDER BY cid", arguments: [tableName]
+        ).map { "\($0["name"] as String? ?? "?")\(($0["pk"] as Int? ?? 0) > 0 ? " PRIMARY KEY" : "")" }
+        guard columns == ["id PRIMARY KEY", "sequence"] else {
+            throw ChangeRecordingError.malformedSequence("columns are \(columns), expected [id PRIMARY KEY, sequence]")
+        }
+        let rows = try Row.fetchAll(db, sql: "SELECT id, sequence, typeof(sequence) AS type FROM main.\(tableName) LIMIT 2")
+        guard rows.count == 1, let row = rows.first else {
+            throw ChangeRecordingError.malformedSequence(rows.isEmpty ? "the table has no row" : "the table has several rows")
+        }
+        // Int64.fromDatabaseValue, not `row[...] as Int64?`: GRDB's
+        // subscript stops the process on a value of another type.
+        guard Int64.fromDatabaseValue(row["id"]) == 1 else {
+            throw ChangeRecordingError.malformedSequence("the row's id is \(row["id"] as DatabaseValue), expected 1")
+        }
+        guard String.fromDatabaseValue(row["type"]) == "integer", let value = Int64.fromDatabaseValue(row["sequence"]), value >= 0 else {
+            throw ChangeRecordingError.malformedSequence("the sequence is \(row["sequence"] as DatabaseValue), expected an integer >= 0")
+        }
+        return UInt64(value)
+    }
+}

@@ -1,0 +1,57 @@
+import Foundation
+import GRDB
+import GRDBRegistry
+import Testing
+
+/// The sequence row (ChangeSequence): its table, and the malformed tables
+/// that recording and replaying refuse.
+@Suite struct ChangeSequenceTests {
+    @Test func prepareCreatesTheRowAtZeroAndKeepsAnExistingSequence() throws {
+        let directory = try TemporaryDirectory()
+        let queue = try DatabaseQueue(path: directory.path("db.sqlite"))
+        #expect(try queue.read(ChangeSequence.current) == 0)
+        try queue.write(ChangeSequence.prepare)
+        #expect(try queue.read(ChangeSequence.current) == 0)
+        try queue.write { db in try db.execute(sql: "UPDATE grdbregistry_sequence SET sequence = 41") }
+        try queue.write(ChangeSequence.prepare)
+        #expect(try queue.read(ChangeSequence.current) == 41)
+        #expect(ChangeSequence.tableName == "grdbregistry_sequence")
+        // The CHECK constraints refuse a second row and a negative sequence.
+        #expect(throws: DatabaseError.self) {
+            try queue.write { db in try db.execute(sql: "INSERT INTO grdbregistry_sequence VALUES (2, 0)") }
+        }
+        #expect(throws: DatabaseError.self) {
+            try queue.write { db in try db.execute(sql: "UPDATE grdbregistry_sequence SET sequence = -1") }
+        }
+    }
+
+    @Test(arguments: [
+        "CREATE TABLE grdbregistry_sequence (id INTEGER PRIMARY KEY, sequence INTEGER); INSERT INTO grdbregistry_sequence VALUES (1, 1), (2, 2)",
+        "CREATE TABLE grdbregistry_sequence (id INTEGER PRIMARY KEY, sequence INTEGER); INSERT INTO grdbregistry_sequence VALUES (1, -3)",
+        "CREATE TABLE grdbregistry_sequence (id INTEGER PRIMARY KEY, sequence INTEGER); INSERT INTO grdbregistry_sequence VALUES (1, 'seven')",
+        "CREATE TABLE grdbregistry_sequence (id INTEGER PRIMARY KEY, sequence INTEGER)",
+        "CREATE TABLE grdbregistry_sequence (id INTEGER PRIMARY KEY, sequence INTEGER); INSERT INTO grdbregistry_sequence VALUES (2, 0)",
+        "CREATE TABLE grdbregistry_sequence (id INTEGER PRIMARY KEY, seq INTEGER); INSERT INTO grdbregistry_sequence VALUES (1, 0)",
+        "CREATE TABLE grdbregistry_sequence (id INTEGER, sequence INTEGER); INSERT INTO grdbregistry_sequence VALUES (1, 0)",
+    ])
+    func aMalformedSequenceTableIsRefusedByReadingRecordingAndReplaying(_ sql: String) throws {
+        let directory = try TemporaryDirectory()
+        let queue = try DatabaseQueue(path: directory.path("db.sqlite"))
+        try queue.write { db in
+            try db.execute(sql: "CREATE TABLE item (id INTEGER PRIMARY KEY)")
+            try db.execute(sql: sql)
+        }
+        func expectMalformed(_ body: () throws -> Void) {
+            let error = #expect(throws: ChangeRecordingError.self, performing: body)
+            guard case .malformedSequence? = error else {
+                Issue.record("expected malformedSequence, got \(String(describing: error))")
+                return
+            }
+        }
+        expectMalformed { _ = try queue.read(ChangeSequence.current) }
+        expectMalformed { try queue.write(ChangeSequence.prepare) }
+        expectMalformed { _ = try recordedWrite(queue) { db in try db.execute(sql: "INSERT INTO item VALUES (1)") } }
+        expectMalformed { _ = try queue.write { db in try ChangeReplay.apply([], to: db) } }
+        #expect(try queue.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM item") } == 0)
+    }
+}
