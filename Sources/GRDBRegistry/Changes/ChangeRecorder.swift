@@ -40,6 +40,8 @@ public final class ChangeRecorder {
     /// The C recording (session and the names of the tables it saw change),
     /// nil once finished.
     private var recording: UnsafeMutableRawPointer?
+    /// The connection the session records: `finish(_:)` must get it again.
+    private let connection: SQLiteConnection
     private let schemaVersion: Int32
 
     /// Starts recording the changes of database `main`, all its tables.
@@ -58,6 +60,7 @@ public final class ChangeRecorder {
         guard let connection = db.sqliteConnection else {
             throw ChangeRecordingError.session(code: SQLITE_MISUSE, message: "the connection is closed")
         }
+        self.connection = connection
         schemaVersion = try Self.schemaVersion(db)
         var recording: UnsafeMutableRawPointer?
         let code = grdbregistry_recording_start(UnsafeMutableRawPointer(connection), &recording)
@@ -79,7 +82,8 @@ public final class ChangeRecorder {
     /// transaction ran DDL, and
     /// ``ChangeRecordingError/tableWithoutPrimaryKey(table:)`` when it
     /// changed a table without an explicit PRIMARY KEY; the caller rolls
-    /// back. The session is deleted in every case; a second call throws
+    /// back. The session is deleted in every case; a second call, or a call
+    /// with another connection than the recorder's, throws
     /// ``ChangeRecordingError/session(code:message:)`` (`SQLITE_MISUSE`).
     public func finish(_ db: Database) throws -> TransactionChange? {
         guard let recording else {
@@ -88,6 +92,10 @@ public final class ChangeRecorder {
         defer {
             grdbregistry_recording_end(recording)
             self.recording = nil
+        }
+        guard db.sqliteConnection == connection else {
+            throw ChangeRecordingError.session(
+                code: SQLITE_MISUSE, message: "finish(_:) got another connection than the one the recorder was created on")
         }
         let status = grdbregistry_recording_status(recording)
         guard status == SQLITE_OK else { throw ChangeRecordingError.session(code: status) }

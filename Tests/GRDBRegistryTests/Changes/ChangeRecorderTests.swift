@@ -137,6 +137,36 @@ import Testing
         #expect(try source.read(ChangeSequence.current) == 0)
     }
 
+    @Test func finishingTwiceOrOnAnotherConnectionIsRefused() throws {
+        let directory = try TemporaryDirectory()
+        let source = try DatabaseQueue(path: makeChangesBase(in: directory))
+        let other = try DatabaseQueue(path: makeChangesBase(in: directory, name: "other.sqlite"))
+        func expectMisuse(_ body: () throws -> Void) {
+            let error = #expect(throws: ChangeRecordingError.self, performing: body)
+            guard case .session(code: 21, _)? = error else {  // SQLITE_MISUSE
+                Issue.record("expected a misuse, got \(String(describing: error))")
+                return
+            }
+        }
+        expectMisuse {
+            try source.write { db in
+                let recorder = try ChangeRecorder(db)
+                try db.execute(sql: "DELETE FROM item")
+                try other.write { otherDB in _ = try recorder.finish(otherDB) }
+            }
+        }
+        expectMisuse {
+            try source.write { db in
+                let recorder = try ChangeRecorder(db)
+                try db.execute(sql: "DELETE FROM item")
+                #expect(try recorder.finish(db)?.sequence == 1)
+                _ = try recorder.finish(db)
+            }
+        }
+        #expect(try source.read(ChangeSequence.current) == 0)
+        #expect(try other.read(ChangeSequence.current) == 0)
+    }
+
     @Test func aOneRowUpdateOfATenThousandRowTableGivesASmallChangeset() throws {
         let directory = try TemporaryDirectory()
         let queue = try DatabaseQueue(path: directory.path("big.sqlite"))
