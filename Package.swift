@@ -158,7 +158,9 @@ let package = Package(
         // MARK: Migrations: SQL migration sets, their checksums and the runner
         .target(
             name: "GRDBMigrations",
-            dependencies: ["CLibCrypto", .product(name: "GRDB", package: "GRDB.swift")]
+            // GRDBRegistry: its bookkeeping table (ChangeSequence), which a
+            // migrated database may hold beside the migrations' schema.
+            dependencies: ["CLibCrypto", "GRDBRegistry", .product(name: "GRDB", package: "GRDB.swift")]
         ),
         .executableTarget(
             name: "registryctl",

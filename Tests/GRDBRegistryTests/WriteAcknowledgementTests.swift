@@ -62,7 +62,7 @@ struct CopiedWrites: WriteAcknowledgement {
         return copies.generation
     }
 
-    func acknowledge(_ generation: Int) async throws {
+    func acknowledge(_ generation: Int, change: TransactionChange?) async throws {
         try await copies.waitForCopy(after: generation)
     }
 }
@@ -103,7 +103,7 @@ final class CountingAcknowledgement: WriteAcknowledgement {
         counts.withLock { $0.claims += 1; return $0.claims }
     }
 
-    func acknowledge(_ claim: Int) async {
+    func acknowledge(_ claim: Int, change: TransactionChange?) async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let held = gate.withLock { gate in
                 gate.entered += 1

@@ -46,10 +46,12 @@ bound, a partitioned node acknowledged a write after its tenants were
 claimed, or a request failed on an unaffected tenant.
 """
 import argparse
+import glob
 import json
 import os
 import random
 import secrets
+import subprocess
 import sys
 import threading
 import time
@@ -150,6 +152,7 @@ class Campaign:
         self.requests = 0
         self.details = {kind: [] for kind in SCENARIOS}
         self.problems = []
+        self.tail_rows_max = None   # durable mode: the most changes one tenant had in fleet_tail, sampled each second
         # Nodes drained by a scenario: they stay draining, and take no tenant.
         self.drained = set()
         self.failover = []         # seconds, per tenant of a killed node
@@ -635,6 +638,23 @@ class Campaign:
             spans[tenant] = (count + 1, min(first, ack.end - self.started), max(last, ack.end - self.started))
         return spans
 
+    def sample_tail(self, stop):
+        """Durable mode: samples the durable tail in PostgreSQL each second
+        (the most changes any tenant has there), until `stop`."""
+        candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin/psql"))
+        if not candidates:
+            self.problems.append("no psql to sample fleet_tail")
+            return
+        sql = "SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n FROM fleet_tail GROUP BY tenant_id) AS counts"
+        while not stop.wait(1.0):
+            try:
+                result = subprocess.run([candidates[-1], self.database_url, "-AtX", "-c", sql],
+                                        capture_output=True, text=True, timeout=5)
+            except subprocess.TimeoutExpired:
+                continue   # PostgreSQL restarting or partitioned: the next sample
+            if result.returncode == 0 and result.stdout.strip().isdigit():
+                self.tail_rows_max = max(self.tail_rows_max or 0, int(result.stdout.strip()))
+
     def events(self):
         return [window.loss_at for window in self.windows if not window.kind.endswith("rebalance")]
 
@@ -669,6 +689,8 @@ class Campaign:
         log(f"{self.mode}: {len(self.tokens)} tenants, {arguments.writers} writers")
         stop = threading.Event()
         threads = [threading.Thread(target=self.writer, args=(number, stop), daemon=True) for number in range(arguments.writers)]
+        if self.mode == "durable":
+            threads.append(threading.Thread(target=self.sample_tail, args=(stop,), daemon=True))
         started = time.monotonic()
         for thread in threads:
             thread.start()
@@ -718,6 +740,8 @@ class Campaign:
             "mode": self.mode, "elapsed_seconds": round(elapsed, 1), "requests": self.requests,
             "acknowledged_writes": acknowledged,
             "acknowledged_writes_lost": len(lost),
+            "encrypted_acknowledged_writes_lost": sum(1 for tenant, _ in lost if self.encrypted[tenant]),
+            "tail_rows_max": self.tail_rows_max,
             "lost_examples": [f"{tenant} id {ack.id} {ack.name}" for tenant, ack in lost[:5]],
             "lost_by_tenant": {tenant: f"{count} acknowledged at {first:.2f}-{last:.2f} s"
                                for tenant, (count, first, last) in self.lost_by_tenant(lost).items()},
@@ -822,6 +846,8 @@ def combine(arguments, results):
         "acknowledged_writes": total("acknowledged_writes"),
         "acknowledged_writes_lost": durable_lost if "durable" in results else None,
         "async_writes_lost": total("acknowledged_writes_lost", "async") if "async" in results else None,
+        "encrypted_acknowledged_writes_lost": total("encrypted_acknowledged_writes_lost", "durable") if "durable" in results else None,
+        "tail_rows_max": results.get("durable", {}).get("tail_rows_max"),
         "failover_seconds_p50": percentile(failover, 0.5),
         "failover_seconds_max": max(failover) if failover else None,
         "failover_bound_seconds": arguments.bound,
@@ -838,6 +864,8 @@ def combine(arguments, results):
             reasons.append(f"async: {result['lost_outside_loss_window']} lost writes older than the loss window + slack")
     if durable_lost:  # None (did not run) is reported through its error
         reasons.append(f"durable: {durable_lost} acknowledged writes lost")
+    if "durable" in results and "error" not in results["durable"] and report["tail_rows_max"] is None:
+        reasons.append("durable: fleet_tail was never sampled (no tail_rows_max)")
     if report["forked_sequences"]:
         reasons.append(f"{report['forked_sequences']} forked sequences")
     if "kill" in arguments.scenarios and not failover:

@@ -117,14 +117,14 @@ struct StartTests {
         let url = try await TestPostgres.newDatabase()
         try await TestPostgres.withClient(url) { client in
             try await client.query("CREATE TABLE fleet_schema (version integer NOT NULL)")
-            try await client.query("INSERT INTO fleet_schema VALUES (4)")
+            try await client.query("INSERT INTO fleet_schema VALUES (5)")
         }
         let node = TestNode("n1", postgres: url)
         let result = await node.result()
-        #expect(throws: FleetError.schemaVersion(found: 4, expected: 3)) { try result.get() }
+        #expect(throws: FleetError.schemaVersion(found: 5, expected: 4)) { try result.get() }
         #expect(try await TestPostgres.rows(url, "SELECT to_regclass('fleet_nodes') IS NULL, to_regclass('fleet_tenants') IS NULL") == [["true", "true"]])
-        #expect(try await TestPostgres.rows(url, "SELECT version FROM fleet_schema") == [["4"]])
-        await #expect(throws: FleetError.schemaVersion(found: 4, expected: 3)) { try await node.fleet.waitUntilJoined() }
+        #expect(try await TestPostgres.rows(url, "SELECT version FROM fleet_schema") == [["5"]])
+        await #expect(throws: FleetError.schemaVersion(found: 5, expected: 4)) { try await node.fleet.waitUntilJoined() }
     }
 
     @Test func unreachablePostgreSQLAtStartIsAnErrorNamingTheServerWithoutItsPassword() async throws {

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import GRDBRegistry
 import GRDBMigrations
 
 /// The rule for database files that did not come from this process
@@ -73,8 +74,11 @@ public enum UntrustedDatabase {
             let lowercased = name.lowercased()
             if lowercased.hasPrefix("sqlite_") { continue }
             // Bookkeeping, as tables only: a view or trigger of that name
-            // is compared like any other.
-            if type == "table" && (lowercased.hasPrefix("_litestream_") || lowercased == "grdb_migrations") { continue }
+            // is compared like any other. The sequence row of recorded
+            // writes is checked where it is read (ChangeSequence refuses a
+            // malformed one).
+            if type == "table" && (lowercased.hasPrefix("_litestream_") || lowercased == "grdb_migrations"
+                                   || lowercased == ChangeSequence.tableName) { continue }
             let sql: String? = (type == "view" || type == "trigger") ? row["sql"] : nil
             objects.insert(SchemaObject(type: type, name: name, sql: sql))
         }

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import GRDBRegistry
 import Synchronization
 
 /// Applies a ``MigrationSet`` to database files, with the checks a migration
@@ -199,17 +200,18 @@ public struct DatabaseMigrationRunner: Sendable {
     }
 
     /// A database with none of the set's migrations applied must be empty
-    /// of tables (but SQLite's, the checksum store and Litestream's, which
-    /// replication adds to any database it copies): migrating a file of
-    /// another schema would write into it.
+    /// of tables (but SQLite's, the checksum store, Litestream's, which
+    /// replication adds to any database it copies, and the sequence row of
+    /// recorded writes, ``/GRDBRegistry/ChangeSequence``): migrating a
+    /// file of another schema would write into it.
     private static func refuseForeign(_ db: Database, path: String) throws {
         let tables = try String.fetchAll(db, sql: """
             SELECT name FROM sqlite_master
             WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'
               AND name NOT LIKE '\\_litestream\\_%' ESCAPE '\\'
-              AND name NOT IN ('grdb_migrations', ?)
+              AND name NOT IN ('grdb_migrations', ?, ?)
             ORDER BY name
-            """, arguments: [ChecksumStore.tableName])
+            """, arguments: [ChecksumStore.tableName, ChangeSequence.tableName])
         if !tables.isEmpty { throw MigrationError.foreignDatabase(path: path, tables: tables) }
     }
 

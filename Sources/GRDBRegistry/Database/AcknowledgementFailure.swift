@@ -14,7 +14,7 @@
 /// Two failures are equal when their errors describe themselves alike:
 /// errors need not be `Equatable`, and a failure is reported in words.
 public struct AcknowledgementFailure: Error, CustomStringConvertible, Sendable, Equatable {
-    /// The error of ``WriteAcknowledgement/acknowledge(_:)``.
+    /// The error of ``WriteAcknowledgement/acknowledge(_:change:)``.
     public let error: any Error
 
     /// The failure whose cause is `error`.

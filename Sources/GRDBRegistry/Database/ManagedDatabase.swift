@@ -525,9 +525,11 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
     ) async throws -> T {
         // A refusal here leaves the database untouched.
         let claim = try await acknowledgement.claim()
-        let result = try await transaction(updates)
+        let (result, change) = acknowledgement.recordsChanges
+            ? try await transaction { db in try Self.recording(db, updates) }
+            : (try await transaction(updates), nil)
         do {
-            try await acknowledgement.acknowledge(claim)
+            try await acknowledgement.acknowledge(claim, change: change)
         } catch {
             throw ManagedDatabaseError.notAcknowledged(database: name, cause: AcknowledgementFailure(error))
         }
@@ -535,6 +537,19 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
     }
 
     /// The transaction of a checked write, in its span.
+    /// Runs `updates` with a ``ChangeRecorder``, inside the transaction:
+    /// the transaction's change, or its rollback when the change can't be
+    /// recorded.
+    private static func recording<T>(_ db: Database, _ updates: (Database) throws -> T) throws -> (T, TransactionChange?) {
+        // The sequence row comes before the recording: creating it is a
+        // schema change, which no changeset describes; the acknowledgement
+        // sees the new schema version and brings its base up to date first.
+        if try !db.tableExists(ChangeSequence.tableName) { try ChangeSequence.prepare(db) }
+        let recorder = try ChangeRecorder(db)
+        let result = try updates(db)
+        return (result, try recorder.finish(db))
+    }
+
     private func transaction<T: Sendable>(_ updates: @escaping @Sendable (Database) throws -> T) async throws -> T {
         let (policy, tracing, name) = (policy, tracing, name)
         return try await tracing.withSpan(.transaction, database: name) { span in

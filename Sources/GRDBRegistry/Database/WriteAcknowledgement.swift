@@ -19,7 +19,7 @@
 ///         return copies.generation
 ///     }
 ///
-///     func acknowledge(_ generation: Int) async throws {
+///     func acknowledge(_ generation: Int, change: TransactionChange?) async throws {
 ///         try await copies.waitForCopy(after: generation)
 ///     }
 /// }
@@ -31,7 +31,7 @@
 ///
 /// - **Before the transaction**, ``claim()`` may refuse the write by
 ///   throwing: nothing is written, and the write throws that error as is.
-/// - **After the commit**, ``acknowledge(_:)`` gets the claim back. When it
+/// - **After the commit**, ``acknowledge(_:change:)`` gets the claim back. When it
 ///   throws, the write throws
 ///   ``ManagedDatabaseError/notAcknowledged(database:cause:)``: the
 ///   transaction committed, but is not acknowledged; its outcome is
@@ -46,6 +46,18 @@
 ///   made on ``ManagedDatabase/writer`` directly is rolled back with
 ///   ``DatabaseRepositoryError/uncheckedWrite(database:)``.
 ///
+/// - **Recording changes.** An acknowledgement that must hand the change
+///   itself to durable storage (a durable tail: a few bytes per write
+///   instead of a copy of the database) says so with ``recordsChanges``.
+///   Each write transaction then records its change with a
+///   ``ChangeRecorder``, gives the database its next sequence number
+///   (``ChangeSequence``), and ``acknowledge(_:change:)`` gets the
+///   ``TransactionChange``; nil for a transaction that changed nothing. A
+///   transaction whose change can't be recorded (a schema change, a table
+///   without a primary key) rolls back with its
+///   ``ChangeRecordingError``: nothing a recorded database acknowledges
+///   is missing from its changes.
+///
 /// Both methods run on the writing task, outside the writer's queue:
 /// while one waits, other writes of the database go on, and a
 /// ``ManagedDatabase/freezeWrites(timeout:)`` does not wait for it.
@@ -55,13 +67,23 @@
 /// ### Acknowledging writes
 ///
 /// - ``claim()``
-/// - ``acknowledge(_:)``
+/// - ``acknowledge(_:change:)``
 /// - ``Claim``
+///
+/// ### Recording each transaction's change
+///
+/// - ``recordsChanges``
+/// - ``TransactionChange``
 /// - ``AcknowledgementFailure``
 public protocol WriteAcknowledgement: Sendable {
     /// What a write takes before its transaction, and hands back to
-    /// ``acknowledge(_:)`` once it committed.
+    /// ``acknowledge(_:change:)`` once it committed.
     associatedtype Claim: Sendable
+
+    /// Whether each write transaction records its change for
+    /// ``acknowledge(_:change:)``; false unless an acknowledgement says so.
+    /// Read at every write.
+    var recordsChanges: Bool { get }
 
     /// Called before each write's transaction: throw to refuse the write
     /// (nothing is written; the write throws this error).
@@ -70,5 +92,14 @@ public protocol WriteAcknowledgement: Sendable {
     /// Called after each write's commit, with the claim it took: returns
     /// once the write is acknowledged. Throw when it can't be: the write
     /// throws ``ManagedDatabaseError/notAcknowledged(database:cause:)``.
-    func acknowledge(_ claim: Claim) async throws
+    ///
+    /// - parameter change: With ``recordsChanges``, the committed
+    ///   transaction's change, nil when it changed nothing; always nil
+    ///   otherwise.
+    func acknowledge(_ claim: Claim, change: TransactionChange?) async throws
+}
+
+extension WriteAcknowledgement {
+    /// False: no change is recorded.
+    public var recordsChanges: Bool { false }
 }

@@ -3,25 +3,58 @@ import Logging
 
 /// The acknowledgement of a tenant's writes when the configuration says
 /// `"acknowledgements": "durable"`: the service sets it on every tenant it
-/// opens, so that each write returns only once the replica has it, and,
-/// on a fleet node, only if the node held the tenant all along.
+/// opens, so that each write returns only once it is durable outside the
+/// node, and, on a fleet node, only if the node held the tenant all along.
 ///
 /// Before the transaction, it takes the tenant's tenure from the fleet
 /// (``TenantTenures``), if one gave it to the host: none refuses the
-/// write. After the commit, it waits for a round of the service's
-/// ``ReplicaAcknowledgements`` (shared with the tenant's other writers),
-/// then checks the tenure still holds.
+/// write. After the commit:
+///
+/// - With a durable tail (a fleet that gave its host a
+///   ``TenantChangeLog``), each transaction records its change, and the
+///   write returns once the log holds it, appended while the tenant's
+///   epoch was still this node's: the log's store itself checks the
+///   fencing token, so a node frozen past its lease can't acknowledge.
+/// - Otherwise, it waits for a round of the service's
+///   ``ReplicaAcknowledgements`` (shared with the tenant's other
+///   writers), then checks the tenure still holds.
 struct DurableTenantWrites: WriteAcknowledgement {
+    struct Claim: Sendable {
+        let tenure: HeldTenure?
+        /// The epoch the write was made at, for the tail.
+        let epoch: UInt64?
+    }
+
     let tenant: TenantID
     let acknowledgements: ReplicaAcknowledgements
     let ownership: TenantOwnership
     let logger: Logger
 
-    func claim() throws -> HeldTenure? {
-        try ownership.tenureForWrite(tenant)
+    var recordsChanges: Bool { ownership.changeTail != nil }
+
+    func claim() throws -> Claim {
+        let tenure = try ownership.tenureForWrite(tenant)
+        guard let tail = ownership.changeTail else { return Claim(tenure: tenure, epoch: nil) }
+        guard let epoch = ownership.servedEpoch(of: tenant) else {
+            throw DatabaseServiceError.tenantNotHeld(tenant: tenant.rawValue)
+        }
+        try tail.admit(tenant)
+        return Claim(tenure: tenure, epoch: epoch)
     }
 
-    func acknowledge(_ tenure: HeldTenure?) async throws {
+    func acknowledge(_ claim: Claim, change: TransactionChange?) async throws {
+        if let tail = ownership.changeTail, let epoch = claim.epoch {
+            // A transaction that changed nothing has nothing to keep.
+            guard let change else { return try checkStillHeld(claim.tenure) }
+            do {
+                try await tail.append(change, of: tenant, epoch: epoch, encrypted: ownership.owned(tenant)?.encrypted ?? false)
+            } catch {
+                logger.error("a committed write is not in the durable tail", metadata: [
+                    "database": "\(tenant.databaseName)", "sequence": "\(change.sequence)", "error": "\(error)"])
+                throw error
+            }
+            return
+        }
         do {
             try await acknowledgements.waitUntilReplicated(tenant)
         } catch {
@@ -29,6 +62,10 @@ struct DurableTenantWrites: WriteAcknowledgement {
                 "database": "\(tenant.databaseName)", "error": "\(error)"])
             throw error
         }
+        try checkStillHeld(claim.tenure)
+    }
+
+    private func checkStillHeld(_ tenure: HeldTenure?) throws {
         if let tenure, !tenure.stillHolds() {
             logger.error("a replicated write is not acknowledged: this node no longer held its tenant when the replica confirmed it", metadata: [
                 "database": "\(tenant.databaseName)", "tenure": "\(tenure)"])

@@ -48,12 +48,13 @@ extension DatabaseService {
         guard ownership.startHosting() else {
             throw DatabaseServiceError.invalidConfiguration(problems: ["the service already hosts its tenants: make one TenantHost per service"])
         }
+        let storage = try tenantStorage()
         return TenantHost(
             directory: directory, ownership: ownership, replicator: replicator,
             acknowledgements: acknowledgements,
             restore: LitestreamRestore(
-                configuration: configuration, storage: try tenantStorage(), environment: environment ?? self.environment,
+                configuration: configuration, storage: storage, environment: environment ?? self.environment,
                 logger: logger, tracer: tracer),
-            restoreChecks: restoreChecks, freezeTimeout: freezeTimeout, logger: logger)
+            restoreChecks: restoreChecks, freezeTimeout: freezeTimeout, storage: storage, logger: logger)
     }
 }

@@ -42,6 +42,23 @@ public enum DatabaseServiceError: Error, CustomStringConvertible, Sendable, Equa
     /// ``/GRDBRegistry/ManagedDatabaseError/notAcknowledged(database:cause:)``.
     case tenantLost(tenant: String, tenure: String)
 
+    /// A durable write refused before its transaction, nothing written:
+    /// the node's durable tail holds `changes` changes its base (the
+    /// replica) does not have, at the `limit` (of the tenant, or of the
+    /// node), because the base can't catch up (its store is down or slow).
+    /// Retry later; the replication's errors in the log say why.
+    case tailFull(tenant: String, changes: Int, limit: Int)
+
+    /// The tail of tenant `tenant` replayed into its restored base, and
+    /// the result failed its integrity check (`problems`): the tenant is
+    /// not served.
+    case tailReplayDamaged(tenant: String, problems: [String])
+
+    /// An encrypted tenant's change can't be sealed: its key is missing
+    /// (the tenant's file is plain, or the configuration has no tenant
+    /// key). Nothing leaves the process in plaintext.
+    case tailKeyMissing(tenant: String)
+
     public var description: String {
         switch self {
         case let .unknownDatabase(name, knownNames):
@@ -64,6 +81,12 @@ public enum DatabaseServiceError: Error, CustomStringConvertible, Sendable, Equa
             return "This node does not hold tenant \(tenant) now: the write was refused, nothing was written. Retry: the request goes to its owner."
         case let .tenantLost(tenant, tenure):
             return "This node lost tenant \(tenant) (held as \(tenure)) before the replica confirmed the write: it committed here, but is not acknowledged."
+        case let .tailFull(tenant, changes, limit):
+            return "Durable writes to tenant \(tenant) are refused, nothing written: the durable tail holds \(changes) changes its replica does not have (limit \(limit)), because the replica can't catch up. Check the replica store (the replication's errors are logged), then retry."
+        case let .tailReplayDamaged(tenant, problems):
+            return "The durable tail of tenant \(tenant), replayed into its restored replica, fails the integrity check (\(problems.prefix(3).joined(separator: "; "))): the tenant is not served."
+        case let .tailKeyMissing(tenant):
+            return "The change of encrypted tenant \(tenant) can't be sealed: no key for it (its file is plain, or the configuration has no tenant key). Nothing was sent in plaintext."
         }
     }
 }

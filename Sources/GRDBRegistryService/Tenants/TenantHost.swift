@@ -74,12 +74,13 @@ public final class TenantHost<Repository: TenantRepository>: Sendable {
     let restore: LitestreamRestore
     let restoreChecks: DatabaseRestore.Checks
     let freezeTimeout: Duration
+    let storage: TenantStorage
     let logger: Logger
 
     init(
         directory: TenantDirectory<Repository>, ownership: TenantOwnership, replicator: LitestreamReplicator,
         acknowledgements: ReplicaAcknowledgements, restore: LitestreamRestore, restoreChecks: DatabaseRestore.Checks,
-        freezeTimeout: Duration, logger: Logger
+        freezeTimeout: Duration, storage: TenantStorage, logger: Logger
     ) {
         self.directory = directory
         self.ownership = ownership
@@ -88,6 +89,7 @@ public final class TenantHost<Repository: TenantRepository>: Sendable {
         self.restore = restore
         self.restoreChecks = restoreChecks
         self.freezeTimeout = freezeTimeout
+        self.storage = storage
         self.logger = logger
     }
 
@@ -117,6 +119,21 @@ public final class TenantHost<Repository: TenantRepository>: Sendable {
     /// Whether tenant `id` may become this node's at `epoch` (an acquire
     /// or a creation): not while a step of it runs, and never at an epoch
     /// older than the one it is owned at.
+    /// From now on, durable writes keep their changes in `log` (a durable
+    /// tail): each write returns once `log` holds its change, appended
+    /// while the tenant's epoch is still this node's, and ``acquire(_:epoch:encrypted:keepLocal:)``
+    /// replays the tail past the restored base before it serves the
+    /// tenant. A fleet calls it when it attaches to its host, in durable
+    /// mode; with asynchronous acknowledgements it does nothing.
+    ///
+    /// ```swift
+    /// host.recordChanges(in: changeLog)
+    /// ```
+    public func recordChanges(in log: some TenantChangeLog) {
+        guard replicator.replication.acknowledgements == .durable else { return }
+        ownership.takeChangeTail(DurableTail(log: log, acknowledgements: acknowledgements, storage: storage, logger: logger))
+    }
+
     private static func checkTakeOver(
         _ current: TenantOwnership.Owned?, of id: TenantID, at epoch: UInt64, operation: String
     ) throws(TenantHostError) {
@@ -179,6 +196,15 @@ public final class TenantHost<Repository: TenantRepository>: Sendable {
                     throw TenantHostError.noReplica(tenant: id.rawValue, below: epoch + 1)
                 }
                 logger.info("restored tenant", metadata: ["tenant": "\(id)", "epoch": "\(epoch)", "source": "\(report.source)"])
+            }
+            if let tail = ownership.changeTail {
+                // What the base lacks of the acknowledged writes: nothing
+                // is served before it is back, or if any is missing.
+                tail.forget(id)
+                let report = try await tail.replay(id, epoch: epoch, encrypted: encrypted, path: path)
+                logger.info("replayed the durable tail", metadata: [
+                    "tenant": "\(id)", "epoch": "\(epoch)", "applied": "\(report.applied)", "skipped": "\(report.skipped)",
+                    "sequence": "\(report.sequence)"])
             }
             // Served (so replicated) only after the restore: a scan would
             // otherwise upload the stale copy under the new epoch.
@@ -289,6 +315,7 @@ public final class TenantHost<Repository: TenantRepository>: Sendable {
     /// In any phase: a lost lease ends every step. A restore under way
     /// ends with ``TenantHostError/relinquished(tenant:epoch:)``.
     public func relinquish(_ id: TenantID) async {
+        ownership.changeTail?.forget(id)
         let released = try? ownership.update(id) { entry throws(TenantHostError) -> (any Sendable)? in
             defer { entry = nil }
             return entry?.frozenLease

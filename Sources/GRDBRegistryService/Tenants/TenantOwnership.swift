@@ -98,6 +98,7 @@ public final class TenantOwnership: Sendable {
     /// What says whether the node holds a tenant for the whole of a
     /// durable write (a fleet), once given (``TenantHost/acknowledgeWrites(whileHeldBy:)``).
     private let tenures = Mutex<TenureSource?>(nil)
+    private let tail = Mutex<DurableTail?>(nil)
     private let hosting = Atomic<Bool>(false)
     private let steps = Atomic<UInt64>(0)
 
@@ -152,6 +153,17 @@ public final class TenantOwnership: Sendable {
         guard let source = tenures.withLock({ $0 }) else { return nil }
         guard let tenure = source.take(id) else { throw DatabaseServiceError.tenantNotHeld(tenant: id.rawValue) }
         return tenure
+    }
+
+    /// The durable tail the node's durable writes append their changes
+    /// to: nil unless a fleet gave its host a ``TenantChangeLog``.
+    var changeTail: DurableTail? {
+        tail.withLock { $0 }
+    }
+
+    /// Where durable writes append their changes from now on.
+    func takeChangeTail(_ changeTail: DurableTail) {
+        tail.withLock { $0 = changeTail }
     }
 
     /// A number no other step of this table had.

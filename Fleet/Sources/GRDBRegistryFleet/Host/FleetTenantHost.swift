@@ -48,7 +48,9 @@ public protocol FleetTenantHost: Sendable {
     /// The fleet that decides for this host, given once, as it is
     /// created: the one whose tenures (``Fleet/tenure(of:)``,
     /// ``Fleet/stillHolds(_:)``) a durable write must hold from before its
-    /// transaction until the replica has it. The default does nothing.
+    /// transaction until the replica has it, and, in durable mode, whose
+    /// PostgreSQL keeps the durable tail (``FleetChangeLog``). The
+    /// default does nothing.
     func attach(to fleet: Fleet)
 }
 
@@ -58,9 +60,12 @@ extension FleetTenantHost {
 }
 
 /// The service's own host of its tenants is the fleet's: its durable
-/// writes hold the fleet's tenures.
+/// writes hold the fleet's tenures, and keep their changes in the
+/// fleet's durable tail.
 extension TenantHost: FleetTenantHost {
     public func attach(to fleet: Fleet) {
         acknowledgeWrites(whileHeldBy: fleet)
+        // Durable mode only (asynchronous acknowledgements keep no tail).
+        recordChanges(in: FleetChangeLog(fleet: fleet))
     }
 }

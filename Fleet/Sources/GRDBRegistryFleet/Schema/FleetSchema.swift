@@ -12,7 +12,7 @@ import PostgresNIO
 /// the same way (``upgrades``). A schema of a later version is refused
 /// before anything is written.
 enum FleetSchema {
-    static let version = 3
+    static let version = 4
 
     /// Serialises schema creation across nodes (an arbitrary constant: "GRDBflt1").
     static let advisoryLock: Int64 = 0x4752_4442_666C_7431
@@ -83,6 +83,20 @@ enum FleetSchema {
             "COMMENT ON COLUMN fleet_tenants.name IS 'Unused since version 3: the name of a tenant created before, for its application to copy once'",
             "COMMENT ON COLUMN fleet_tenants.token_hash IS 'Unused since version 3: the token hash of a tenant created before, for its application to copy once'",
             "UPDATE fleet_schema SET version = 3",
+        ],
+        // The durable tail (FleetChangeLog): one row per durable write
+        // transaction past its tenant's replica.
+        3: [
+            """
+            CREATE TABLE fleet_tail (
+                tenant_id      text NOT NULL REFERENCES fleet_tenants(tenant_id) ON DELETE CASCADE,
+                sequence       bigint NOT NULL CHECK (sequence > 0),
+                epoch          bigint NOT NULL CHECK (epoch >= 0),
+                schema_version integer NOT NULL,
+                change         bytea NOT NULL,
+                PRIMARY KEY (tenant_id, sequence))
+            """,
+            "UPDATE fleet_schema SET version = 4",
         ],
     ]
 

@@ -227,6 +227,11 @@ struct Routes: Sendable {
             throw TenantWritesPaused(database: database, reason: .fenced)
         } catch ManagedDatabaseError.notAcceptingWrites, ManagedDatabaseError.closed {
             throw HTTPError(.serviceUnavailable, message: "The server is shutting down: retry on another instance.")
+        } catch let DatabaseServiceError.tailFull(tenant, changes, limit) {
+            // Refused before the transaction: nothing written; the reason
+            // (the replica can't catch up) is in the message.
+            let refusal = DatabaseServiceError.tailFull(tenant: tenant, changes: changes, limit: limit)
+            throw HTTPError(.serviceUnavailable, message: refusal.description)
         } catch let DatabaseServiceError.tenantNotHeld(tenant) {
             // Refused before the transaction: nothing written.
             throw HTTPError(.serviceUnavailable, message: "This server does not hold tenant \(tenant) now: retry.")

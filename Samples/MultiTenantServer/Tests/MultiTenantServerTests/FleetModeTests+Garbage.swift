@@ -5,7 +5,8 @@ import Testing
 extension FleetModeTests {
     /// Runs `sql` in the cluster at `postgres` with psql (the throw-away
     /// cluster trusts loopback), as whoever owns the fleet's tables could.
-    static func psql(_ postgres: String, _ sql: String) throws {
+    @discardableResult
+    static func psql(_ postgres: String, _ sql: String) throws -> String {
         let candidates = ["/usr/bin/psql"] + ((try? FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql")) ?? [])
             .sorted().reversed().map { "/usr/lib/postgresql/\($0)/bin/psql" }
         guard let psql = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
@@ -13,6 +14,7 @@ extension FleetModeTests {
         }
         let result = try runToEnd(URL(fileURLWithPath: psql), [postgres, "-v", "ON_ERROR_STOP=1", "-Atq", "-c", sql])
         guard result.status == 0 else { throw ServerError(message: "psql \(sql): \(result.output)") }
+        return result.output.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
     /// Rows no node writes, put in PostgreSQL under a running node (tenant

@@ -8,16 +8,19 @@ extension FleetModeTests {
     /// Resumed (SIGCONT) and sent writes at once, before it has heard from
     /// PostgreSQL, it acknowledges none that the new owner lacks: its
     /// fence, not a renewal, decides (security review 3, `fleet_zombie.py`).
-    @Test func aResumedFrozenOwnerAcknowledgesNoWriteTheNewOwnerLacks() async throws {
+    /// In durable mode, PostgreSQL decides too: the resumed owner's
+    /// changes are refused by the durable tail, whose epoch moved on.
+    @Test(arguments: [false, true]) func aResumedFrozenOwnerAcknowledgesNoWriteTheNewOwnerLacks(durable: Bool) async throws {
+        let mode = durable ? ["--acknowledge", "durable"] : []
         try await Self.withFleetFolders { postgres, root, store in
-            let zombie = try await Self.startNode("n1", postgres: postgres, store: store, data: root.appendingPathComponent("n1"))
+            let zombie = try await Self.startNode("n1", postgres: postgres, store: store, data: root.appendingPathComponent("n1"), extra: mode)
             // Resumed and stopped whatever happens, or its Litestream
             // children and port would outlive the test.
             defer {
                 kill(zombie.process.processIdentifier, SIGCONT)
                 if zombie.process.isRunning { kill(zombie.process.processIdentifier, SIGKILL) }
             }
-            try await Self.withNode("n2", postgres: postgres, store: store, data: root.appendingPathComponent("n2")) { survivor in
+            try await Self.withNode("n2", postgres: postgres, store: store, data: root.appendingPathComponent("n2"), extra: mode) { survivor in
                 let created = try await Self.send(zombie.baseURL, .POST, "/tenants", json: #"{"id":"acme"}"#, token: ServerProcess.operatorToken)
                 #expect(created.status == 201, "\(created.body)")
                 let token = try JSONDecoder().decode(IssuedTokenJSON.self, from: Data(created.body.utf8)).token
@@ -45,6 +48,7 @@ extension FleetModeTests {
                     return await group.reduce(into: [Int: Int]()) { $0[$1.0] = $1.1 }
                 }
                 let acknowledged = statuses.filter { $0.value == 201 }.map { "zombie-\($0.key)" }
+
                 let read = try await Self.send(survivor.baseURL, .GET, "/tenants/acme/players", token: token, headers: local)
                 #expect(read.status == 200, "\(read.body)")
                 let names = Set(try JSONDecoder().decode([PlayerJSON].self, from: Data(read.body.utf8)).map(\.name))

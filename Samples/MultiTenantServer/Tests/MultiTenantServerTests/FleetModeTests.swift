@@ -139,8 +139,8 @@ import Testing
 
     /// Runs `body` with node `id` started, then stops it with SIGTERM (its
     /// graceful shutdown hands its tenants off) and expects a clean exit.
-    static func withNode<T>(_ id: String, postgres: String, store: URL, data: URL, environment: [String: String] = [:], _ body: (ServerProcess) async throws -> T) async throws -> T {
-        let node = try await startNode(id, postgres: postgres, store: store, data: data, environment: environment)
+    static func withNode<T>(_ id: String, postgres: String, store: URL, data: URL, extra: [String] = [], environment: [String: String] = [:], _ body: (ServerProcess) async throws -> T) async throws -> T {
+        let node = try await startNode(id, postgres: postgres, store: store, data: data, extra: extra, environment: environment)
         do {
             let result = try await body(node)
             let status = try await node.stop()
