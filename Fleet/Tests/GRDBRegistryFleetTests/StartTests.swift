@@ -7,10 +7,10 @@ import Testing
 /// A node's start: every refusal comes before anything is written.
 @Suite("Fleet start", .serialized)
 struct StartTests {
-    @Test func firstNodeCreatesSchemaVersionThreeAndJoins() async throws {
+    @Test func firstNodeCreatesSchemaVersionFourAndJoins() async throws {
         let url = try await TestPostgres.newDatabase()
         let node = try await TestNode.joined("n1", postgres: url)
-        #expect(try await TestPostgres.rows(url, "SELECT version FROM fleet_schema") == [["3"]])
+        #expect(try await TestPostgres.rows(url, "SELECT version FROM fleet_schema") == [["4"]])
         #expect(try await TestPostgres.rows(url, "SELECT node_id, state, address FROM fleet_nodes") == [["n1", "active", "http://n1.fleet.test:8080"]])
         #expect(node.fence.isOpen)
         #expect(node.fleet.status.leaseValid)
@@ -21,21 +21,32 @@ struct StartTests {
 
     /// Version 1 (no node signatures) is upgraded in place; the node then
     /// signs its row.
-    @Test func aVersionOneSchemaIsUpgradedToThreeAndTheNodeSignsItsRow() async throws {
+    @Test func aVersionOneSchemaIsUpgradedToFourAndTheNodeSignsItsRow() async throws {
         let url = try await TestPostgres.newDatabase()
         try await Self.createSchema(version: 1, url)
         #expect(try await TestPostgres.rows(url, "SELECT version FROM fleet_schema") == [["1"]])
         let node = try await TestNode.joined("n1", postgres: url)
-        #expect(try await TestPostgres.rows(url, "SELECT version FROM fleet_schema") == [["3"]])
+        #expect(try await TestPostgres.rows(url, "SELECT version FROM fleet_schema") == [["4"]])
         #expect(try await TestPostgres.rows(url, "SELECT length(signature) FROM fleet_nodes WHERE node_id = 'n1'") == [["64"]])
         #expect(node.fleet.status.liveNodes == ["n1"])
+        try await node.shutdown()
+    }
+
+    /// Version 3 gains the durable tail (fleet_tail), empty, its tenants kept.
+    @Test func aVersionThreeSchemaIsUpgradedToFourWithAnEmptyDurableTail() async throws {
+        let url = try await TestPostgres.newDatabase()
+        try await Self.createSchema(version: 3, url)
+        #expect(try await TestPostgres.rows(url, "SELECT to_regclass('fleet_tail') IS NULL") == [["true"]])
+        let node = try await TestNode.joined("n1", postgres: url)
+        #expect(try await TestPostgres.rows(url, "SELECT version FROM fleet_schema") == [["4"]])
+        #expect(try await TestPostgres.rows(url, "SELECT count(*) FROM fleet_tail") == [["0"]])
         try await node.shutdown()
     }
 
     /// Version 2 kept each tenant's name and token hash; version 3 keeps
     /// what placement needs, and leaves those columns, with their values,
     /// for the application to copy once: no tenant is lost.
-    @Test func aVersionTwoSchemaIsUpgradedToThreeKeepingItsTenantsAndTheirNamesForTheApplication() async throws {
+    @Test func aVersionTwoSchemaIsUpgradedToFourKeepingItsTenantsAndTheirNamesForTheApplication() async throws {
         let url = try await TestPostgres.newDatabase()
         try await Self.createSchema(version: 2, url)
         try await TestPostgres.withClient(url) { client in
@@ -45,7 +56,7 @@ struct StartTests {
                 """)
         }
         let node = try await TestNode.joined("n1", postgres: url)
-        #expect(try await TestPostgres.rows(url, "SELECT version FROM fleet_schema") == [["3"]])
+        #expect(try await TestPostgres.rows(url, "SELECT version FROM fleet_schema") == [["4"]])
         try await eventually("the node sees both tenants") { node.fleet.allTenants().count == 2 }
         let tenants = node.fleet.allTenants()
         #expect(tenants.map(\.id) == [try TenantID("acme"), try TenantID("beta")])

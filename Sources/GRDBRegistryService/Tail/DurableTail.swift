@@ -60,6 +60,10 @@ final class DurableTail: Sendable {
         /// A round or a catch-up of the tenant is in flight.
         var busy = false
         var truncating = false
+        /// The log may hold changes below the base (a previous owner's,
+        /// replayed or already in the restored base): the next sweep cuts
+        /// them, whatever their number.
+        var cutPending = false
         /// The log refused a change: another node claimed the tenant.
         var lost = false
         var lastAppended: UInt64 = 0
@@ -320,9 +324,9 @@ final class DurableTail: Sendable {
         let now = ContinuousClock.now
         let due = state.withLock { state -> [(TenantID, UInt64, UInt64)] in
             var due: [(TenantID, UInt64, UInt64)] = []
-            for (id, tenant) in state.tenants where !tenant.truncating && !tenant.lost && tenant.kept > 0 {
+            for (id, tenant) in state.tenants where !tenant.truncating && !tenant.lost && (tenant.kept > 0 || tenant.cutPending) {
                 let old = tenant.oldestKept.map { now - $0 >= limits.truncateAfterAge } ?? false
-                guard old || tenant.kept >= limits.truncateAfterRows else { continue }
+                guard old || tenant.cutPending || tenant.kept >= limits.truncateAfterRows else { continue }
                 state.tenants[id]?.truncating = true
                 due.append((id, tenant.lastAppended, tenant.epoch))
             }
@@ -341,9 +345,11 @@ final class DurableTail: Sendable {
             // Appended means committed here before this round starts.
             try await acknowledgements.waitUntilReplicated(id)
             try await log.truncate(id, through: through, epoch: epoch)
+            logger.debug("cut the durable tail", metadata: ["database": "\(id.databaseName)", "through": "\(through)"])
             state.withLock { state in
                 guard var tenant = state.tenants[id], tenant.epoch == epoch else { return }
                 tenant.truncating = false
+                tenant.cutPending = false
                 tenant.truncatedThrough = max(tenant.truncatedThrough, through)
                 tenant.oldestKept = tenant.lastAppended > tenant.truncatedThrough ? .now : nil
                 state.tenants[id] = tenant
@@ -397,6 +403,7 @@ final class DurableTail: Sendable {
             tenant.lastAppended = max(base, report.sequence)
             tenant.truncatedThrough = base
             tenant.oldestKept = report.applied > 0 ? .now : nil
+            tenant.cutPending = true
             state.tenants[id] = tenant
         }
         updateGauges()

@@ -93,6 +93,16 @@ import Testing
                     try #require(acknowledged[id]?.contains { $0.hasSuffix("-3") || $0.hasSuffix("-4") || $0.hasSuffix("-5") } == true, "\(acknowledged)")
                 }
                 #expect(acknowledged.values.map(\.count).reduce(0, +) >= 20, "\(acknowledged)")
+                // In durable mode the newest acknowledged writes may be in
+                // PostgreSQL's durable tail only (a failover replays it; see
+                // FleetModeTests+DurableTail). registryctl restores from the
+                // replica store, without PostgreSQL: the disaster comes once
+                // the nodes cut their tails, i.e. once the replicas hold every
+                // acknowledged write (about 10 s after the last one). The epochs
+                // are read after it: the fleet may rebalance meanwhile.
+                try await FleetModeTests.eventually("the replicas hold every acknowledged write (fleet_tail is empty)", within: .seconds(60)) {
+                    try FleetModeTests.psql(postgres, "SELECT count(*) FROM fleet_tail") == "0"
+                }
                 // The epochs PostgreSQL gives them: the moved tenants were
                 // written at theirs, which their restore must come from.
                 let placement = try await FleetModeTests.send(n1.baseURL, .GET, "/fleet/placement", token: ServerProcess.operatorToken)
