@@ -78,6 +78,9 @@ final class DurableTail: Sendable {
 
     private struct State: Sendable {
         var tenants: [TenantID: Tenant] = [:]
+        /// Tenants with changes that may be ready: the only ones a pump
+        /// looks at (a node holds many tenants; a round concerns a few).
+        var dirty: Set<TenantID> = []
         var rounds = 0
         var keys: [TenantID: ChangeSealingKey] = [:]
     }
@@ -147,12 +150,23 @@ final class DurableTail: Sendable {
         let logged = LoggedChange(
             tenant: id, epoch: epoch, sequence: change.sequence, schemaVersion: change.schemaVersion, payload: payload)
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            let refused = state.withLock { state -> Bool in
-                if state.tenants[id]?.epoch != epoch { state.tenants[id] = Tenant(epoch: epoch) }
-                if state.tenants[id]?.lost == true { return true }
+            let (refused, superseded) = state.withLock { state -> (Bool, [Pending]) in
+                var superseded: [Pending] = []
+                if let current = state.tenants[id], current.epoch != epoch {
+                    // A change of an older epoch than the one held now
+                    // can't be appended; a newer epoch replaces the old
+                    // state, whose waiters are not acknowledged.
+                    if current.epoch > epoch { return (true, []) }
+                    superseded = Array(current.pending.values)
+                    state.tenants[id] = nil
+                }
+                if state.tenants[id] == nil { state.tenants[id] = Tenant(epoch: epoch) }
+                if state.tenants[id]?.lost == true { return (true, superseded) }
                 state.tenants[id]?.pending[change.sequence] = Pending(change: logged, continuation: continuation)
-                return false
+                state.dirty.insert(id)
+                return (false, superseded)
             }
+            for pending in superseded { pending.continuation.resume(throwing: Self.lost(id, epoch: pending.change.epoch)) }
             if refused {
                 continuation.resume(throwing: Self.lost(id, epoch: epoch))
             } else {
@@ -169,8 +183,13 @@ final class DurableTail: Sendable {
             var round: [TenantID: [Pending]] = [:]
             var retryAfter: Duration?
             let roundFree = state.rounds < limits.rounds
-            for id in state.tenants.keys {
-                guard var tenant = state.tenants[id], !tenant.busy, !tenant.lost, !tenant.pending.isEmpty else { continue }
+            for id in state.dirty {
+                guard var tenant = state.tenants[id], !tenant.busy, !tenant.lost, !tenant.pending.isEmpty else {
+                    // Nothing to do now; a round or a catch-up that ends
+                    // marks it again.
+                    state.dirty.remove(id)
+                    continue
+                }
                 let newest = tenant.pending.values.max { $0.change.sequence < $1.change.sequence }
                 guard let newest else { continue }
                 let schemaMoved = tenant.pending.values.contains { $0.change.schemaVersion != tenant.baseSchema }
@@ -245,6 +264,7 @@ final class DurableTail: Sendable {
                     continue
                 }
                 tenant.busy = false
+                state.dirty.insert(id)
                 switch outcome {
                 case let .success(appended) where appended.contains(id):
                     let last = run.last?.change.sequence ?? 0
@@ -277,7 +297,7 @@ final class DurableTail: Sendable {
                 "changes": "\(changes.count)", "error": "\(error)"])
         }
         for (continuation, result) in resumptions { continuation.resume(with: result) }
-        updateGauges()
+        updateGauges(round.keys)
         pump()
     }
 
@@ -295,6 +315,7 @@ final class DurableTail: Sendable {
         let failed = state.withLock { state -> [Pending] in
             guard var tenant = state.tenants[id] else { return [] }
             tenant.busy = false
+            state.dirty.insert(id)
             var failed: [Pending] = []
             switch result {
             case .success:
@@ -337,7 +358,7 @@ final class DurableTail: Sendable {
                 group.addTask { await self.cut(id, through: through, epoch: epoch) }
             }
         }
-        updateGauges()
+        updateGauges(due.map(\.0))
     }
 
     private func cut(_ id: TenantID, through: UInt64, epoch: UInt64) async {
@@ -406,7 +427,7 @@ final class DurableTail: Sendable {
             tenant.cutPending = true
             state.tenants[id] = tenant
         }
-        updateGauges()
+        updateGauges([id])
         return report
     }
 
@@ -421,7 +442,7 @@ final class DurableTail: Sendable {
             return state.tenants[id].map { Array($0.pending.values) } ?? []
         }
         for pending in waiting { pending.continuation.resume(throwing: Self.lost(id, epoch: pending.change.epoch)) }
-        updateGauges()
+        updateGauges([id])
     }
 
     /// Changes of tenant `id` in the log that its base may not hold.
@@ -441,9 +462,12 @@ final class DurableTail: Sendable {
         return key
     }
 
-    private func updateGauges() {
+    /// Records the tail's gauges: the node's, and those of tenants `ids`
+    /// (0 for one forgotten).
+    private func updateGauges(_ ids: some Sequence<TenantID>) {
+        let ids = Array(ids)
         let (perTenant, total) = state.withLock { state in
-            (state.tenants.mapValues(\.kept), state.tenants.values.reduce(0) { $0 + $1.kept })
+            (ids.map { ($0, state.tenants[$0]?.kept ?? 0) }, state.tenants.values.reduce(0) { $0 + $1.kept })
         }
         nodeRows.record(total)
         for (id, kept) in perTenant {
