@@ -3,6 +3,7 @@ import GRDBRegistry
 import GRDBRegistryExamples
 import GRDBRegistryService
 import Logging
+import Synchronization
 
 // The DocC examples of the service's tenant host, compiled with the tests
 // so that they stay true to the API (TenantHost, TenantOwnership,
@@ -61,4 +62,27 @@ final class SoleOwner: TenantTenures {
 
 func documentationExampleOfTenantTenures(host: TenantHost<PlayerRepository>, owner: SoleOwner) {
     host.acknowledgeWrites(whileHeldBy: owner)
+}
+
+// TenantChangeLog's example, and TenantHost.recordChanges(in:)'s.
+final class MemoryChangeLog: TenantChangeLog {
+    let rows = Mutex<[LoggedChange]>([])
+
+    func append(_ changes: [LoggedChange]) async throws -> Set<TenantID> {
+        rows.withLock { $0.append(contentsOf: changes) }
+        return Set(changes.map(\.tenant))
+    }
+
+    func changes(of id: TenantID, after sequence: UInt64) async throws -> [LoggedChange] {
+        rows.withLock { $0.filter { $0.tenant == id && $0.sequence > sequence } }
+            .sorted { $0.sequence < $1.sequence }
+    }
+
+    func truncate(_ id: TenantID, through sequence: UInt64, epoch: UInt64) async throws {
+        rows.withLock { $0.removeAll { $0.tenant == id && $0.sequence <= sequence } }
+    }
+}
+
+func documentationExampleOfRecordChanges(host: TenantHost<PlayerRepository>, changeLog: MemoryChangeLog) {
+    host.recordChanges(in: changeLog)
 }

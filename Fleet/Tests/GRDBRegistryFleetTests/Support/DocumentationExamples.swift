@@ -59,3 +59,8 @@ func documentationExampleOfATenure(fleet: Fleet) async throws -> Bool {
     guard let tenure = fleet.tenure(of: id) else { return false }   // not served here
     return fleet.stillHolds(tenure)
 }
+
+// FleetChangeLog's example.
+func documentationExampleOfFleetChangeLog(host: TenantHost<PlayerRepository>, fleet: Fleet) {
+    host.recordChanges(in: FleetChangeLog(fleet: fleet))
+}
