@@ -130,8 +130,13 @@ public final class TenantHost<Repository: TenantRepository>: Sendable {
     /// host.recordChanges(in: changeLog)
     /// ```
     public func recordChanges(in log: some TenantChangeLog) {
+        recordChanges(in: log, limits: DurableTail.Limits())
+    }
+
+    /// ``recordChanges(in:)`` with other limits (tests).
+    func recordChanges(in log: some TenantChangeLog, limits: DurableTail.Limits) {
         guard replicator.replication.acknowledgements == .durable else { return }
-        ownership.takeChangeTail(DurableTail(log: log, acknowledgements: acknowledgements, storage: storage, logger: logger))
+        ownership.takeChangeTail(DurableTail(log: log, acknowledgements: acknowledgements, storage: storage, limits: limits, logger: logger))
     }
 
     private static func checkTakeOver(

@@ -1,0 +1,124 @@
+import Foundation
+import GRDBRegistry
+import GRDBRegistryExamples
+@testable import GRDBRegistryService
+import Synchronization
+import Testing
+import TestSupport
+
+/// A durable tail kept in memory (a test's PostgreSQL) that can be made
+/// to fail, as an unreachable store would.
+final class FailingChangeLog: TenantChangeLog {
+    struct Unreachable: Error {}
+    private let state = Mutex((rows: [LoggedChange](), failing: false))
+
+    func fail(_ failing: Bool) { state.withLock { $0.failing = failing } }
+    func sequences(of id: TenantID) -> [UInt64] {
+        state.withLock { $0.rows.filter { $0.tenant == id }.map(\.sequence).sorted() }
+    }
+
+    func append(_ changes: [LoggedChange]) async throws -> Set<TenantID> {
+        try state.withLock { state in
+            if state.failing { throw Unreachable() }
+            state.rows.append(contentsOf: changes)
+        }
+        return Set(changes.map(\.tenant))
+    }
+
+    func changes(of id: TenantID, after sequence: UInt64) async throws -> [LoggedChange] {
+        state.withLock { $0.rows.filter { $0.tenant == id && $0.sequence > sequence } }.sorted { $0.sequence < $1.sequence }
+    }
+
+    func truncate(_ id: TenantID, through sequence: UInt64, epoch: UInt64) async throws {
+        state.withLock { $0.rows.removeAll { $0.tenant == id && $0.sequence <= sequence } }
+    }
+}
+
+/// The durable tail's windows, on real nodes (Litestream, a shared replica
+/// store): a failed append is not acknowledged and leaves no gap for the
+/// next owner, and the tail's bound refuses writes before their
+/// transaction.
+@Suite(.serialized) struct DurableTailTests {
+    private static func names(_ tenants: TenantDirectory<PlayerRepository>, _ id: TenantID) async throws -> [String] {
+        try await tenants.withRepository(id) { repository in
+            try await repository.reader.read { db in try String.fetchAll(db, sql: "SELECT name FROM player ORDER BY id") }
+        }
+    }
+
+    @Test func aFailedAppendIsNotAcknowledgedAndLeavesNoGapForTheNextOwner() async throws {
+        let directory = try TemporaryDirectory()
+        let replica = directory.url.appendingPathComponent("replica")
+        let durable = #", "acknowledgements": "durable""#
+        let nodeA = try ReplicatedDaemon(
+            configuration: try EpochReplicationTests.nodeConfiguration(directory, node: "a", replica: replica, extra: durable),
+            scanInterval: .seconds(3600), hosting: true)
+        let nodeB = try ReplicatedDaemon(
+            configuration: try EpochReplicationTests.nodeConfiguration(directory, node: "b", replica: replica, extra: durable),
+            scanInterval: .seconds(3600), hosting: true)
+        let hostA = try #require(nodeA.host), hostB = try #require(nodeB.host)
+        let log = FailingChangeLog()
+        hostA.recordChanges(in: log)
+        hostB.recordChanges(in: log)
+        let acme = try TenantID("acme")
+        let tenantsA = nodeA.tenants, tenantsB = nodeB.tenants
+
+        try await nodeA.run {
+            try await nodeB.run {
+                try tenantsA.provision(acme)
+                try await hostA.created(acme, epoch: 1, encrypted: false)
+                _ = try await tenantsA.withRepository(acme) { try await $0.add(name: "one", score: 1) }
+                #expect(log.sequences(of: acme) == [1])
+
+                log.fail(true)
+                let error = await #expect(throws: ManagedDatabaseError.self) {
+                    _ = try await tenantsA.withRepository(acme) { try await $0.add(name: "two", score: 2) }
+                }
+                #expect(error == .notAcknowledged(database: "tenants/acme", cause: AcknowledgementFailure(FailingChangeLog.Unreachable())))
+                log.fail(false)
+                _ = try await tenantsA.withRepository(acme) { try await $0.add(name: "three", score: 3) }
+                _ = try await tenantsA.withRepository(acme) { try await $0.add(name: "four", score: 4) }
+                // Change 2 never reached the tail: change 3 brought the
+                // replica up to date before it was appended.
+                #expect(log.sequences(of: acme) == [1, 3, 4])
+
+                // The next owner restores A's replica and replays the tail
+                // past it: "two" committed on A, and is not lost either.
+                try await hostB.acquire(acme, epoch: 2, encrypted: false, keepLocal: false)
+                #expect(try await Self.names(tenantsB, acme) == ["one", "two", "three", "four"])
+                _ = try await tenantsB.withRepository(acme) { try await $0.add(name: "five", score: 5) }
+                #expect(log.sequences(of: acme).last == 5)
+            }
+        }
+    }
+
+    @Test func durableWritesAreRefusedBeforeTheirTransactionOnceTheTailHoldsItsLimit() async throws {
+        let directory = try TemporaryDirectory()
+        let replica = directory.url.appendingPathComponent("replica")
+        let node = try ReplicatedDaemon(
+            configuration: try EpochReplicationTests.nodeConfiguration(
+                directory, node: "a", replica: replica, extra: #", "acknowledgements": "durable""#),
+            scanInterval: .seconds(3600), hosting: true)
+        let host = try #require(node.host)
+        let log = FailingChangeLog()
+        // The base never catches up here (no cut): the tail only grows.
+        var limits = DurableTail.Limits()
+        limits.truncateAfterRows = .max
+        limits.truncateAfterAge = .seconds(3600)
+        limits.maxRowsPerTenant = 3
+        host.recordChanges(in: log, limits: limits)
+        let acme = try TenantID("acme"), tenants = node.tenants
+
+        try await node.run {
+            try tenants.provision(acme)
+            try await host.created(acme, epoch: 1, encrypted: false)
+            for index in 1...3 {
+                _ = try await tenants.withRepository(acme) { try await $0.add(name: "p\(index)", score: index) }
+            }
+            await #expect(throws: DatabaseServiceError.tailFull(tenant: "acme", changes: 3, limit: 3)) {
+                _ = try await tenants.withRepository(acme) { try await $0.add(name: "refused", score: 0) }
+            }
+            #expect(try await Self.names(tenants, acme) == ["p1", "p2", "p3"])
+            #expect(DatabaseServiceError.tailFull(tenant: "acme", changes: 3, limit: 3).description.contains("can't catch up"))
+        }
+    }
+}
