@@ -93,6 +93,7 @@ public protocol WriteAcknowledgement: Sendable {
     /// once the write is acknowledged. Throw when it can't be: the write
     /// throws ``ManagedDatabaseError/notAcknowledged(database:cause:)``.
     ///
+    /// - parameter claim: What ``claim()`` returned before the transaction.
     /// - parameter change: With ``recordsChanges``, the committed
     ///   transaction's change, nil when it changed nothing; always nil
     ///   otherwise.
