@@ -536,7 +536,6 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
         return result
     }
 
-    /// The transaction of a checked write, in its span.
     /// Runs `updates` with a ``ChangeRecorder``, inside the transaction:
     /// the transaction's change, or its rollback when the change can't be
     /// recorded.
@@ -550,6 +549,7 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
         return (result, try recorder.finish(db))
     }
 
+    /// The transaction of a checked write, in its span.
     private func transaction<T: Sendable>(_ updates: @escaping @Sendable (Database) throws -> T) async throws -> T {
         let (policy, tracing, name) = (policy, tracing, name)
         return try await tracing.withSpan(.transaction, database: name) { span in

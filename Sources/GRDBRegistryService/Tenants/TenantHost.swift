@@ -116,9 +116,6 @@ public final class TenantHost<Repository: TenantRepository>: Sendable {
         ownership.takeTenures(from: TenureSource(tenures))
     }
 
-    /// Whether tenant `id` may become this node's at `epoch` (an acquire
-    /// or a creation): not while a step of it runs, and never at an epoch
-    /// older than the one it is owned at.
     /// From now on, durable writes keep their changes in `log` (a durable
     /// tail): each write returns once `log` holds its change, appended
     /// while the tenant's epoch is still this node's, and ``acquire(_:epoch:encrypted:keepLocal:)``
@@ -139,6 +136,9 @@ public final class TenantHost<Repository: TenantRepository>: Sendable {
         ownership.takeChangeTail(DurableTail(log: log, acknowledgements: acknowledgements, storage: storage, limits: limits, logger: logger))
     }
 
+    /// Whether tenant `id` may become this node's at `epoch` (an acquire
+    /// or a creation): not while a step of it runs, and never at an epoch
+    /// older than the one it is owned at.
     private static func checkTakeOver(
         _ current: TenantOwnership.Owned?, of id: TenantID, at epoch: UInt64, operation: String
     ) throws(TenantHostError) {
