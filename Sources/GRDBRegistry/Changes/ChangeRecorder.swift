@@ -43,6 +43,10 @@ public final class ChangeRecorder {
     /// The connection the session records: `finish(_:)` must get it again.
     private let connection: SQLiteConnection
     private let schemaVersion: Int32
+    /// The database's sequence when the recording started: the
+    /// transaction can't write it (``finish(_:)`` refuses that), so the
+    /// change's is this one plus the increment.
+    private let sequence: UInt64
 
     /// Starts recording the changes of database `main`, all its tables.
     ///
@@ -56,7 +60,8 @@ public final class ChangeRecorder {
             throw ChangeRecordingError.session(
                 code: SQLITE_MISUSE, message: "a ChangeRecorder needs an open write transaction: create it inside writer.write { }")
         }
-        guard try ChangeSequence.read(db) != nil else { throw ChangeRecordingError.sequenceMissing }
+        guard let sequence = try ChangeSequence.read(db) else { throw ChangeRecordingError.sequenceMissing }
+        self.sequence = sequence
         guard let connection = db.sqliteConnection else {
             throw ChangeRecordingError.session(code: SQLITE_MISUSE, message: "the connection is closed")
         }
@@ -135,7 +140,8 @@ public final class ChangeRecorder {
             try db.execute(sql: bump, arguments: [-1])
             return nil
         }
-        return TransactionChange(sequence: try ChangeSequence.current(db), changeset: changeset, schemaVersion: schemaVersion)
+        // `sequence` comes from an SQLite integer, below UInt64.max.
+        return TransactionChange(sequence: sequence + 1, changeset: changeset, schemaVersion: schemaVersion)
     }
 
     private static func changeset(of recording: UnsafeMutableRawPointer) throws -> Data {
