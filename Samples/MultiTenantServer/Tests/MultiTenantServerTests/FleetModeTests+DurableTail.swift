@@ -3,18 +3,6 @@ import Foundation
 import Testing
 
 extension FleetModeTests {
-    /// The pids of the children of process `pid` whose command is `command`.
-    static func childPIDs(of pid: Int32, command: String) -> [Int32] {
-        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
-        return entries.compactMap { entry -> Int32? in
-            guard let child = Int32(entry), let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
-                  let open = stat.firstIndex(of: "("), let close = stat.lastIndex(of: ")"),
-                  stat[stat.index(after: open)..<close] == command else { return nil }
-            let fields = stat[stat.index(after: close)...].split(separator: " ")
-            return fields.count > 1 && Int32(fields[1]) == pid ? child : nil
-        }
-    }
-
     /// Durable mode answers a write once its change is in PostgreSQL's
     /// durable tail, not once the replica has it. With the owner's
     /// Litestream frozen (SIGSTOP: its replica stops after the first

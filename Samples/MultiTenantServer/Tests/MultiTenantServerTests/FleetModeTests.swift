@@ -152,25 +152,34 @@ import Testing
         }
     }
 
-    /// The environments (`NAME=value` each) of the children of process
-    /// `pid` whose command is `command`, read from /proc.
-    static func childEnvironments(of pid: Int32, command: String) -> [[String]] {
-        func read(_ path: String) -> Data? {
-            guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
-            defer { try? handle.close() }
-            return try? handle.readToEnd()
-        }
+    /// The pids of the children of process `pid` whose command is
+    /// `command`, read from /proc.
+    static func childPIDs(of pid: Int32, command: String) -> [Int32] {
         let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
-        return entries.compactMap { entry -> [String]? in
-            guard Int32(entry) != nil, let data = read("/proc/\(entry)/stat") else { return nil }
+        return entries.compactMap { entry -> Int32? in
+            guard let child = Int32(entry), let data = procFile("/proc/\(entry)/stat") else { return nil }
             let stat = String(decoding: data, as: UTF8.self)
             guard let open = stat.firstIndex(of: "("), let close = stat.lastIndex(of: ")"),
                   stat[stat.index(after: open)..<close] == command else { return nil }
             // After the command: the state, then the parent's pid.
             let fields = stat[stat.index(after: close)...].split(separator: " ")
-            guard fields.count > 1, Int32(fields[1]) == pid, let environ = read("/proc/\(entry)/environ") else { return nil }
-            return environ.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
+            return fields.count > 1 && Int32(fields[1]) == pid ? child : nil
         }
+    }
+
+    /// The environments (`NAME=value` each) of the children of process
+    /// `pid` whose command is `command`, read from /proc.
+    static func childEnvironments(of pid: Int32, command: String) -> [[String]] {
+        childPIDs(of: pid, command: command).compactMap { child in
+            procFile("/proc/\(child)/environ")?.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
+        }
+    }
+
+    /// A file of /proc, read to its end (they report a size of 0).
+    private static func procFile(_ path: String) -> Data? {
+        guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
+        defer { try? handle.close() }
+        return try? handle.readToEnd()
     }
 
     static func send(_ base: String, _ method: HTTPMethod, _ path: String, json: String? = nil, token: String?, headers: [(String, String)] = []) async throws -> (status: Int, headers: HTTPHeaders, body: String) {
