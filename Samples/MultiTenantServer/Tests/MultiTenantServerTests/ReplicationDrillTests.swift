@@ -78,7 +78,14 @@ let litestream = repositoryRoot.appendingPathComponent(".build-venv/bin/litestre
                     }
                 }
             }
-            try await Task.sleep(for: .seconds(5))
+            // At least 5 s of load and more than 30 acknowledged writes: under
+            // a full parallel test run on 2 cores, 5 s alone gave 30 (CI at
+            // 047d876), too few to say anything about the replication window.
+            let loadStart = ContinuousClock.now
+            while ContinuousClock.now - loadStart < .seconds(5)
+                || (load.acknowledged.withLock({ $0.count }) <= 30 && ContinuousClock.now - loadStart < .seconds(60)) {
+                try await Task.sleep(for: .milliseconds(100))
+            }
             // The machine is lost: the server and its replicator at once.
             let children = Self.children(of: server.process.processIdentifier)
             kill(server.process.processIdentifier, SIGKILL)
