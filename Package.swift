@@ -19,6 +19,7 @@ let package = Package(
         .library(name: "GRDBMigrations", targets: ["GRDBMigrations"]),
         .library(name: "GRDBCipher", targets: ["GRDBCipher"]),
         .library(name: "GRDBBackup", targets: ["GRDBBackup"]),
+        .library(name: "GRDBReplicaStore", targets: ["GRDBReplicaStore"]),
         .executable(name: "registryctl", targets: ["registryctl"]),
     ],
     dependencies: [
@@ -84,6 +85,21 @@ let package = Package(
             dependencies: ["TestSupport", "GRDBRegistryExamples", "GRDBMigrations", "GRDBCipher"]
         ),
 
+        // MARK: Replica store: the one owner of every object name under a
+        // replica store, and its backends (a folder, an S3-compatible
+        // bucket). The S3 backend signs with libcrypto (CLibCrypto, already
+        // linked for SQLCipher) and talks HTTP through FoundationNetworking
+        // (the toolchain's URLSession): async-http-client and swift-crypto
+        // would compile BoringSSL into every build of this package.
+        .target(
+            name: "GRDBReplicaStore",
+            dependencies: ["CLibCrypto"]
+        ),
+        .testTarget(
+            name: "GRDBReplicaStoreTests",
+            dependencies: ["TestSupport", "GRDBReplicaStore"]
+        ),
+
         // MARK: Configuration: the file the daemon and registryctl read, and
         // TenantStorage, the one owner of a tenant's name, file and key.
         // Below GRDBBackup, so that backups and restores take the storage
@@ -92,6 +108,7 @@ let package = Package(
             name: "GRDBRegistryConfiguration",
             dependencies: [
                 "GRDBRegistry",
+                "GRDBReplicaStore",
                 "GRDBMigrations",
                 "GRDBCipher",
                 .product(name: "GRDB", package: "GRDB.swift"),
