@@ -31,6 +31,7 @@ extension DatabaseService {
                 }
             }
         }
+        ownership.changeTail?.stop()
         state.withLock { state in
             if state.phase != .failed { state.phase = .stopped }
         }

@@ -91,6 +91,7 @@ final class DurableTail: Sendable {
     let limits: Limits
     let logger: Logger
     private let state = Mutex(State())
+    private let sweeper = Mutex<Task<Void, Never>?>(nil)
     private let appendedChanges = Counter(label: "grdbregistry_tail_appended_changes_total")
     private let appendRounds = Counter(label: "grdbregistry_tail_rounds_total")
     private let catchUps = Counter(label: "grdbregistry_tail_base_catch_ups_total")
@@ -104,13 +105,23 @@ final class DurableTail: Sendable {
         self.limits = limits
         self.logger = logger
         let interval = limits.sweepInterval
-        // Not a child of anything: the sweep lives as long as the tail.
-        Task { [weak self] in
+        // Not a child of anything: the sweep lives until ``stop()`` (the
+        // service's shutdown) or the tail, whichever ends first.
+        let sweeper = Task { [weak self] in
             while (try? await Task.sleep(for: interval)) != nil {
                 guard let self else { return }
                 await self.sweep()
             }
         }
+        self.sweeper.withLock { $0 = sweeper }
+    }
+
+    /// Ends the sweep: once the service has closed its tenants, a cut
+    /// would ask a stopped replicator for a replica round, which fails
+    /// (and counts as a failed round). What is left in the log stays for
+    /// the next owner's replay.
+    func stop() {
+        sweeper.withLock { $0?.cancel() }
     }
 
     // MARK: - Writes
