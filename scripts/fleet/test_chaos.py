@@ -17,7 +17,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from chaos import Ack, analyze, count_in, loss_age  # noqa: E402
+from chaos import Ack, analyze, count_in, in_flight_during, loss_age  # noqa: E402
 from fleetlib import ROOT, ReadOnlyFolder, descendants, percentile, postgres_kill, process_exists  # noqa: E402
 
 
@@ -90,6 +90,17 @@ class LossAgeTests(unittest.TestCase):
 
     def test_a_write_with_no_event_after_it_has_no_age(self):
         self.assertIsNone(loss_age(ack(1, "a", 40.0, 40.1), [10.0]))
+
+
+class StoreOutageTests(unittest.TestCase):
+    def test_only_writes_answered_or_in_flight_while_the_store_was_down_are_exempt_from_the_loss_window(self):
+        outages = [(10.0, 20.5)]   # the store's fall, then the kill 0.5 s after it came back
+        self.assertTrue(in_flight_during(ack(1, "a", 12.0, 12.1), outages))
+        self.assertTrue(in_flight_during(ack(2, "b", 9.9, 10.2), outages))    # sent before, answered during
+        self.assertTrue(in_flight_during(ack(3, "c", 20.4, 20.6), outages))   # in flight at the kill
+        self.assertFalse(in_flight_during(ack(4, "d", 9.0, 9.8), outages))    # answered before: held to the window
+        self.assertFalse(in_flight_during(ack(5, "e", 20.6, 20.7), outages))
+        self.assertFalse(in_flight_during(ack(6, "f", 12.0, 12.1), []))
 
 
 class PercentileTests(unittest.TestCase):
