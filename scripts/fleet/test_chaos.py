@@ -10,6 +10,7 @@ Run: python3 -m unittest discover -s scripts/fleet
 """
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -117,8 +118,9 @@ class PostgresKillTests(unittest.TestCase):
     def test_the_whole_cluster_dies_at_once_and_its_next_start_recovers_from_the_crash(self):
         folder = tempfile.mkdtemp(prefix="chaos-pgkill-")
         postgres = os.path.join(ROOT, "scripts", "postgres")
-        port = subprocess.run(["python3", "-c", "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"],
-                              check=True, capture_output=True, text=True).stdout.strip()
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = str(probe.getsockname()[1])
         try:
             subprocess.run([postgres, "start", folder, port], check=True, capture_output=True)
             with open(os.path.join(folder, "data", "postmaster.pid")) as file:
@@ -174,7 +176,8 @@ class ReadOnlyFolderTests(unittest.TestCase):
             other.wait()
             folder.unmount()
         # A plain folder again: deletable.
-        self.assertNotIn(store, open("/proc/self/mounts").read())
+        with open("/proc/self/mounts") as mounts:
+            self.assertNotIn(store, mounts.read())
         shutil.rmtree(parent)
         self.assertFalse(os.path.exists(parent))
 
