@@ -595,8 +595,8 @@ class Campaign:
         for --store-down-seconds under writers: replicas stop, so in
         durable mode writes go on through the tail in PostgreSQL, which
         grows (until its bound refuses them: a detail, not a failure).
-        Shortly after the store is back, the node that owns the most
-        tenants is killed (disk deleted): its tenants fail over from
+        Shortly after the store is back, a node that owns an encrypted
+        tenant is killed (disk deleted): its tenants fail over from
         replicas that lag, plus the tail; no acknowledged write may be
         lost, and the failover counts against the bound."""
         if self.store_fault_error:
@@ -606,8 +606,8 @@ class Campaign:
         window = self.open_window("storedown", None, "any")
         down = time.monotonic()
         tail_before = self.tail_rows_last(down)
-        namespaces = self.store_fault.set_read_only(True, pids)
         try:
+            namespaces = self.store_fault.set_read_only(True, pids)
             writable_while_down = self.store_fault.writable_in(pids)
             if writable_while_down:
                 self.problems.append(f"storedown {number}: the store stayed writable in {writable_while_down} of "
