@@ -31,6 +31,23 @@ and when the request started and ended), and these scenarios under load:
              acknowledged unless the tenant's owner has it.
   freezemove POST /fleet/tenants/:id/move, and freeze the tenant's owner in
              the middle of the hand-off (three leases), then SIGCONT.
+  pgkill     SIGKILL to PostgreSQL's postmaster and every backend (its whole
+             process group), restarted --pg-down-seconds later (crash
+             recovery, checked in its log): in durable mode no write may be
+             acknowledged while it is dead (its change can't reach the tail:
+             503), in async mode none after the leases lapsed; then every
+             tenant takes a write again.
+  storedown  The replica store read-only (EROFS: a bind mount remounted
+             read-only in every node's mount namespace, checked from each)
+             for --store-down-seconds: durable writes go on through the tail,
+             which grows (tail_rows_*; a refusal, the tail's bound included,
+             is a detail, not a failure); 0.5 s after the store is back, the
+             node owning the most tenants among those with an encrypted one
+             is killed as in `kill` (failover bound): its tenants are
+             restored from lagging replicas plus the tail. In async mode the
+             writes it acknowledged from the outage on are lost, counted
+             (lost_acknowledged_during_store_outage), not held to the loss
+             window.
 
 Checks, at the end of each mode, against what every tenant holds (read over
 HTTP): an acknowledged write missing or holding another name is lost; a
@@ -43,7 +60,8 @@ freeze, or it was in flight through a node at the instant that node was
 killed. One JSON object on stdout; exit status 1 when durable mode lost an
 acknowledged write, any tenant forked, a failover took longer than the
 bound, a partitioned node acknowledged a write after its tenants were
-claimed, or a request failed on an unaffected tenant.
+claimed, or a request failed on an unaffected tenant, or a scenario could
+not do what it says (listed under "problems").
 """
 import argparse
 import glob
@@ -58,9 +76,10 @@ import time
 import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fleetlib import Node, build_server, fleet_env, log, network, percentile, request, ROOT  # noqa: E402
+from fleetlib import (Node, ReadOnlyFolder, build_server, descendants, fleet_env, log, network,  # noqa: E402
+                      percentile, postgres_kill, request, ROOT)
 
-SCENARIOS = ["kill", "partition", "pgrestart", "move", "drain", "freeze", "freezemove"]
+SCENARIOS = ["kill", "partition", "pgrestart", "move", "drain", "freeze", "freezemove", "pgkill", "storedown"]
 
 
 class Ack:
@@ -105,6 +124,13 @@ def loss_age(ack, events):
     return max(0.0, min(later) - ack.end)
 
 
+def in_flight_during(ack, spans):
+    """Whether write `ack` was in flight, or answered, within one of
+    `spans` ((from, to) instants): a write answered during a store outage
+    or sent before it and answered during it."""
+    return any(start <= ack.end and ack.start <= end for start, end in spans)
+
+
 class Window:
     """A time when a scenario concerned `tenants` (None: every tenant);
     `allowed` is "any" failure, or only the documented "retry_after" 503.
@@ -114,6 +140,8 @@ class Window:
     def __init__(self, kind, tenants, allowed, start):
         self.kind, self.tenants, self.allowed, self.start, self.end = kind, tenants, allowed, start, None
         self.loss_at = start
+        self.failures = 0          # the failed requests it covered
+        self.failure_examples = []
 
     def covers(self, tenant, start, end, retry_after):
         if self.tenants is not None and tenant not in self.tenants:
@@ -121,6 +149,16 @@ class Window:
         if start > (self.end if self.end is not None else float("inf")) or end < self.start:
             return False
         return self.allowed == "any" or retry_after
+
+
+def count_in(path, text):
+    """How many times `text` appears in file `path`, case ignored (0 when
+    unreadable)."""
+    try:
+        with open(path, "rb") as file:
+            return file.read().lower().count(text.lower().encode())
+    except OSError:
+        return 0
 
 
 class Campaign:
@@ -153,6 +191,17 @@ class Campaign:
         self.details = {kind: [] for kind in SCENARIOS}
         self.problems = []
         self.tail_rows_max = None   # durable mode: the most changes one tenant had in fleet_tail, sampled each second
+        self.tail_samples = []      # (monotonic instant, that most) of each sample
+        self.store_outages = []     # (from, to): storedown, from the store's fall to the kill after it
+        # The replica store, made read-only for every node by storedown:
+        # bound on itself before any node starts (see ReadOnlyFolder).
+        self.store_fault = ReadOnlyFolder(self.store)
+        self.store_fault_error = None
+        if "storedown" in arguments.scenarios:
+            try:
+                self.store_fault.mount()
+            except (OSError, subprocess.CalledProcessError) as error:   # not root: storedown says so when it runs
+                self.store_fault_error = f"mount --bind {self.store} on itself failed (root needed): {getattr(error, 'stderr', '') or error}"
         # Nodes drained by a scenario: they stay draining, and take no tenant.
         self.drained = set()
         self.failover = []         # seconds, per tenant of a killed node
@@ -216,8 +265,12 @@ class Campaign:
             if any(start <= (after or float("inf")) and before <= end for before, after in self.kills) and status in (None, 502, 503, 504):
                 self.cut_by_kill += 1
                 return
-            if any(window.covers(tenant, start, end, status == 503 and retry_after) for window in self.windows):
+            covering = [window for window in self.windows if window.covers(tenant, start, end, status == 503 and retry_after)]
+            if covering:
                 self.expected_failures += 1
+                covering[0].failures += 1
+                if len(covering[0].failure_examples) < 3:
+                    covering[0].failure_examples.append(f"{tenant} at {start - self.started:.2f} s: {status} {detail[:160]}")
                 return
             # The documented 503 + Retry-After of a move's freeze, on a
             # tenant the fleet moves by itself (rebalancing after a join,
@@ -323,8 +376,27 @@ class Campaign:
         candidates = self.live_nodes()
         return max(candidates, key=lambda node: (counts.get(node.node_id, 0), -((node.index - number) % len(candidates))))
 
+    def encrypted_owner(self, number):
+        """The live node owning the most tenants among those that own an
+        encrypted one (the victim when none does), so that a failover
+        replays the tail of both kinds of tenant."""
+        placement = self.placement()
+        owners = {owner for tenant, (owner, _) in placement.items() if self.encrypted.get(tenant)}
+        candidates = [node for node in self.live_nodes() if node.node_id in owners]
+        if not candidates or len(self.live_nodes()) < 2:
+            return self.victim(number)
+        counts = {}
+        for owner, _ in placement.values():
+            counts[owner] = counts.get(owner, 0) + 1
+        return max(candidates, key=lambda node: (counts.get(node.node_id, 0), -node.index))
+
     def scenario_kill(self, number):
-        node = self.victim(number)
+        self.details["kill"].append(self.kill_node(self.victim(number), number))
+
+    def kill_node(self, node, number, label="kill"):
+        """SIGKILL of `node` with its disk deleted, the failover of its
+        tenants (counted against the bound), then its empty rejoin;
+        returns the figures. `label`: the scenario, in what it says."""
         tenants = self.owned_by(node.node_id)
         window = self.open_window("kill", tenants, "any")
         instant = time.monotonic()
@@ -335,28 +407,28 @@ class Campaign:
         with self.lock:
             kill[1] = time.monotonic()
         node.wipe()
-        times = self.wait_writable(tenants, instant, self.arguments.bound, f"kill{number}")
+        times = self.wait_writable(tenants, instant, self.arguments.bound, f"{label}-kill{number}")
         window.end = time.monotonic()
         recovered = [seconds for seconds in times.values() if seconds is not None]
         self.failover.extend(times.values())
         if len(recovered) < len(tenants):
-            self.problems.append(f"kill {number}: {len(tenants) - len(recovered)} of {node.node_id}'s tenants not writable "
+            self.problems.append(f"{label} {number}: {len(tenants) - len(recovered)} of {node.node_id}'s tenants not writable "
                                  f"within {max(3 * self.arguments.bound, 15)} s: {sorted(t for t, s in times.items() if s is None)}")
         # Rejoin: the same node id, an empty disk; it must take a share.
         rejoin_started = time.monotonic()
         self.start_node(node, attempts=int(3 * self.arguments.lease) + 1)
         self.wait_ready(node)
-        owners = self.settle(f"kill{number}")
+        owners = self.settle(f"{label}-kill{number}")
         share = sum(1 for owner in owners.values() if owner == node.node_id)
         plain = [seconds for tenant, seconds in times.items() if seconds is not None and not self.encrypted[tenant]]
         encrypted = [seconds for tenant, seconds in times.items() if seconds is not None and self.encrypted[tenant]]
-        self.details["kill"].append({
+        return {
             "node": node.node_id, "tenants": len(tenants),
             "failover_seconds_max": round(max(recovered), 3) if recovered else None,
             "failover_seconds_max_plain": round(max(plain), 3) if plain else None,
             "failover_seconds_max_encrypted": round(max(encrypted), 3) if encrypted else None,
             "not_writable_again": len(tenants) - len(recovered),
-            "rejoin_seconds": round(time.monotonic() - rejoin_started, 2), "tenants_after_rejoin": share})
+            "rejoin_seconds": round(time.monotonic() - rejoin_started, 2), "tenants_after_rejoin": share}
 
     def scenario_partition(self, number):
         if network() != "netns":
@@ -472,6 +544,107 @@ class Campaign:
             self.problems.append(f"pgrestart {number}: {len(times) - len(recovered)} tenants not writable after the restart")
         self.details["pgrestart"].append({"restart_seconds": round(back - instant, 2),
                                           "recovery_seconds_max": round(max(recovered), 3) if recovered else None})
+
+    def scenario_pgkill(self, number):
+        """PostgreSQL SIGKILLed, postmaster and backends, under writers; up
+        again (crash recovery) after --pg-down-seconds. While it is dead no
+        node can append to the tail: a durable write is refused (503), and
+        one acknowledged then is a lie; an asynchronous one may be
+        acknowledged until the node's lease lapses. Then every tenant
+        takes a write again."""
+        window = self.open_window("pgkill", None, "any")
+        log_path = os.path.join(os.environ["FLEET_PG_DIR"], "postgres.log")
+        recoveries_before = count_in(log_path, "automatic recovery in progress")
+        killed_processes = postgres_kill(os.environ["FLEET_PG_DIR"])
+        killed = time.monotonic()
+        time.sleep(self.arguments.pg_down_seconds)
+        restarting = time.monotonic()
+        fleet_env("pg-restart", 0)   # its stop is a no-op on a dead cluster: a plain start, with crash recovery
+        back = time.monotonic()
+        # Lost, if at all, when a node claims a tenant after the restart
+        # (as for pgrestart).
+        window.loss_at = back
+        with self.lock:
+            acknowledged = [(tenant, ack) for tenant, acks in self.acks.items() for ack in acks
+                            if killed < ack.start and ack.end < restarting]
+        lapsed = killed + self.arguments.lease
+        lies = [(tenant, ack) for tenant, ack in acknowledged
+                if self.mode == "durable" or ack.start > lapsed]
+        if lies:
+            self.problems.append(f"pgkill {number}: {len(lies)} writes acknowledged while PostgreSQL was dead"
+                                 f"{'' if self.mode == 'durable' else ' and every lease had lapsed'}: "
+                                 f"{[f'{tenant} {ack.name}' for tenant, ack in lies[:3]]}")
+        times = self.wait_writable(sorted(self.tokens), back, self.arguments.bound, f"pgkill{number}")
+        self.settle(f"pgkill{number}")
+        window.end = time.monotonic()
+        recovered = [seconds for seconds in times.values() if seconds is not None]
+        if len(recovered) < len(times):
+            self.problems.append(f"pgkill {number}: {len(times) - len(recovered)} tenants not writable after PostgreSQL came back")
+        crash_recovery = count_in(log_path, "automatic recovery in progress") > recoveries_before
+        if not crash_recovery:
+            self.problems.append(f"pgkill {number}: PostgreSQL's log shows no crash recovery after the SIGKILL")
+        self.details["pgkill"].append({
+            "processes_killed": killed_processes, "down_seconds": round(restarting - killed, 2),
+            "restart_seconds": round(back - restarting, 2), "crash_recovery": crash_recovery,
+            "acknowledged_while_down": len(acknowledged), "acknowledged_while_down_wrongly": len(lies),
+            "refused_or_failed_requests": window.failures, "refusal_examples": window.failure_examples,
+            "recovery_seconds_max": round(max(recovered), 3) if recovered else None})
+
+    def scenario_storedown(self, number):
+        """The replica store read-only for every node and its Litestream
+        for --store-down-seconds under writers: replicas stop, so in
+        durable mode writes go on through the tail in PostgreSQL, which
+        grows (until its bound refuses them: a detail, not a failure).
+        Shortly after the store is back, a node that owns an encrypted
+        tenant is killed (disk deleted): its tenants fail over from
+        replicas that lag, plus the tail; no acknowledged write may be
+        lost, and the failover counts against the bound."""
+        if self.store_fault_error:
+            raise RuntimeError(self.store_fault_error)
+        pids = [pid for node in self.live_nodes() for pid in [node.process.pid] + descendants(node.process.pid)]
+        logged = {node.node_id: count_in(node.log_path, "read-only file system") for node in self.live_nodes()}
+        window = self.open_window("storedown", None, "any")
+        down = time.monotonic()
+        tail_before = self.tail_rows_last(down)
+        try:
+            namespaces = self.store_fault.set_read_only(True, pids)
+            writable_while_down = self.store_fault.writable_in(pids)
+            if writable_while_down:
+                self.problems.append(f"storedown {number}: the store stayed writable in {writable_while_down} of "
+                                     f"{namespaces} mount namespaces")
+            time.sleep(self.arguments.store_down_seconds)
+        finally:
+            self.store_fault.set_read_only(False, pids)
+        up = time.monotonic()
+        writable_after = self.store_fault.writable_in(pids)
+        with self.lock:
+            acknowledged = sum(1 for acks in self.acks.values() for ack in acks if down < ack.start and ack.end < up)
+        refused, examples = window.failures, list(window.failure_examples)
+        wait = 0.5
+        time.sleep(wait)
+        window.end = time.monotonic()
+        # Asynchronous mode: what the killed node acknowledged from the
+        # outage on had no way to its replica until the store came back,
+        # and Litestream retries with a growing backoff (about 5 s after
+        # a 10 s outage, 2026-11): lost, counted, and not held to the loss
+        # window, which assumes a store that takes writes.
+        self.store_outages.append((down, window.end))
+        tail_at_kill = self.tail_rows_last(window.end)
+        # What the nodes said of the store while it refused writes: the
+        # fault reached them (their own errors and Litestream's, which
+        # logs to the server's output).
+        errors = sum(count_in(node.log_path, "read-only file system") - logged.get(node.node_id, 0)
+                     for node in self.live_nodes())
+        kill = self.kill_node(self.encrypted_owner(number), number, label="storedown")
+        self.details["storedown"].append({
+            "down_seconds": round(up - down, 2), "mount_namespaces": namespaces,
+            "writable_namespaces_while_down": writable_while_down, "writable_namespaces_after": writable_after,
+            "acknowledged_while_down": acknowledged, "refused_or_failed_requests": refused, "refusal_examples": examples,
+            "tail_rows_before": tail_before, "tail_rows_max_while_down": self.tail_rows_between(down, up),
+            "tail_rows_last_sample_before_kill": tail_at_kill, "read_only_errors_logged": errors,
+            "kill_seconds_after_store_back": round(wait, 2), "kill": kill})
+        if writable_after != namespaces:
+            self.problems.append(f"storedown {number}: the store writable again in {writable_after} of {namespaces} mount namespaces only")
 
     def movable(self, number):
         """A tenant on a live node (the scenario's number picks it), its
@@ -653,7 +826,24 @@ class Campaign:
             except subprocess.TimeoutExpired:
                 continue   # PostgreSQL restarting or partitioned: the next sample
             if result.returncode == 0 and result.stdout.strip().isdigit():
-                self.tail_rows_max = max(self.tail_rows_max or 0, int(result.stdout.strip()))
+                rows = int(result.stdout.strip())
+                self.tail_rows_max = max(self.tail_rows_max or 0, rows)
+                with self.lock:
+                    self.tail_samples.append((time.monotonic(), rows))
+
+    def tail_rows_last(self, before):
+        """The last sample of fleet_tail taken before `before` (None: none)."""
+        with self.lock:
+            return next((rows for at, rows in reversed(self.tail_samples) if at <= before), None)
+
+    def tail_rows_between(self, start, end):
+        """The most changes one tenant had in fleet_tail among the samples
+        taken between `start` and `end` (None: none, or async mode)."""
+        with self.lock:
+            return max((rows for at, rows in self.tail_samples if start <= at <= end), default=None)
+
+    def during_store_outage(self, ack):
+        return in_flight_during(ack, self.store_outages)
 
     def events(self):
         return [window.loss_at for window in self.windows if not window.kind.endswith("rebalance")]
@@ -733,6 +923,7 @@ class Campaign:
             outside = ages
         else:
             outside = [(encrypted, age, tenant, ack) for encrypted, age, tenant, ack in ages
+                       if not self.during_store_outage(ack)
                        if age is None or age > (encrypted_window if encrypted else plain_window) + slack]
         failover = [round(seconds, 3) for seconds in self.failover if seconds is not None]
         acknowledged = sum(len(acks) for acks in self.acks.values())
@@ -747,6 +938,7 @@ class Campaign:
                                for tenant, (count, first, last) in self.lost_by_tenant(lost).items()},
             "lost_write_ages_seconds_max": max((age for _, age, _, _ in ages if age is not None), default=None),
             "lost_outside_loss_window": len(outside),
+            "lost_acknowledged_during_store_outage": sum(1 for _, ack in lost if self.during_store_outage(ack)),
             "lost_outside_examples": [
                 f"{tenant}{' (encrypted)' if encrypted else ''} {ack.name}: answered at {ack.end - self.started:.2f} s, "
                 f"{'no event after it' if age is None else f'{age:.2f} s before the event that lost it'}"
@@ -770,7 +962,7 @@ class Campaign:
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--short", action="store_true", help="the scripts/test version: debug build, 12 tenants, 4 writers, 1 kill")
+    parser.add_argument("--short", action="store_true", help="the scripts/test version: debug build, 12 tenants, 4 writers, 1 kill, the store down 10 s")
     parser.add_argument("--kills", type=int, default=None)
     parser.add_argument("--tenants", type=int, default=None)
     parser.add_argument("--writers", type=int, default=None)
@@ -782,6 +974,8 @@ def main():
     parser.add_argument("--encrypted-backup-seconds", type=int, default=2,
                         help="encrypted tenants' backup interval: their loss window, and a durable write's wait")
     parser.add_argument("--drain-seconds", type=float, default=None, help="how long a drain may take (120 s; 30 with --short)")
+    parser.add_argument("--pg-down-seconds", type=float, default=3.0, help="pgkill: how long PostgreSQL stays dead")
+    parser.add_argument("--store-down-seconds", type=float, default=None, help="storedown: how long the store is read-only (30 s; 10 with --short)")
     parser.add_argument("--bound", type=float, default=5.0, help="failover bound, seconds")
     parser.add_argument("--loss-slack", type=float, default=1.0, help="async: seconds allowed beyond the documented loss window")
     parser.add_argument("--release", action="store_true")
@@ -795,6 +989,7 @@ def main():
     arguments.writers = arguments.writers or (4 if short else 8)
     arguments.seconds = arguments.seconds if arguments.seconds is not None else (2.0 if short else 5.0)
     arguments.drain_seconds = arguments.drain_seconds or (30.0 if short else 120.0)
+    arguments.store_down_seconds = arguments.store_down_seconds or (10.0 if short else 30.0)
     arguments.scenarios = [kind for kind in arguments.scenarios.split(",") if kind]
     unknown = set(arguments.scenarios) - set(SCENARIOS)
     if unknown:
@@ -821,6 +1016,7 @@ def main():
         finally:
             for node in campaign.nodes:
                 node.kill()
+            campaign.store_fault.unmount()
     report = combine(arguments, results)
     print(json.dumps(report, indent=1))
     return 1 if report["failed"] else status

@@ -233,6 +233,117 @@ class Node:
         shutil.rmtree(self.data, ignore_errors=True)
 
 
+def postgres_kill(folder):
+    """SIGKILL to the PostgreSQL cluster in `folder` (scripts/postgres's
+    DIR: FLEET_PG_DIR for the fleet's) as when its
+    machine dies: the postmaster and every backend and auxiliary process
+    (pg_ctl starts the postmaster in a session of its own, so its process
+    group is the whole cluster; its descendants are killed too, should one
+    have left the group). Nothing is flushed or shut down: the next start
+    runs crash recovery. Returns how many processes were killed, once none
+    of them exists any more (zombies reaped: the cluster can start again)."""
+    with open(os.path.join(folder, "data", "postmaster.pid")) as file:
+        postmaster = int(file.readline())
+    pids = [postmaster] + descendants(postmaster)
+    try:
+        # Only the postmaster's own group: never a group it merely joined
+        # (ours, had it not been started by pg_ctl).
+        if os.getpgid(postmaster) == postmaster:
+            os.killpg(postmaster, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + 10
+    while any(process_exists(pid) for pid in pids):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"PostgreSQL processes {[pid for pid in pids if process_exists(pid)]} still exist 10 s after SIGKILL")
+        time.sleep(0.01)
+    return len(pids)
+
+
+def process_exists(pid):
+    """Whether process `pid` still exists, as a zombie too: the cluster's
+    processes are not our children, and until whoever inherited them
+    reaps the postmaster, a new one refuses to start (its postmaster.pid
+    names a pid that answers signals)."""
+    return os.path.exists(f"/proc/{pid}")
+
+
+class ReadOnlyFolder:
+    """A folder that every node writes to (the replica store), made
+    read-only for all of them at once and writable again: a bind mount of
+    the folder on itself (``mount``, before the nodes start), remounted
+    read-only (``mount -o remount,bind,ro``) in every mount namespace the
+    given processes run in, and in ours. ``ip netns exec`` gives each node
+    a copy of our mount namespace, which a remount here does not reach, so
+    the remount runs in each (``nsenter --mount``). A write there then
+    fails at once (EROFS), as with a store that refuses writes; nothing
+    hangs. Needs root (CAP_SYS_ADMIN)."""
+
+    def __init__(self, folder):
+        self.folder = folder
+        self.mounted = False
+
+    def mount(self):
+        subprocess.run(["mount", "--bind", self.folder, self.folder], check=True, capture_output=True, text=True)
+        self.mounted = True
+
+    def unmount(self):
+        """Back to a plain folder (rw first: a folder left read-only
+        could not be deleted at the end)."""
+        if not self.mounted:
+            return
+        subprocess.run(["mount", "-o", "remount,bind,rw", self.folder], capture_output=True)
+        if subprocess.run(["umount", self.folder], capture_output=True).returncode != 0:
+            subprocess.run(["umount", "-l", self.folder], capture_output=True)
+        self.mounted = False
+
+    def namespaces(self, pids):
+        """One pid per mount namespace among `pids` and ours."""
+        found = {}
+        for pid in [os.getpid()] + list(pids):
+            try:
+                found.setdefault(os.readlink(f"/proc/{pid}/ns/mnt"), pid)
+            except OSError:
+                pass   # exited meanwhile
+        return found
+
+    def set_read_only(self, read_only, pids, seconds=10):
+        """Remounts the folder read-only (or read-write) in the mount
+        namespace of each of `pids` and in ours; returns how many
+        namespaces. A remount read-only is refused (EBUSY) while a file
+        there is open for writing (Litestream writing a file): tried again
+        until it passes, `seconds` at most."""
+        namespaces = self.namespaces(pids)
+        option = "remount,bind,ro" if read_only else "remount,bind,rw"
+        for pid in namespaces.values():
+            deadline = time.monotonic() + seconds
+            while True:
+                result = subprocess.run(["nsenter", f"--mount=/proc/{pid}/ns/mnt", "--", "mount", "-o", option, self.folder],
+                                        capture_output=True, text=True)
+                if result.returncode == 0:
+                    break
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"mount -o {option} {self.folder} in the mount namespace of {pid}: {result.stderr.strip()}")
+                time.sleep(0.01)
+        return len(namespaces)
+
+    def writable_in(self, pids):
+        """How many of the mount namespaces of `pids` (and ours) can
+        create a file in the folder: what each node sees, checked."""
+        probe = os.path.join(self.folder, f".writable-probe-{os.getpid()}")
+        writable = 0
+        for pid in self.namespaces(pids).values():
+            result = subprocess.run(["nsenter", f"--mount=/proc/{pid}/ns/mnt", "--", "sh", "-c", f': > "{probe}" && rm -f "{probe}"'],
+                                    capture_output=True)
+            writable += result.returncode == 0
+        return writable
+
+
 def descendants(pid):
     """Every process under `pid` (from /proc), children first found."""
     children = {}

@@ -1,16 +1,25 @@
 """The campaign's own judgement, on histories written out by hand: what
 counts as a lost write and what as a fork (scripts/fleet/chaos.py's
-analyze), and the percentile of the failover figures.
+analyze), and the percentile of the failover figures; and its faults,
+for real: a PostgreSQL cluster killed (pgkill) and a folder made
+read-only for processes in other mount namespaces (storedown), which
+need root, PostgreSQL's binaries and util-linux's nsenter, as the
+campaign does.
 
 Run: python3 -m unittest discover -s scripts/fleet
 """
 import os
+import shutil
+import socket
+import subprocess
 import sys
+import tempfile
+import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from chaos import Ack, analyze, loss_age  # noqa: E402
-from fleetlib import percentile  # noqa: E402
+from chaos import Ack, analyze, count_in, in_flight_during, loss_age  # noqa: E402
+from fleetlib import ROOT, ReadOnlyFolder, descendants, percentile, postgres_kill, process_exists  # noqa: E402
 
 
 def ack(id, name, start, end):
@@ -84,6 +93,17 @@ class LossAgeTests(unittest.TestCase):
         self.assertIsNone(loss_age(ack(1, "a", 40.0, 40.1), [10.0]))
 
 
+class StoreOutageTests(unittest.TestCase):
+    def test_only_writes_answered_or_in_flight_while_the_store_was_down_are_exempt_from_the_loss_window(self):
+        outages = [(10.0, 20.5)]   # the store's fall, then the kill 0.5 s after it came back
+        self.assertTrue(in_flight_during(ack(1, "a", 12.0, 12.1), outages))
+        self.assertTrue(in_flight_during(ack(2, "b", 9.9, 10.2), outages))    # sent before, answered during
+        self.assertTrue(in_flight_during(ack(3, "c", 20.4, 20.6), outages))   # in flight at the kill
+        self.assertFalse(in_flight_during(ack(4, "d", 9.0, 9.8), outages))    # answered before: held to the window
+        self.assertFalse(in_flight_during(ack(5, "e", 20.6, 20.7), outages))
+        self.assertFalse(in_flight_during(ack(6, "f", 12.0, 12.1), []))
+
+
 class PercentileTests(unittest.TestCase):
     def test_nearest_rank(self):
         self.assertIsNone(percentile([], 0.5))
@@ -92,6 +112,74 @@ class PercentileTests(unittest.TestCase):
         self.assertEqual(percentile([1, 2, 3, 4, 5], 0.5), 3)
         self.assertEqual(percentile(list(range(1, 101)), 0.99), 99)
         self.assertEqual(percentile([1, 2, 3], 1.0), 3)
+
+
+class PostgresKillTests(unittest.TestCase):
+    def test_the_whole_cluster_dies_at_once_and_its_next_start_recovers_from_the_crash(self):
+        folder = tempfile.mkdtemp(prefix="chaos-pgkill-")
+        postgres = os.path.join(ROOT, "scripts", "postgres")
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = str(probe.getsockname()[1])
+        try:
+            subprocess.run([postgres, "start", folder, port], check=True, capture_output=True)
+            with open(os.path.join(folder, "data", "postmaster.pid")) as file:
+                postmaster = int(file.readline())
+            cluster = [postmaster] + descendants(postmaster)
+            self.assertGreater(len(cluster), 3)   # checkpointer, walwriter…: the backends go too
+
+            killed = postgres_kill(folder)
+
+            self.assertGreaterEqual(killed, len(cluster))
+            self.assertEqual([pid for pid in cluster if process_exists(pid)], [])
+            # No shutdown happened: pg_ctl finds the stale postmaster.pid,
+            # and the next start replays the WAL.
+            self.assertTrue(os.path.exists(os.path.join(folder, "data", "postmaster.pid")))
+            subprocess.run([postgres, "start", folder, port], check=True, capture_output=True)
+            self.assertEqual(count_in(os.path.join(folder, "postgres.log"), "automatic recovery in progress"), 1)
+        finally:
+            subprocess.run([postgres, "stop", folder], capture_output=True)
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+class ReadOnlyFolderTests(unittest.TestCase):
+    def test_the_folder_refuses_writes_in_every_mount_namespace_given_then_takes_them_again(self):
+        parent = tempfile.mkdtemp(prefix="chaos-store-")
+        store = os.path.join(parent, "replicas")
+        os.makedirs(store)
+        folder = ReadOnlyFolder(store)
+        folder.mount()
+        # A process with a mount namespace of its own, a copy of ours, as
+        # `ip netns exec` gives each node.
+        other = subprocess.Popen(["unshare", "--mount", "sleep", "60"])
+        try:
+            deadline = time.monotonic() + 5
+            while os.readlink(f"/proc/{other.pid}/ns/mnt") == os.readlink("/proc/self/ns/mnt"):
+                self.assertLess(time.monotonic(), deadline, "unshare never entered a mount namespace of its own")
+                time.sleep(0.01)
+
+            # Ours alone: the copy keeps writing (why the campaign remounts
+            # in each node's namespace).
+            self.assertEqual(folder.set_read_only(True, []), 1)
+            self.assertEqual(folder.writable_in([other.pid]), 1)
+            with self.assertRaises(OSError):
+                open(os.path.join(store, "refused"), "w").close()
+
+            self.assertEqual(folder.set_read_only(True, [other.pid]), 2)
+            self.assertEqual(folder.writable_in([other.pid]), 0)
+
+            self.assertEqual(folder.set_read_only(False, [other.pid]), 2)
+            self.assertEqual(folder.writable_in([other.pid]), 2)
+            open(os.path.join(store, "taken"), "w").close()
+        finally:
+            other.kill()
+            other.wait()
+            folder.unmount()
+        # A plain folder again: deletable.
+        with open("/proc/self/mounts") as mounts:
+            self.assertNotIn(store, mounts.read())
+        shutil.rmtree(parent)
+        self.assertFalse(os.path.exists(parent))
 
 
 if __name__ == "__main__":
