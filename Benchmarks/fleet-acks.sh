@@ -14,6 +14,7 @@
 # Benchmarks/RESULTS.md. Release build (SAMPLE_BIN: one made beforehand).
 #
 # Usage: Benchmarks/fleet-acks.sh [tenants=30] [seconds=10] [connections=32] [rounds=2]
+# FLEET_BENCH_MAX_OPEN=N sets tenants.maxOpen of every node (the sample writes 256): give more than the tenants, or every request of a round robin reopens its tenant.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tenants=${1:-30}

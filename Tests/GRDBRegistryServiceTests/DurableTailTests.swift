@@ -96,6 +96,58 @@ final class FailingChangeLog: TenantChangeLog {
         }
     }
 
+    /// A created or restored tenant's base holds every change of its file,
+    /// so its first durable write goes straight to the tail; a copy kept
+    /// from the node's previous tenure may hold commits that reached
+    /// neither, so its first write brings the base up to date first.
+    @Test func theFirstDurableWriteAfterACreationOrARestoreNeedsNoReplicaRound() async throws {
+        let directory = try TemporaryDirectory()
+        let replica = directory.url.appendingPathComponent("replica")
+        let durable = #", "acknowledgements": "durable""#
+        let nodeA = try ReplicatedDaemon(
+            configuration: try EpochReplicationTests.nodeConfiguration(directory, node: "a", replica: replica, extra: durable),
+            scanInterval: .seconds(3600), hosting: true)
+        let nodeB = try ReplicatedDaemon(
+            configuration: try EpochReplicationTests.nodeConfiguration(directory, node: "b", replica: replica, extra: durable),
+            scanInterval: .seconds(3600), hosting: true)
+        let hostA = try #require(nodeA.host), hostB = try #require(nodeB.host)
+        let acknowledgementsA = try #require(nodeA.service.acknowledgements)
+        let acknowledgementsB = try #require(nodeB.service.acknowledgements)
+        let log = FailingChangeLog()
+        var limits = DurableTail.Limits()
+        limits.sweepInterval = .seconds(3600)
+        hostA.recordChanges(in: log, limits: limits)
+        hostB.recordChanges(in: log, limits: limits)
+        let acme = try TenantID("acme")
+        let tenantsA = nodeA.tenants, tenantsB = nodeB.tenants
+
+        try await nodeA.run {
+            try await nodeB.run {
+                try tenantsA.provision(acme)
+                try await hostA.created(acme, epoch: 1, encrypted: false)
+                let roundsA = acknowledgementsA.rounds
+                _ = try await tenantsA.withRepository(acme) { try await $0.add(name: "one", score: 1) }
+                _ = try await tenantsA.withRepository(acme) { try await $0.add(name: "two", score: 2) }
+                #expect(log.sequences(of: acme) == [1, 2])
+                #expect(acknowledgementsA.rounds == roundsA, "a new tenant's first durable write ran a replica round")
+
+                try await hostB.acquire(acme, epoch: 2, encrypted: false, keepLocal: false)
+                let roundsB = acknowledgementsB.rounds
+                _ = try await tenantsB.withRepository(acme) { try await $0.add(name: "three", score: 3) }
+                #expect(log.sequences(of: acme) == [1, 2, 3])
+                #expect(acknowledgementsB.rounds == roundsB, "a restored tenant's first durable write ran a replica round")
+
+                // Kept, not restored: the base catches up first.
+                try await hostB.acquire(acme, epoch: 3, encrypted: false, keepLocal: true)
+                let keptRounds = acknowledgementsB.rounds
+                _ = try await tenantsB.withRepository(acme) { try await $0.add(name: "four", score: 4) }
+                #expect(log.sequences(of: acme) == [1, 2, 3, 4])
+                #expect(acknowledgementsB.rounds > keptRounds)
+                #expect(try await Self.names(tenantsB, acme) == ["one", "two", "three", "four"])
+            }
+        }
+    }
+
     @Test func durableWritesAreRefusedBeforeTheirTransactionOnceTheTailHoldsItsLimit() async throws {
         let directory = try TemporaryDirectory()
         let replica = directory.url.appendingPathComponent("replica")

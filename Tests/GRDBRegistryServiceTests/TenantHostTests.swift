@@ -12,6 +12,8 @@ import Testing
 @Suite(.serialized) struct TenantHostTests {
     @Test func stepsOutOfOrderAreRefusedWithATypedErrorAndChangeNothing() async throws {
         let (directory, node) = try Self.hostingNode()
+        // The temporary folder lives as long as the test.
+        defer { withExtendedLifetime(directory) {} }
         let host = try #require(node.host), tenants = node.tenants, ownership = node.service.ownership
         let acme = try TenantID("acme")
 
@@ -86,6 +88,8 @@ import Testing
     /// earlier hand-off, given back late, leaves the later one alone.
     @Test func aFailedHandoffEndedByTheFleetServesTheTenantAgain() async throws {
         let (directory, node) = try Self.hostingNode()
+        // The temporary folder lives as long as the test.
+        defer { withExtendedLifetime(directory) {} }
         let host = try #require(node.host), tenants = node.tenants, ownership = node.service.ownership
         let acme = try TenantID("acme")
 

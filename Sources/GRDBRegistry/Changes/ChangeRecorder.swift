@@ -66,7 +66,7 @@ public final class ChangeRecorder {
             throw ChangeRecordingError.session(code: SQLITE_MISUSE, message: "the connection is closed")
         }
         self.connection = connection
-        schemaVersion = try Self.schemaVersion(db)
+        schemaVersion = try db.schemaVersion()
         var recording: UnsafeMutableRawPointer?
         let code = grdbregistry_recording_start(UnsafeMutableRawPointer(connection), &recording)
         guard code == SQLITE_OK, let recording else { throw ChangeRecordingError.session(code: code) }
@@ -105,7 +105,7 @@ public final class ChangeRecorder {
         let status = grdbregistry_recording_status(recording)
         guard status == SQLITE_OK else { throw ChangeRecordingError.session(code: status) }
 
-        let newSchemaVersion = try Self.schemaVersion(db)
+        let newSchemaVersion = try db.schemaVersion()
         guard newSchemaVersion == schemaVersion else {
             throw ChangeRecordingError.schemaChanged(from: schemaVersion, to: newSchemaVersion)
         }
@@ -141,7 +141,7 @@ public final class ChangeRecorder {
             return nil
         }
         // `sequence` comes from an SQLite integer, below UInt64.max.
-        return TransactionChange(sequence: sequence + 1, changeset: changeset, schemaVersion: schemaVersion)
+        return TransactionChange(sequence: sequence + 1, changeset: changeset, schemaVersion: try ChangeSequence.schemaVersion(db))
     }
 
     private static func changeset(of recording: UnsafeMutableRawPointer) throws -> Data {
@@ -152,9 +152,5 @@ public final class ChangeRecorder {
         guard code == SQLITE_OK else { throw ChangeRecordingError.session(code: code) }
         guard let bytes, size > 0 else { return Data() }
         return Data(bytes: bytes, count: Int(size))
-    }
-
-    static func schemaVersion(_ db: Database) throws -> Int32 {
-        try Int32.fetchOne(db, sql: "PRAGMA main.schema_version") ?? 0
     }
 }

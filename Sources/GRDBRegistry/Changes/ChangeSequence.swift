@@ -42,6 +42,36 @@ public enum ChangeSequence {
             """)
     }
 
+    /// The version of the database's own schema, the one recorded changes
+    /// carry (``TransactionChange/schemaVersion``): a digest of the schema's
+    /// SQL, without the entries of SQLite (`sqlite_%`) and of Litestream
+    /// (`_litestream_%`, which it creates when it starts replicating a
+    /// file). Only a change of the database's schema (a migration, this
+    /// table's creation) changes it, unlike `PRAGMA schema_version`, which
+    /// every start of Litestream's replication of a restored file bumps.
+    ///
+    /// ```swift
+    /// let version = try dbQueue.read { db in try ChangeSequence.schemaVersion(db) }
+    /// ```
+    public static func schemaVersion(_ db: Database) throws -> Int32 {
+        let entries = try Row.fetchAll(db, sql: """
+            SELECT type, name, tbl_name, sql FROM main.sqlite_master
+            WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\' AND name NOT LIKE '\\_litestream\\_%' ESCAPE '\\'
+            ORDER BY type, name
+            """)
+        // FNV-1a: a collision would only skip a catch-up of the replica,
+        // and the replay of a change onto a base of another schema fails
+        // on the tables it touches (ChangeReplayError.schemaMismatch).
+        var hash: UInt32 = 2_166_136_261
+        for row in entries {
+            for column in ["type", "name", "tbl_name", "sql"] {
+                for byte in ((row[column] as String?) ?? "").utf8 { hash = (hash ^ UInt32(byte)) &* 16_777_619 }
+                hash = (hash ^ 0) &* 16_777_619
+            }
+        }
+        return Int32(bitPattern: hash)
+    }
+
     /// The database's sequence: 0 when the table is missing.
     ///
     /// A malformed table or row (other columns, no row or several,

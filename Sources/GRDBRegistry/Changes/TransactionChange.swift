@@ -24,8 +24,9 @@ public struct TransactionChange: Sendable, Hashable {
     public let sequence: UInt64
     /// SQLite's changeset (session extension format) of the transaction.
     public let changeset: Data
-    /// `PRAGMA main.schema_version` when the transaction committed: the
-    /// schema the changeset describes.
+    /// The version of the application's schema the changeset describes
+    /// (``ChangeSequence/schemaVersion(_:)``: a digest that only a
+    /// migration changes).
     public let schemaVersion: Int32
 
     /// A change, for instance read back from where it was stored.

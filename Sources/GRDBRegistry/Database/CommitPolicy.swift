@@ -85,10 +85,10 @@ final class CommitPolicy: TransactionObserver, Sendable {
     /// write transaction's (when tracing is on).
     func runChecked<T>(_ db: Database, _ updates: (Database) throws -> T, tracing: DatabaseTracing, context: ServiceContext?) throws -> T {
         try checkOutOfBandWrites(db)
-        let schemaVersion = invariants.isEmpty ? nil : try Self.schemaVersion(db)
+        let schemaVersion = invariants.isEmpty ? nil : try db.schemaVersion()
         let result = try updates(db)
         if !invariants.isEmpty {
-            let incremental = try Self.schemaVersion(db) == schemaVersion
+            let incremental = try db.schemaVersion() == schemaVersion
             try tracing.withChildSpan(.invariants, database: database, of: context) { span in
                 span?.attributes[DatabaseSpan.Attribute.invariantCount] = invariants.count
                 try checkInvariants(db, incremental: incremental)
@@ -97,10 +97,6 @@ final class CommitPolicy: TransactionObserver, Sendable {
         markChecked()
         tracing.traceCommit(db, database: database, context: context)
         return result
-    }
-
-    private static func schemaVersion(_ db: Database) throws -> Int? {
-        try Int.fetchOne(db.cachedStatement(sql: "PRAGMA schema_version"))
     }
 
     /// Called at the end of a checked write, inside its transaction.

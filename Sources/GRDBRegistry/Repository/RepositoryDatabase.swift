@@ -272,6 +272,13 @@ public final class RepositoryDatabase: TopLevelDatabaseReader, Sendable {
                     }
                     try writer.read { db in try commitPolicy.checkInvariants(db) }
                 }
+                if managed.acknowledgement?.recordsChanges == true {
+                    // The bookkeeping of recorded writes comes with the
+                    // schema, not with the first write: a new tenant's
+                    // first replica holds it, and its first recorded
+                    // write is no schema change.
+                    try writer.write { db in try ChangeSequence.prepare(db) }
+                }
             }
             managed.enforceChecks()
         } catch {

@@ -47,9 +47,11 @@ extension TenantDirectory {
         if FileManager.default.fileExists(atPath: path) { throw TenantError.alreadyExists(id) }
         let temporary = layout.provisioningPath(for: id)
         defer { DurableFiles.removeDatabase(temporary) }
+        // With the tenant's acknowledgement: a tenant whose writes are
+        // recorded gets its sequence table with its schema (RepositoryDatabase).
         let repository = try Repository.openTenant(opening(
             id, path: temporary, policy: .apply,
-            configuration: configuration ?? self.configuration(id, path)))
+            configuration: configuration ?? self.configuration(id, path), acknowledgement: acknowledgement(id)))
         // The migrations must reach the main file: the link below carries
         // it, not its WAL. `close()` only reports a failed checkpoint (a
         // full disk), so checkpoint first, and fail if it fails.

@@ -405,7 +405,15 @@ final class DurableTail: Sendable {
     ///   conflict, ``/GRDBCipher/ChangeSealingError`` on a change that
     ///   fails its authentication: the file is left as restored, and the
     ///   tenant must not be served.
-    func replay(_ id: TenantID, epoch: UInt64, encrypted: Bool, path: String) async throws -> ChangeReplayReport {
+    ///
+    /// - parameter restored: Whether the file was just restored from the
+    ///   replica (rather than kept from this node's previous tenure): then
+    ///   every change it holds is in the replica or in the log, and the
+    ///   tenant's next change is appended at once, without bringing the
+    ///   base up to date first. A kept copy may hold commits that reached
+    ///   neither (an append that failed), so its next change waits for the
+    ///   base.
+    func replay(_ id: TenantID, epoch: UInt64, encrypted: Bool, path: String, restored: Bool) async throws -> ChangeReplayReport {
         let storage = storage
         let key = encrypted ? try storage.key(for: id) : nil
         let configuration = try storage.connectionConfiguration(key: key)
@@ -422,16 +430,20 @@ final class DurableTail: Sendable {
                 changeset: try sealing?.open(logged.payload, tenant: id.rawValue, epoch: logged.epoch, sequence: logged.sequence) ?? logged.payload,
                 schemaVersion: logged.schemaVersion)
         }
-        let report = try await BlockingWork.run { () throws -> ChangeReplayReport in
+        let (report, schema) = try await BlockingWork.run { () throws -> (ChangeReplayReport, Int32) in
             let queue = try DatabaseQueue(path: path, configuration: configuration)
             defer { try? queue.close() }
             let report = try queue.write { try ChangeReplay.apply(changes, to: $0) }
             let check = try queue.read { try String.fetchAll($0, sql: "PRAGMA quick_check") }
             guard check == ["ok"] else { throw DatabaseServiceError.tailReplayDamaged(tenant: id.rawValue, problems: check) }
-            return report
+            return (report, try queue.read { try ChangeSequence.schemaVersion($0) })
         }
         state.withLock { state in
             var tenant = Tenant(epoch: epoch)
+            if restored {
+                tenant.through = max(base, report.sequence)
+                tenant.baseSchema = schema
+            }
             tenant.lastAppended = max(base, report.sequence)
             tenant.truncatedThrough = base
             tenant.oldestKept = report.applied > 0 ? .now : nil
@@ -440,6 +452,23 @@ final class DurableTail: Sendable {
         }
         updateGauges([id])
         return report
+    }
+
+    /// Records that the base of tenant `id`, held at `epoch`, has every
+    /// change through `sequence`, at `schema`: a replica round that
+    /// started after they were committed has ended (a new tenant's first
+    /// replica). Its next change is then appended without a catch-up.
+    func baseHolds(_ id: TenantID, epoch: UInt64, through sequence: UInt64, schema: Int32) {
+        let changed = state.withLock { state -> Bool in
+            var tenant = state.tenants[id] ?? Tenant(epoch: epoch)
+            guard tenant.epoch == epoch, !tenant.lost else { return false }
+            tenant.through = max(tenant.through ?? 0, sequence)
+            tenant.baseSchema = schema
+            state.tenants[id] = tenant
+            state.dirty.insert(id)
+            return true
+        }
+        if changed { pump() }
     }
 
     /// Forgets tenant `id` (let go, or about to be restored): its waiting

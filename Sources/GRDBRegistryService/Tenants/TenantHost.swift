@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import GRDBBackup
 import GRDBMigrations
 import GRDBRegistry
@@ -182,7 +183,8 @@ public final class TenantHost<Repository: TenantRepository>: Sendable {
             // Restoring replaces the file: nothing may hold it open.
             try directory.close(id, force: true)
             let path = try directory.path(of: id)
-            if keepLocal && FileManager.default.fileExists(atPath: path) {
+            let keptLocal = keepLocal && FileManager.default.fileExists(atPath: path)
+            if keptLocal {
                 logger.info("keeping the local copy", metadata: ["tenant": "\(id)", "epoch": "\(epoch)"])
             } else {
                 let (restore, checks) = (self.restore, restoreChecks)
@@ -206,7 +208,7 @@ public final class TenantHost<Repository: TenantRepository>: Sendable {
                 // What the base lacks of the acknowledged writes: nothing
                 // is served before it is back, or if any is missing.
                 tail.forget(id)
-                let report = try await tail.replay(id, epoch: epoch, encrypted: encrypted, path: path)
+                let report = try await tail.replay(id, epoch: epoch, encrypted: encrypted, path: path, restored: !keptLocal)
                 logger.info("replayed the durable tail", metadata: [
                     "tenant": "\(id)", "epoch": "\(epoch)", "applied": "\(report.applied)", "skipped": "\(report.skipped)",
                     "sequence": "\(report.sequence)"])
@@ -358,11 +360,28 @@ public final class TenantHost<Repository: TenantRepository>: Sendable {
             entry = TenantOwnership.Entry(owned: .init(epoch: epoch, encrypted: encrypted, phase: .serving), step: step)
         }
         do {
+            // Read before the replica round: the round then covers it, and
+            // the tenant's first durable write needs no catch-up.
+            let base = try await baseState(of: id, encrypted: encrypted)
             try await replicator.replicate(id)
             try await acknowledgements.waitUntilReplicated(id)
+            if let base { ownership.changeTail?.baseHolds(id, epoch: epoch, through: base.sequence, schema: base.schema) }
         } catch {
             forget(id, step: step)
             throw error
+        }
+    }
+
+    /// The sequence number and schema version of tenant `id`'s file, when
+    /// the node keeps a durable tail (nil otherwise).
+    private func baseState(of id: TenantID, encrypted: Bool) async throws -> (sequence: UInt64, schema: Int32)? {
+        guard ownership.changeTail != nil else { return nil }
+        let path = try directory.path(of: id)
+        let configuration = try storage.connectionConfiguration(key: encrypted ? try storage.key(for: id) : nil)
+        return try await BlockingWork.run {
+            let queue = try DatabaseQueue(path: path, configuration: configuration)
+            defer { try? queue.close() }
+            return try queue.read { db in (try ChangeSequence.current(db), try ChangeSequence.schemaVersion(db)) }
         }
     }
 

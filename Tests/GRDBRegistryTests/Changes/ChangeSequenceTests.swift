@@ -25,6 +25,39 @@ import Testing
         }
     }
 
+    /// Litestream creates its tables when it starts replicating a file (a
+    /// restored one included): that must not look like a migration, which
+    /// would make the durable tail wait for a replica round.
+    @Test func theSchemaVersionChangesWithTheSchemaButNotWithLitestreamsTables() throws {
+        let directory = try TemporaryDirectory()
+        let queue = try DatabaseQueue(path: directory.path("db.sqlite"))
+        try queue.write { db in try db.execute(sql: "CREATE TABLE player (id INTEGER PRIMARY KEY, name TEXT)") }
+        let initial = try queue.read(ChangeSequence.schemaVersion)
+        let pragma = try queue.read { try $0.schemaVersion() }
+        try queue.write { db in
+            try db.execute(sql: """
+                CREATE TABLE IF NOT EXISTS _litestream_seq (id INTEGER PRIMARY KEY, seq INTEGER);
+                CREATE TABLE IF NOT EXISTS _litestream_lock (id INTEGER);
+                """)
+        }
+        #expect(try queue.read { try $0.schemaVersion() } != pragma)
+        #expect(try queue.read(ChangeSequence.schemaVersion) == initial)
+
+        // Another file with the same schema has the same version.
+        let other = try DatabaseQueue(path: directory.path("other.sqlite"))
+        try other.write { db in try db.execute(sql: "CREATE TABLE player (id INTEGER PRIMARY KEY, name TEXT)") }
+        #expect(try other.read(ChangeSequence.schemaVersion) == initial)
+
+        try queue.write(ChangeSequence.prepare)
+        let prepared = try queue.read(ChangeSequence.schemaVersion)
+        #expect(prepared != initial)
+        try queue.write { db in try db.execute(sql: "CREATE INDEX player_on_name ON player(name)") }
+        let indexed = try queue.read(ChangeSequence.schemaVersion)
+        #expect(indexed != prepared)
+        try queue.write { db in try db.execute(sql: "ALTER TABLE player ADD COLUMN score INTEGER") }
+        #expect(try queue.read(ChangeSequence.schemaVersion) != indexed)
+    }
+
     @Test(arguments: [
         "CREATE TABLE grdbregistry_sequence (id INTEGER PRIMARY KEY, sequence INTEGER); INSERT INTO grdbregistry_sequence VALUES (1, 1), (2, 2)",
         "CREATE TABLE grdbregistry_sequence (id INTEGER PRIMARY KEY, sequence INTEGER); INSERT INTO grdbregistry_sequence VALUES (1, -3)",
