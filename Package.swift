@@ -121,6 +121,7 @@ let package = Package(
             name: "GRDBRegistryService",
             dependencies: [
                 "GRDBRegistryConfiguration",
+                "GRDBReplicaStore",
                 "GRDBRegistry",
                 "GRDBMigrations",
                 "GRDBCipher",

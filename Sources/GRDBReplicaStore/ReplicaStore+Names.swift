@@ -15,8 +15,11 @@ extension ReplicaStore {
     ///   is not one path component (``validateName(_:)``).
     public static func databaseKey(_ name: String) throws(ReplicaStoreError) -> String {
         try validateName(name)
-        return "databases/" + name
+        return databasesPrefix + name
     }
+
+    /// `databases/`: the prefix of every named database's key.
+    public static let databasesPrefix = "databases/"
 
     /// `tenants/`: the prefix of every tenant's key.
     public static let tenantsPrefix = "tenants/"
@@ -95,6 +98,15 @@ extension ReplicaStore {
     /// `removed/tenants/`: the prefix of every removed tenant's key.
     public static let removedTenantsPrefix = "removed/tenants/"
 
+    /// `removed/tenants/<id>/`: the prefix of every kept removal of
+    /// tenant `id`.
+    ///
+    /// - throws: ``ReplicaStoreError/invalidKey(_:reason:)``.
+    public static func removedTenantPrefix(_ id: String) throws(ReplicaStoreError) -> String {
+        try validateName(id)
+        return removedTenantsPrefix + id + "/"
+    }
+
     /// `removed/tenants/<id>/<stamp>`: where the replica of tenant `id`,
     /// removed at `date`, is kept for the retention of removed tenants
     /// (``removalStamp(_:)``).
@@ -106,8 +118,7 @@ extension ReplicaStore {
     ///
     /// - throws: ``ReplicaStoreError/invalidKey(_:reason:)``.
     public static func removedTenantKey(_ id: String, removedAt date: Date) throws(ReplicaStoreError) -> String {
-        try validateName(id)
-        return removedTenantsPrefix + id + "/" + removalStamp(date)
+        try removedTenantPrefix(id) + removalStamp(date)
     }
 
     /// The name of a removal's time: UTC, `yyyyMMdd'T'HHmmss.SSS'Z'`, so
@@ -129,6 +140,25 @@ extension ReplicaStore {
         formatter.timeZone = TimeZone(identifier: "UTC")
         formatter.dateFormat = "yyyyMMdd'T'HHmmss.SSS'Z'"
         return formatter
+    }
+
+    /// The names directly under `key` in a listing of its prefix
+    /// (`key/`), sorted and each once: the "folders" and objects a key
+    /// holds, whatever the backend (a bucket has no folders).
+    ///
+    /// ```swift
+    /// let objects = [ReplicaObject(key: "tenants/acme/epoch-00000000000000000001/a.ltx", size: 9),
+    ///                ReplicaObject(key: "tenants/bravo/b.ltx", size: 9)]
+    /// print(ReplicaStore.names(under: "tenants", in: objects)) // ["acme", "bravo"]
+    /// ```
+    public static func names(under key: String, in objects: [ReplicaObject]) -> [String] {
+        let prefix = key.isEmpty ? "" : key + "/"
+        var names: Set<String> = []
+        for object in objects where object.key.hasPrefix(prefix) {
+            let rest = object.key.dropFirst(prefix.count)
+            if let name = rest.split(separator: "/", maxSplits: 1).first { names.insert(String(name)) }
+        }
+        return names.sorted()
     }
 
     // MARK: - The encrypted backup directory of a single server

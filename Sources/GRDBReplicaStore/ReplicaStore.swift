@@ -39,6 +39,7 @@ import Foundation
 ///
 /// ### Names
 /// - ``databaseKey(_:)``
+/// - ``databasesPrefix``
 /// - ``tenantKey(_:)``
 /// - ``tenantsPrefix``
 /// - ``epochKey(tenant:epoch:)``
@@ -48,8 +49,10 @@ import Foundation
 /// - ``encryptedSnapshotFileName``
 /// - ``removedTenantKey(_:removedAt:)``
 /// - ``removedTenantsPrefix``
+/// - ``removedTenantPrefix(_:)``
 /// - ``removalStamp(_:)``
 /// - ``removalDate(ofStamp:)``
+/// - ``names(under:in:)``
 ///
 /// ### The encrypted backup directory of a single server
 /// - ``encryptedBackupKey(forDatabase:)``
