@@ -127,16 +127,14 @@ public struct LitestreamRestore: Sendable {
     /// ids you know, from your catalog).
     public func replicatedTenants() throws -> [TenantID] {
         let store = try replicaFolder(for: "tenants", listing: "only a file:// replica can be listed; restore tenants by id")
-        let objects = try list(store, prefix: ReplicaStore.tenantsPrefix, for: "tenants")
-        return ReplicaStore.names(under: String(ReplicaStore.tenantsPrefix.dropLast()), in: objects).compactMap { try? TenantID($0) }
+        return try names(in: store, under: String(ReplicaStore.tenantsPrefix.dropLast()), for: "tenants").compactMap { try? TenantID($0) }
     }
 
     /// The named databases that have a replica, for a `file://` replica
     /// (like ``replicatedTenants()``).
     public func replicatedDatabases() throws -> [String] {
         let store = try replicaFolder(for: "databases", listing: "only a file:// replica can be listed; restore databases by name")
-        let objects = try list(store, prefix: ReplicaStore.databasesPrefix, for: "databases")
-        return ReplicaStore.names(under: String(ReplicaStore.databasesPrefix.dropLast()), in: objects)
+        return try names(in: store, under: String(ReplicaStore.databasesPrefix.dropLast()), for: "databases")
     }
 
     /// The replica store as a folder, which this process can list; the
@@ -147,6 +145,16 @@ public struct LitestreamRestore: Sendable {
             throw ReplicationError.restoreFailed(database: database, reason: reason)
         }
         return folder
+    }
+
+    /// The names under `key`, empty folders included (an empty epoch
+    /// folder beside a replica is a layout the restore refuses).
+    private func names(in folder: FolderReplicaStoreBackend, under key: String, for database: String) throws -> [String] {
+        do {
+            return try folder.names(under: key)
+        } catch {
+            throw ReplicationError.restoreFailed(database: database, reason: "can't list the replica store: \(error)")
+        }
     }
 
     private func list(_ folder: FolderReplicaStoreBackend, prefix: String, for database: String) throws -> [ReplicaObject] {
@@ -211,7 +219,7 @@ public struct LitestreamRestore: Sendable {
         let folder = try replicaFolder(for: id.databaseName, listing: "epochs can only be listed in a file:// replica store")
         let tenant = try ReplicaStore.tenantKey(id.rawValue)
         let objects = try list(folder, prefix: tenant + "/", for: id.databaseName)
-        return try ReplicaStore.names(under: tenant, in: objects).compactMap { name -> ReplicaEpoch? in
+        return try names(in: folder, under: tenant, for: id.databaseName).compactMap { name -> ReplicaEpoch? in
             guard let epoch = ReplicaStore.epoch(ofFolderName: name) else { return nil }
             let epochKey = try ReplicaStore.epochKey(tenant: id.rawValue, epoch: epoch)
             let snapshot = try ReplicaStore.encryptedSnapshotKey(tenant: id.rawValue, epoch: epoch)
@@ -363,7 +371,7 @@ public struct LitestreamRestore: Sendable {
         guard let folder = (try? replication.store)?.folder else { return .single }
         let tenant = try ReplicaStore.tenantKey(id.rawValue)
         let directory = try folder.path(of: tenant)
-        let names = ReplicaStore.names(under: tenant, in: try list(folder, prefix: tenant + "/", for: id.databaseName))
+        let names = try names(in: folder, under: tenant, for: id.databaseName)
         let others = names.filter { ReplicaStore.epoch(ofFolderName: $0) == nil }
         let epochs = try replicaEpochs(of: id)
         switch (epochs.isEmpty, others.isEmpty) {

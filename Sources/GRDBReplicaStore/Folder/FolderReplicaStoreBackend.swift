@@ -47,6 +47,7 @@ import Darwin
 ///
 /// ### Files
 /// - ``path(of:)``
+/// - ``names(under:)``
 /// - ``moveFolder(_:to:)``
 /// - ``deleteFolder(_:)``
 /// - ``temporaryPrefix``
@@ -211,6 +212,42 @@ public struct FolderReplicaStoreBackend: ReplicaStoreBackend, Sendable, Equatabl
                 objects.append(ReplicaObject(key: childKey, size: child.size))
             }
         }
+    }
+
+    /// The names directly under the folder of `key` (the whole store for
+    /// `""`), sorted: objects and folders, empty folders included, which
+    /// a listing of objects (``list(prefix:)``, or an object store's
+    /// ``ReplicaStore/names(under:in:)``) can't show. A missing folder has
+    /// none. The folder layout's own checks (an empty epoch folder beside a
+    /// replica) need them.
+    ///
+    /// ```swift
+    /// print(try folder.names(under: "tenants")) // ["acme", "ghost"]
+    /// ```
+    ///
+    /// - throws: ``ReplicaStoreError/invalidKey(_:reason:)``,
+    ///   ``ReplicaStoreError/localFile(path:reason:)``.
+    public func names(under key: String) throws -> [String] {
+        let path = key.isEmpty ? root : try path(of: key)
+        guard let directory = opendir(path) else {
+            if errno == ENOENT || errno == ENOTDIR { return [] }
+            throw ReplicaStoreError.localFile(path: path, reason: "can't list it: \(Self.lastError())")
+        }
+        defer { closedir(directory) }
+        var names: [String] = []
+        while true {
+            errno = 0
+            guard let entry = readdir(directory) else {
+                if errno != 0 { throw ReplicaStoreError.localFile(path: path, reason: "can't list it: \(Self.lastError())") }
+                break
+            }
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { bytes in
+                String(decoding: bytes.prefix(while: { $0 != 0 }), as: UTF8.self)
+            }
+            if name == "." || name == ".." || name.hasPrefix(Self.temporaryPrefix) { continue }
+            names.append(name)
+        }
+        return names.sorted()
     }
 
     // MARK: - Delete
