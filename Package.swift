@@ -139,6 +139,7 @@ let package = Package(
             dependencies: [
                 "TestSupport",
                 "GRDBRegistryService",
+                "GRDBReplicaStore",
                 "GRDBBackup",
                 "GRDBMigrations",
                 "GRDBRegistryExamples",
