@@ -139,7 +139,7 @@ extension RegistryConfiguration {
         /// print(try store.url(of: ReplicaStore.tenantKey("acme"))) // file:///srv/replica/tenants/acme
         /// ```
         ///
-        /// - throws: ``/GRDBReplicaStore/ReplicaStoreError/invalidConfiguration(reason:)``
+        /// - throws: `ReplicaStoreError.invalidConfiguration(reason:)`
         ///   for a replica this build has no store backend for (Litestream
         ///   may still replicate to it, at ``replicaURL(forTenant:)``).
         public var store: ReplicaStore {
@@ -147,9 +147,9 @@ extension RegistryConfiguration {
         }
 
         /// The replica URL of tenant `id`: `<replica>/tenants/<id>`
-        /// (forwards to ``/GRDBReplicaStore/ReplicaStore/tenantKey(_:)``).
+        /// (forwards to `ReplicaStore.tenantKey(_:)`).
         ///
-        /// - throws: ``/GRDBReplicaStore/ReplicaStoreError/invalidKey(_:reason:)``
+        /// - throws: `ReplicaStoreError.invalidKey(_:reason:)`
         ///   when `id` is not one path component.
         public func replicaURL(forTenant id: String) throws(ReplicaStoreError) -> String {
             try ReplicaStore.url(of: ReplicaStore.tenantKey(id), under: replica)
@@ -157,7 +157,7 @@ extension RegistryConfiguration {
 
         /// The replica URL of tenant `id` as owned at `epoch`, in a fleet:
         /// `<replica>/tenants/<id>/epoch-<epoch, 20 digits>` (forwards to
-        /// ``/GRDBReplicaStore/ReplicaStore/epochKey(tenant:epoch:)``). Each
+        /// `ReplicaStore.epochKey(tenant:epoch:)`). Each
         /// owner writes under its own epoch, so a node that lost its lease
         /// and still uploads never mixes its files with the new owner's; the
         /// names sort as the epochs do.
@@ -168,36 +168,36 @@ extension RegistryConfiguration {
         /// // file:///srv/replica/tenants/acme/epoch-00000000000000000007
         /// ```
         ///
-        /// - throws: ``/GRDBReplicaStore/ReplicaStoreError/invalidKey(_:reason:)``.
+        /// - throws: `ReplicaStoreError.invalidKey(_:reason:)`.
         public func replicaURL(forTenant id: String, epoch: UInt64) throws(ReplicaStoreError) -> String {
             try ReplicaStore.url(of: ReplicaStore.epochKey(tenant: id, epoch: epoch), under: replica)
         }
 
         /// The folder of an epoch (forwards to
-        /// ``/GRDBReplicaStore/ReplicaStore/epochFolderName(_:)``).
+        /// `ReplicaStore.epochFolderName(_:)`).
         public static func epochFolderName(_ epoch: UInt64) -> String {
             ReplicaStore.epochFolderName(epoch)
         }
 
         /// The epoch of an epoch folder's name, or nil for any other name
-        /// (forwards to ``/GRDBReplicaStore/ReplicaStore/epoch(ofFolderName:)``).
+        /// (forwards to `ReplicaStore.epoch(ofFolderName:)`).
         public static func epoch(ofFolderName name: String) -> UInt64? {
             ReplicaStore.epoch(ofFolderName: name)
         }
 
         /// The file name of an encrypted tenant's snapshot in its epoch
-        /// folder (forwards to ``/GRDBReplicaStore/ReplicaStore/encryptedSnapshotFileName``).
+        /// folder (forwards to `ReplicaStore.encryptedSnapshotFileName`).
         public static let encryptedReplicaFileName = ReplicaStore.encryptedSnapshotFileName
 
         /// The directory of a `file://` replica, or nil for another scheme
-        /// (forwards to the ``store``'s ``/GRDBReplicaStore/FolderReplicaStoreBackend/root``).
+        /// (forwards to the ``store``'s `FolderReplicaStoreBackend.root`).
         public var replicaDirectory: String? {
             (try? store)?.folder?.root
         }
 
         /// The encrypted backup directory of a single server, as a folder
-        /// store: its names are ``/GRDBReplicaStore/ReplicaStore``'s
-        /// (``/GRDBReplicaStore/ReplicaStore/encryptedBackupKey(forTenant:)``…).
+        /// store: its names are `ReplicaStore`'s
+        /// (`ReplicaStore.encryptedBackupKey(forTenant:)`…).
         /// It stays a local folder whatever ``replica`` is.
         package var encryptedBackups: FolderReplicaStoreBackend? {
             encryptedBackupDirectory.map(FolderReplicaStoreBackend.init(root:))
@@ -248,9 +248,9 @@ extension RegistryConfiguration {
 
         /// The replica URL of the named database `name`:
         /// `<replica>/databases/<name>` (forwards to
-        /// ``/GRDBReplicaStore/ReplicaStore/databaseKey(_:)``).
+        /// `ReplicaStore.databaseKey(_:)`).
         ///
-        /// - throws: ``/GRDBReplicaStore/ReplicaStoreError/invalidKey(_:reason:)``.
+        /// - throws: `ReplicaStoreError.invalidKey(_:reason:)`.
         public func replicaURL(forDatabase name: String) throws(ReplicaStoreError) -> String {
             try ReplicaStore.url(of: ReplicaStore.databaseKey(name), under: replica)
         }

@@ -22,10 +22,13 @@ import GRDBReplicaStore
 /// - its encrypted backup, `<encryptedBackupDirectory>/tenants/<id>.sqlite`,
 ///   to `<encryptedBackupDirectory>/removed/tenants/<id>/<time>.sqlite`.
 ///
-/// `<time>` is the removal's UTC time, `yyyyMMdd'T'HHmmss.SSS'Z'`. The
-/// replicator deletes what is older than the retention at each scan.
-/// Replicas elsewhere than `file://` (S3…) can't be moved or listed
-/// without their provider's tools: they stay at `<replica>/tenants/<id>`,
+/// `<time>` is the removal's UTC time, `yyyyMMdd'T'HHmmss.SSS'Z'`; every
+/// one of these names is `ReplicaStore`'s (`removedTenantKey(_:removedAt:)`,
+/// `removedEncryptedBackupKey(_:removedAt:)`). The replicator deletes what
+/// is older than the retention at each scan. Only a folder store moves a
+/// replica, with one `rename(2)`: a store without renames (S3) would copy
+/// and delete it object by object, every LTX file of the tenant, which is
+/// neither atomic nor cheap, so such replicas stay at `<replica>/tenants/<id>`,
 /// for the provider's lifecycle rules to expire.
 package struct RemovedTenantReplicas: Sendable {
     /// One removal of a tenant, and what it left.
