@@ -121,6 +121,7 @@ let package = Package(
             name: "GRDBRegistryService",
             dependencies: [
                 "GRDBRegistryConfiguration",
+                "GRDBReplicaStore",
                 "GRDBRegistry",
                 "GRDBMigrations",
                 "GRDBCipher",
@@ -138,6 +139,7 @@ let package = Package(
             dependencies: [
                 "TestSupport",
                 "GRDBRegistryService",
+                "GRDBReplicaStore",
                 "GRDBBackup",
                 "GRDBMigrations",
                 "GRDBRegistryExamples",

@@ -1,4 +1,5 @@
 import Foundation
+import GRDBReplicaStore
 
 extension RegistryConfiguration {
     /// Continuous replication of plain databases with Litestream, and
@@ -23,7 +24,7 @@ extension RegistryConfiguration {
     ///
     /// ```swift
     /// let replication = RegistryConfiguration.Replication(replica: "file:///srv/replica")
-    /// print(replication.replicaURL(forTenant: "acme")) // file:///srv/replica/tenants/acme
+    /// print(try replication.replicaURL(forTenant: "acme")) // file:///srv/replica/tenants/acme
     /// ```
     ///
     /// In a fleet, each owner of a tenant replicates it under its epoch
@@ -129,109 +130,90 @@ extension RegistryConfiguration {
         /// monitor's interval (also one second).
         public static let litestreamSyncInterval = Duration.seconds(1)
 
-        /// The replica URL of tenant `id`.
-        public func replicaURL(forTenant id: String) -> String {
-            Self.join(replica, "tenants", id)
+        /// The store of ``replica``: the one owner of every name under it,
+        /// and the backend that lists, reads and writes its objects.
+        ///
+        /// ```swift
+        /// let replication = RegistryConfiguration.Replication(replica: "file:///srv/replica")
+        /// let store = try replication.store
+        /// print(try store.url(of: ReplicaStore.tenantKey("acme"))) // file:///srv/replica/tenants/acme
+        /// ```
+        ///
+        /// - throws: `ReplicaStoreError.invalidConfiguration(reason:)`
+        ///   for a replica this build has no store backend for (Litestream
+        ///   may still replicate to it, at ``replicaURL(forTenant:)``).
+        public var store: ReplicaStore {
+            get throws(ReplicaStoreError) { try ReplicaStore(replica: replica) }
+        }
+
+        /// The replica URL of tenant `id`: `<replica>/tenants/<id>`
+        /// (forwards to `ReplicaStore.tenantKey(_:)`).
+        ///
+        /// - throws: `ReplicaStoreError.invalidKey(_:reason:)`
+        ///   when `id` is not one path component.
+        public func replicaURL(forTenant id: String) throws(ReplicaStoreError) -> String {
+            try ReplicaStore.url(of: ReplicaStore.tenantKey(id), under: replica)
         }
 
         /// The replica URL of tenant `id` as owned at `epoch`, in a fleet:
-        /// `<replica>/tenants/<id>/epoch-<epoch, 20 digits>`. Each owner
-        /// writes under its own epoch, so a node that lost its lease and
-        /// still uploads never mixes its files with the new owner's; the
+        /// `<replica>/tenants/<id>/epoch-<epoch, 20 digits>` (forwards to
+        /// `ReplicaStore.epochKey(tenant:epoch:)`). Each
+        /// owner writes under its own epoch, so a node that lost its lease
+        /// and still uploads never mixes its files with the new owner's; the
         /// names sort as the epochs do.
         ///
         /// ```swift
         /// let replication = RegistryConfiguration.Replication(replica: "file:///srv/replica")
-        /// print(replication.replicaURL(forTenant: "acme", epoch: 7))
+        /// print(try replication.replicaURL(forTenant: "acme", epoch: 7))
         /// // file:///srv/replica/tenants/acme/epoch-00000000000000000007
         /// ```
-        public func replicaURL(forTenant id: String, epoch: UInt64) -> String {
-            Self.join(replica, "tenants", id, Self.epochFolderName(epoch))
+        ///
+        /// - throws: `ReplicaStoreError.invalidKey(_:reason:)`.
+        public func replicaURL(forTenant id: String, epoch: UInt64) throws(ReplicaStoreError) -> String {
+            try ReplicaStore.url(of: ReplicaStore.epochKey(tenant: id, epoch: epoch), under: replica)
         }
 
-        /// The folder of an epoch: `epoch-` and the epoch in 20 digits
-        /// (the width of `UInt64.max`), so that names sort as epochs do.
+        /// The folder of an epoch (forwards to
+        /// `ReplicaStore.epochFolderName(_:)`).
         public static func epochFolderName(_ epoch: UInt64) -> String {
-            let digits = String(epoch)
-            return "epoch-" + String(repeating: "0", count: 20 - digits.count) + digits
+            ReplicaStore.epochFolderName(epoch)
         }
 
-        /// The epoch of an epoch folder's name (``epochFolderName(_:)``),
-        /// or nil for any other name.
+        /// The epoch of an epoch folder's name, or nil for any other name
+        /// (forwards to `ReplicaStore.epoch(ofFolderName:)`).
         public static func epoch(ofFolderName name: String) -> UInt64? {
-            guard name.hasPrefix("epoch-") else { return nil }
-            let digits = name.dropFirst("epoch-".count)
-            guard digits.count == 20, digits.allSatisfy({ $0.isASCII && $0.isNumber }) else { return nil }
-            return UInt64(digits)
+            ReplicaStore.epoch(ofFolderName: name)
         }
 
-        /// The file name of an encrypted tenant's backup in its epoch
-        /// folder (``TenantStorage/encryptedReplicaPath(for:epoch:)``).
-        public static let encryptedReplicaFileName = "encrypted.sqlite"
+        /// The file name of an encrypted tenant's snapshot in its epoch
+        /// folder (forwards to `ReplicaStore.encryptedSnapshotFileName`).
+        public static let encryptedReplicaFileName = ReplicaStore.encryptedSnapshotFileName
 
-        /// The directory of a `file://` replica, or nil for another scheme.
+        /// The directory of a `file://` replica, or nil for another scheme
+        /// (forwards to the ``store``'s `FolderReplicaStoreBackend.root`).
         public var replicaDirectory: String? {
-            guard replica.hasPrefix("file://") else { return nil }
-            return String(replica.dropFirst("file://".count))
+            (try? store)?.folder?.root
         }
 
-        // The same layout as the replica URLs, as paths of a `file://`
-        // replica and of the encrypted backup directory: the files this
-        // process lists, moves or writes itself. Nil when there is no
-        // such directory.
-
-        /// `<replica path>/tenants`: the folder of every tenant's replica.
-        package var tenantReplicasDirectory: String? {
-            replicaDirectory.map { URL(fileURLWithPath: $0).appendingPathComponent("tenants").path }
-        }
-
-        /// `<replica path>/tenants/<id>`: tenant `id`'s replica
-        /// (``replicaURL(forTenant:)``), or in a fleet the folder of its
-        /// epoch folders (``replicaURL(forTenant:epoch:)``).
-        package func replicaDirectory(forTenant id: String) -> String? {
-            tenantReplicasDirectory.map { URL(fileURLWithPath: $0).appendingPathComponent(id).path }
-        }
-
-        /// `<replica path>/databases/<name>`: the replica of the named
-        /// database `name` (``replicaURL(forDatabase:)``).
-        package func replicaDirectory(forDatabase name: String) -> String? {
-            replicaDirectory.map { URL(fileURLWithPath: $0).appendingPathComponent("databases").appendingPathComponent(name).path }
-        }
-
-        /// `<replica path>/tenants/<id>/epoch-<epoch>/encrypted.sqlite`:
-        /// the encrypted backup of the encrypted tenant `id` owned at
-        /// `epoch`, in a fleet (``encryptedReplicaFileName``).
-        package func encryptedReplicaPath(forTenant id: String, epoch: UInt64) -> String? {
-            replicaDirectory(forTenant: id).map {
-                URL(fileURLWithPath: $0).appendingPathComponent(Self.epochFolderName(epoch))
-                    .appendingPathComponent(Self.encryptedReplicaFileName).path
-            }
+        /// The encrypted backup directory of a single server, as a folder
+        /// store: its names are `ReplicaStore`'s
+        /// (`ReplicaStore.encryptedBackupKey(forTenant:)`…).
+        /// It stays a local folder whatever ``replica`` is.
+        package var encryptedBackups: FolderReplicaStoreBackend? {
+            encryptedBackupDirectory.map(FolderReplicaStoreBackend.init(root:))
         }
 
         /// `<encryptedBackupDirectory>/<name>.sqlite`: the scheduled
-        /// encrypted backup of the named database `name`.
+        /// encrypted backup of the named database `name`; nil without a
+        /// backup directory or for a name that is not one path component.
         package func encryptedBackupPath(forDatabase name: String) -> String? {
-            encryptedBackupDirectory.map { URL(fileURLWithPath: $0).appendingPathComponent(name + ".sqlite").path }
+            try? encryptedBackups?.path(of: ReplicaStore.encryptedBackupKey(forDatabase: name))
         }
 
         /// `<encryptedBackupDirectory>/tenants/<id>.sqlite`: the scheduled
         /// encrypted backup of tenant `id`.
         package func encryptedBackupPath(forTenant id: String) -> String? {
-            encryptedBackupDirectory.map {
-                URL(fileURLWithPath: $0).appendingPathComponent("tenants").appendingPathComponent(id + ".sqlite").path
-            }
-        }
-
-        /// `<replica path>/removed/tenants`: where the replicas of removed
-        /// tenants are kept for ``removedTenantRetention``.
-        package var removedTenantReplicasDirectory: String? {
-            replicaDirectory.map { URL(fileURLWithPath: $0).appendingPathComponent("removed/tenants").path }
-        }
-
-        /// `<encryptedBackupDirectory>/removed/tenants`: where the
-        /// encrypted backups of removed tenants are kept.
-        package var removedTenantBackupsDirectory: String? {
-            encryptedBackupDirectory.map { URL(fileURLWithPath: $0).appendingPathComponent("removed/tenants").path }
+            try? encryptedBackups?.path(of: ReplicaStore.encryptedBackupKey(forTenant: id))
         }
 
         /// How long acknowledged writes may be lost when the node dies
@@ -264,15 +246,13 @@ extension RegistryConfiguration {
         /// to be uploaded.
         public static let litestreamMonitorInterval = Duration.seconds(1)
 
-        /// The replica URL of the named database `name`.
-        public func replicaURL(forDatabase name: String) -> String {
-            Self.join(replica, "databases", name)
-        }
-
-        private static func join(_ base: String, _ components: String...) -> String {
-            var url = base
-            while url.hasSuffix("/") && !url.hasSuffix("://") { url.removeLast() }
-            return ([url] + components).joined(separator: "/")
+        /// The replica URL of the named database `name`:
+        /// `<replica>/databases/<name>` (forwards to
+        /// `ReplicaStore.databaseKey(_:)`).
+        ///
+        /// - throws: `ReplicaStoreError.invalidKey(_:reason:)`.
+        public func replicaURL(forDatabase name: String) throws(ReplicaStoreError) -> String {
+            try ReplicaStore.url(of: ReplicaStore.databaseKey(name), under: replica)
         }
 
         /// The replica URL schemes Litestream 0.5.17 accepts.

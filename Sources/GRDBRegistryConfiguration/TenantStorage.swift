@@ -3,6 +3,7 @@ import GRDB
 import GRDBCipher
 import GRDBMigrations
 import GRDBRegistry
+import GRDBReplicaStore
 
 /// Everything a tenant's storage is made of, decided in one place: its
 /// name, its file, its key, its connection settings, its migrations, its
@@ -287,7 +288,9 @@ public struct TenantStorage: Sendable {
 
     /// The Litestream replica URL of tenant `id`: `<replica>/tenants/<id>`.
     public func replicaURL(for id: TenantID) -> String? {
-        replication?.replicaURL(forTenant: id.rawValue)
+        // A tenant id (lowercase letters, digits, `-`, `_`) is always one
+        // valid component of a store key: the store can't refuse it.
+        try? replication?.replicaURL(forTenant: id.rawValue)
     }
 
     /// The Litestream replica URL of tenant `id` as owned at `epoch`, in a
@@ -300,7 +303,8 @@ public struct TenantStorage: Sendable {
     /// // file:///srv/replica/tenants/acme/epoch-00000000000000000003
     /// ```
     public func replicaURL(for id: TenantID, epoch: UInt64) -> String? {
-        replication?.replicaURL(forTenant: id.rawValue, epoch: epoch)
+        // Can't be refused: see replicaURL(for:).
+        try? replication?.replicaURL(forTenant: id.rawValue, epoch: epoch)
     }
 
     /// Where the encrypted backups of the encrypted tenant `id`, owned at
@@ -315,13 +319,13 @@ public struct TenantStorage: Sendable {
     /// // /srv/replica/tenants/acme/epoch-00000000000000000003/encrypted.sqlite
     /// ```
     public func encryptedReplicaPath(for id: TenantID, epoch: UInt64) -> String? {
-        replication?.encryptedReplicaPath(forTenant: id.rawValue, epoch: epoch)
+        try? replication?.store.folder?.path(of: ReplicaStore.encryptedSnapshotKey(tenant: id.rawValue, epoch: epoch))
     }
 
     /// The folder that holds the epoch folders of tenant `id` in a
     /// `file://` replica store (`<replica path>/tenants/<id>`), or nil.
     public func replicaEpochsDirectory(for id: TenantID) -> String? {
-        replication?.replicaDirectory(forTenant: id.rawValue)
+        try? replication?.store.folder?.path(of: ReplicaStore.tenantKey(id.rawValue))
     }
 
     /// The scheduled encrypted backup of tenant `id`:

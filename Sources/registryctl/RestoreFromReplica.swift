@@ -66,8 +66,8 @@ extension RestoreCommand {
             guard replication.replicaDirectory != nil else {
                 throw ValidationError("--all needs a file:// replica, which can be listed; \(replication.replica) can't: restore with --tenant ID and --name NAME.")
             }
-            for database in configuration.databases where database.key == nil
-                && replication.replicaDirectory(forDatabase: database.name).map(FileManager.default.fileExists(atPath:)) == true {
+            let replicated = Set(try restore.replicatedDatabases())
+            for database in configuration.databases where database.key == nil && replicated.contains(database.name) {
                 try addDatabase(database)
             }
             if configuration.tenants != nil {

@@ -79,7 +79,7 @@ private let quiet = Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() }
 
     @Test func epochPathsSortAsEpochsAndAreTheStoragesOwn() throws {
         let replication = RegistryConfiguration.Replication(replica: "file:///srv/replica/")
-        #expect(replication.replicaURL(forTenant: "acme", epoch: 7) == "file:///srv/replica/tenants/acme/epoch-00000000000000000007")
+        #expect(try replication.replicaURL(forTenant: "acme", epoch: 7) == "file:///srv/replica/tenants/acme/epoch-00000000000000000007")
         #expect(RegistryConfiguration.Replication.epochFolderName(UInt64.max) == "epoch-18446744073709551615")
         #expect(RegistryConfiguration.Replication.epochFolderName(9) < RegistryConfiguration.Replication.epochFolderName(10))
         #expect(RegistryConfiguration.Replication.epoch(ofFolderName: "epoch-00000000000000000012") == 12)

@@ -37,13 +37,13 @@ private func files(under url: URL) -> [URL] {
         #expect(replication.startsReplicator)
         #expect(replication.encryptedBackupInterval == .seconds(3600))
         #expect(replication.removedTenantRetention == .seconds(7 * 24 * 3600))
-        #expect(replication.replicaURL(forTenant: "acme") == "file:///srv/app/replica/tenants/acme")
-        #expect(replication.replicaURL(forDatabase: "catalog") == "file:///srv/app/replica/databases/catalog")
+        #expect(try replication.replicaURL(forTenant: "acme") == "file:///srv/app/replica/tenants/acme")
+        #expect(try replication.replicaURL(forDatabase: "catalog") == "file:///srv/app/replica/databases/catalog")
 
         let s3 = try RegistryConfiguration.parse(Data(#"""
             {"tenants": {"root": "tenants"}, "replication": {"replica": "s3://bucket/prefix/"}}
             """#.utf8), baseDirectory: base, environment: [:])
-        #expect(s3.replication?.replicaURL(forTenant: "acme") == "s3://bucket/prefix/tenants/acme")
+        #expect(try s3.replication?.replicaURL(forTenant: "acme") == "s3://bucket/prefix/tenants/acme")
         #expect(s3.replication?.litestream == "litestream")
         let retained = try RegistryConfiguration.parse(Data(#"""
             {"tenants": {"root": "tenants"}, "replication": {"replica": "replica", "removedTenantRetentionSeconds": 0}}

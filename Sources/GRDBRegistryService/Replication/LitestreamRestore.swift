@@ -4,6 +4,7 @@ import GRDBBackup
 import GRDBCipher
 import GRDBMigrations
 import GRDBRegistry
+import GRDBReplicaStore
 import Logging
 import Tracing
 
@@ -125,11 +126,43 @@ public struct LitestreamRestore: Sendable {
     /// replicas can't be listed without their provider's tools: pass the
     /// ids you know, from your catalog).
     public func replicatedTenants() throws -> [TenantID] {
-        guard let folder = try replication.tenantReplicasDirectory else {
-            throw ReplicationError.restoreFailed(database: "tenants", reason: "only a file:// replica can be listed; restore tenants by id")
+        let store = try replicaFolder(for: "tenants", listing: "only a file:// replica can be listed; restore tenants by id")
+        return try names(in: store, under: String(ReplicaStore.tenantsPrefix.dropLast()), for: "tenants").compactMap { try? TenantID($0) }
+    }
+
+    /// The named databases that have a replica, for a `file://` replica
+    /// (like ``replicatedTenants()``).
+    public func replicatedDatabases() throws -> [String] {
+        let store = try replicaFolder(for: "databases", listing: "only a file:// replica can be listed; restore databases by name")
+        return try names(in: store, under: String(ReplicaStore.databasesPrefix.dropLast()), for: "databases")
+    }
+
+    /// The replica store as a folder, which this process can list; the
+    /// store of another scheme can't be listed yet (`reason` says what to
+    /// do instead).
+    private func replicaFolder(for database: String, listing reason: String) throws -> FolderReplicaStoreBackend {
+        guard let folder = (try? replication.store)?.folder else {
+            throw ReplicationError.restoreFailed(database: database, reason: reason)
         }
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []
-        return names.sorted().compactMap { try? TenantID($0) }
+        return folder
+    }
+
+    /// The names under `key`, empty folders included (an empty epoch
+    /// folder beside a replica is a layout the restore refuses).
+    private func names(in folder: FolderReplicaStoreBackend, under key: String, for database: String) throws -> [String] {
+        do {
+            return try folder.names(under: key)
+        } catch {
+            throw ReplicationError.restoreFailed(database: database, reason: "can't list the replica store: \(error)")
+        }
+    }
+
+    private func list(_ folder: FolderReplicaStoreBackend, prefix: String, for database: String) throws -> [ReplicaObject] {
+        do {
+            return try folder.list(prefix: prefix)
+        } catch {
+            throw ReplicationError.restoreFailed(database: database, reason: "can't list the replica store: \(error)")
+        }
     }
 
     /// Restores tenant `id` into the tenants root, as it is in the replica,
@@ -182,27 +215,18 @@ public struct LitestreamRestore: Sendable {
     /// - throws: ``ReplicationError/restoreFailed(database:reason:)`` when
     ///   the replica is not a `file://` directory, or can't be read.
     public func replicaEpochs(of id: TenantID) throws -> [ReplicaEpoch] {
-        let storage = try tenantStorage(for: id)
-        guard let directory = storage.replicaEpochsDirectory(for: id) else {
-            throw ReplicationError.restoreFailed(database: id.databaseName, reason: "epochs can only be listed in a file:// replica store")
-        }
-        let names: [String]
-        do {
-            names = try FileManager.default.contentsOfDirectory(atPath: directory)
-        } catch CocoaError.fileReadNoSuchFile {
-            return []
-        } catch {
-            if !FileManager.default.fileExists(atPath: directory) { return [] }
-            throw ReplicationError.restoreFailed(database: id.databaseName, reason: "can't list \(directory): \(error)")
-        }
-        return names.compactMap { name -> ReplicaEpoch? in
-            guard let epoch = RegistryConfiguration.Replication.epoch(ofFolderName: name) else { return nil }
-            let folder = URL(fileURLWithPath: directory).appendingPathComponent(name)
-            let encrypted = folder.appendingPathComponent(RegistryConfiguration.Replication.encryptedReplicaFileName)
+        _ = try tenantStorage(for: id)
+        let folder = try replicaFolder(for: id.databaseName, listing: "epochs can only be listed in a file:// replica store")
+        let tenant = try ReplicaStore.tenantKey(id.rawValue)
+        let objects = try list(folder, prefix: tenant + "/", for: id.databaseName)
+        return try names(in: folder, under: tenant, for: id.databaseName).compactMap { name -> ReplicaEpoch? in
+            guard let epoch = ReplicaStore.epoch(ofFolderName: name) else { return nil }
+            let epochKey = try ReplicaStore.epochKey(tenant: id.rawValue, epoch: epoch)
+            let snapshot = try ReplicaStore.encryptedSnapshotKey(tenant: id.rawValue, epoch: epoch)
             return ReplicaEpoch(
-                epoch: epoch, directory: folder.path,
-                encryptedBackup: FileManager.default.fileExists(atPath: encrypted.path) ? encrypted.path : nil,
-                hasLitestreamFiles: Self.holdsLTXFiles(folder))
+                epoch: epoch, directory: try folder.path(of: epochKey),
+                encryptedBackup: objects.contains { $0.key == snapshot } ? try folder.path(of: snapshot) : nil,
+                hasLitestreamFiles: objects.contains { $0.key.hasPrefix(epochKey + "/") && $0.key.hasSuffix(".ltx") })
         }.sorted { $0.epoch > $1.epoch }
     }
 
@@ -220,12 +244,6 @@ public struct LitestreamRestore: Sendable {
         /// Whether the owner at this epoch replicated anything: an empty
         /// folder means it never did (it died first, or held no write).
         public var isEmpty: Bool { encryptedBackup == nil && !hasLitestreamFiles }
-    }
-
-    private static func holdsLTXFiles(_ folder: URL) -> Bool {
-        guard let enumerator = FileManager.default.enumerator(atPath: folder.path) else { return false }
-        for case let name as String in enumerator where name.hasSuffix(".ltx") { return true }
-        return false
     }
 
     /// Restores tenant `id` from the newest epoch of its replica that holds
@@ -349,10 +367,12 @@ public struct LitestreamRestore: Sendable {
     ///   folders beside other files: not written by one kind of daemon,
     ///   the operator must look).
     public func replicaLayout(of id: TenantID) throws -> ReplicaLayout {
-        let storage = try tenantStorage(for: id)
-        guard let directory = storage.replicaEpochsDirectory(for: id) else { return .single }
-        let names = ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).sorted()
-        let others = names.filter { RegistryConfiguration.Replication.epoch(ofFolderName: $0) == nil }
+        _ = try tenantStorage(for: id)
+        guard let folder = (try? replication.store)?.folder else { return .single }
+        let tenant = try ReplicaStore.tenantKey(id.rawValue)
+        let directory = try folder.path(of: tenant)
+        let names = try names(in: folder, under: tenant, for: id.databaseName)
+        let others = names.filter { ReplicaStore.epoch(ofFolderName: $0) == nil }
         let epochs = try replicaEpochs(of: id)
         switch (epochs.isEmpty, others.isEmpty) {
         case (true, true):
@@ -375,7 +395,7 @@ public struct LitestreamRestore: Sendable {
         let candidates = try replicaEpochs(of: id).filter { candidate in epoch.map { candidate.epoch < $0 } ?? true }
         guard let newest = Self.newestReplicated(in: candidates) else { return nil }
         let name = id.databaseName
-        let folder = RegistryConfiguration.Replication.epochFolderName(newest.epoch)
+        let folder = ReplicaStore.epochFolderName(newest.epoch)
         if newest.encryptedBackup != nil && newest.hasLitestreamFiles {
             throw ReplicationError.restoreFailed(database: name, reason: "\(folder) holds both a Litestream replica and an encrypted backup: it was not written by one owner; inspect \(newest.directory)")
         }

@@ -1,6 +1,7 @@
 import Foundation
 import GRDBMigrations
 import GRDBRegistry
+import GRDBReplicaStore
 
 /// The replicas and encrypted backups of removed tenants, kept aside for
 /// `replication.removedTenantRetention` so that a mistaken removal can be
@@ -21,10 +22,13 @@ import GRDBRegistry
 /// - its encrypted backup, `<encryptedBackupDirectory>/tenants/<id>.sqlite`,
 ///   to `<encryptedBackupDirectory>/removed/tenants/<id>/<time>.sqlite`.
 ///
-/// `<time>` is the removal's UTC time, `yyyyMMdd'T'HHmmss.SSS'Z'`. The
-/// replicator deletes what is older than the retention at each scan.
-/// Replicas elsewhere than `file://` (S3…) can't be moved or listed
-/// without their provider's tools: they stay at `<replica>/tenants/<id>`,
+/// `<time>` is the removal's UTC time, `yyyyMMdd'T'HHmmss.SSS'Z'`; every
+/// one of these names is `ReplicaStore`'s (`removedTenantKey(_:removedAt:)`,
+/// `removedEncryptedBackupKey(_:removedAt:)`). The replicator deletes what
+/// is older than the retention at each scan. Only a folder store moves a
+/// replica, with one `rename(2)`: a store without renames (S3) would copy
+/// and delete it object by object, every LTX file of the tenant, which is
+/// neither atomic nor cheap, so such replicas stay at `<replica>/tenants/<id>`,
 /// for the provider's lifecycle rules to expire.
 package struct RemovedTenantReplicas: Sendable {
     /// One removal of a tenant, and what it left.
@@ -48,44 +52,53 @@ package struct RemovedTenantReplicas: Sendable {
         self.replication = replication
     }
 
-    private var removedReplicas: URL? {
-        replication.removedTenantReplicasDirectory.map { URL(fileURLWithPath: $0) }
-    }
-
-    private var removedBackups: URL? {
-        replication.removedTenantBackupsDirectory.map { URL(fileURLWithPath: $0) }
+    /// The replica store as a folder, or nil: a `rename(2)` moves a whole
+    /// replica at once, while a store without renames would copy and
+    /// delete it object by object (every LTX file of the tenant), which
+    /// its provider's lifecycle rules do better.
+    private var replicas: FolderReplicaStoreBackend? {
+        (try? replication.store)?.folder
     }
 
     /// Moves aside (or, with a zero retention, deletes) the replica and the
     /// encrypted backup of tenant `id`, removed at `removedAt`, from where
-    /// `storage` keeps them (its replication's replica directory of `id`,
+    /// `storage` keeps them (its replication's store key of `id`,
     /// ``/GRDBRegistryConfiguration/TenantStorage/encryptedBackupPath(for:)``).
     ///
     /// - returns: What was kept, or nil when there was nothing to keep.
     @discardableResult
     func keep(_ id: TenantID, from storage: TenantStorage, removedAt: Date) throws -> Entry? {
         let stamp = Self.stamp(removedAt)
-        var entry = Entry(tenant: id, removedAt: Self.date(fromStamp: stamp) ?? removedAt)
-        if let removed = removedReplicas, let path = storage.replication?.replicaDirectory(forTenant: id.rawValue) {
-            let replica = URL(fileURLWithPath: path)
-            if FileManager.default.fileExists(atPath: replica.path) {
+        let removedAt = Self.date(fromStamp: stamp) ?? removedAt
+        var entry = Entry(tenant: id, removedAt: removedAt)
+        if let source = (try? storage.replication?.store)?.folder, let removed = replicas {
+            let tenant = try ReplicaStore.tenantKey(id.rawValue)
+            // An empty or missing replica holds nothing to restore.
+            if try !source.list(prefix: tenant + "/").isEmpty {
                 if replication.removedTenantRetention == .zero {
-                    try FileManager.default.removeItem(at: replica)
+                    try source.deleteFolder(tenant)
                 } else {
-                    let destination = removed.appendingPathComponent("\(id.rawValue)/\(stamp)")
-                    try Self.move(replica, to: destination)
-                    entry.replicaURL = "file://" + destination.path
+                    let destination = try ReplicaStore.removedTenantKey(id.rawValue, removedAt: removedAt)
+                    guard source.root == removed.root else {
+                        throw ReplicationError.removalFailed(tenant: id.rawValue, reason: "its replica is in \(source.root), not in \(removed.root)")
+                    }
+                    do {
+                        try source.moveFolder(tenant, to: destination)
+                    } catch {
+                        throw ReplicationError.removalFailed(tenant: id.rawValue, reason: "\(error)")
+                    }
+                    entry.replicaURL = try (replication.store).url(of: destination)
                 }
             }
         }
-        if let removed = removedBackups, let backup = storage.encryptedBackupPath(for: id) {
+        if let backups = replication.encryptedBackups, let backup = storage.encryptedBackupPath(for: id) {
             if FileManager.default.fileExists(atPath: backup) {
                 if replication.removedTenantRetention == .zero {
                     try FileManager.default.removeItem(atPath: backup)
                 } else {
-                    let destination = removed.appendingPathComponent("\(id.rawValue)/\(stamp).sqlite")
-                    try Self.move(URL(fileURLWithPath: backup), to: destination)
-                    entry.encryptedBackup = destination.path
+                    let destination = try backups.path(of: ReplicaStore.removedEncryptedBackupKey(id.rawValue, removedAt: removedAt))
+                    try Self.move(backup, to: destination, tenant: id)
+                    entry.encryptedBackup = destination
                 }
             }
         }
@@ -96,24 +109,28 @@ package struct RemovedTenantReplicas: Sendable {
     /// most recent removal first for each tenant.
     package func entries(of id: TenantID? = nil) throws -> [Entry] {
         var entries: [String: Entry] = [:]
-        func scan(_ folder: URL?, _ record: (inout Entry, URL) -> Void) {
+        let prefix = try id.map { try ReplicaStore.removedTenantPrefix($0.rawValue) } ?? ReplicaStore.removedTenantsPrefix
+        func scan(_ folder: FolderReplicaStoreBackend?, _ record: (inout Entry, String) throws -> Void) throws {
             guard let folder else { return }
-            let tenants = id.map { [$0.rawValue] } ?? ((try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? [])
-            for tenant in tenants {
-                guard let tenantID = try? TenantID(tenant) else { continue }
-                let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.appendingPathComponent(tenant).path)) ?? []
-                for name in names where !name.hasPrefix(".") {
-                    let stamp = name.hasSuffix(".sqlite") ? String(name.dropLast(".sqlite".count)) : name
-                    guard let date = Self.date(fromStamp: stamp) else { continue }
-                    let key = tenant + "/" + stamp
-                    var entry = entries[key] ?? Entry(tenant: tenantID, removedAt: date)
-                    record(&entry, folder.appendingPathComponent(tenant).appendingPathComponent(name))
-                    entries[key] = entry
-                }
+            var seen: Set<String> = []
+            for object in try folder.list(prefix: prefix) {
+                // removed/tenants/<id>/<stamp>[.sqlite][/<replica files>]
+                let components = object.key.split(separator: "/", maxSplits: 4).map(String.init)
+                guard components.count >= 4, let tenantID = try? TenantID(components[2]) else { continue }
+                let name = components[3]
+                let stamp = name.hasSuffix(".sqlite") ? String(name.dropLast(".sqlite".count)) : name
+                guard let date = Self.date(fromStamp: stamp) else { continue }
+                let itemKey = components[0...3].joined(separator: "/")
+                guard seen.insert(itemKey).inserted else { continue }
+                let key = components[2] + "/" + stamp
+                var entry = entries[key] ?? Entry(tenant: tenantID, removedAt: date)
+                try record(&entry, itemKey)
+                entries[key] = entry
             }
         }
-        scan(removedReplicas) { entry, url in entry.replicaURL = "file://" + url.path }
-        scan(removedBackups) { entry, url in entry.encryptedBackup = url.path }
+        let store = try? replication.store
+        try scan(store?.folder) { entry, key in entry.replicaURL = try store?.url(of: key) }
+        try scan(replication.encryptedBackups) { entry, key in entry.encryptedBackup = try replication.encryptedBackups?.path(of: key) }
         return entries.values.sorted { ($0.tenant.rawValue, $1.removedAt) < ($1.tenant.rawValue, $0.removedAt) }
     }
 
@@ -125,41 +142,33 @@ package struct RemovedTenantReplicas: Sendable {
         let limit = now.addingTimeInterval(-replication.removedTenantRetention.timeInterval)
         var pruned: [Entry] = []
         for entry in try entries() where entry.removedAt < limit {
-            if let url = entry.replicaURL {
-                try FileManager.default.removeItem(atPath: String(url.dropFirst("file://".count)))
+            if entry.replicaURL != nil, let replicas {
+                try replicas.deleteFolder(ReplicaStore.removedTenantKey(entry.tenant.rawValue, removedAt: entry.removedAt))
             }
-            if let backup = entry.encryptedBackup {
-                try FileManager.default.removeItem(atPath: backup)
+            if entry.encryptedBackup != nil, let backups = replication.encryptedBackups {
+                try backups.delete(ReplicaStore.removedEncryptedBackupKey(entry.tenant.rawValue, removedAt: entry.removedAt))
             }
             pruned.append(entry)
         }
         return pruned
     }
 
-    private static func move(_ source: URL, to destination: URL) throws {
-        try FileManager.default.createDirectory(at: destination.deletingLastPathComponent(), withIntermediateDirectories: true)
+    private static func move(_ source: String, to destination: String, tenant: TenantID) throws {
+        try FileManager.default.createDirectory(atPath: (destination as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
         // rename(2): the same file system, never a copy; it fails rather
         // than merge into an existing destination.
-        guard rename(source.path, destination.path) == 0 else {
+        guard rename(source, destination) == 0 else {
             throw ReplicationError.removalFailed(
-                tenant: source.lastPathComponent,
-                reason: "rename \(source.path) to \(destination.path): \(String(cString: strerror(errno)))")
+                tenant: tenant.rawValue,
+                reason: "rename \(source) to \(destination): \(String(cString: strerror(errno)))")
         }
     }
 
-    private static func formatter() -> DateFormatter {
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "UTC")
-        formatter.dateFormat = "yyyyMMdd'T'HHmmss.SSS'Z'"
-        return formatter
-    }
-
     static func stamp(_ date: Date) -> String {
-        formatter().string(from: date)
+        ReplicaStore.removalStamp(date)
     }
 
     static func date(fromStamp stamp: String) -> Date? {
-        formatter().date(from: stamp)
+        ReplicaStore.removalDate(ofStamp: stamp)
     }
 }

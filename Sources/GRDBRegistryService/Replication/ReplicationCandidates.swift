@@ -99,8 +99,15 @@ final class ReplicationCandidates: Sendable {
         let environment = self.environment
         for database in configuration.databases where FileManager.default.fileExists(atPath: database.path) {
             let source = database.key
+            let replicaURL: String
+            do {
+                replicaURL = try replication.replicaURL(forDatabase: database.name)
+            } catch {
+                problem("databases.\(database.name): \(error)")
+                continue
+            }
             candidates.append(ReplicationCandidate(
-                name: database.name, path: database.path, replicaURL: replication.replicaURL(forDatabase: database.name),
+                name: database.name, path: database.path, replicaURL: replicaURL,
                 encryptedBackupPath: replication.encryptedBackupPath(forDatabase: database.name),
                 key: {
                     guard let source else { return nil }
@@ -129,16 +136,18 @@ final class ReplicationCandidates: Sendable {
     ///   this node does not serve it (not owned, or being restored).
     func tenant(_ id: TenantID, in storage: TenantStorage) throws(ReplicationError) -> ReplicationCandidate {
         guard let ownership else {
+            guard let replicaURL = storage.replicaURL(for: id) else { throw .notConfigured }
             return ReplicationCandidate(
                 name: TenantStorage.name(of: id), path: storage.path(of: id),
-                replicaURL: replication.replicaURL(forTenant: id.rawValue),
+                replicaURL: replicaURL,
                 encryptedBackupPath: storage.encryptedBackupPath(for: id), tenant: id,
                 key: { try storage.backupEncryption(for: id) })
         }
         guard let epoch = ownership.servedEpoch(of: id) else { throw .notPlaced(tenant: id.rawValue) }
+        guard let replicaURL = storage.replicaURL(for: id, epoch: epoch) else { throw .notConfigured }
         return ReplicationCandidate(
             name: TenantStorage.name(of: id), path: storage.path(of: id),
-            replicaURL: replication.replicaURL(forTenant: id.rawValue, epoch: epoch),
+            replicaURL: replicaURL,
             encryptedBackupPath: storage.encryptedReplicaPath(for: id, epoch: epoch), tenant: id, epoch: epoch,
             key: { try storage.backupEncryption(for: id) })
     }
