@@ -34,7 +34,7 @@ public final class S3FaultProxy {
             }
         }
         guard let port, let url = URL(string: "http://127.0.0.1:\(port)") else {
-            child.process.terminate()
+            kill(child.process.processIdentifier, SIGKILL)
             throw MotoStartFailure(output: "s3-fault-proxy: " + child.stderrSoFar)
         }
         endpoint = url
@@ -61,11 +61,11 @@ public final class S3FaultProxy {
         return state?["requests"] as? Int ?? -1
     }
 
-    /// Stops the proxy.
+    /// Stops the proxy (SIGKILL, as ``MotoServer/stop()``: it keeps no state).
     public func stop() {
         guard !stopped else { return }
         stopped = true
-        child.process.terminate()
+        kill(child.process.processIdentifier, SIGKILL)
         child.process.waitUntilExit()
     }
 }
