@@ -99,6 +99,9 @@ import TestSupport
         await #expect(throws: ReplicaStoreError.refused(key: "", status: 404, code: "NoSuchBucket", message: "The specified bucket does not exist")) {
             try await backend.list(prefix: "")
         }
+        await #expect(throws: ReplicaStoreError.refused(key: "a", status: 404, code: "NoSuchBucket", message: "The specified bucket does not exist")) {
+            try await backend.get("a")
+        }
     }
 
     @Test func refusesKeysThatNameNoObject() async throws {

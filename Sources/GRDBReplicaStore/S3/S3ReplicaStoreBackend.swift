@@ -110,6 +110,10 @@ public struct S3ReplicaStoreBackend: ReplicaStoreBackend {
         let objectKey = try objectKey(key)
         let (data, response) = try await send("GET", objectKey: objectKey, reportedKey: key)
         if response.statusCode == 404 {
+            // A missing bucket is not a missing object: the store is misconfigured.
+            if let error = S3ErrorBody.parse(data), error.code != "NoSuchKey" {
+                throw ReplicaStoreError.refused(key: key, status: 404, code: error.code, message: error.message)
+            }
             throw ReplicaStoreError.notFound(key: key)
         }
         guard let expected = response.value(forHTTPHeaderField: "x-amz-meta-sha256")?.lowercased() else {

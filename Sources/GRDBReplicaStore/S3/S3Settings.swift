@@ -148,6 +148,10 @@ extension S3Settings {
         public var requestTimeout: Double
 
         /// A policy; the defaults give up after about a minute.
+        ///
+        /// ```swift
+        /// let patient = S3Settings.RetryPolicy(maxAttempts: 10, maxDelay: 20)
+        /// ```
         public init(maxAttempts: Int = 6, baseDelay: Double = 0.2, maxDelay: Double = 5, requestTimeout: Double = 30) {
             self.maxAttempts = max(1, maxAttempts)
             self.baseDelay = max(0, baseDelay)
