@@ -33,10 +33,12 @@ import TestSupport
         let directory = try TemporaryDirectory()
         try await backend.get("tenants/acme/wal/0001", toFile: directory.path("wal"))
         #expect(FileManager.default.contents(atPath: directory.path("wal")) == Data("wal".utf8))
+        // A file over several read pieces (1 MiB each), streamed.
         let source = directory.path("source")
-        try Data("from a file".utf8).write(to: URL(fileURLWithPath: source))
+        let fileBytes = Data((0..<(3 << 20) + 17).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 8) })
+        try fileBytes.write(to: URL(fileURLWithPath: source))
         try await backend.put("tenants/charlie/file", fromFile: source)
-        #expect(try await backend.get("tenants/charlie/file") == Data("from a file".utf8))
+        #expect(try await backend.get("tenants/charlie/file") == fileBytes)
 
         #expect(try await backend.list(prefix: "tenants/acme/") == [
             ReplicaObject(key: "tenants/acme/snapshot 1.db", size: 70_000),

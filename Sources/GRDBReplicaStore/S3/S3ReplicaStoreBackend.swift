@@ -91,19 +91,25 @@ public struct S3ReplicaStoreBackend: ReplicaStoreBackend {
     }
 
     public func put(_ key: String, data: Data) async throws {
+        try await put(key, body: .data(data), sha256: Digests.sha256Hex(data))
+    }
+
+    /// Streams the file from disk (a snapshot is never in memory whole).
+    /// Should the file change between its checksum and its upload, S3
+    /// refuses the body (`XAmzContentSHA256Mismatch`): no object with
+    /// other bytes than its checksum says is ever stored.
+    public func put(_ key: String, fromFile path: String) async throws {
+        _ = try objectKey(key)
+        try await put(key, body: .file(URL(fileURLWithPath: path)), sha256: Digests.sha256Hex(ofFileAt: path))
+    }
+
+    private func put(_ key: String, body: RequestBody, sha256: String) async throws {
         let objectKey = try objectKey(key)
-        let sha256 = Digests.sha256Hex(data)
-        let (_, response) = try await send("PUT", objectKey: objectKey, reportedKey: key, body: data, headers: [("x-amz-meta-sha256", sha256)])
+        let (_, response) = try await send("PUT", objectKey: objectKey, reportedKey: key, body: body, payloadSHA256: sha256,
+                                           headers: [("x-amz-meta-sha256", sha256)])
         if response.statusCode == 404 {
             throw ReplicaStoreError.refused(key: key, status: 404, code: "NoSuchBucket", message: "bucket \(location.bucket) not found")
         }
-    }
-
-    public func put(_ key: String, fromFile path: String) async throws {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw ReplicaStoreError.localFile(path: path, reason: "can't be read: \(String(cString: strerror(errno)))")
-        }
-        try await put(key, data: data)
     }
 
     public func get(_ key: String) async throws -> Data {
@@ -216,7 +222,8 @@ public struct S3ReplicaStoreBackend: ReplicaStoreBackend {
     /// are spent.
     private func send(
         _ method: String, objectKey: String?, reportedKey: String,
-        query: [(name: String, value: String)] = [], body: Data = Data(), headers: [(name: String, value: String)] = []
+        query: [(name: String, value: String)] = [], body: RequestBody = .data(Data()), payloadSHA256: String = Self.emptySHA256,
+        headers: [(name: String, value: String)] = []
     ) async throws -> (Data, HTTPURLResponse) {
         let policy = settings.retry
         var lastFailure = ""
@@ -229,11 +236,16 @@ public struct S3ReplicaStoreBackend: ReplicaStoreBackend {
                 ])
                 try await Task.sleep(nanoseconds: UInt64(delay * 1_000_000_000))
             }
-            let request = signedRequest(method, objectKey: objectKey, query: query, body: body, headers: headers)
+            let request = signedRequest(method, objectKey: objectKey, query: query, body: body, payloadSHA256: payloadSHA256, headers: headers)
             let data: Data
             let response: URLResponse
             do {
-                (data, response) = try await session.data(for: request)
+                switch body {
+                case .data:
+                    (data, response) = try await session.data(for: request)
+                case .file(let file):
+                    (data, response) = try await session.upload(for: request, fromFile: file)
+                }
             } catch is CancellationError {
                 throw CancellationError()
             } catch let error as URLError where error.code == .cancelled {
@@ -265,8 +277,17 @@ public struct S3ReplicaStoreBackend: ReplicaStoreBackend {
     /// Error codes S3 sends with a 4xx status that mean "try again".
     private static let passingErrorCodes: Set<String> = ["SlowDown", "RequestTimeout", "InternalError", "ServiceUnavailable", "Throttling", "ThrottlingException"]
 
+    /// What a request sends: bytes in memory, or a file streamed from disk.
+    private enum RequestBody {
+        case data(Data)
+        case file(URL)
+    }
+
+    private static let emptySHA256 = Digests.sha256Hex(Data())
+
     private func signedRequest(
-        _ method: String, objectKey: String?, query: [(name: String, value: String)], body: Data, headers: [(name: String, value: String)]
+        _ method: String, objectKey: String?, query: [(name: String, value: String)], body: RequestBody, payloadSHA256: String,
+        headers: [(name: String, value: String)]
     ) -> URLRequest {
         let scheme: String
         let host: String
@@ -283,7 +304,7 @@ public struct S3ReplicaStoreBackend: ReplicaStoreBackend {
         }
         var signable = SigV4Request(method: method, path: path, query: query, headers: [("host", host)] + headers)
         let signer = SigV4Signer(credentials: settings.credentials, region: settings.region)
-        signer.sign(&signable, payload: body, date: Date())
+        signer.sign(&signable, payloadSHA256: payloadSHA256, date: Date())
         let queryText = signable.canonicalQuery
         let urlText = "\(scheme)://\(host)\(signable.encodedPath)" + (queryText.isEmpty ? "" : "?\(queryText)")
         // Every character of urlText is one Signature Version 4 encoding
@@ -296,7 +317,9 @@ public struct S3ReplicaStoreBackend: ReplicaStoreBackend {
         }
         if method == "PUT" {
             request.setValue("application/octet-stream", forHTTPHeaderField: "Content-Type")
-            request.httpBody = body
+        }
+        if case .data(let data) = body, !data.isEmpty || method == "PUT" {
+            request.httpBody = data
         }
         return request
     }

@@ -26,6 +26,39 @@ enum Digests {
         hex(sha256(bytes))
     }
 
+    /// The SHA-256 (lowercase hexadecimal) of the file at `path`, read in
+    /// pieces so that a large file is never in memory whole.
+    ///
+    /// - throws: ``ReplicaStoreError/localFile(path:reason:)`` when the file
+    ///   can't be read.
+    static func sha256Hex(ofFileAt path: String) throws -> String {
+        guard let handle = FileHandle(forReadingAtPath: path) else {
+            throw ReplicaStoreError.localFile(path: path, reason: "can't be read: \(String(cString: strerror(errno)))")
+        }
+        defer { try? handle.close() }
+        // EVP_MD_CTX_new fails only when libcrypto can't allocate: no
+        // checksum can be trusted then.
+        guard let context = EVP_MD_CTX_new() else { preconditionFailure("libcrypto SHA-256 failed: out of memory") }
+        defer { EVP_MD_CTX_free(context) }
+        precondition(EVP_DigestInit_ex(context, EVP_sha256(), nil) == 1, "libcrypto SHA-256 failed")
+        while true {
+            let chunk: Data
+            do {
+                chunk = try handle.read(upToCount: 1 << 20) ?? Data()
+            } catch {
+                throw ReplicaStoreError.localFile(path: path, reason: "can't be read: \(error.localizedDescription)")
+            }
+            if chunk.isEmpty { break }
+            chunk.withUnsafeBytes { bytes in
+                precondition(EVP_DigestUpdate(context, bytes.baseAddress, bytes.count) == 1, "libcrypto SHA-256 failed")
+            }
+        }
+        var output = [UInt8](repeating: 0, count: 32)
+        var length: UInt32 = 0
+        precondition(EVP_DigestFinal_ex(context, &output, &length) == 1 && length == 32, "libcrypto SHA-256 failed")
+        return hex(output)
+    }
+
     /// HMAC-SHA256 of `message` under `key`.
     static func hmacSHA256(key: [UInt8], _ message: [UInt8]) -> [UInt8] {
         var output = [UInt8](repeating: 0, count: 32)
