@@ -93,7 +93,7 @@ let package = Package(
         // would compile BoringSSL into every build of this package.
         .target(
             name: "GRDBReplicaStore",
-            dependencies: ["CLibCrypto"]
+            dependencies: ["CLibCrypto", .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(
             name: "GRDBReplicaStoreTests",

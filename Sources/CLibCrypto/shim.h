@@ -1,10 +1,12 @@
 // The parts of OpenSSL's libcrypto that the Swift modules call: SHA-256
-// checksums of migration files (GRDBMigrations), HKDF for tenant key
+// checksums of migration files (GRDBMigrations), SHA-256 and HMAC-SHA256
+// for signing S3 requests (GRDBReplicaStore's SigV4Signer), HKDF for tenant key
 // derivation and AES-256-GCM for sealing tenants' changes (GRDBCipher).
 // CSQLCipherVFS links the same library.
 #include <openssl/core_names.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <openssl/kdf.h>
 #include <openssl/params.h>
 
