@@ -31,8 +31,8 @@ import TestSupport
         let (data, backup) = try Self.backedUpCatalog(directory)
         // The file is lost; its clean shutdown left an empty WAL and a WAL index.
         try FileManager.default.removeItem(atPath: data.catalog)
-        FileManager.default.createFile(atPath: data.catalog + "-wal", contents: Data())
-        FileManager.default.createFile(atPath: data.catalog + "-shm", contents: Data(repeating: 7, count: 32768))
+        _ = FileManager.default.createFile(atPath: data.catalog + "-wal", contents: Data())
+        _ = FileManager.default.createFile(atPath: data.catalog + "-shm", contents: Data(repeating: 7, count: 32768))
 
         let restored = try RegistryctlBackupTests.registryctl(["restore", "--config", data.config, "--from", backup, "--name", "catalog"])
         #expect(restored.status == 0, "\(restored.output)")
@@ -45,7 +45,7 @@ import TestSupport
         let (data, backup) = try Self.backedUpCatalog(directory)
         try FileManager.default.removeItem(atPath: data.catalog)
         let wal = data.catalog + "-wal"
-        FileManager.default.createFile(atPath: wal, contents: Data(repeating: 1, count: 4096))
+        _ = FileManager.default.createFile(atPath: wal, contents: Data(repeating: 1, count: 4096))
 
         let refused = try RegistryctlBackupTests.registryctl(["restore", "--config", data.config, "--from", backup, "--name", "catalog"])
         #expect(refused.status == 1, "\(refused.output)")

@@ -101,7 +101,7 @@ import Testing
         let directory = try TemporaryDirectory()
         let path = directory.path("db.sqlite")
         let queue = try CipherDatabase.queue(atPath: path, key: .passphrase("x"), kdfIterations: fastIterations)
-        try queue.inDatabase { db in
+        _ = queue.inDatabase { db in
             #expect(throws: DatabaseError.self) { try db.execute(sql: "PRAGMA cipher_plaintext_header_size = 64") }
         }
         try queue.close()

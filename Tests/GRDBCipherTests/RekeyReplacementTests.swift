@@ -87,7 +87,7 @@ import Testing
     @Test func aNewKeyedFileSwappedForALinkDoesNotChangeTheLinksTarget() throws {
         let directory = try TemporaryDirectory()
         let outside = directory.path("outside")
-        FileManager.default.createFile(atPath: outside, contents: Data())
+        _ = FileManager.default.createFile(atPath: outside, contents: Data())
         #expect(chmod(outside, 0o644) == 0)
         let path = directory.path("db.sqlite")
         try CipherVFS.register()
