@@ -143,7 +143,7 @@ private final class TestTenures: TenantTenures {
         try await node.run {
             try tenants.provision(acme, configuration: service.tenantConfiguration(for: acme, encrypted: false))
             let rounds = service.acknowledgements?.rounds
-            try await tenants.withRepository(acme) { repository in
+            _ = try await tenants.withRepository(acme) { repository in
                 #expect(throws: ManagedDatabaseError.synchronousWriteRefused(database: "tenants/acme")) {
                     try repository.managedDatabase.write { db in try db.execute(sql: "INSERT INTO player (name, score) VALUES ('sync', 0)") }
                 }

@@ -6,9 +6,9 @@ import TestSupport
 
 /// The real Litestream 0.5.17 of the venv replicates to, and restores
 /// from, moto with the URL and environment S3Settings gives it.
-@Suite struct LitestreamS3Tests {
+@Suite(.serialized) struct LitestreamS3Tests {
     @Test func litestreamReplicatesAndRestoresThroughTheStoreSettings() async throws {
-        let moto = try MotoServer(buckets: ["replicas"])
+        let moto = try await onOwnThread { try MotoServer(buckets: ["replicas"]) }
         defer { moto.stop() }
         let settings = S3Settings(region: moto.region, endpoint: moto.endpoint,
                                   credentials: S3Credentials(accessKeyID: moto.accessKeyID, secretAccessKey: moto.secretAccessKey))

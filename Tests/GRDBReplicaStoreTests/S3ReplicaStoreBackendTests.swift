@@ -6,7 +6,7 @@ import TestSupport
 
 /// The S3 backend against a real S3-compatible server (moto) that checks
 /// signatures.
-@Suite struct S3ReplicaStoreBackendTests {
+@Suite(.serialized) struct S3ReplicaStoreBackendTests {
     static func backend(
         _ moto: MotoServer, endpoint: URL? = nil, location: String = "s3://replicas/registry",
         secret: String? = nil, retry: S3Settings.RetryPolicy = S3Settings.RetryPolicy(maxAttempts: 3, baseDelay: 0.05, maxDelay: 0.2, requestTimeout: 10),
@@ -20,7 +20,7 @@ import TestSupport
     }
 
     @Test func putGetListAndDeleteRoundTrip() async throws {
-        let moto = try MotoServer(buckets: ["replicas"])
+        let moto = try await onOwnThread { try MotoServer(buckets: ["replicas"]) }
         defer { moto.stop() }
         let backend = try Self.backend(moto)
         let bytes = Data((0..<70_000).map { UInt8(truncatingIfNeeded: $0 &* 7) })
@@ -59,7 +59,7 @@ import TestSupport
     /// A listing crosses pages through continuation tokens: 1,001 keys in
     /// pages of 100 (S3 answers at most 1,000 per page).
     @Test func listsEveryPageOfALongListing() async throws {
-        let moto = try MotoServer(buckets: ["replicas"])
+        let moto = try await onOwnThread { try MotoServer(buckets: ["replicas"]) }
         defer { moto.stop() }
         let backend = try Self.backend(moto, pageSize: 100)
         let keys = (0..<1001).map { String(format: "tenants/t%04d", $0) }
@@ -80,7 +80,7 @@ import TestSupport
 
     /// moto checks signatures: a wrong secret is refused with S3's code.
     @Test func aWrongSecretIsRefused() async throws {
-        let moto = try MotoServer(buckets: ["replicas"])
+        let moto = try await onOwnThread { try MotoServer(buckets: ["replicas"]) }
         defer { moto.stop() }
         let backend = try Self.backend(moto, secret: "not-the-secret")
         do {
@@ -95,7 +95,7 @@ import TestSupport
     }
 
     @Test func aMissingBucketIsRefusedNotEmpty() async throws {
-        let moto = try MotoServer(buckets: ["replicas"])
+        let moto = try await onOwnThread { try MotoServer(buckets: ["replicas"]) }
         defer { moto.stop() }
         let backend = try Self.backend(moto, location: "s3://no-such-bucket")
         await #expect(throws: ReplicaStoreError.refused(key: "", status: 404, code: "NoSuchBucket", message: "The specified bucket does not exist")) {
@@ -107,7 +107,7 @@ import TestSupport
     }
 
     @Test func refusesKeysThatNameNoObject() async throws {
-        let moto = try MotoServer(buckets: ["replicas"])
+        let moto = try await onOwnThread { try MotoServer(buckets: ["replicas"]) }
         defer { moto.stop() }
         let backend = try Self.backend(moto)
         for key in ["", "/tenants/a", "tenants//a", "tenants/../a", "./a", "a/\u{7}"] {

@@ -10,7 +10,7 @@ import Foundation
 /// ``environment`` (explicit endpoint, region and credentials).
 ///
 /// ```swift
-/// let moto = try MotoServer(buckets: ["replicas"])
+/// let moto = try await onOwnThread { try MotoServer(buckets: ["replicas"]) }
 /// defer { moto.stop() }
 /// let endpoint = moto.endpoint // http://127.0.0.1:PORT
 /// ```
