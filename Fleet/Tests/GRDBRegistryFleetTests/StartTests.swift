@@ -49,7 +49,7 @@ struct StartTests {
     @Test func aVersionTwoSchemaIsUpgradedToFourKeepingItsTenantsAndTheirNamesForTheApplication() async throws {
         let url = try await TestPostgres.newDatabase()
         try await Self.createSchema(version: 2, url)
-        try await TestPostgres.withClient(url) { client in
+        _ = try await TestPostgres.withClient(url) { client in
             try await client.query("""
                 INSERT INTO fleet_tenants (tenant_id, name, encrypted, token_hash, epoch)
                 VALUES ('acme', 'Acme', false, 'hash-acme', 4), ('beta', 'Beta', true, NULL, 2)

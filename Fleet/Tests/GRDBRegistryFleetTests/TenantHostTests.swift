@@ -168,7 +168,7 @@ struct TenantHostTests {
 
             // n2 stops taking tenants in the catalog before n1 refreshes: the
             // catalog refuses the hand-off after n1 froze acme.
-            try await TestPostgres.withClient(url) { client in
+            _ = try await TestPostgres.withClient(url) { client in
                 try await client.query("UPDATE fleet_nodes SET state = 'draining' WHERE node_id = 'n2'")
             }
             do {
@@ -181,7 +181,7 @@ struct TenantHostTests {
             _ = try await n1.teams.withRepository(acme) { try await $0.add(name: "after", score: 2) }
 
             // Taking tenants again, n2 gets acme from a second hand-off.
-            try await TestPostgres.withClient(url) { client in
+            _ = try await TestPostgres.withClient(url) { client in
                 try await client.query("UPDATE fleet_nodes SET state = 'active' WHERE node_id = 'n2'")
             }
             try await n1.fleet.move(acme, to: "n2")

@@ -134,7 +134,7 @@ enum TestPostgres {
     static func newDatabase() async throws -> String {
         let cluster = try cluster()
         let name = "fleet_\(UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(16).lowercased())"
-        try await withClient(cluster.url) { client in
+        _ = try await withClient(cluster.url) { client in
             try await client.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"))
         }
         guard var components = URLComponents(string: cluster.url) else { throw TestFailure("bad URL \(cluster.url)") }

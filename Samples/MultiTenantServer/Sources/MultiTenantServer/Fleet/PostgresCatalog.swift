@@ -276,7 +276,7 @@ extension PostgresCatalog {
         func tenants(withTokenHashes hashes: [String]) async throws -> [String: Tenant] {
             let rows = try await fleet.withPostgres("the lookup of \(hashes.count) token hashes") { client in
                 var query = PostgresQuery(unsafeSQL: "SELECT \(Self.columns) FROM mts_tenants c JOIN fleet_tenants f USING (tenant_id) WHERE c.token_hash = ANY($1)")
-                try query.binds.append(hashes, context: .default)
+                query.binds.append(hashes, context: .default)
                 return try await client.query(query).collect()
             }
             return Dictionary(tenants(from: rows).compactMap { tenant in tenant.tokenHash.map { ($0, tenant) } }, uniquingKeysWith: { first, _ in first })
@@ -305,8 +305,8 @@ extension PostgresCatalog {
                     WHERE c.tenant_id = $2 AND f.tenant_id = c.tenant_id
                     RETURNING \(Self.columns)
                     """)
-                try query.binds.append(hash, context: .default)
-                try query.binds.append(id, context: .default)
+                query.binds.append(hash, context: .default)
+                query.binds.append(id, context: .default)
                 return try await client.query(query).collect()
             }
             guard !rows.isEmpty else { return nil }
