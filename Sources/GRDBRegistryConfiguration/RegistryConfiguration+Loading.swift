@@ -1,4 +1,5 @@
 import Foundation
+import GRDBReplicaStore
 import GRDBCipher
 import GRDBRegistry
 import Synchronization
@@ -326,9 +327,31 @@ extension Builder {
                 log.add("replication.encryptedBackupDirectory", "missing: database \(database.name) is encrypted, Litestream can't replicate it, and it needs scheduled encrypted backups")
             }
         }
+        // An S3-compatible store: its region and endpoint from the
+        // standard variables, which Litestream's URLs must carry.
+        var s3Region: String?
+        var s3Endpoint: URL?
+        if ReplicaStore.isS3(replica) {
+            s3Region = [environment["AWS_REGION"], environment["AWS_DEFAULT_REGION"]].compactMap { $0 }.first { !$0.isEmpty }
+            if s3Region == nil {
+                log.add("replication.replica", "\(replica) is an S3-compatible store: set AWS_REGION (or AWS_DEFAULT_REGION), e.g. us-east-1")
+            }
+            if let text = environment["AWS_ENDPOINT_URL"], !text.isEmpty {
+                do {
+                    s3Endpoint = try S3Settings.parseEndpoint(text, source: "AWS_ENDPOINT_URL")
+                } catch {
+                    log.add("replication.replica", "\(error)")
+                }
+            }
+            do {
+                _ = try S3Location(parsing: replica)
+            } catch {
+                log.add("replication.replica", "\(error)")
+            }
+        }
         return RegistryConfiguration.Replication(
             replica: replica, litestream: litestream, socket: socket, startsReplicator: startsReplicator,
             encryptedBackupDirectory: backups, encryptedBackupInterval: interval, removedTenantRetention: retention,
-            acknowledgements: acknowledgements)
+            acknowledgements: acknowledgements, s3Region: s3Region, s3Endpoint: s3Endpoint)
     }
 }

@@ -78,6 +78,16 @@ extension RegistryConfiguration {
         /// GRDBRegistryService's `ReplicaAcknowledgements` after each write
         /// when it is durable.
         public var acknowledgements: Acknowledgements
+        /// The region of an `s3://` ``replica``: `AWS_REGION` (or
+        /// `AWS_DEFAULT_REGION`) of the environment the configuration was
+        /// loaded with. Litestream's URLs carry it.
+        public var s3Region: String?
+        /// The endpoint of an S3-compatible ``replica`` other than AWS
+        /// (`http(s)://host[:port]`, path-style addressing): `AWS_ENDPOINT_URL`
+        /// of the environment the configuration was loaded with; nil for
+        /// AWS itself. Litestream's URLs carry it (Litestream 0.5.17 reads
+        /// no endpoint variable).
+        public var s3Endpoint: URL?
 
         public init(
             replica: String,
@@ -87,8 +97,12 @@ extension RegistryConfiguration {
             encryptedBackupDirectory: String? = nil,
             encryptedBackupInterval: Duration = Replication.defaultEncryptedBackupInterval,
             removedTenantRetention: Duration = Replication.defaultRemovedTenantRetention,
-            acknowledgements: Acknowledgements = .asynchronous
+            acknowledgements: Acknowledgements = .asynchronous,
+            s3Region: String? = nil,
+            s3Endpoint: URL? = nil
         ) {
+            self.s3Region = s3Region
+            self.s3Endpoint = s3Endpoint
             self.replica = replica
             self.litestream = litestream
             self.socket = socket
@@ -143,7 +157,7 @@ extension RegistryConfiguration {
         ///   for a replica this build has no store backend for (Litestream
         ///   may still replicate to it, at ``replicaURL(forTenant:)``).
         public var store: ReplicaStore {
-            get throws(ReplicaStoreError) { try ReplicaStore(replica: replica) }
+            get throws(ReplicaStoreError) { try ReplicaStore(replica: replica, environment: s3Environment(ProcessInfo.processInfo.environment)) }
         }
 
         /// The replica URL of tenant `id`: `<replica>/tenants/<id>`
@@ -152,7 +166,7 @@ extension RegistryConfiguration {
         /// - throws: `ReplicaStoreError.invalidKey(_:reason:)`
         ///   when `id` is not one path component.
         public func replicaURL(forTenant id: String) throws(ReplicaStoreError) -> String {
-            try ReplicaStore.url(of: ReplicaStore.tenantKey(id), under: replica)
+            try ReplicaStore.url(of: ReplicaStore.tenantKey(id), under: replica, s3Region: s3Region, s3Endpoint: s3Endpoint)
         }
 
         /// The replica URL of tenant `id` as owned at `epoch`, in a fleet:
@@ -170,7 +184,7 @@ extension RegistryConfiguration {
         ///
         /// - throws: `ReplicaStoreError.invalidKey(_:reason:)`.
         public func replicaURL(forTenant id: String, epoch: UInt64) throws(ReplicaStoreError) -> String {
-            try ReplicaStore.url(of: ReplicaStore.epochKey(tenant: id, epoch: epoch), under: replica)
+            try ReplicaStore.url(of: ReplicaStore.epochKey(tenant: id, epoch: epoch), under: replica, s3Region: s3Region, s3Endpoint: s3Endpoint)
         }
 
         /// The folder of an epoch (forwards to
@@ -252,7 +266,17 @@ extension RegistryConfiguration {
         ///
         /// - throws: `ReplicaStoreError.invalidKey(_:reason:)`.
         public func replicaURL(forDatabase name: String) throws(ReplicaStoreError) -> String {
-            try ReplicaStore.url(of: ReplicaStore.databaseKey(name), under: replica)
+            try ReplicaStore.url(of: ReplicaStore.databaseKey(name), under: replica, s3Region: s3Region, s3Endpoint: s3Endpoint)
+        }
+
+        /// `environment` with ``s3Region`` and ``s3Endpoint`` as the
+        /// standard variables: what the S3 clients of an `s3://` replica
+        /// (this library's and Litestream's) read their settings from.
+        public func s3Environment(_ environment: [String: String]) -> [String: String] {
+            var environment = environment
+            if let s3Region { environment["AWS_REGION"] = s3Region }
+            if let s3Endpoint { environment["AWS_ENDPOINT_URL"] = s3Endpoint.absoluteString }
+            return environment
         }
 
         /// The replica URL schemes Litestream 0.5.17 accepts.

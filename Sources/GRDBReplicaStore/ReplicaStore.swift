@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 
 /// A replica store: where replicas, encrypted snapshots and removed
 /// tenants are kept, and the one owner of every name under it.
@@ -61,7 +62,9 @@ import Foundation
 ///
 /// ### URLs and keys
 /// - ``url(of:)``
-/// - ``url(of:under:)``
+/// - ``url(of:under:s3Region:s3Endpoint:)``
+/// - ``isS3(_:)``
+/// - ``s3(replica:environment:)``
 /// - ``validateKey(_:)``
 /// - ``validateName(_:)``
 public struct ReplicaStore: Sendable {
@@ -81,18 +84,40 @@ public struct ReplicaStore: Sendable {
     }
 
     /// The store of a configuration's `replica`: `file:///dir`, or a plain
-    /// absolute path `/dir` (the same folder).
+    /// absolute path `/dir` (the same folder), or `s3://bucket/prefix` (an
+    /// S3-compatible store whose credentials, region and endpoint come
+    /// from `environment`'s standard variables: ``s3(replica:environment:)``).
     ///
     /// ```swift
     /// let store = try ReplicaStore(replica: "file:///srv/replica")
     /// print(store.folder?.root as Any) // Optional("/srv/replica")
     /// ```
     ///
+    /// - parameter logger: Where the S3 backend logs its retries; nothing
+    ///   is logged when nil.
     /// - throws: ``ReplicaStoreError/invalidConfiguration(reason:)`` for a
-    ///   relative path, a `file://` URL without an absolute path, or a
-    ///   scheme this build has no backend for (Litestream may still
-    ///   replicate to it: its URLs are ``url(of:under:)``'s).
-    public init(replica: String) throws(ReplicaStoreError) {
+    ///   relative path, a `file://` URL without an absolute path, an `s3://`
+    ///   store without usable settings, or a scheme this build has no
+    ///   backend for (Litestream may still replicate to it: its URLs are
+    ///   ``url(of:under:s3Region:s3Endpoint:)``'s).
+    public init(
+        replica: String, environment: [String: String] = ProcessInfo.processInfo.environment, logger: Logger? = nil
+    ) throws(ReplicaStoreError) {
+        if Self.isS3(replica) {
+            let (location, settings) = try Self.s3(replica: replica, environment: environment)
+            let backend: S3ReplicaStoreBackend
+            do {
+                backend = try S3ReplicaStoreBackend(
+                    location: location, settings: settings,
+                    logger: logger ?? Logger(label: "GRDBReplicaStore", factory: { _ in SwiftLogNoOpLogHandler() }))
+            } catch let error as ReplicaStoreError {
+                throw error
+            } catch {
+                throw .invalidConfiguration(reason: "\(replica): \(error)")
+            }
+            self.init(url: location.description, backend: backend)
+            return
+        }
         if replica.hasPrefix("/") {
             let root = Self.folderRoot(replica)
             self.init(url: "file://" + root, backend: FolderReplicaStoreBackend(root: root))
@@ -145,9 +170,59 @@ public struct ReplicaStore: Sendable {
     /// ```
     ///
     /// - throws: ``ReplicaStoreError/invalidKey(_:reason:)``.
-    public static func url(of key: String, under base: String) throws(ReplicaStoreError) -> String {
+    ///
+    /// An `s3://` URL gets the query Litestream needs to reach the same
+    /// bucket as this library's S3 backend: `s3Endpoint` (with path-style
+    /// addressing) and `s3Region`
+    /// (``S3Settings/litestreamURL(location:keyPrefix:region:endpoint:)``).
+    ///
+    /// - throws: ``ReplicaStoreError/invalidKey(_:reason:)``;
+    ///   ``ReplicaStoreError/invalidConfiguration(reason:)`` for an `s3://`
+    ///   base without a region, or malformed.
+    public static func url(
+        of key: String, under base: String, s3Region: String? = nil, s3Endpoint: URL? = nil
+    ) throws(ReplicaStoreError) -> String {
         try validateKey(key)
+        if isS3(base) {
+            guard let s3Region else {
+                throw .invalidConfiguration(reason: "\(base) has no region: set AWS_REGION (or AWS_DEFAULT_REGION), e.g. us-east-1")
+            }
+            let location: S3Location
+            do {
+                location = try S3Location(parsing: trimmingSlashes(base))
+            } catch let error as ReplicaStoreError {
+                throw error
+            } catch {
+                throw .invalidConfiguration(reason: "\(base): \(error)")
+            }
+            return S3Settings.litestreamURL(location: location, keyPrefix: key, region: s3Region, endpoint: s3Endpoint)
+        }
         return trimmingSlashes(base) + "/" + key
+    }
+
+    /// Whether `replica` names an S3-compatible store (`s3://…`).
+    public static func isS3(_ replica: String) -> Bool {
+        replica.lowercased().hasPrefix("s3://")
+    }
+
+    /// The location and settings of the S3-compatible store `replica`
+    /// (`s3://bucket/prefix`): credentials, region and endpoint from the
+    /// standard variables of `environment` (``S3Settings/fromEnvironment(_:credentials:)``).
+    ///
+    /// ```swift
+    /// let (location, settings) = try ReplicaStore.s3(replica: "s3://replicas/registry", environment: environment)
+    /// ```
+    ///
+    /// - throws: ``ReplicaStoreError/invalidConfiguration(reason:)`` naming
+    ///   what is missing or malformed.
+    public static func s3(replica: String, environment: [String: String]) throws(ReplicaStoreError) -> (location: S3Location, settings: S3Settings) {
+        do {
+            return (try S3Location(parsing: trimmingSlashes(replica)), try S3Settings.fromEnvironment(environment))
+        } catch let error as ReplicaStoreError {
+            throw error
+        } catch {
+            throw .invalidConfiguration(reason: "\(replica): \(error)")
+        }
     }
 
     private static func trimmingSlashes(_ url: String) -> String {

@@ -115,7 +115,7 @@ import Testing
         #expect(allFiles(under: layout.root.path) == ["acme.sqlite"])
         try FileManager.default.removeItem(atPath: destination)
         for suffix in ["-wal", "-journal"] {
-            FileManager.default.createFile(atPath: destination + suffix, contents: Data("left by a crash".utf8))
+            _ = FileManager.default.createFile(atPath: destination + suffix, contents: Data("left by a crash".utf8))
             #expect(throws: BackupError.destinationExists(path: destination + suffix)) {
                 try restore.restoreTenant(acme, fromFile: source, into: try storage(layout, tenantEncryption()))
             }

@@ -1,4 +1,5 @@
 import Foundation
+import GRDBReplicaStore
 import Synchronization
 
 /// The `litestream` executable of a configuration, and how the library
@@ -52,7 +53,21 @@ package struct LitestreamExecutable: Sendable {
     package init(configuration: RegistryConfiguration, environment: [String: String]) throws(ReplicationError) {
         guard let replication = configuration.replication else { throw .notConfigured }
         self.path = replication.litestream
-        self.environment = configuration.childEnvironment(environment)
+        var child = configuration.childEnvironment(environment)
+        if ReplicaStore.isS3(replication.replica) {
+            // The settings this library's own S3 client uses, for
+            // Litestream's too (its AWS SDK would otherwise look for the
+            // instance metadata service, and fail on AWS_CA_BUNDLE): one
+            // store, reached the same way by both. A store without usable
+            // settings is refused here, before any upload fails quietly.
+            do {
+                let (location, settings) = try ReplicaStore.s3(replica: replication.replica, environment: replication.s3Environment(environment))
+                child.merge(settings.litestreamReplica(location: location, keyPrefix: "").environment) { _, store in store }
+            } catch {
+                throw .litestreamRefused(reason: "\(error)")
+            }
+        }
+        self.environment = child
     }
 
     /// Starts `litestream <arguments>`, a child that ends when this process

@@ -38,6 +38,22 @@ extension S3Settings {
     /// // replica.url: s3://replicas/registry/tenants/acme?endpoint=http%3A%2F%2F127.0.0.1%3A9000&force-path-style=true&region=us-east-1
     /// ```
     public func litestreamReplica(location: S3Location, keyPrefix: String) -> LitestreamReplica {
+        LitestreamReplica(
+            url: Self.litestreamURL(location: location, keyPrefix: keyPrefix, region: region, endpoint: endpoint),
+            environment: litestreamEnvironment)
+    }
+
+    /// The URL Litestream 0.5.17 replicates `keyPrefix` of `location` to,
+    /// in `region`, at `endpoint` (path-style addressing) or AWS's own
+    /// when nil: the URL of ``litestreamReplica(location:keyPrefix:)``,
+    /// which needs no credentials.
+    ///
+    /// ```swift
+    /// let url = S3Settings.litestreamURL(
+    ///     location: try S3Location(parsing: "s3://replicas"), keyPrefix: "tenants/acme", region: "eu-west-3", endpoint: nil)
+    /// // s3://replicas/tenants/acme?region=eu-west-3
+    /// ```
+    public static func litestreamURL(location: S3Location, keyPrefix: String, region: String, endpoint: URL?) -> String {
         var path = location.prefix + keyPrefix
         while path.hasSuffix("/") { path.removeLast() }
         var components = URLComponents()
@@ -56,8 +72,12 @@ extension S3Settings {
         components.percentEncodedQuery = query
             .map { "\($0.name)=\(SigV4Request.percentEncoded($0.value ?? "", keepingSlash: false))" }
             .joined(separator: "&")
-        let url = components.string ?? "s3://\(location.bucket)/\(path)"
-        return LitestreamReplica(url: url, environment: [
+        return components.string ?? "s3://\(location.bucket)/\(path)"
+    }
+
+    /// What Litestream's AWS SDK needs beside the URL.
+    private var litestreamEnvironment: [String: String] {
+        [
             "AWS_ACCESS_KEY_ID": credentials.accessKeyID,
             "AWS_SECRET_ACCESS_KEY": credentials.secretAccessKey,
             "AWS_REGION": region,
@@ -68,6 +88,6 @@ extension S3Settings {
             // fails. Empty reads as unset; Go takes a private CA from
             // SSL_CERT_FILE instead.
             "AWS_CA_BUNDLE": "",
-        ])
+        ]
     }
 }

@@ -110,7 +110,14 @@ public struct S3Settings: Sendable {
 
     /// An endpoint is `http(s)://host[:port]`, nothing else: a path or a
     /// query would change every signed path.
-    static func parseEndpoint(_ text: String, source: String) throws -> URL {
+    ///
+    /// ```swift
+    /// let endpoint = try S3Settings.parseEndpoint("http://127.0.0.1:9000", source: "AWS_ENDPOINT_URL")
+    /// ```
+    ///
+    /// - throws: ``ReplicaStoreError/invalidConfiguration(reason:)`` naming
+    ///   `source`.
+    public static func parseEndpoint(_ text: String, source: String) throws -> URL {
         guard let components = URLComponents(string: text),
               let scheme = components.scheme?.lowercased(), scheme == "http" || scheme == "https",
               let host = components.host, !host.isEmpty,
