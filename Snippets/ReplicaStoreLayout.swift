@@ -9,8 +9,8 @@ let store = try ReplicaStore(replica: "file:///srv/replica")
 let key = try ReplicaStore.epochKey(tenant: "acme", epoch: 7)
 print(key)                    // tenants/acme/epoch-00000000000000000007
 print(try store.url(of: key)) // file:///srv/replica/tenants/acme/epoch-00000000000000000007
-print(try ReplicaStore.url(of: "tenants/acme", under: "s3://bucket/prefix/"))
-// s3://bucket/prefix/tenants/acme
+print(try ReplicaStore.url(of: "tenants/acme", under: "s3://bucket/prefix/", s3Region: "eu-west-3"))
+// s3://bucket/prefix/tenants/acme?region=eu-west-3
 print(try ReplicaStore.encryptedSnapshotKey(tenant: "acme", epoch: 3))
 // tenants/acme/epoch-00000000000000000003/encrypted.sqlite
 print(try ReplicaStore.removedTenantKey("acme", removedAt: Date(timeIntervalSince1970: 0)))
@@ -25,5 +25,15 @@ func folderExample() async throws {
     let backend: any ReplicaStoreBackend = folder
     let keys = try await backend.list(prefix: "tenants/acme/").map(\.key)
     print(keys)
+    // snippet.hide
+}
+
+// The example of the GRDBReplicaStore article.
+// snippet.hide
+func articleExample() throws {
+    // snippet.show
+    let store = try ReplicaStore(replica: "file:///srv/replica")
+    let key = try ReplicaStore.tenantKey("acme")
+    print(try store.url(of: key)) // file:///srv/replica/tenants/acme
     // snippet.hide
 }

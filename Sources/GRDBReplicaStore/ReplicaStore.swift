@@ -165,8 +165,8 @@ public struct ReplicaStore: Sendable {
     /// its trailing slashes, `/`, and the key.
     ///
     /// ```swift
-    /// print(try ReplicaStore.url(of: "tenants/acme", under: "s3://bucket/prefix/"))
-    /// // s3://bucket/prefix/tenants/acme
+    /// print(try ReplicaStore.url(of: "tenants/acme", under: "s3://bucket/prefix/", s3Region: "eu-west-3"))
+    /// // s3://bucket/prefix/tenants/acme?region=eu-west-3
     /// ```
     ///
     /// - throws: ``ReplicaStoreError/invalidKey(_:reason:)``.

@@ -97,9 +97,9 @@ private let quiet = Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() }
         // No replication, or a replica that is no directory: no path.
         #expect(try TenantStorage(configuration: configuration, environment: [:]).replicaURL(for: acme, epoch: 3) == nil)
         var s3 = configuration
-        s3.replication = RegistryConfiguration.Replication(replica: "s3://bucket/prefix")
+        s3.replication = RegistryConfiguration.Replication(replica: "s3://bucket/prefix", s3Region: "us-east-1")
         let s3Storage = try TenantStorage(configuration: s3, environment: [:])
-        #expect(s3Storage.replicaURL(for: acme, epoch: 3) == "s3://bucket/prefix/tenants/acme/epoch-00000000000000000003")
+        #expect(s3Storage.replicaURL(for: acme, epoch: 3) == "s3://bucket/prefix/tenants/acme/epoch-00000000000000000003?region=us-east-1")
         #expect(s3Storage.encryptedReplicaPath(for: acme, epoch: 3) == nil)
     }
 

@@ -42,8 +42,8 @@ private func files(under url: URL) -> [URL] {
 
         let s3 = try RegistryConfiguration.parse(Data(#"""
             {"tenants": {"root": "tenants"}, "replication": {"replica": "s3://bucket/prefix/"}}
-            """#.utf8), baseDirectory: base, environment: [:])
-        #expect(try s3.replication?.replicaURL(forTenant: "acme") == "s3://bucket/prefix/tenants/acme")
+            """#.utf8), baseDirectory: base, environment: ["AWS_REGION": "us-east-1"])
+        #expect(try s3.replication?.replicaURL(forTenant: "acme") == "s3://bucket/prefix/tenants/acme?region=us-east-1")
         #expect(s3.replication?.litestream == "litestream")
         let retained = try RegistryConfiguration.parse(Data(#"""
             {"tenants": {"root": "tenants"}, "replication": {"replica": "replica", "removedTenantRetentionSeconds": 0}}
@@ -51,7 +51,7 @@ private func files(under url: URL) -> [URL] {
         #expect(retained.replication?.removedTenantRetention == .zero)
         let overridden = try RegistryConfiguration.parse(Data(#"""
             {"tenants": {"root": "tenants"}, "replication": {"replica": "replica"}}
-            """#.utf8), baseDirectory: base, environment: ["GRDBREGISTRY_REPLICA": "s3://other/prefix"])
+            """#.utf8), baseDirectory: base, environment: ["GRDBREGISTRY_REPLICA": "s3://other/prefix", "AWS_REGION": "us-east-1"])
         #expect(overridden.replication?.replica == "s3://other/prefix")
 
         // Every problem at once; encrypted tenants need somewhere to go.

@@ -39,7 +39,10 @@ import Testing
         #expect(store.folder?.root == "/srv/replica")
         let path = try ReplicaStore(replica: "/srv/replica")
         #expect(path.url == "file:///srv/replica")
-        #expect(try ReplicaStore.url(of: "tenants/acme", under: "s3://bucket/prefix/") == "s3://bucket/prefix/tenants/acme")
+        #expect(try ReplicaStore.url(of: "tenants/acme", under: "s3://bucket/prefix/", s3Region: "eu-west-3")
+            == "s3://bucket/prefix/tenants/acme?region=eu-west-3")
+        // Litestream would look for the bucket in a default region: refused.
+        #expect(throws: ReplicaStoreError.self) { try ReplicaStore.url(of: "tenants/acme", under: "s3://bucket/prefix/") }
     }
 
     @Test(arguments: ["replica", "file://replica", "file://", "gs://bucket/prefix"])
