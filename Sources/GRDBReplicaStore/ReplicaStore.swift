@@ -32,7 +32,7 @@ import Logging
 /// ## Topics
 ///
 /// ### Making a store
-/// - ``init(replica:)``
+/// - ``init(replica:environment:logger:)``
 /// - ``init(url:backend:)``
 /// - ``url``
 /// - ``backend``
@@ -93,6 +93,9 @@ public struct ReplicaStore: Sendable {
     /// print(store.folder?.root as Any) // Optional("/srv/replica")
     /// ```
     ///
+    /// - parameter replica: The configuration's `replica`.
+    /// - parameter environment: Where an S3-compatible store's settings
+    ///   are read.
     /// - parameter logger: Where the S3 backend logs its retries; nothing
     ///   is logged when nil.
     /// - throws: ``ReplicaStoreError/invalidConfiguration(reason:)`` for a
