@@ -93,7 +93,14 @@ let package = Package(
         // would compile BoringSSL into every build of this package.
         .target(
             name: "GRDBReplicaStore",
-            dependencies: ["CLibCrypto", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["GRDBDigests", .product(name: "Logging", package: "swift-log")]
+        ),
+        // SHA-256 and HMAC-SHA256 over libcrypto, for every module that
+        // hashes (migration checksums, backups, the replica store): one
+        // owner, below them all. Not a product.
+        .target(
+            name: "GRDBDigests",
+            dependencies: ["CLibCrypto"]
         ),
         .testTarget(
             name: "GRDBReplicaStoreTests",
@@ -179,7 +186,7 @@ let package = Package(
             name: "GRDBMigrations",
             // GRDBRegistry: its bookkeeping table (ChangeSequence), which a
             // migrated database may hold beside the migrations' schema.
-            dependencies: ["CLibCrypto", "GRDBRegistry", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: ["CLibCrypto", "GRDBDigests", "GRDBRegistry", .product(name: "GRDB", package: "GRDB.swift")]
         ),
         .executableTarget(
             name: "registryctl",
@@ -204,7 +211,7 @@ let package = Package(
             // that registryctl then reads, as a daemon would.
             dependencies: [
                 "TestSupport",
-                "GRDBMigrations", "registryctl", "GRDBCipher", "GRDBRegistry", "GRDBRegistryService", "GRDBRegistryExamples",
+                "GRDBMigrations", "GRDBDigests", "registryctl", "GRDBCipher", "GRDBRegistry", "GRDBRegistryService", "GRDBRegistryExamples",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
@@ -214,7 +221,7 @@ let package = Package(
         .target(
             name: "GRDBBackup",
             dependencies: [
-                "GRDBRegistry", "GRDBMigrations", "GRDBCipher", "CLibCrypto",
+                "GRDBRegistry", "GRDBMigrations", "GRDBCipher", "CLibCrypto", "GRDBDigests",
                 // A tenant's file and key come from its TenantStorage.
                 "GRDBRegistryConfiguration",
                 .product(name: "GRDB", package: "GRDB.swift"),
@@ -227,7 +234,7 @@ let package = Package(
             // registryctl: the end-to-end tests run the real binary.
             dependencies: [
                 "TestSupport",
-                "GRDBBackup", "GRDBCipher", "GRDBMigrations", "GRDBRegistry", "GRDBRegistryConfiguration", "registryctl",
+                "GRDBBackup", "GRDBCipher", "GRDBMigrations", "GRDBDigests", "GRDBRegistry", "GRDBRegistryConfiguration", "registryctl",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
             ]

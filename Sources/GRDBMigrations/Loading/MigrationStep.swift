@@ -1,3 +1,4 @@
+import GRDBDigests
 import Foundation
 import GRDB
 

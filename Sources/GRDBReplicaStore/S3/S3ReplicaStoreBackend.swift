@@ -1,4 +1,5 @@
 import Foundation
+import GRDBDigests
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -91,7 +92,7 @@ public struct S3ReplicaStoreBackend: ReplicaStoreBackend {
     }
 
     public func put(_ key: String, data: Data) async throws {
-        try await put(key, body: .data(data), sha256: Digests.sha256Hex(data))
+        try await put(key, body: .data(data), sha256: SHA256.hexDigest(of: Array(data)))
     }
 
     /// Streams the file from disk (a snapshot is never in memory whole).
@@ -100,7 +101,7 @@ public struct S3ReplicaStoreBackend: ReplicaStoreBackend {
     /// other bytes than its checksum says is ever stored.
     public func put(_ key: String, fromFile path: String) async throws {
         _ = try objectKey(key)
-        try await put(key, body: .file(URL(fileURLWithPath: path)), sha256: Digests.sha256Hex(ofFileAt: path))
+        try await put(key, body: .file(URL(fileURLWithPath: path)), sha256: SHA256.hexDigest(ofFileAt: path))
     }
 
     private func put(_ key: String, body: RequestBody, sha256: String) async throws {
@@ -128,7 +129,7 @@ public struct S3ReplicaStoreBackend: ReplicaStoreBackend {
         if let lengthText = response.value(forHTTPHeaderField: "Content-Length"), let length = Int(lengthText), length != data.count {
             throw ReplicaStoreError.corrupt(key: key, reason: "\(data.count) bytes received where Content-Length announced \(length)")
         }
-        let actual = Digests.sha256Hex(data)
+        let actual = SHA256.hexDigest(of: Array(data))
         guard actual == expected else {
             throw ReplicaStoreError.corrupt(key: key, reason: "SHA-256 of the \(data.count) bytes received is \(actual), stored checksum \(expected)")
         }
@@ -283,7 +284,7 @@ public struct S3ReplicaStoreBackend: ReplicaStoreBackend {
         case file(URL)
     }
 
-    private static let emptySHA256 = Digests.sha256Hex(Data())
+    private static let emptySHA256 = SHA256.hexDigest(of: [])
 
     private func signedRequest(
         _ method: String, objectKey: String?, query: [(name: String, value: String)], body: RequestBody, payloadSHA256: String,

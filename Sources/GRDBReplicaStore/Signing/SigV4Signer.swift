@@ -1,4 +1,5 @@
 import Foundation
+import GRDBDigests
 
 /// Signs HTTP requests with AWS Signature Version 4 (header-based
 /// authentication), as S3 and every S3-compatible store check them.
@@ -56,7 +57,7 @@ public struct SigV4Signer: Sendable {
     /// signer.sign(&request, payload: body, date: Date())
     /// ```
     public func sign(_ request: inout SigV4Request, payload: Data, date: Date) {
-        sign(&request, payloadSHA256: Digests.sha256Hex(payload), date: date)
+        sign(&request, payloadSHA256: SHA256.hexDigest(of: Array(payload)), date: date)
     }
 
     /// Signs `request` whose body has the SHA-256 `payloadSHA256` (lowercase
@@ -80,7 +81,7 @@ public struct SigV4Signer: Sendable {
         }
         let canonical = canonicalRequest(request, payloadSHA256: payloadSHA256)
         let toSign = stringToSign(canonicalRequest: canonical, date: date)
-        let signature = Digests.hex(Digests.hmacSHA256(key: signingKey(date: date), Array(toSign.utf8)))
+        let signature = SHA256.hex(HMACSHA256.authenticationCode(key: signingKey(date: date), Array(toSign.utf8)))
         let authorization = "AWS4-HMAC-SHA256 Credential=\(credentials.accessKeyID)/\(scope(date)),"
             + "SignedHeaders=\(Self.signedHeaderNames(request)),Signature=\(signature)"
         request.headers.append(("authorization", authorization))
@@ -115,7 +116,7 @@ public struct SigV4Signer: Sendable {
             "AWS4-HMAC-SHA256",
             Self.timestamp(date),
             scope(date),
-            Digests.sha256Hex(Array(canonicalRequest.utf8)),
+            SHA256.hexDigest(of: Array(canonicalRequest.utf8)),
         ].joined(separator: "\n")
     }
 
@@ -124,9 +125,9 @@ public struct SigV4Signer: Sendable {
     }
 
     private func signingKey(date: Date) -> [UInt8] {
-        var key = Digests.hmacSHA256(key: Array("AWS4\(credentials.secretAccessKey)".utf8), Array(Self.day(date).utf8))
+        var key = HMACSHA256.authenticationCode(key: Array("AWS4\(credentials.secretAccessKey)".utf8), Array(Self.day(date).utf8))
         for part in [region, service, "aws4_request"] {
-            key = Digests.hmacSHA256(key: key, Array(part.utf8))
+            key = HMACSHA256.authenticationCode(key: key, Array(part.utf8))
         }
         return key
     }

@@ -1,6 +1,7 @@
 import CLibCrypto
 
-/// SHA-256 of migration files, from libcrypto (OpenSSL).
+/// SHA-256 from libcrypto (OpenSSL): the one digest of the package (migration
+/// checksums, backup files, replica store objects and request signatures).
 ///
 /// The runner stores the digest of each applied SQL file, and compares it with
 /// the file on disk to report edited migrations:
@@ -30,7 +31,8 @@ package enum SHA256 {
         hex(digest(of: bytes))
     }
 
-    private static func hex(_ digest: [UInt8]) -> String {
+    /// Lowercase hexadecimal of `digest`.
+    package static func hex(_ digest: [UInt8]) -> String {
         digest.map { hexDigits[Int($0 >> 4)] + hexDigits[Int($0 & 0xf)] }.joined()
     }
 
