@@ -45,25 +45,30 @@ final class FailingChangeLog: TenantChangeLog {
         }
     }
 
-    @Test func aFailedAppendIsNotAcknowledgedAndLeavesNoGapForTheNextOwner() async throws {
-        let directory = try TemporaryDirectory()
+    /// Two durable nodes sharing a replica store, recording into one
+    /// in-memory log. No sweep during the tests: a cut's replica round
+    /// after the nodes stopped would fail, and the failed-rounds counter is
+    /// shared with the suites that run meanwhile (EpochReplicationTests
+    /// counts it).
+    private static func twoNodes(_ directory: TemporaryDirectory) throws -> (ReplicatedDaemon, ReplicatedDaemon, FailingChangeLog) {
         let replica = directory.url.appendingPathComponent("replica")
         let durable = #", "acknowledgements": "durable""#
-        let nodeA = try ReplicatedDaemon(
-            configuration: try EpochReplicationTests.nodeConfiguration(directory, node: "a", replica: replica, extra: durable),
-            scanInterval: .seconds(3600), hosting: true)
-        let nodeB = try ReplicatedDaemon(
-            configuration: try EpochReplicationTests.nodeConfiguration(directory, node: "b", replica: replica, extra: durable),
-            scanInterval: .seconds(3600), hosting: true)
-        let hostA = try #require(nodeA.host), hostB = try #require(nodeB.host)
+        let nodes = try ["a", "b"].map { node in
+            try ReplicatedDaemon(
+                configuration: try EpochReplicationTests.nodeConfiguration(directory, node: node, replica: replica, extra: durable),
+                scanInterval: .seconds(3600), hosting: true)
+        }
         let log = FailingChangeLog()
-        // No sweep during the test: a cut's replica round after the nodes
-        // stopped would fail, and the failed-rounds counter is shared with
-        // the suites that run meanwhile (EpochReplicationTests counts it).
         var limits = DurableTail.Limits()
         limits.sweepInterval = .seconds(3600)
-        hostA.recordChanges(in: log, limits: limits)
-        hostB.recordChanges(in: log, limits: limits)
+        for node in nodes { try #require(node.host).recordChanges(in: log, limits: limits) }
+        return (nodes[0], nodes[1], log)
+    }
+
+    @Test func aFailedAppendIsNotAcknowledgedAndLeavesNoGapForTheNextOwner() async throws {
+        let directory = try TemporaryDirectory()
+        let (nodeA, nodeB, log) = try Self.twoNodes(directory)
+        let hostA = try #require(nodeA.host), hostB = try #require(nodeB.host)
         let acme = try TenantID("acme")
         let tenantsA = nodeA.tenants, tenantsB = nodeB.tenants
 
@@ -102,22 +107,10 @@ final class FailingChangeLog: TenantChangeLog {
     /// neither, so its first write brings the base up to date first.
     @Test func theFirstDurableWriteAfterACreationOrARestoreNeedsNoReplicaRound() async throws {
         let directory = try TemporaryDirectory()
-        let replica = directory.url.appendingPathComponent("replica")
-        let durable = #", "acknowledgements": "durable""#
-        let nodeA = try ReplicatedDaemon(
-            configuration: try EpochReplicationTests.nodeConfiguration(directory, node: "a", replica: replica, extra: durable),
-            scanInterval: .seconds(3600), hosting: true)
-        let nodeB = try ReplicatedDaemon(
-            configuration: try EpochReplicationTests.nodeConfiguration(directory, node: "b", replica: replica, extra: durable),
-            scanInterval: .seconds(3600), hosting: true)
+        let (nodeA, nodeB, log) = try Self.twoNodes(directory)
         let hostA = try #require(nodeA.host), hostB = try #require(nodeB.host)
         let acknowledgementsA = try #require(nodeA.service.acknowledgements)
         let acknowledgementsB = try #require(nodeB.service.acknowledgements)
-        let log = FailingChangeLog()
-        var limits = DurableTail.Limits()
-        limits.sweepInterval = .seconds(3600)
-        hostA.recordChanges(in: log, limits: limits)
-        hostB.recordChanges(in: log, limits: limits)
         let acme = try TenantID("acme")
         let tenantsA = nodeA.tenants, tenantsB = nodeB.tenants
 

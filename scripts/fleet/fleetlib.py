@@ -188,11 +188,7 @@ class Node:
             os.killpg(self.process.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        kill_all(pids)
         self.process.wait()
 
     def freeze(self):
@@ -252,11 +248,7 @@ def postgres_kill(folder):
             os.killpg(postmaster, signal.SIGKILL)
     except ProcessLookupError:
         pass
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    kill_all(pids)
     deadline = time.monotonic() + 10
     while any(process_exists(pid) for pid in pids):
         if time.monotonic() > deadline:
@@ -342,6 +334,15 @@ class ReadOnlyFolder:
                                     capture_output=True)
             writable += result.returncode == 0
         return writable
+
+
+def kill_all(pids):
+    """SIGKILL to each of `pids`, those already gone skipped."""
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def descendants(pid):
