@@ -173,7 +173,7 @@ struct PartitionTests {
         @Sendable func serves(_ node: TestNode) -> Bool {
             node.fence.isOpen && node.fleet.status.ownedTenants.contains("acme")
         }
-        try await TestPostgres.withClient(url) { client in
+        _ = try await TestPostgres.withClient(url) { client in
             try await client.query(PostgresQuery(unsafeSQL: "REVOKE UPDATE ON fleet_nodes FROM \(role1)"))
         }
         let cut = ContinuousClock.now
@@ -196,7 +196,7 @@ struct PartitionTests {
         #expect(try await TestPostgres.rows(url, "SELECT owner, epoch FROM fleet_tenants") == [["n2", "2"]])
 
         // The partition heals: n1 lets acme go and joins again; acme stays on n2.
-        try await TestPostgres.withClient(url) { client in
+        _ = try await TestPostgres.withClient(url) { client in
             try await client.query(PostgresQuery(unsafeSQL: "GRANT UPDATE ON fleet_nodes TO \(role1)"))
         }
         try await eventually("n1 let acme go and is back") { n1.host.relinquished.contains("acme") && n1.fence.isOpen }
@@ -231,7 +231,7 @@ struct PartitionTests {
         try await n1.create("acme")
         let acme = try TenantID("acme")
 
-        try await TestPostgres.withClient(url) { client in
+        _ = try await TestPostgres.withClient(url) { client in
             try await client.query(PostgresQuery(unsafeSQL: "REVOKE UPDATE ON fleet_nodes FROM \(role)"))
         }
         try await eventually("n2 claimed acme", timeout: .seconds(15)) {
@@ -240,7 +240,7 @@ struct PartitionTests {
         await #expect(throws: FleetError.leaseLost) { try await n1.fleet.move(acme, to: "n2") }
         #expect(n1.host.handoffs.isEmpty, "a fenced node froze acme for a move")
 
-        try await TestPostgres.withClient(url) { client in
+        _ = try await TestPostgres.withClient(url) { client in
             try await client.query(PostgresQuery(unsafeSQL: "GRANT UPDATE ON fleet_nodes TO \(role)"))
         }
         try await eventually("n1 is back in the fleet") { n1.fence.isOpen }

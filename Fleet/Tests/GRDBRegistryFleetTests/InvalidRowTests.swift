@@ -79,7 +79,7 @@ struct InvalidRowTests {
         let logs = InMemoryLogHandler()
         let node = try await TestNode.joined("n1", postgres: url, logs: logs)
         let before = counterTotal(Self.label, [("table", "fleet_tenants")])
-        try await TestPostgres.withClient(url) { client in
+        _ = try await TestPostgres.withClient(url) { client in
             try await client.query("INSERT INTO fleet_tenants (tenant_id, encrypted, owner, epoch) VALUES ('../once', false, NULL, 0)")
         }
         try await eventually("the row refused at five refreshes") {
@@ -93,7 +93,7 @@ struct InvalidRowTests {
         }
         #expect(refusals(naming: "\"../once\"") == 1)
 
-        try await TestPostgres.withClient(url) { client in
+        _ = try await TestPostgres.withClient(url) { client in
             try await client.query("UPDATE fleet_tenants SET tenant_id = '../twice' WHERE tenant_id = '../once'")
         }
         try await eventually("the changed row logged") { refusals(naming: "\"../twice\"") == 1 }

@@ -47,7 +47,7 @@ struct LeaseStatementTests {
 
     @Test func tenantOfALapsedOwnerIsClaimedAtTheNextEpoch() async throws {
         try await withStore { (store: FleetStore, url: String, sessions: [String: UUID]) async throws in
-            try await TestPostgres.withClient(url) { client in
+            _ = try await TestPostgres.withClient(url) { client in
                 try await client.query("UPDATE fleet_tenants SET owner = 'n3', epoch = 7")
             }
             let claim = try await store.claim(tenant: "t1", nodeID: "n2", session: sessions["n2"]!)

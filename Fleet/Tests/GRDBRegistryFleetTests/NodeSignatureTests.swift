@@ -67,7 +67,7 @@ struct NodeSignatureTests {
         let refusedBefore = counterTotal(Self.label, [("table", "fleet_nodes")])
         // Whoever writes PostgreSQL points n2 elsewhere: n2's signature no
         // longer matches, and n1 stops using the row.
-        try await TestPostgres.withClient(url) { client in
+        _ = try await TestPostgres.withClient(url) { client in
             try await client.query("UPDATE fleet_nodes SET address = 'http://127.0.0.1:9' WHERE node_id = 'n2'")
         }
         try await eventually("n1 refuses n2's altered row") {
