@@ -1,4 +1,5 @@
 import CLibCrypto
+import Foundation
 
 /// SHA-256 from libcrypto (OpenSSL): the one digest of the package (migration
 /// checksums, backup files, replica store objects and request signatures).
@@ -14,7 +15,7 @@ import CLibCrypto
 /// decision.
 package enum SHA256 {
     /// Returns the 32-byte digest of `bytes`.
-    package static func digest(of bytes: [UInt8]) -> [UInt8] {
+    package static func digest(of bytes: some ContiguousBytes) -> [UInt8] {
         var output = [UInt8](repeating: 0, count: 32)
         var length: UInt32 = 0
         let ok = bytes.withUnsafeBytes { input in
@@ -27,7 +28,7 @@ package enum SHA256 {
     }
 
     /// Returns the digest of `bytes` in lowercase hexadecimal.
-    package static func hexDigest(of bytes: [UInt8]) -> String {
+    package static func hexDigest(of bytes: some ContiguousBytes) -> String {
         hex(digest(of: bytes))
     }
 

@@ -206,7 +206,18 @@ extension RegistryConfiguration {
         /// The directory of a `file://` replica, or nil for another scheme
         /// (forwards to the ``store``'s `FolderReplicaStoreBackend.root`).
         public var replicaDirectory: String? {
-            (try? store)?.folder?.root
+            replicaFolder?.root
+        }
+
+        /// The ``store``'s folder backend when ``replica`` is a folder, nil
+        /// for any other store: what the code that lists, moves or writes
+        /// replica files itself uses. Unlike ``store``, it never builds an
+        /// S3 store's client (which reads the environment, maybe a
+        /// credentials file, and opens an HTTP session) only to find it is
+        /// no folder.
+        package var replicaFolder: FolderReplicaStoreBackend? {
+            guard !ReplicaStore.isS3(replica) else { return nil }
+            return (try? store)?.folder
         }
 
         /// The encrypted backup directory of a single server, as a folder

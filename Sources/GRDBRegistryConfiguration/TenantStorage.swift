@@ -319,13 +319,13 @@ public struct TenantStorage: Sendable {
     /// // /srv/replica/tenants/acme/epoch-00000000000000000003/encrypted.sqlite
     /// ```
     public func encryptedReplicaPath(for id: TenantID, epoch: UInt64) -> String? {
-        try? replication?.store.folder?.path(of: ReplicaStore.encryptedSnapshotKey(tenant: id.rawValue, epoch: epoch))
+        try? replication?.replicaFolder?.path(of: ReplicaStore.encryptedSnapshotKey(tenant: id.rawValue, epoch: epoch))
     }
 
     /// The folder that holds the epoch folders of tenant `id` in a
     /// `file://` replica store (`<replica path>/tenants/<id>`), or nil.
     public func replicaEpochsDirectory(for id: TenantID) -> String? {
-        try? replication?.store.folder?.path(of: ReplicaStore.tenantKey(id.rawValue))
+        try? replication?.replicaFolder?.path(of: ReplicaStore.tenantKey(id.rawValue))
     }
 
     /// The scheduled encrypted backup of tenant `id`:

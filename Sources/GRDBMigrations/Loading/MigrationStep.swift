@@ -91,6 +91,6 @@ extension SQLMigrationFile {
         guard let sql = String(data: data, encoding: .utf8) else {
             throw MigrationSetError.unreadableFile(path: url.path, reason: "the file is not valid UTF-8")
         }
-        self.init(identifier: url.lastPathComponent, path: url.path, sql: sql, checksum: SHA256.hexDigest(of: Array(data)))
+        self.init(identifier: url.lastPathComponent, path: url.path, sql: sql, checksum: SHA256.hexDigest(of: data))
     }
 }

@@ -258,10 +258,11 @@ public final class RepositoryDatabase: TopLevelDatabaseReader, Sendable {
                 // pending migrations, and the invariants when there are none.
                 // The same rules as the inspection of an existing file, for
                 // a writer given as is, a new file, or a file changed since.
-                let pending = try writer.read { db in
+                let recordsChanges = managed.acknowledgement?.recordsChanges == true
+                let (pending, sequenceMissing) = try writer.read { db in
                     let pending = try DatabaseFileInspection.pendingMigrations(db, database: name, migrator: migrator, policy: policy)
                     if pending.isEmpty, !invariantsHeld { try commitPolicy.checkInvariants(db) }
-                    return pending
+                    return (pending, try recordsChanges && !db.tableExists(ChangeSequence.tableName))
                 }
                 if let migrator, !pending.isEmpty {
                     // Migrations change the schema, which invariants
@@ -272,11 +273,13 @@ public final class RepositoryDatabase: TopLevelDatabaseReader, Sendable {
                     }
                     try writer.read { db in try commitPolicy.checkInvariants(db) }
                 }
-                if managed.acknowledgement?.recordsChanges == true {
+                if sequenceMissing {
                     // The bookkeeping of recorded writes comes with the
                     // schema, not with the first write: a new tenant's
                     // first replica holds it, and its first recorded
-                    // write is no schema change.
+                    // write is no schema change. Written only when missing:
+                    // every other opening (an evicted tenant reopened)
+                    // needs no write transaction.
                     try writer.write { db in try ChangeSequence.prepare(db) }
                 }
             }

@@ -141,7 +141,7 @@ public struct LitestreamRestore: Sendable {
     /// store of another scheme can't be listed yet (`reason` says what to
     /// do instead).
     private func replicaFolder(for database: String, listing reason: String) throws -> FolderReplicaStoreBackend {
-        guard let folder = (try? replication.store)?.folder else {
+        guard let folder = try replication.replicaFolder else {
             throw ReplicationError.restoreFailed(database: database, reason: reason)
         }
         return folder
@@ -368,7 +368,7 @@ public struct LitestreamRestore: Sendable {
     ///   the operator must look).
     public func replicaLayout(of id: TenantID) throws -> ReplicaLayout {
         _ = try tenantStorage(for: id)
-        guard let folder = (try? replication.store)?.folder else { return .single }
+        guard let folder = try replication.replicaFolder else { return .single }
         let tenant = try ReplicaStore.tenantKey(id.rawValue)
         let directory = try folder.path(of: tenant)
         let names = try names(in: folder, under: tenant, for: id.databaseName)

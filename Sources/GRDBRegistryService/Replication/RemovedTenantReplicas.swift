@@ -57,7 +57,7 @@ package struct RemovedTenantReplicas: Sendable {
     /// delete it object by object (every LTX file of the tenant), which
     /// its provider's lifecycle rules do better.
     private var replicas: FolderReplicaStoreBackend? {
-        (try? replication.store)?.folder
+        replication.replicaFolder
     }
 
     /// Moves aside (or, with a zero retention, deletes) the replica and the
@@ -71,7 +71,7 @@ package struct RemovedTenantReplicas: Sendable {
         let stamp = Self.stamp(removedAt)
         let removedAt = Self.date(fromStamp: stamp) ?? removedAt
         var entry = Entry(tenant: id, removedAt: removedAt)
-        if let source = (try? storage.replication?.store)?.folder, let removed = replicas {
+        if let source = storage.replication?.replicaFolder, let removed = replicas {
             let tenant = try ReplicaStore.tenantKey(id.rawValue)
             // An empty or missing replica holds nothing to restore.
             if try !source.list(prefix: tenant + "/").isEmpty {
@@ -128,8 +128,7 @@ package struct RemovedTenantReplicas: Sendable {
                 entries[key] = entry
             }
         }
-        let store = try? replication.store
-        try scan(store?.folder) { entry, key in entry.replicaURL = try store?.url(of: key) }
+        try scan(replicas) { entry, key in entry.replicaURL = try replication.store.url(of: key) }
         try scan(replication.encryptedBackups) { entry, key in entry.encryptedBackup = try replication.encryptedBackups?.path(of: key) }
         return entries.values.sorted { ($0.tenant.rawValue, $1.removedAt) < ($1.tenant.rawValue, $0.removedAt) }
     }

@@ -92,7 +92,7 @@ public struct S3ReplicaStoreBackend: ReplicaStoreBackend {
     }
 
     public func put(_ key: String, data: Data) async throws {
-        try await put(key, body: .data(data), sha256: SHA256.hexDigest(of: Array(data)))
+        try await put(key, body: .data(data), sha256: SHA256.hexDigest(of: data))
     }
 
     /// Streams the file from disk (a snapshot is never in memory whole).
@@ -129,7 +129,7 @@ public struct S3ReplicaStoreBackend: ReplicaStoreBackend {
         if let lengthText = response.value(forHTTPHeaderField: "Content-Length"), let length = Int(lengthText), length != data.count {
             throw ReplicaStoreError.corrupt(key: key, reason: "\(data.count) bytes received where Content-Length announced \(length)")
         }
-        let actual = SHA256.hexDigest(of: Array(data))
+        let actual = SHA256.hexDigest(of: data)
         guard actual == expected else {
             throw ReplicaStoreError.corrupt(key: key, reason: "SHA-256 of the \(data.count) bytes received is \(actual), stored checksum \(expected)")
         }

@@ -57,7 +57,7 @@ public struct SigV4Signer: Sendable {
     /// signer.sign(&request, payload: body, date: Date())
     /// ```
     public func sign(_ request: inout SigV4Request, payload: Data, date: Date) {
-        sign(&request, payloadSHA256: SHA256.hexDigest(of: Array(payload)), date: date)
+        sign(&request, payloadSHA256: SHA256.hexDigest(of: payload), date: date)
     }
 
     /// Signs `request` whose body has the SHA-256 `payloadSHA256` (lowercase
