@@ -42,15 +42,19 @@ import Testing
             let signedIn = try await browser.evaluateAfterLoad(Self.waitFor(#"document.querySelector('#rows tr[data-player="Arthur"]') && document.getElementById('tenant').textContent"#), session: page)
             #expect(signedIn == "· Acme", "the page did not sign in:\n\(browser.output)")
 
-            // A second client adds a player: the page shows it, pushed by
-            // server-sent events, within a second. Measured from before the
-            // POST to the answer of a DOM poll: an upper bound.
-            let posted = ContinuousClock.now
+            // A second client adds a player: the page shows it, pushed on
+            // the stream it already holds open. No request of the page
+            // completes in between: a poll or a reconnection would add a
+            // resource entry (the open stream adds none until it ends).
+            // How fast delivery is belongs to the benchmarks (SSE fan-out
+            // in Benchmarks/RESULTS.md), not to a timed test on a shared
+            // machine; the wait below is bounded by waitFor's 5 s.
+            let requestsBefore = try await browser.evaluate("String(performance.getEntriesByType('resource').length)", session: page)
             #expect(try await api.send(.POST, "/tenants/acme/players", json: #"{"name":"Zed","score":99}"#, token: token).status == 201)
             let shown = try await browser.evaluate(Self.waitFor(#"Array.from(document.querySelectorAll('#rows tr')).map(r => r.dataset.player).join(',') === 'Zed,Arthur' && 'shown'"#), session: page)
-            let delay = ContinuousClock.now - posted
             #expect(shown == "shown", "the new player never appeared:\n\(browser.output)")
-            #expect(delay < .seconds(1), "the new player appeared after \(delay)")
+            let requestsAfter = try await browser.evaluate("String(performance.getEntriesByType('resource').length) + ' ' + document.getElementById('status').textContent", session: page)
+            #expect(requestsAfter == "\(requestsBefore) live", "the page fetched again instead of being pushed the change (resource entries before: \(requestsBefore), after and status: \(requestsAfter))")
 
             // Add a player from the page.
             let added = try await browser.evaluate("""
