@@ -52,7 +52,7 @@ import Testing
     }
 
     @Test(arguments: ["DELETE", "WAL"])
-    func aMigrationPastTheFileSizeLimitFailsAndLosesNothing(journalMode: String) throws {
+    func aMigrationPastTheFileSizeLimitFailsAndLosesNothing(journalMode: String) async throws {
         let root = try TemporaryDirectory()
         let migrations = root.path + "/migrations"
         let path = root.path + "/db.sqlite"
@@ -60,23 +60,23 @@ import Testing
         try Self.writeMigrations(to: migrations, includingLarge: false)
         do {
             let queue = try DatabaseQueue(path: path)
-            _ = try queue.writeWithoutTransaction { db in try String.fetchOne(db, sql: "PRAGMA journal_mode = \(journalMode)") }
+            _ = try await queue.writeWithoutTransaction { db in try String.fetchOne(db, sql: "PRAGMA journal_mode = \(journalMode)") }
             try queue.close()
         }
         let migrate = "\(shellQuoted(registryctl)) migrate --no-progress --database \(shellQuoted(path)) --migrations \(shellQuoted(migrations))"
-        let first = try runShell(migrate)
+        let first = try await runShell(migrate)
         #expect(first.status == 0, "\(first.output)")
         try Self.writeMigrations(to: migrations, includingLarge: true)
 
         // 1 MB at most per file (ulimit -f counts 512-byte blocks in dash,
         // 1 KB blocks in bash: 1 or 2 MB, both far below the ~3 MB needed).
         // SIGXFSZ ignored: the write fails with EFBIG instead of killing.
-        let limited = try runShell("trap '' XFSZ; ulimit -f 2048 && exec \(migrate)")
+        let limited = try await runShell("trap '' XFSZ; ulimit -f 2048 && exec \(migrate)")
         #expect(limited.status != 0, "the migration should not fit: \(limited.output)")
         #expect(limited.output.contains("db.sqlite"), "the error should name the database: \(limited.output)")
         #expect(try Self.checkAfterFailure(path, key: nil) == ["0001_create_item.sql"])
 
-        let retried = try runShell(migrate)
+        let retried = try await runShell(migrate)
         #expect(retried.status == 0, "\(retried.output)")
         #expect(try Self.checkAfterFailure(path, key: nil) == ["0001_create_item.sql", "0002_fill_item.sql"])
     }
@@ -86,7 +86,7 @@ import Testing
     /// namespaces are allowed). The files are copied out before the
     /// namespace, and its tmpfs, go away.
     @Test(arguments: [false, true])
-    func aMigrationOnAFullFilesystemFailsAndLosesNothing(encrypted: Bool) throws {
+    func aMigrationOnAFullFilesystemFailsAndLosesNothing(encrypted: Bool) async throws {
         let root = try TemporaryDirectory()
         let migrations = root.path + "/migrations"
         let prepared = root.path + "/prepared"
@@ -101,7 +101,7 @@ import Testing
         let environment = ["FULL_DISK_KEY": key ?? ""]
         try Self.writeMigrations(to: migrations, includingLarge: false)
         let migratePrepared = "\(shellQuoted(registryctl)) migrate --no-progress --database \(shellQuoted(prepared + "/db.sqlite")) --migrations \(shellQuoted(migrations))\(keyOption)"
-        let first = try runShell(migratePrepared, environment: environment)
+        let first = try await runShell(migratePrepared, environment: environment)
         #expect(first.status == 0, "\(first.output)")
         try Self.writeMigrations(to: migrations, includingLarge: true)
 
@@ -116,13 +116,13 @@ import Testing
             df -k \(shellQuoted(mount)) | tail -1
             cp -a \(shellQuoted(mount))/. \(shellQuoted(out))/
             """
-        let run = try runShell("exec unshare -rm /bin/sh -c \(shellQuoted(script))", environment: environment)
+        let run = try await runShell("exec unshare -rm /bin/sh -c \(shellQuoted(script))", environment: environment)
         #expect(run.output.contains("registryctl exit status 1"), "the migration should not fit on 1 MB: \(run.output)")
         #expect(run.output.contains("db.sqlite"), "the error should name the database: \(run.output)")
         #expect(try Self.checkAfterFailure(out + "/db.sqlite", key: key) == ["0001_create_item.sql"])
 
         // Space is back (the copy is on the real disk): the same command finishes.
-        let retried = try runShell(migratePrepared.replacingOccurrences(of: prepared, with: out), environment: environment)
+        let retried = try await runShell(migratePrepared.replacingOccurrences(of: prepared, with: out), environment: environment)
         #expect(retried.status == 0, "\(retried.output)")
         #expect(try Self.checkAfterFailure(out + "/db.sqlite", key: key) == ["0001_create_item.sql", "0002_fill_item.sql"])
     }

@@ -10,7 +10,7 @@ import Testing
 /// no plaintext anywhere in the backup, and the copy opens with the key,
 /// here and in the real SQLCipher 4.
 @Suite struct EncryptedBackupTests {
-    @Test func anEncryptedTenantsBackupHasNoPlaintextAndOpensWithItsKeyHereAndInSQLCipher4() throws {
+    @Test func anEncryptedTenantsBackupHasNoPlaintextAndOpensWithItsKeyHereAndInSQLCipher4() async throws {
         let directory = try TemporaryDirectory()
         let layout = TenantLayout(root: directory.url("data/tenants"))
         let encryption = try tenantEncryption()
@@ -48,11 +48,11 @@ import Testing
         // The copy keeps the tenant's salt, so the tenant key opens it.
         let copyPath = backupDirectory.path + "/tenants/acme.sqlite"
         let copy = try CipherDatabase.queue(atPath: copyPath, key: try encryption.key(forTenant: "acme", atPath: copyPath))
-        #expect(try copy.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM player") } == 51)
+        await #expect(try copy.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM player") } == 51)
         try copy.close()
 
         // The real SQLCipher 4, with the raw key and salt.
-        let oracle = try sqlcipher4Python("""
+        let oracle = try await sqlcipher4Python("""
             import sqlcipher3
             c = sqlcipher3.connect('\(copyPath)')
             c.execute("PRAGMA key = \\"\(keyValue)\\"")

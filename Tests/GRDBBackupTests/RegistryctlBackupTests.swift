@@ -52,14 +52,14 @@ import Testing
         }
     }
 
-    static func registryctl(_ arguments: [String], limitKB: Int? = nil) throws -> (status: Int32, output: String) {
+    static func registryctl(_ arguments: [String], limitKB: Int? = nil) async throws -> (status: Int32, output: String) {
         let command = try ([registryctlPath()] + arguments).map(shellQuoted).joined(separator: " ")
         // SIGXFSZ ignored: a write past the limit fails with EFBIG, as on a full disk.
         let script = limitKB.map { "trap '' XFSZ; ulimit -f \($0) && exec \(command)" } ?? "exec \(command)"
-        return try runShell(script, environment: environment)
+        return try await runShell(script, environment: environment)
     }
 
-    @Test func aDataDirectoryIsBackedUpOnlineAndRestoredIntoANewOne() throws {
+    @Test func aDataDirectoryIsBackedUpOnlineAndRestoredIntoANewOne() async throws {
         let directory = try TemporaryDirectory()
         let migrations = directory.path("migrations")
         try Self.writeMigrations(to: migrations)
@@ -70,7 +70,7 @@ import Testing
         try addPlayers(["acme committed before the backup"], to: daemon)
 
         let backup = directory.path("backup")
-        let backedUp = try Self.registryctl(["backup", "--config", source.config, "--to", backup, "--json", "--jobs", "2"])
+        let backedUp = try await Self.registryctl(["backup", "--config", source.config, "--to", backup, "--json", "--jobs", "2"])
         try daemon.close()
         #expect(backedUp.status == 0, "\(backedUp.output)")
         struct Document: Decodable {
@@ -85,22 +85,22 @@ import Testing
         #expect(try filesContaining("SECRET_PLAYER", under: backup) == [])
 
         let target = try DataDirectory(root: directory.path("target"), migrations: migrations, populated: false)
-        let restored = try Self.registryctl(["restore", "--config", target.config, "--from", backup, "--all"])
+        let restored = try await Self.registryctl(["restore", "--config", target.config, "--from", backup, "--all"])
         #expect(restored.status == 0, "\(restored.output)")
         #expect(restored.output.contains("4 of 4 databases restored; 0 failed"), "\(restored.output)")
         #expect(try playerNames(ofTenant: "acme", layout: target.layout, encryption: try tenantEncryption())
                 == ["acme SECRET_PLAYER", "acme committed before the backup"])
         #expect(try playerNames(ofTenant: "initech", layout: target.layout, encryption: try tenantEncryption()) == ["initech SECRET_PLAYER"])
-        let status = try Self.registryctl(["status", "--config", target.config, "--json"])
+        let status = try await Self.registryctl(["status", "--config", target.config, "--json"])
         #expect(status.status == 0 && !status.output.contains("\"pending\" : [\n        \""), "\(status.output)")
 
         // Again, without --force: refused, and said so.
-        let again = try Self.registryctl(["restore", "--config", target.config, "--from", backup, "--tenant", "acme"])
+        let again = try await Self.registryctl(["restore", "--config", target.config, "--from", backup, "--tenant", "acme"])
         #expect(again.status == 1)
         #expect(again.output.contains("already exists"), "\(again.output)")
     }
 
-    @Test func aBackupOrRestoreInterruptedByAFullDiskLeavesEveryDestinationAsItWas() throws {
+    @Test func aBackupOrRestoreInterruptedByAFullDiskLeavesEveryDestinationAsItWas() async throws {
         let directory = try TemporaryDirectory()
         let migrations = directory.path("migrations")
         try Self.writeMigrations(to: migrations)
@@ -113,7 +113,7 @@ import Testing
 
         // Backup: fails, no manifest, nothing under a final name, the source intact.
         let failedBackup = directory.path("failed-backup")
-        let failed = try Self.registryctl(["backup", "--config", source.config, "--to", failedBackup], limitKB: 1024)
+        let failed = try await Self.registryctl(["backup", "--config", source.config, "--to", failedBackup], limitKB: 1024)
         #expect(failed.status == 1, "\(failed.output)")
         #expect(failed.output.contains("database catalog"), "\(failed.output)")
         #expect(failed.output.contains("no manifest was written"), "\(failed.output)")
@@ -124,7 +124,7 @@ import Testing
         #expect(try sha256(ofFileAt: source.catalog) == catalogDigest)
 
         let backup = directory.path("backup")
-        let made = try Self.registryctl(["backup", "--config", source.config, "--to", backup])
+        let made = try await Self.registryctl(["backup", "--config", source.config, "--to", backup])
         #expect(made.status == 0, "\(made.output)")
 
         // Restore over an existing catalog, with --force: fails while
@@ -135,13 +135,13 @@ import Testing
         try addPlayers(["the old catalog"], to: old)
         try old.close()
         let oldDigest = try sha256(ofFileAt: target.catalog)
-        let restore = try Self.registryctl(["restore", "--config", target.config, "--from", backup, "--name", "catalog", "--force"], limitKB: 1024)
+        let restore = try await Self.registryctl(["restore", "--config", target.config, "--from", backup, "--name", "catalog", "--force"], limitKB: 1024)
         #expect(restore.status == 1, "\(restore.output)")
         #expect(try sha256(ofFileAt: target.catalog) == oldDigest)
         #expect(allFiles(under: target.root + "/data") == ["catalog.sqlite"])
 
         // With space back, the same command restores it.
-        let retried = try Self.registryctl(["restore", "--config", target.config, "--from", backup, "--name", "catalog", "--force"])
+        let retried = try await Self.registryctl(["restore", "--config", target.config, "--from", backup, "--name", "catalog", "--force"])
         #expect(retried.status == 0, "\(retried.output)")
         let entry = try BackupRestore(from: URL(fileURLWithPath: backup), logger: testLogger).manifest.entry(.database, named: "catalog")
         #expect(try sha256(ofFileAt: target.catalog) == entry.sha256)

@@ -260,42 +260,42 @@ import Testing
 
 /// The real SQLCipher 3.4.1 (Debian's `sqlcipher`) as the oracle.
 @Suite struct SQLCipherInteropTests {
-    @Test func sqlcipherReadsOurRawKeyDatabases() throws {
+    @Test func sqlcipherReadsOurRawKeyDatabases() async throws {
         let directory = try TemporaryDirectory()
         let path = directory.path("raw.sqlite")
         let bytes = Data((0..<32).map { UInt8(255 - $0) })
         let queue = try CipherDatabase.queue(atPath: path, key: CipherKey.raw(bytes), compatibility: .v3)
-        try queue.write { db in try db.execute(sql: "CREATE TABLE t(a); INSERT INTO t VALUES ('raw ok')") }
+        try await queue.write { db in try db.execute(sql: "CREATE TABLE t(a); INSERT INTO t VALUES ('raw ok')") }
         try queue.close()
         let hex = bytes.map { String(format: "%02x", $0) }.joined()
-        let result = try sqlcipher(path, "PRAGMA key = \"x'\(hex)'\";\nSELECT a FROM t;\n")
+        let result = try await sqlcipher(path, "PRAGMA key = \"x'\(hex)'\";\nSELECT a FROM t;\n")
         #expect(result.output == "raw ok\n", "\(result.output)")
     }
 
-    @Test func sqlcipherReadsOurV3Databases() throws {
+    @Test func sqlcipherReadsOurV3Databases() async throws {
         let directory = try TemporaryDirectory()
         let path = directory.path("ours.sqlite")
         do {
             // The default v3 parameters, with the real 64,000 iterations.
             let queue = try CipherDatabase.queue(atPath: path, key: .passphrase("interop"), compatibility: .v3)
-            try queue.write { db in
+            try await queue.write { db in
                 try db.execute(sql: "CREATE TABLE t(id INTEGER PRIMARY KEY, value TEXT)")
                 for index in 0..<500 { try db.execute(sql: "INSERT INTO t(value) VALUES (?)", arguments: ["row \(index)"]) }
             }
             try queue.close()
         }
-        let result = try sqlcipher(path, "PRAGMA key = 'interop';\nSELECT COUNT(*), MAX(value) FROM t;\nPRAGMA cipher_integrity_check;\nPRAGMA integrity_check;\n")
+        let result = try await sqlcipher(path, "PRAGMA key = 'interop';\nSELECT COUNT(*), MAX(value) FROM t;\nPRAGMA cipher_integrity_check;\nPRAGMA integrity_check;\n")
         #expect(result.status == 0, "\(result.output)")
         #expect(result.output.contains("500|row 99"), "\(result.output)")
         #expect(result.output.hasSuffix("ok\n"), "\(result.output)")
-        let wrong = try sqlcipher(path, "PRAGMA key = 'nope';\nSELECT COUNT(*) FROM t;\n")
+        let wrong = try await sqlcipher(path, "PRAGMA key = 'nope';\nSELECT COUNT(*) FROM t;\n")
         #expect(wrong.output.contains("file is encrypted or is not a database"), "\(wrong.output)")
     }
 
-    @Test func weReadSQLCipherDatabases() throws {
+    @Test func weReadSQLCipherDatabases() async throws {
         let directory = try TemporaryDirectory()
         let path = directory.path("theirs.sqlite")
-        let result = try sqlcipher(path, """
+        let result = try await sqlcipher(path, """
             PRAGMA key = 'from sqlcipher';
             CREATE TABLE t(id INTEGER PRIMARY KEY, value TEXT);
             WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 300)
@@ -304,12 +304,12 @@ import Testing
             """)
         #expect(result.status == 0, "\(result.output)")
         let queue = try CipherDatabase.queue(atPath: path, key: .passphrase("from sqlcipher"), compatibility: .v3)
-        #expect(try queue.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM t") } == 300)
-        #expect(try queue.read { db in try String.fetchOne(db, sql: "SELECT value FROM t WHERE id = 300") } == "value 300")
+        await #expect(try queue.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM t") } == 300)
+        await #expect(try queue.read { db in try String.fetchOne(db, sql: "SELECT value FROM t WHERE id = 300") } == "value 300")
         // And we can write to it, and SQLCipher still reads it.
-        try queue.write { db in try db.execute(sql: "INSERT INTO t(value) VALUES ('written by us')") }
+        try await queue.write { db in try db.execute(sql: "INSERT INTO t(value) VALUES ('written by us')") }
         try queue.close()
-        let check = try sqlcipher(path, "PRAGMA key = 'from sqlcipher';\nSELECT value FROM t WHERE id = 301;\nPRAGMA integrity_check;\n")
+        let check = try await sqlcipher(path, "PRAGMA key = 'from sqlcipher';\nSELECT value FROM t WHERE id = 301;\nPRAGMA integrity_check;\n")
         #expect(check.output == "written by us\nok\n", "\(check.output)")
         #expect(throws: CipherError.wrongKey(path: path)) {
             try CipherDatabase.queue(atPath: path, key: .passphrase("other"), compatibility: .v3)

@@ -22,7 +22,7 @@ import Testing
 
     /// A plaintext database made by the real `sqlite3` tool, with `rows`
     /// rows holding `marker`.
-    private func sqlite3Database(_ path: String, pageSize: Int? = nil, rows: Int = 300, marker: String = "SECRET_ROW") throws {
+    private func sqlite3Database(_ path: String, pageSize: Int? = nil, rows: Int = 300, marker: String = "SECRET_ROW") async throws {
         let pragma = pageSize.map { "PRAGMA page_size = \($0);" } ?? ""
         let script = """
             \(pragma)
@@ -30,7 +30,7 @@ import Testing
             WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < \(rows))
             INSERT INTO t SELECT i, '\(marker)-' || i || '-' || hex(randomblob(20)) FROM c;
             """
-        let sqlite3 = try runChildProcess("/usr/bin/sqlite3", [path], input: script)
+        let sqlite3 = try await runChildProcess("/usr/bin/sqlite3", [path], input: script)
         #expect(sqlite3.status == 0, "\(sqlite3.output)")
     }
 
@@ -42,12 +42,12 @@ import Testing
 
     /// `registryctl encrypt --compatibility 3` of a database made by the
     /// sqlite3 tool (4096-byte pages) gave a corrupt copy.
-    @Test func aV3CopyOfASqlite3DatabaseWith4096BytePagesOpensInSQLCipher341() throws {
+    @Test func aV3CopyOfASqlite3DatabaseWith4096BytePagesOpensInSQLCipher341() async throws {
         let directory = try TemporaryDirectory()
         let plain = directory.path("plain.sqlite"), encrypted = directory.path("v3.sqlite")
-        try sqlite3Database(plain)
+        try await sqlite3Database(plain)
         try CipherDatabase.encryptedCopy(ofPlaintextAt: plain, to: encrypted, with: key, compatibility: .v3, kdfIterations: fastIterations)
-        let result = try sqlcipher(encrypted, """
+        let result = try await sqlcipher(encrypted, """
             PRAGMA key = 'fail closed';
             PRAGMA kdf_iter = \(fastIterations);
             SELECT count(*), sum(v LIKE 'SECRET_ROW-%') FROM t;
@@ -60,12 +60,12 @@ import Testing
 
     /// `--compatibility 4` of a database of 1024-byte pages passed our
     /// verify and failed SQLCipher 4.19's HMAC check.
-    @Test func aV4CopyOfADatabaseWith1024BytePagesOpensInSQLCipher4() throws {
+    @Test func aV4CopyOfADatabaseWith1024BytePagesOpensInSQLCipher4() async throws {
         let directory = try TemporaryDirectory()
         let plain = directory.path("plain.sqlite"), encrypted = directory.path("v4.sqlite")
-        try sqlite3Database(plain, pageSize: 1024)
+        try await sqlite3Database(plain, pageSize: 1024)
         try CipherDatabase.encryptedCopy(ofPlaintextAt: plain, to: encrypted, with: key, kdfIterations: fastIterations)
-        let result = try sqlcipher4Python("""
+        let result = try await sqlcipher4Python("""
             import sqlcipher3
             c = sqlcipher3.connect('\(encrypted)')
             c.execute("PRAGMA key = 'fail closed'")
@@ -116,7 +116,7 @@ import Testing
     /// SQLCipher-style SQL only, on a new file: cipher_compatibility = 3
     /// and PRAGMA key, no Configuration.encrypt. SQLite's default page size
     /// (4096) used to meet the v3 codec's 1024 and leave rows in the WAL.
-    @Test func sqlOnlyKeyingOfANewV3DatabaseUsesTheCodecGeometry() throws {
+    @Test func sqlOnlyKeyingOfANewV3DatabaseUsesTheCodecGeometry() async throws {
         let directory = try TemporaryDirectory()
         let path = directory.path("db.sqlite")
         try CipherVFS.register()
@@ -127,14 +127,14 @@ import Testing
         }
         // The v3 default of 64,000 KDF iterations, on both sides.
         let pool = try DatabasePool(path: path, configuration: configuration)
-        try pool.write { db in
+        try await pool.write { db in
             try db.execute(sql: "CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT)")
             for index in 0..<200 { try db.execute(sql: "INSERT INTO t(v) VALUES (?)", arguments: ["SECRET_ROW-\(index)"]) }
         }
         #expect(try directory.filesContaining("SECRET_ROW") == [])
-        #expect(try pool.read { db in try Int.fetchOne(db, sql: "PRAGMA page_size") } == 1024)
+        await #expect(try pool.read { db in try Int.fetchOne(db, sql: "PRAGMA page_size") } == 1024)
         try pool.close()
-        let result = try sqlcipher(path, "PRAGMA key = 'fail closed';\nSELECT count(*) FROM t;\nPRAGMA integrity_check;\n")
+        let result = try await sqlcipher(path, "PRAGMA key = 'fail closed';\nSELECT count(*) FROM t;\nPRAGMA integrity_check;\n")
         #expect(result.output == "200\nok\n", "\(result.output)")
     }
 
@@ -285,10 +285,10 @@ import Testing
     /// Pending keys were matched by exact path: through a symbolic link to
     /// the directory, or a dangling link as the destination, the copy was
     /// plaintext.
-    @Test func encryptedCopiesThroughSymbolicLinksAreEncrypted() throws {
+    @Test func encryptedCopiesThroughSymbolicLinksAreEncrypted() async throws {
         let directory = try TemporaryDirectory()
         let plain = directory.path("plain.sqlite")
-        try sqlite3Database(plain)
+        try await sqlite3Database(plain)
         try FileManager.default.createDirectory(atPath: directory.path("real"), withIntermediateDirectories: false)
         try FileManager.default.createSymbolicLink(atPath: directory.path("link"), withDestinationPath: directory.path("real"))
         try FileManager.default.createSymbolicLink(atPath: directory.path("dangling.sqlite"), withDestinationPath: directory.path("real/target.sqlite"))
@@ -309,13 +309,13 @@ import Testing
 
     /// encrypt(atPath:) and rekey(atPath:) keep the original's mode; new
     /// encrypted databases and plaintext exports are 0600.
-    @Test func filesAreCreatedOwnerOnlyAndReplacementsKeepTheOriginalsMode() throws {
+    @Test func filesAreCreatedOwnerOnlyAndReplacementsKeepTheOriginalsMode() async throws {
         let directory = try TemporaryDirectory()
         let path = directory.path("db.sqlite"), export = directory.path("export.sqlite"), created = directory.path("new.sqlite")
         func mode(_ path: String) throws -> Int {
             try (FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int) ?? -1
         }
-        try sqlite3Database(path)
+        try await sqlite3Database(path)
         #expect(chmod(path, 0o640) == 0)
         try CipherDatabase.encrypt(atPath: path, with: key, kdfIterations: fastIterations)
         #expect(try mode(path) == 0o640)
@@ -324,24 +324,24 @@ import Testing
         try CipherDatabase.exportPlaintext(atPath: path, key: .passphrase("other"), to: export, kdfIterations: fastIterations)
         #expect(try mode(export) == 0o600)
         let queue = try CipherDatabase.queue(atPath: created, key: key, kdfIterations: fastIterations)
-        try queue.write { db in try db.execute(sql: "CREATE TABLE t(x)") }
+        try await queue.write { db in try db.execute(sql: "CREATE TABLE t(x)") }
         #expect(try mode(created) == 0o600)
         // Through a Configuration (as DatabaseService does): SQLite creates
         // the file, the VFS restricts it when the key is set; its WAL follows.
         var configuration = Configuration()
         try configuration.encrypt(with: key, kdfIterations: fastIterations)
         let pool = try DatabasePool(path: directory.path("pool.sqlite"), configuration: configuration)
-        try pool.write { db in try db.execute(sql: "CREATE TABLE t(x)") }
+        try await pool.write { db in try db.execute(sql: "CREATE TABLE t(x)") }
         #expect(try mode(directory.path("pool.sqlite")) == 0o600)
         #expect(try mode(directory.path("pool.sqlite-wal")) == 0o600)
     }
 
     /// Page sizes convert both ways: encrypt to a page size, re-encrypt to
     /// another, export.
-    @Test func rekeyConvertsThePageSizeAndTheResultOpensInSQLCipher() throws {
+    @Test func rekeyConvertsThePageSizeAndTheResultOpensInSQLCipher() async throws {
         let directory = try TemporaryDirectory()
         let path = directory.path("db.sqlite"), export = directory.path("export.sqlite")
-        try sqlite3Database(path, pageSize: 65536)
+        try await sqlite3Database(path, pageSize: 65536)
         try CipherDatabase.encrypt(atPath: path, with: key, compatibility: .v3, kdfIterations: fastIterations, pageSize: 4096)
         // As in SQLCipher, page 1's HMAC covers one page: the wrong page
         // size reads as a wrong key.
@@ -349,7 +349,7 @@ import Testing
             _ = try CipherDatabase.queue(atPath: path, key: key, compatibility: .v3, kdfIterations: fastIterations)
         }
         try CipherDatabase.rekey(atPath: path, from: key, to: key, compatibility: .v3, kdfIterations: fastIterations, pageSize: 4096, newPageSize: 1024)
-        let result = try sqlcipher(path, "PRAGMA key = 'fail closed';\nPRAGMA kdf_iter = \(fastIterations);\nSELECT count(*) FROM t;\nPRAGMA integrity_check;\n")
+        let result = try await sqlcipher(path, "PRAGMA key = 'fail closed';\nPRAGMA kdf_iter = \(fastIterations);\nSELECT count(*) FROM t;\nPRAGMA integrity_check;\n")
         #expect(result.output == "300\nok\n", "\(result.output)")
         try CipherDatabase.exportPlaintext(atPath: path, key: key, to: export, compatibility: .v3, kdfIterations: fastIterations)
         #expect(try rowCount(DatabaseQueue(path: export)) == 300)
@@ -452,14 +452,14 @@ import Testing
     /// encrypt(atPath:) and rekey(atPath:) take an exclusive lock before
     /// the first read and keep it until the rename: a database that another
     /// connection is writing is not replaced (its commit would be lost).
-    @Test func aDatabaseBeingWrittenElsewhereIsNotReplaced() throws {
+    @Test func aDatabaseBeingWrittenElsewhereIsNotReplaced() async throws {
         let directory = try TemporaryDirectory()
         let path = directory.path("db.sqlite")
-        try sqlite3Database(path)
+        try await sqlite3Database(path)
         var configuration = Configuration()
         configuration.allowsUnsafeTransactions = true   // a transaction left open on purpose
         let writer = try DatabaseQueue(path: path, configuration: configuration)
-        try writer.writeWithoutTransaction { db in
+        try await writer.writeWithoutTransaction { db in
             try db.execute(sql: "BEGIN IMMEDIATE; INSERT INTO t(v) VALUES ('LATE_ROW')")
         }
         let before = try snapshot(directory)
@@ -467,7 +467,7 @@ import Testing
             try CipherDatabase.encrypt(atPath: path, with: key, kdfIterations: fastIterations)
         }
         #expect(try snapshot(directory).filter { !$0.key.hasSuffix("-journal") } == before.filter { !$0.key.hasSuffix("-journal") })
-        try writer.writeWithoutTransaction { db in try db.execute(sql: "COMMIT") }
+        try await writer.writeWithoutTransaction { db in try db.execute(sql: "COMMIT") }
         #expect(try rowCount(writer) == 301)
         #expect(CipherDatabase.isEncrypted(atPath: path) == false)
     }

@@ -68,12 +68,12 @@ import Testing
 
     /// `sql` run by the SQLCipher of the case's version, keyed for it: its
     /// output, one line per statement result.
-    private func sqlcipherRun(_ format: Case, _ path: String, _ statements: [String]) throws -> String {
+    private func sqlcipherRun(_ format: Case, _ path: String, _ statements: [String]) async throws -> String {
         switch format.compatibility {
         case .v3:
             let script = (["PRAGMA key = 'matrix';", "PRAGMA kdf_iter = \(fastIterations);", "PRAGMA cipher_page_size = \(format.pageSize);"]
                 + statements.map { $0 + ";" }).joined(separator: "\n")
-            let result = try sqlcipher(path, script + "\n")
+            let result = try await sqlcipher(path, script + "\n")
             #expect(result.status == 0, "\(result.output)")
             return result.output
         case .v4:
@@ -83,7 +83,7 @@ import Testing
             let body = statements.map { statement in
                 "for r in c.execute(\"\(statement)\").fetchall(): print('|'.join(str(v) for v in r))"
             }.joined(separator: "\n")
-            let result = try sqlcipher4Python("""
+            let result = try await sqlcipher4Python("""
                 import sqlcipher3
                 c = sqlcipher3.connect('\(path)', isolation_level=None)
                 c.execute("PRAGMA key = 'matrix'")
@@ -104,11 +104,11 @@ import Testing
     private let check = "SELECT count(*), sum(v LIKE 'MATRIXMARK-%') FROM t"
 
     @Test(arguments: cases)
-    func eachEngineReadsTheOthersDatabasesAndNoPlaintextReachesTheDisk(format: Case) throws {
+    func eachEngineReadsTheOthersDatabasesAndNoPlaintextReachesTheDisk(format: Case) async throws {
         let directory = try TemporaryDirectory()
         let path = directory.path("db.sqlite")
         if format.createdBySQLCipher {
-            _ = try sqlcipherRun(format, path, [
+            _ = try await sqlcipherRun(format, path, [
                 "PRAGMA journal_mode = \(format.journalMode)",
                 "CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT)",
                 insertRows(from: 1),
@@ -118,18 +118,18 @@ import Testing
         // connection, its journal or WAL are open.
         do {
             let queue = try DatabaseQueue(path: path, configuration: configuration(format))
-            try queue.writeWithoutTransaction { db in
+            try await queue.writeWithoutTransaction { db in
                 _ = try String.fetchOne(db, sql: "PRAGMA journal_mode = \(format.journalMode)")
                 try db.execute(sql: "CREATE TABLE IF NOT EXISTS t(id INTEGER PRIMARY KEY, v TEXT)")
             }
-            try queue.write { db in try db.execute(sql: insertRows(from: Self.rows + 1)) }
-            try queue.writeWithoutTransaction { db in
+            try await queue.write { db in try db.execute(sql: insertRows(from: Self.rows + 1)) }
+            try await queue.writeWithoutTransaction { db in
                 try db.execute(sql: "BEGIN; UPDATE t SET v = v || '-updated'")
                 #expect(try directory.filesContaining("MATRIXMARK") == [], "during a write transaction")
                 try db.execute(sql: "COMMIT")
             }
             let expected = format.createdBySQLCipher ? 2 * Self.rows : Self.rows
-            let (count, integrity, pageSize) = try queue.read { db in
+            let (count, integrity, pageSize) = try await queue.read { db in
                 try (Int.fetchOne(db, sql: "SELECT count(*) FROM t WHERE v LIKE 'MATRIXMARK-%'"),
                      String.fetchOne(db, sql: "PRAGMA integrity_check"),
                      Int.fetchOne(db, sql: "PRAGMA page_size"))
@@ -146,29 +146,29 @@ import Testing
         }
         // The other engine.
         let expected = format.createdBySQLCipher ? 2 * Self.rows : Self.rows
-        let output = try sqlcipherRun(format, path, [check, "PRAGMA integrity_check"])
+        let output = try await sqlcipherRun(format, path, [check, "PRAGMA integrity_check"])
         #expect(output == "\(expected)|\(expected)\nok\n", "\(output)")
         if format.compatibility == .v4 {
-            #expect(try sqlcipherRun(format, path, ["PRAGMA cipher_integrity_check"]) == "")
+            await #expect(try sqlcipherRun(format, path, ["PRAGMA cipher_integrity_check"]) == "")
         }
     }
 
     /// Plaintext databases of any page size (512 to 65536) become encrypted
     /// copies of the format's page size, which the other engine reads.
     @Test(arguments: [512, 2048, 65536], [CipherCompatibility.v3, .v4])
-    func plaintextSourcesOfEveryPageSizeConvert(sourcePageSize: Int, compatibility: CipherCompatibility) throws {
+    func plaintextSourcesOfEveryPageSizeConvert(sourcePageSize: Int, compatibility: CipherCompatibility) async throws {
         let directory = try TemporaryDirectory()
         let plain = directory.path("plain.sqlite"), path = directory.path("db.sqlite")
         let queue = try DatabaseQueue(path: plain)
-        try queue.writeWithoutTransaction { db in
+        try await queue.writeWithoutTransaction { db in
             try db.execute(sql: "PRAGMA page_size = \(sourcePageSize); CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT)")
             try db.execute(sql: insertRows(from: 1))
         }
-        #expect(try queue.read { db in try Int.fetchOne(db, sql: "PRAGMA page_size") } == sourcePageSize)
+        await #expect(try queue.read { db in try Int.fetchOne(db, sql: "PRAGMA page_size") } == sourcePageSize)
         try queue.close()
         try CipherDatabase.encryptedCopy(ofPlaintextAt: plain, to: path, with: .passphrase("matrix"), compatibility: compatibility, kdfIterations: fastIterations)
         let format = Case(pageSize: compatibility.defaultPageSize, compatibility: compatibility, journalMode: "delete", plaintextHeader: false, createdBySQLCipher: false)
-        #expect(try sqlcipherRun(format, path, [check, "PRAGMA integrity_check"]) == "\(Self.rows)|\(Self.rows)\nok\n")
+        await #expect(try sqlcipherRun(format, path, [check, "PRAGMA integrity_check"]) == "\(Self.rows)|\(Self.rows)\nok\n")
         #expect(throws: CipherError.invalidPageSize(512)) {
             try CipherDatabase.encryptedCopy(ofPlaintextAt: plain, to: directory.path("512.sqlite"), with: .passphrase("matrix"),
                                              compatibility: compatibility, pageSize: 512)

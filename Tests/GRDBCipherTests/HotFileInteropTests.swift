@@ -64,7 +64,7 @@ import Testing
 
         switch compatibility {
         case .v4:
-            let result = try sqlcipher4Python("""
+            let result = try await sqlcipher4Python("""
                 import sqlcipher3
                 c = sqlcipher3.connect('\(path)')
                 c.execute("PRAGMA key = '\(Self.passphrase)'")
@@ -92,7 +92,7 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: Self.root) }
         switch compatibility {
         case .v4:
-            let result = try sqlcipher4Python("""
+            let result = try await sqlcipher4Python("""
                 import os, signal, sqlcipher3
                 c = sqlcipher3.connect('\(path)', isolation_level=None)
                 c.execute("PRAGMA key = '\(Self.passphrase)'")

@@ -71,11 +71,11 @@ import Testing
     /// `registryctl encrypt --page-size` and `rekey --new-page-size` refuse
     /// a size the owner refuses, in the owner's words, before any file is
     /// touched; a size it accepts is used.
-    @Test func registryctlRefusesPageSizesTheRuleRefusesAndCreatesNothing() throws {
+    @Test func registryctlRefusesPageSizesTheRuleRefusesAndCreatesNothing() async throws {
         let directory = try TemporaryDirectory()
         let plain = directory.path("plain.sqlite")
         let queue = try DatabaseQueue(path: plain)
-        try queue.write { db in try db.execute(sql: "CREATE TABLE t(x); INSERT INTO t VALUES (1)") }
+        try await queue.write { db in try db.execute(sql: "CREATE TABLE t(x); INSERT INTO t VALUES (1)") }
         try queue.close()
         let plainBytes = try Data(contentsOf: URL(fileURLWithPath: plain))
         let registryctl = try registryctlPath()
@@ -83,13 +83,13 @@ import Testing
 
         for size in [512, 3000, 131072] {
             let out = directory.path("refused-\(size).sqlite")
-            let encrypt = try runChildProcess(registryctl, ["encrypt", "--in", plain, "--out", out, "--key-env", "PAGE_RULE_KEY", "--page-size", "\(size)"],
+            let encrypt = try await runChildProcess(registryctl, ["encrypt", "--in", plain, "--out", out, "--key-env", "PAGE_RULE_KEY", "--page-size", "\(size)"],
                                               environment: environment, mergingOutput: true)
             #expect(encrypt.status != 0)
             #expect(encrypt.stdout.contains("--page-size is \(CipherFileFormat.pageSizeRule)."), "\(encrypt.stdout)")
             #expect(!FileManager.default.fileExists(atPath: out))
 
-            let rekey = try runChildProcess(registryctl, ["rekey", plain, "--key-env", "PAGE_RULE_KEY", "--new-key-env", "PAGE_RULE_KEY", "--new-page-size", "\(size)"],
+            let rekey = try await runChildProcess(registryctl, ["rekey", plain, "--key-env", "PAGE_RULE_KEY", "--new-key-env", "PAGE_RULE_KEY", "--new-page-size", "\(size)"],
                                             environment: environment, mergingOutput: true)
             #expect(rekey.status != 0)
             #expect(rekey.stdout.contains("--new-page-size is \(CipherFileFormat.pageSizeRule)."), "\(rekey.stdout)")
@@ -97,7 +97,7 @@ import Testing
         #expect(try Data(contentsOf: URL(fileURLWithPath: plain)) == plainBytes)
 
         let out = directory.path("encrypted.sqlite")
-        let accepted = try runChildProcess(registryctl, ["encrypt", "--in", plain, "--out", out, "--key-env", "PAGE_RULE_KEY", "--page-size", "8192"],
+        let accepted = try await runChildProcess(registryctl, ["encrypt", "--in", plain, "--out", out, "--key-env", "PAGE_RULE_KEY", "--page-size", "8192"],
                                            environment: environment, mergingOutput: true)
         #expect(accepted.status == 0, "\(accepted.stdout)")
         let inspection = try CipherDatabase.inspect(atPath: out, key: .passphrase("secret"), pageSize: 8192)

@@ -155,17 +155,17 @@ import Testing
     }
 
     @Test(arguments: ["delete", "wal"])
-    func sqlcipher4ReadsOurPlaintextHeaderDatabases(journalMode: String) throws {
+    func sqlcipher4ReadsOurPlaintextHeaderDatabases(journalMode: String) async throws {
         let directory = try TemporaryDirectory()
         let path = directory.path("ours.sqlite")
         let queue = try DatabaseQueue(path: path, configuration: try configuration(passphrase: "ours"))
-        try queue.writeWithoutTransaction { db in
+        try await queue.writeWithoutTransaction { db in
             _ = try String.fetchOne(db, sql: "PRAGMA journal_mode = \(journalMode)")
             try db.execute(sql: "CREATE TABLE t(id INTEGER PRIMARY KEY, value TEXT)")
             for index in 0..<500 { try db.execute(sql: "INSERT INTO t(value) VALUES (?)", arguments: ["row \(index)"]) }
         }
         try queue.close()
-        let result = try sqlcipher4Python("""
+        let result = try await sqlcipher4Python("""
             \(connect(path, passphrase: "ours"))
             print(c.execute('SELECT COUNT(*), MAX(value) FROM t').fetchone())
             print(c.execute('PRAGMA cipher_integrity_check').fetchall())
@@ -174,10 +174,10 @@ import Testing
         #expect(result.output == "(500, 'row 99')\n[]\nok\n", "\(result.output)")
     }
 
-    @Test func weReadSQLCipher4PlaintextHeaderDatabases() throws {
+    @Test func weReadSQLCipher4PlaintextHeaderDatabases() async throws {
         let directory = try TemporaryDirectory()
         let path = directory.path("theirs.sqlite")
-        let result = try sqlcipher4Python("""
+        let result = try await sqlcipher4Python("""
             \(connect(path, passphrase: "theirs"))
             c.execute('CREATE TABLE t(id INTEGER PRIMARY KEY, value TEXT)')
             c.executemany('INSERT INTO t(value) VALUES (?)', [('THEIR_MARKER %d' % i,) for i in range(400)])
@@ -188,12 +188,12 @@ import Testing
         #expect(result.output == "b'SQLite format 3\\x00'\n", "\(result.output)")
         #expect(try directory.filesContaining("THEIR_MARKER") == [])
         let queue = try DatabaseQueue(path: path, configuration: try configuration(passphrase: "theirs"))
-        #expect(try queue.read { db in try String.fetchOne(db, sql: "SELECT value FROM t WHERE id = 400") } == "THEIR_MARKER 399")
-        #expect(try queue.read { db in try String.fetchOne(db, sql: "PRAGMA integrity_check") } == "ok")
+        await #expect(try queue.read { db in try String.fetchOne(db, sql: "SELECT value FROM t WHERE id = 400") } == "THEIR_MARKER 399")
+        await #expect(try queue.read { db in try String.fetchOne(db, sql: "PRAGMA integrity_check") } == "ok")
         // And we write to it, for SQLCipher to read back.
-        try queue.write { db in try db.execute(sql: "INSERT INTO t(value) VALUES ('from us')") }
+        try await queue.write { db in try db.execute(sql: "INSERT INTO t(value) VALUES ('from us')") }
         try queue.close()
-        let back = try sqlcipher4Python("""
+        let back = try await sqlcipher4Python("""
             \(connect(path, passphrase: "theirs"))
             print(c.execute('SELECT value FROM t WHERE id = 401').fetchone()[0])
             print(c.execute('PRAGMA cipher_integrity_check').fetchall())

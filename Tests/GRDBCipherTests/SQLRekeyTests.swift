@@ -47,14 +47,14 @@ import Testing
         #expect(try directory.filesContaining("row1999") == [])
     }
 
-    @Test func sqlcipherOpensADatabaseRekeyedWithThePragma() throws {
+    @Test func sqlcipherOpensADatabaseRekeyedWithThePragma() async throws {
         let directory = try TemporaryDirectory()
         let path = directory.path("db.sqlite")
         let queue = try CipherDatabase.queue(atPath: path, key: oldKey, compatibility: .v3, kdfIterations: fastIterations)
         try createTable(queue, rows: 300)
         try queue.inDatabase { db in try db.execute(sql: "PRAGMA rekey = 'new passphrase'") }
         try queue.close()
-        let result = try sqlcipher(path, """
+        let result = try await sqlcipher(path, """
             PRAGMA key = 'new passphrase';
             PRAGMA kdf_iter = \(fastIterations);
             PRAGMA integrity_check;

@@ -55,9 +55,9 @@ import Testing
             output.write(bytes([1]) + nonce + body)
     """#
 
-    static func python(_ arguments: [String]) throws -> String {
+    static func python(_ arguments: [String]) async throws -> String {
         let install = "pip install cryptography into .build-venv"
-        let result = try runOracle(venvPython, install: install, arguments: ["-c", script] + arguments)
+        let result = try await runOracle(venvPython, install: install, arguments: ["-c", script] + arguments)
         try #require(result.status != 3, "interop oracle missing: \(venvPython) has no module cryptography (\(install))")
         try #require(result.status == 0, "python: \(result.output)")
         return result.output.trimmingCharacters(in: .whitespacesAndNewlines)
@@ -87,30 +87,30 @@ import Testing
     ]
 
     @Test(arguments: keys)
-    func theSealingKeyIsHKDFOfTheKeyMaterial(_ key: Key) throws {
+    func theSealingKeyIsHKDFOfTheKeyMaterial(_ key: Key) async throws {
         let derived = try ChangeSealingKey(deriving: key.cipherKey())
-        #expect(hex(derived.bytes) == (try Self.python(["derive", key.kind, key.pythonMaterial])))
+        #expect(hex(derived.bytes) == (try await Self.python(["derive", key.kind, key.pythonMaterial])))
     }
 
     @Test(arguments: keys)
-    func pythonOpensWhatSwiftSeals(_ key: Key) throws {
+    func pythonOpensWhatSwiftSeals(_ key: Key) async throws {
         let sealingKey = try ChangeSealingKey(deriving: key.cipherKey())
         let plaintext = Data("INSERT INTO player VALUES (1, 'Arthur')".utf8) + Data((0...255).map { UInt8($0) })
         let tenant = "caf\u{E9}-\u{FC}"
         let sealed = try sealingKey.seal(plaintext, tenant: tenant, epoch: .max, sequence: 1 << 40)
-        let opened = try Self.python(["open", key.kind, key.pythonMaterial, hex(sealed), hex(Data(tenant.utf8)), "\(UInt64.max)", "\(UInt64(1) << 40)"])
+        let opened = try await Self.python(["open", key.kind, key.pythonMaterial, hex(sealed), hex(Data(tenant.utf8)), "\(UInt64.max)", "\(UInt64(1) << 40)"])
         #expect(opened == "plaintext " + hex(plaintext))
         // Python's associated data is meaningful too: another sequence fails there.
-        let elsewhere = try Self.python(["open", key.kind, key.pythonMaterial, hex(sealed), hex(Data(tenant.utf8)), "\(UInt64.max)", "\((UInt64(1) << 40) + 1)"])
+        let elsewhere = try await Self.python(["open", key.kind, key.pythonMaterial, hex(sealed), hex(Data(tenant.utf8)), "\(UInt64.max)", "\((UInt64(1) << 40) + 1)"])
         #expect(elsewhere == "InvalidTag")
     }
 
     @Test(arguments: keys)
-    func swiftOpensWhatPythonSeals(_ key: Key) throws {
+    func swiftOpensWhatPythonSeals(_ key: Key) async throws {
         let sealingKey = try ChangeSealingKey(deriving: key.cipherKey())
         let plaintext = Data("DELETE FROM player WHERE id = 1".utf8)
         let directory = try TemporaryDirectory()
-        _ = try Self.python(["seal", key.kind, key.pythonMaterial, hex(plaintext), hex(Data("acme".utf8)), "3", "42", directory.path("sealed")])
+        _ = try await Self.python(["seal", key.kind, key.pythonMaterial, hex(plaintext), hex(Data("acme".utf8)), "3", "42", directory.path("sealed")])
         let sealed = try Data(contentsOf: directory.url("sealed"))
         #expect(sealed.count == 29 + plaintext.count)
         #expect(try sealingKey.open(sealed, tenant: "acme", epoch: 3, sequence: 42) == plaintext)
@@ -118,17 +118,17 @@ import Testing
             _ = try sealingKey.open(sealed, tenant: "acme", epoch: 4, sequence: 42)
         }
         // Python's empty change too: 29 bytes, nothing but header and tag.
-        _ = try Self.python(["seal", key.kind, key.pythonMaterial, "", hex(Data("acme".utf8)), "0", "0", directory.path("empty")])
+        _ = try await Self.python(["seal", key.kind, key.pythonMaterial, "", hex(Data("acme".utf8)), "0", "0", directory.path("empty")])
         let empty = try Data(contentsOf: directory.url("empty"))
         #expect(try sealingKey.open(empty, tenant: "acme", epoch: 0, sequence: 0) == Data())
     }
 
-    @Test func theDatabaseKeyMaterialDoesNotOpenASealedChange() throws {
+    @Test func theDatabaseKeyMaterialDoesNotOpenASealedChange() async throws {
         // 32 bytes each: usable as AES-256 keys if the sealing key were them.
         let material = Data("0123456789abcdef0123456789abcdef".utf8)
         for cipherKey in [CipherKey.passphrase(String(decoding: material, as: UTF8.self)), try .raw(material)] {
             let sealed = try ChangeSealingKey(deriving: cipherKey).seal(Data("abc".utf8), tenant: "acme", epoch: 1, sequence: 1)
-            let opened = try Self.python(["open", "aes", hex(material), hex(sealed), hex(Data("acme".utf8)), "1", "1"])
+            let opened = try await Self.python(["open", "aes", hex(material), hex(sealed), hex(Data("acme".utf8)), "1", "1"])
             #expect(opened == "InvalidTag", "sealing key of \(cipherKey == .passphrase(String(decoding: material, as: UTF8.self)) ? "the passphrase" : "the raw key")")
         }
     }

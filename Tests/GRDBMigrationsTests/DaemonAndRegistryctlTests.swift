@@ -49,7 +49,7 @@ import Testing
         #expect(CipherDatabase.isEncrypted(atPath: directory.path("data/tenants/vault.sqlite")) == true)
         #expect(CipherDatabase.isEncrypted(atPath: directory.path("data/tenants/acme.sqlite")) == false)
 
-        let status = try Registryctl.run(["status", "--config", config, "--json"], environment: environment)
+        let status = try await Registryctl.run(["status", "--config", config, "--json"], environment: environment)
         #expect(status.status == 0, "\(status.stdout)\(status.stderr)")
         let document = try StatusDocument(status)
         #expect(document.databases.map(\.name) == ["acme", "vault"])
@@ -65,7 +65,7 @@ import Testing
         var text = try String(contentsOfFile: config, encoding: .utf8)
         text = text.replacingOccurrences(of: Self.playersSet, with: folder)
         try Data(text.utf8).write(to: URL(fileURLWithPath: config))
-        let migrate = try Registryctl.run(["migrate", "--config", config], environment: environment)
+        let migrate = try await Registryctl.run(["migrate", "--config", config], environment: environment)
         #expect(migrate.status == 0, "\(migrate.stdout)\(migrate.stderr)")
         #expect(migrate.stdout.contains("acme: applied 0005_add_nickname.sql"), "\(migrate.stdout)")
         #expect(migrate.stdout.contains("vault: applied 0005_add_nickname.sql"), "\(migrate.stdout)")
@@ -91,20 +91,20 @@ import Testing
         try plain.close()
         let before = try fileBytes(intruder)
 
-        let migrate = try Registryctl.run(["migrate", "--config", config], environment: environment)
+        let migrate = try await Registryctl.run(["migrate", "--config", config], environment: environment)
         #expect(migrate.status == 1)
         #expect(migrate.stdout.contains("vault: up to date"), "\(migrate.stdout)")
         #expect(migrate.stdout.contains("intruder: tenant intruder is not encrypted"), "\(migrate.stdout)")
         #expect(try fileBytes(intruder) == before)
 
         // A wrong master key is a key error, not a silent plain open.
-        let wrong = try Registryctl.run(
+        let wrong = try await Registryctl.run(
             ["status", "--config", config, "--tenant", "vault"],
             environment: ["TEST_TENANT_MASTER_KEY": String(repeating: "ab", count: 32)])
         #expect(wrong.status == 1)
         #expect(wrong.stdout.contains("The key does not open"), "\(wrong.stdout)")
         // A passphrase is not a master key.
-        let weak = try Registryctl.run(["status", "--config", config], environment: ["TEST_TENANT_MASTER_KEY": "correct horse battery staple"])
+        let weak = try await Registryctl.run(["status", "--config", config], environment: ["TEST_TENANT_MASTER_KEY": "correct horse battery staple"])
         #expect(weak.status == 2)
         #expect(weak.stderr.contains("a tenant master key is 32 random bytes written as 64 hex digits"), "\(weak.stderr)")
     }
@@ -143,9 +143,9 @@ import Testing
         #expect(tables.contains("legacy") && tables.contains("player"), "\(tables)")
 
         let config = directory.path("registry.json")
-        let status = try Registryctl.run(["status", "--config", config], environment: environment)
+        let status = try await Registryctl.run(["status", "--config", config], environment: environment)
         #expect(status.status == 0 && status.stdout.contains("legacy: 4 applied, 0 pending"), "\(status.stdout)\(status.stderr)")
-        let verify = try Registryctl.run(["verify", "--config", config], environment: environment)
+        let verify = try await Registryctl.run(["verify", "--config", config], environment: environment)
         #expect(verify.status == 0 && verify.stdout.contains("legacy: ok (encrypted: compatibility 3, cipher_page_size 1024"), "\(verify.stdout)\(verify.stderr)")
     }
 
@@ -178,7 +178,7 @@ import Testing
         let reads = try FileOpenCounter(path: keyFile)
         for command in ["verify", "status"] {
             let before = reads.opens()
-            let result = try Registryctl.run([command, "--config", config, "--json"])
+            let result = try await Registryctl.run([command, "--config", config, "--json"])
             #expect(result.status == 0, "\(command): \(result.stdout)\(result.stderr)")
             #expect(result.stdout.contains("vault"), "\(command): \(result.stdout)")
             #expect(reads.opens() - before == 1, "\(command)")

@@ -38,7 +38,7 @@ import Testing
     }
 
     /// HKDF-SHA256 as RFC 5869 defines it, computed by Python's hmac module.
-    @Test func tenantKeysAreHKDFWithALabelTheTenantAndTheFileSalt() throws {
+    @Test func tenantKeysAreHKDFWithALabelTheTenantAndTheFileSalt() async throws {
         let master = Data((0..<32).map { UInt8($0 * 7 & 0xff) })
         let salt = Data((0..<16).map { UInt8(200 - $0) })
         let script = """
@@ -48,7 +48,7 @@ import Testing
         info = b"GRDBRegistry tenant database key v1" + b"\\x00" + b"acme"
         print(hmac.new(prk, info + b"\\x01", hashlib.sha256).hexdigest())
         """
-        let python = try runChildProcess("/usr/bin/env", ["python3", "-c", script, master.hexString, salt.hexString])
+        let python = try await runChildProcess("/usr/bin/env", ["python3", "-c", script, master.hexString, salt.hexString])
         #expect(python.status == 0, "\(python.stderr)")
         let expected = python.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         let masterKey = try TenantMasterKey(DatabaseSecret(master.hexString))

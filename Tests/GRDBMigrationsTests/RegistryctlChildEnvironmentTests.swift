@@ -7,7 +7,7 @@ import Testing
 /// database key with it. A stand-in `litestream` (a real process: a shell
 /// script) writes the environment it got.
 @Suite(.serialized) struct RegistryctlChildEnvironmentTests {
-    @Test func litestreamGetsTheEnvironmentWithoutTheKeys() throws {
+    @Test func litestreamGetsTheEnvironmentWithoutTheKeys() async throws {
         let directory = try TemporaryDirectory()
         let seen = directory.path("environment.txt")
         let litestream = directory.path("litestream")
@@ -32,7 +32,7 @@ import Testing
         ]
         for target in [["--name", "catalog"], ["--tenant", "acme"]] {
             try? FileManager.default.removeItem(atPath: seen)
-            let result = try Registryctl.run(["restore", "--config", config, "--from-replica"] + target, environment: environment)
+            let result = try await Registryctl.run(["restore", "--config", config, "--from-replica"] + target, environment: environment)
             #expect(result.status == 1, "\(result.stdout)\(result.stderr)")
             let lines = try String(contentsOfFile: seen, encoding: .utf8).split(separator: "\n").map(String.init)
             #expect(lines.contains("AWS_ACCESS_KEY_ID=cloud id"), "\(lines)")

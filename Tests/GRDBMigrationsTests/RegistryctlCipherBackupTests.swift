@@ -57,23 +57,23 @@ import Testing
     }
 
     @Test(arguments: formats)
-    func backupAndRestoreWithConfigKeepTheConfiguredCipherFormat(_ format: Format) throws {
+    func backupAndRestoreWithConfigKeepTheConfiguredCipherFormat(_ format: Format) async throws {
         let source = try Self.dataDirectory(format)
         let path = source.directory.path("players.sqlite")
         // A file in the format, written before the migrations run.
         let queue = try Self.open(path, format)
-        try queue.write { try $0.execute(sql: "PRAGMA user_version = 7") }
+        try await queue.write { try $0.execute(sql: "PRAGMA user_version = 7") }
         try queue.close()
-        let migrate = try Registryctl.run(["migrate", "--config", source.config, "--name", "players"], environment: source.environment)
+        let migrate = try await Registryctl.run(["migrate", "--config", source.config, "--name", "players"], environment: source.environment)
         #expect(migrate.status == 0, "\(migrate.stdout)\(migrate.stderr)")
         let writer = try Self.open(path, format)
-        try writer.write { try $0.execute(sql: "INSERT INTO player(name, score) VALUES ('backed up', 1)") }
+        try await writer.write { try $0.execute(sql: "INSERT INTO player(name, score) VALUES ('backed up', 1)") }
         try writer.close()
 
         // The copy is made and checked in the configured format, and the
         // manifest records it.
         let backupDirectory = source.directory.path("backup")
-        let backup = try Registryctl.run(
+        let backup = try await Registryctl.run(
             ["backup", "--config", source.config, "--to", backupDirectory, "--name", "players"], environment: source.environment)
         try #require(backup.status == 0, "\(backup.stdout)\(backup.stderr)")
         let manifest = try JSONDecoder().decode(
@@ -85,7 +85,7 @@ import Testing
         // Into a new data directory with the same configuration.
         let target = try Self.dataDirectory(format)
         let restored = target.directory.path("players.sqlite")
-        let restore = try Registryctl.run(
+        let restore = try await Registryctl.run(
             ["restore", "--config", target.config, "--from", backupDirectory, "--name", "players"], environment: target.environment)
         #expect(restore.status == 0, "\(restore.stdout)\(restore.stderr)")
         #expect(try Self.names(restored, format) == ["backed up"])
@@ -93,9 +93,9 @@ import Testing
         // Over the existing database, which has changed since: --force
         // locks it in its own format, then replaces it.
         let later = try Self.open(path, format)
-        try later.write { try $0.execute(sql: "INSERT INTO player(name, score) VALUES ('after the backup', 2)") }
+        try await later.write { try $0.execute(sql: "INSERT INTO player(name, score) VALUES ('after the backup', 2)") }
         try later.close()
-        let forced = try Registryctl.run(
+        let forced = try await Registryctl.run(
             ["restore", "--config", source.config, "--from", backupDirectory, "--name", "players", "--force"], environment: source.environment)
         #expect(forced.status == 0, "\(forced.stdout)\(forced.stderr)")
         #expect(forced.stdout.contains("(replaced)"), "\(forced.stdout)")
@@ -121,17 +121,17 @@ import Testing
     }
 
     @Test(arguments: formats)
-    func forcedRestoreRefusesAnOpenDatabaseInTheConfiguredFormat(_ format: Format) throws {
+    func forcedRestoreRefusesAnOpenDatabaseInTheConfiguredFormat(_ format: Format) async throws {
         let data = try Self.dataDirectory(format)
         let path = data.directory.path("players.sqlite")
         // A file in the format, written before the migrations run.
         let queue = try Self.open(path, format)
-        try queue.write { try $0.execute(sql: "PRAGMA user_version = 7") }
+        try await queue.write { try $0.execute(sql: "PRAGMA user_version = 7") }
         try queue.close()
-        let migrate = try Registryctl.run(["migrate", "--config", data.config, "--name", "players"], environment: data.environment)
+        let migrate = try await Registryctl.run(["migrate", "--config", data.config, "--name", "players"], environment: data.environment)
         #expect(migrate.status == 0, "\(migrate.stdout)\(migrate.stderr)")
         let backupDirectory = data.directory.path("backup")
-        let backup = try Registryctl.run(
+        let backup = try await Registryctl.run(
             ["backup", "--config", data.config, "--to", backupDirectory, "--name", "players"], environment: data.environment)
         try #require(backup.status == 0, "\(backup.stdout)\(backup.stderr)")
 
@@ -139,16 +139,16 @@ import Testing
         let daemon = try CipherDatabase.pool(
             atPath: path, key: CipherKey(DatabaseSecret(KeyedDataDirectory.playersKey)),
             compatibility: format.compatibility, pageSize: format.pageSize)
-        try daemon.write { try $0.execute(sql: "INSERT INTO player(name, score) VALUES ('live', 1)") }
+        try await daemon.write { try $0.execute(sql: "INSERT INTO player(name, score) VALUES ('live', 1)") }
         // Hashed by another process: closing a descriptor of the file in
         // this one would drop the POSIX locks of the daemon's connections.
         let before = try Self.sha256(path)
-        let forced = try Registryctl.run(
+        let forced = try await Registryctl.run(
             ["restore", "--config", data.config, "--from", backupDirectory, "--name", "players", "--force"], environment: data.environment)
         #expect(forced.status == 1, "\(forced.stdout)\(forced.stderr)")
         #expect(forced.stdout.contains("is open in another process"), "\(forced.stdout)")
         #expect(try Self.sha256(path) == before)
-        #expect(try daemon.read { try String.fetchAll($0, sql: "SELECT name FROM player") } == ["live"])
+        await #expect(try daemon.read { try String.fetchAll($0, sql: "SELECT name FROM player") } == ["live"])
         try daemon.close()
     }
 }

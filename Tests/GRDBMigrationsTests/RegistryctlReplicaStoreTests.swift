@@ -42,23 +42,23 @@ import Testing
         }
 
         // Everything on disk: nothing to say, no epoch (a single server's store).
-        let verified = try Registryctl.run(["verify", "--config", config])
+        let verified = try await Registryctl.run(["verify", "--config", config])
         #expect(verified.status == 0, "\(verified.stdout)\(verified.stderr)")
         #expect(verified.stdout.contains("acme: ok (plain)\n"), "\(verified.stdout)")
 
         // The data directory is lost: both commands name what the store holds.
         try FileManager.default.removeItem(atPath: directory.path("data"))
         for command in ["status", "verify"] {
-            let result = try Registryctl.run([command, "--config", config])
+            let result = try await Registryctl.run([command, "--config", config])
             #expect(result.status == 4, "\(command): \(result.stdout)\(result.stderr)")
             #expect(result.stdout.contains("2 tenants of the replica store are not on disk: acme, globex"), "\(command): \(result.stdout)")
         }
-        let json = try Registryctl.run(["verify", "--config", config, "--json"])
+        let json = try await Registryctl.run(["verify", "--config", config, "--json"])
         struct Document: Decodable { var notOnDisk: [String] }
         #expect(try JSONDecoder().decode(Document.self, from: Data(json.stdout.utf8)).notOnDisk == ["acme", "globex"])
 
         // --migrations is for a configured folder that is gone, never beside it.
-        let beside = try Registryctl.run(["restore", "--config", config, "--from-replica", "--all", "--migrations", RegistryctlRestoreFromReplicaTests.playersSet])
+        let beside = try await Registryctl.run(["restore", "--config", config, "--from-replica", "--all", "--migrations", RegistryctlRestoreFromReplicaTests.playersSet])
         #expect(beside.status == 2 && beside.stderr.contains("drop --migrations"), "\(beside.stdout)\(beside.stderr)")
         #expect(!FileManager.default.fileExists(atPath: directory.path("data")))
 
@@ -69,7 +69,7 @@ import Testing
             at: store.appendingPathComponent("acme").appendingPathComponent(RegistryConfiguration.Replication.epochFolderName(1)),
             withIntermediateDirectories: true)
         try FileManager.default.createDirectory(at: store.appendingPathComponent("ghost"), withIntermediateDirectories: true)
-        let mixed = try Registryctl.run(["restore", "--config", config, "--from-replica", "--all"])
+        let mixed = try await Registryctl.run(["restore", "--config", config, "--from-replica", "--all"])
         #expect(mixed.status == 1, "\(mixed.stdout)\(mixed.stderr)")
         #expect(mixed.stdout.contains("1 of 3 databases restored; 2 failed"), "\(mixed.stdout)")
         #expect(mixed.stdout.contains("holds both a fleet's epoch folders and other files"), "\(mixed.stdout)")

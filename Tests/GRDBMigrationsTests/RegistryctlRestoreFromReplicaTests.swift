@@ -68,17 +68,17 @@ import Testing
 
         // A live (existing) tenant is refused, and stays as it was.
         let acmePath = configuration.tenants!.layout.path(of: acme)
-        let refused = try Registryctl.run(["restore", "--config", config, "--from-replica", "--tenant", "acme"])
+        let refused = try await Registryctl.run(["restore", "--config", config, "--from-replica", "--tenant", "acme"])
         #expect(refused.status == 1, "\(refused.stdout)\(refused.stderr)")
         #expect(refused.stdout.contains("exists"))
         #expect(try Self.names(inTenantAt: acmePath) == ["acme early", "acme late"])
         // --force never replaces from a replica: a usage error, nothing done.
-        let forced = try Registryctl.run(["restore", "--config", config, "--from-replica", "--tenant", "acme", "--force"])
+        let forced = try await Registryctl.run(["restore", "--config", config, "--from-replica", "--tenant", "acme", "--force"])
         #expect(forced.status != 0 && forced.status != 1, "\(forced.stdout)\(forced.stderr)")
 
         // The machine is lost: everything comes back into a new data directory.
         try FileManager.default.removeItem(atPath: directory.path("data"))
-        let all = try Registryctl.run(["restore", "--config", config, "--from-replica", "--all", "--json"])
+        let all = try await Registryctl.run(["restore", "--config", config, "--from-replica", "--all", "--json"])
         #expect(all.status == 0, "\(all.stdout)\(all.stderr)")
         struct Document: Decodable {
             struct Restored: Decodable { var kind: String; var name: String; var pendingMigrations: [String] }
@@ -95,12 +95,12 @@ import Testing
         for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: acmePath + suffix) }
         let formatter = ISO8601DateFormatter()
         formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        let earlier = try Registryctl.run(["restore", "--config", config, "--from-replica", "--tenant", "acme", "--timestamp", formatter.string(from: pointInTime)])
+        let earlier = try await Registryctl.run(["restore", "--config", config, "--from-replica", "--tenant", "acme", "--timestamp", formatter.string(from: pointInTime)])
         #expect(earlier.status == 0, "\(earlier.stdout)\(earlier.stderr)")
         #expect(try Self.names(inTenantAt: acmePath) == ["acme early"])
 
         // The removed tenant, from the replica kept aside at its removal.
-        let undone = try Registryctl.run(["restore", "--config", config, "--from-replica", "--tenant", "gone", "--removed"])
+        let undone = try await Registryctl.run(["restore", "--config", config, "--from-replica", "--tenant", "gone", "--removed"])
         #expect(undone.status == 0, "\(undone.stdout)\(undone.stderr)")
         #expect(try Self.names(inTenantAt: configuration.tenants!.layout.path(of: gone)) == ["gone early"])
 
@@ -114,7 +114,7 @@ import Testing
         try Self.writeConfiguration(partialConfig, migrations: partial)
         let globexPath = configuration.tenants!.layout.path(of: globex)
         for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: globexPath + suffix) }
-        let unknown = try Registryctl.run(["restore", "--config", partialConfig, "--from-replica", "--tenant", "globex"])
+        let unknown = try await Registryctl.run(["restore", "--config", partialConfig, "--from-replica", "--tenant", "globex"])
         #expect(unknown.status == 1, "\(unknown.stdout)\(unknown.stderr)")
         #expect(unknown.stdout.contains("0003_index_player_score"))
         #expect(!FileManager.default.fileExists(atPath: globexPath))

@@ -24,21 +24,21 @@ import Testing
         try DatabaseQueue(path: path).read { try String.fetchAll($0, sql: "SELECT identifier FROM grdb_migrations ORDER BY identifier") }
     }
 
-    @Test func statusReportsFreshPartlyAndFullyMigratedDatabases() throws {
+    @Test func statusReportsFreshPartlyAndFullyMigratedDatabases() async throws {
         let directory = try TemporaryDirectory()
         let fresh = directory.path("fresh.sqlite")
         let partly = directory.path("partly.sqlite")
         let fully = directory.path("fully.sqlite")
         let v1 = try Self.firstPlayersMigration(in: directory)
-        #expect(try Registryctl.run(["migrate", "--database", partly, "--migrations", v1]).status == 0)
-        #expect(try Registryctl.run(["migrate", "--database", fully, "--migrations", Self.playersSet]).status == 0)
+        await #expect(try Registryctl.run(["migrate", "--database", partly, "--migrations", v1]).status == 0)
+        await #expect(try Registryctl.run(["migrate", "--database", fully, "--migrations", Self.playersSet]).status == 0)
 
         for (path, exists, applied) in [
             (fresh, false, [String]()),
             (partly, true, ["0001_create_player.sql"]),
             (fully, true, Self.allPlayers),
         ] {
-            let result = try Registryctl.run(["status", "--database", path, "--migrations", Self.playersSet, "--json"])
+            let result = try await Registryctl.run(["status", "--database", path, "--migrations", Self.playersSet, "--json"])
             #expect(result.status == 0, "\(result.stderr)")
             let document = try StatusDocument(result)
             #expect(document.databases.count == 1)
@@ -51,12 +51,12 @@ import Testing
         }
         #expect(FileManager.default.fileExists(atPath: fresh) == false, "status must not create a database")
 
-        let text = try Registryctl.run(["status", "--database", partly, "--migrations", Self.playersSet])
+        let text = try await Registryctl.run(["status", "--database", partly, "--migrations", Self.playersSet])
         #expect(text.stdout.contains("1 applied, 3 pending"))
         #expect(text.stdout.contains("pending   0002_add_player_team.sql"))
     }
 
-    @Test func dryRunWritesNothing() throws {
+    @Test func dryRunWritesNothing() async throws {
         let directory = try TemporaryDirectory()
         let tenants = directory.url.appendingPathComponent("tenants")
         try FileManager.default.createDirectory(at: tenants, withIntermediateDirectories: true)
@@ -64,43 +64,43 @@ import Testing
         var paths: [String] = []
         for index in 1...5 {
             let path = tenants.appendingPathComponent("t\(index).sqlite").path
-            #expect(try Registryctl.run(["migrate", "--database", path, "--migrations", v1]).status == 0)
+            await #expect(try Registryctl.run(["migrate", "--database", path, "--migrations", v1]).status == 0)
             paths.append(path)
         }
         let listing = try FileManager.default.contentsOfDirectory(atPath: tenants.path).sorted()
         let bytes = try paths.map(fileBytes)
 
-        let single = try Registryctl.run(["migrate", "--database", paths[0], "--migrations", Self.playersSet, "--dry-run"])
+        let single = try await Registryctl.run(["migrate", "--database", paths[0], "--migrations", Self.playersSet, "--dry-run"])
         #expect(single.status == 0, "\(single.stderr)")
         #expect(single.stdout.contains("would apply 0002_add_player_team.sql, 0003_index_player_score.sql, 0004_index_player_team_name.sql"))
         #expect(single.stdout.contains("nothing written"))
 
-        let all = try Registryctl.run([
+        let all = try await Registryctl.run([
             "migrate", "--tenants-root", tenants.path, "--migrations", Self.playersSet, "--dry-run", "--jobs", "2",
         ])
         #expect(all.status == 0, "\(all.stderr)")
         #expect(all.stdout.contains("5 of 5 databases succeeded (dry run: 15 migrations would be applied, nothing written)"))
 
         let missing = directory.path("missing.sqlite")
-        #expect(try Registryctl.run(["migrate", "--database", missing, "--migrations", Self.playersSet, "--dry-run"]).status == 0)
+        await #expect(try Registryctl.run(["migrate", "--database", missing, "--migrations", Self.playersSet, "--dry-run"]).status == 0)
 
         #expect(try paths.map(fileBytes) == bytes)
         #expect(try FileManager.default.contentsOfDirectory(atPath: tenants.path).sorted() == listing)
         #expect(FileManager.default.fileExists(atPath: missing) == false)
     }
 
-    @Test func failingMigrationIsRolledBackAndReportedWithFileAndLine() throws {
+    @Test func failingMigrationIsRolledBackAndReportedWithFileAndLine() async throws {
         let directory = try TemporaryDirectory()
         let path = directory.path("db.sqlite")
         let setURL = try directory.makeSet("s", [
             "0001_create.sql": "CREATE TABLE t (x INTEGER NOT NULL);\nINSERT INTO t VALUES (1);\n",
         ])
-        #expect(try Registryctl.run(["migrate", "--database", path, "--migrations", setURL.path]).status == 0)
+        await #expect(try Registryctl.run(["migrate", "--database", path, "--migrations", setURL.path]).status == 0)
         let before = try fileBytes(path)
 
         try Data("CREATE TABLE u (y);\nINSERT INTO t VALUES (2);\n\nINSERT INTO t VALUES (NULL);\n".utf8)
             .write(to: setURL.appendingPathComponent("0002_broken.sql"))
-        let result = try Registryctl.run(["migrate", "--database", path, "--migrations", setURL.path])
+        let result = try await Registryctl.run(["migrate", "--database", path, "--migrations", setURL.path])
         #expect(result.status == 1)
         #expect(result.stdout.contains("0002_broken.sql:4"), "\(result.stdout)")
         #expect(result.stdout.contains("NOT NULL constraint failed"))
@@ -109,37 +109,37 @@ import Testing
         #expect(try Self.appliedIdentifiers(path) == ["0001_create.sql"])
     }
 
-    @Test func editedAppliedFileIsReportedAndMigrateRefusesUntilAccepted() throws {
+    @Test func editedAppliedFileIsReportedAndMigrateRefusesUntilAccepted() async throws {
         let directory = try TemporaryDirectory()
         let path = directory.path("db.sqlite")
         let setURL = try directory.makeSet("s", [
             "0001_create.sql": "CREATE TABLE t (x);\n",
             "0002_index.sql": "CREATE INDEX t_x ON t(x);\n",
         ])
-        #expect(try Registryctl.run(["migrate", "--database", path, "--migrations", setURL.path]).status == 0)
+        await #expect(try Registryctl.run(["migrate", "--database", path, "--migrations", setURL.path]).status == 0)
         try Data("-- create t\nCREATE TABLE t (x);\n".utf8).write(to: setURL.appendingPathComponent("0001_create.sql"))
         try Data("INSERT INTO t VALUES (1);\n".utf8).write(to: setURL.appendingPathComponent("0003_insert.sql"))
 
-        let status = try StatusDocument(Registryctl.run(["status", "--database", path, "--migrations", setURL.path, "--json"]))
+        let status = try await StatusDocument(Registryctl.run(["status", "--database", path, "--migrations", setURL.path, "--json"]))
         #expect(status.databases.first?.modified == ["0001_create.sql"])
         #expect(status.databases.first?.pending == ["0003_insert.sql"])
 
         let before = try fileBytes(path)
-        let refused = try Registryctl.run(["migrate", "--database", path, "--migrations", setURL.path])
+        let refused = try await Registryctl.run(["migrate", "--database", path, "--migrations", setURL.path])
         #expect(refused.status == 1)
         #expect(refused.stdout.contains("0001_create.sql"))
         #expect(refused.stdout.contains("--accept-modified"))
         #expect(try fileBytes(path) == before)
 
-        let accepted = try Registryctl.run(["migrate", "--database", path, "--migrations", setURL.path, "--accept-modified"])
+        let accepted = try await Registryctl.run(["migrate", "--database", path, "--migrations", setURL.path, "--accept-modified"])
         #expect(accepted.status == 0, "\(accepted.stdout)\(accepted.stderr)")
         #expect(accepted.stdout.contains("accepted modified 0001_create.sql"))
-        let after = try StatusDocument(Registryctl.run(["status", "--database", path, "--migrations", setURL.path, "--json"]))
+        let after = try await StatusDocument(Registryctl.run(["status", "--database", path, "--migrations", setURL.path, "--json"]))
         #expect(after.databases.first?.modified == [])
         #expect(after.databases.first?.pending == [])
     }
 
-    @Test func fiveHundredTenantsWithFourJobsIsolateTheOneBrokenTenant() throws {
+    @Test func fiveHundredTenantsWithFourJobsIsolateTheOneBrokenTenant() async throws {
         let directory = try TemporaryDirectory()
         let tenants = directory.url.appendingPathComponent("tenants")
         try FileManager.default.createDirectory(at: tenants, withIntermediateDirectories: true)
@@ -151,7 +151,7 @@ import Testing
         let garbage = Data(String(repeating: "not a database. ", count: 64).utf8)
         try garbage.write(to: URL(fileURLWithPath: broken))
 
-        let result = try Registryctl.run(["migrate", "--tenants-root", tenants.path, "--migrations", Self.playersSet, "--jobs", "4"])
+        let result = try await Registryctl.run(["migrate", "--tenants-root", tenants.path, "--migrations", Self.playersSet, "--jobs", "4"])
         #expect(result.status == 1)
         #expect(result.stdout.contains("499 of 500 databases succeeded (1996 migrations applied); 1 failed"), "\(result.stdout)")
         let failureLines = result.stdout.split(separator: "\n").drop { $0 != "failures:" }.dropFirst()
@@ -169,7 +169,7 @@ import Testing
         }
     }
 
-    @Test func twoRunnerProcessesOnTheSameDatabasesApplyEachMigrationOnce() throws {
+    @Test func twoRunnerProcessesOnTheSameDatabasesApplyEachMigrationOnce() async throws {
         let directory = try TemporaryDirectory()
         // Each migration logs itself: running one twice would add a second row
         // (or fail on the UNIQUE constraint). 0002 holds the write lock a while
@@ -191,7 +191,7 @@ import Testing
         let arguments = ["migrate", "--tenants-root", tenants.path, "--migrations", setURL.path, "--jobs", "2"]
         let first = try Registryctl.start(arguments)
         let second = try Registryctl.start(arguments)
-        let results = [try first.wait(), try second.wait()]
+        let results = await [try first.wait(), try second.wait()]
         for result in results {
             #expect(result.status == 0, "\(result.stdout)\n\(result.stderr)")
         }
@@ -205,7 +205,7 @@ import Testing
 
         for index in 1...40 {
             let path = tenants.appendingPathComponent("t\(index).sqlite").path
-            let (log, integrity, filler) = try DatabaseQueue(path: path).read { db in
+            let (log, integrity, filler) = try await DatabaseQueue(path: path).read { db in
                 try (
                     String.fetchAll(db, sql: "SELECT identifier FROM log ORDER BY rowid"),
                     String.fetchOne(db, sql: "PRAGMA integrity_check"),
@@ -218,14 +218,14 @@ import Testing
         }
     }
 
-    @Test func encryptedDatabasesMigrateWithKeysFromTheEnvironmentOrAFile() throws {
+    @Test func encryptedDatabasesMigrateWithKeysFromTheEnvironmentOrAFile() async throws {
         let directory = try TemporaryDirectory()
         let path = directory.path("db.sqlite")
         let keyFile = directory.path("key")
         try Data("secret\n".utf8).write(to: URL(fileURLWithPath: keyFile))
         chmod(keyFile, 0o600)
 
-        let migrated = try Registryctl.run(
+        let migrated = try await Registryctl.run(
             ["migrate", "--database", path, "--migrations", Self.playersSet, "--key-env", "REGISTRY_TEST_KEY"],
             environment: ["REGISTRY_TEST_KEY": "secret"])
         #expect(migrated.status == 0, "\(migrated.stderr)")
@@ -235,22 +235,22 @@ import Testing
         // The key never reaches the output.
         #expect(!migrated.stdout.contains("secret") && !migrated.stderr.contains("secret"))
 
-        let status = try Registryctl.run(["status", "--database", path, "--migrations", Self.playersSet, "--key-file", keyFile, "--json"])
+        let status = try await Registryctl.run(["status", "--database", path, "--migrations", Self.playersSet, "--key-file", keyFile, "--json"])
         #expect(status.status == 0, "\(status.stderr)")
         #expect(status.stdout.contains("\"pending\":[]") || status.stdout.contains("\"pending\" : [\n\n      ]") || status.stdout.contains("\"pending\" : ["), "\(status.stdout)")
         let queue = try CipherDatabase.queue(atPath: path, key: .passphrase("secret"))
-        #expect(try queue.read { db in try db.tableExists("player") })
+        await #expect(try queue.read { db in try db.tableExists("player") })
         try queue.close()
 
         let before = try Data(contentsOf: URL(fileURLWithPath: path))
-        let wrong = try Registryctl.run(
+        let wrong = try await Registryctl.run(
             ["migrate", "--database", path, "--migrations", Self.playersSet, "--key-env", "REGISTRY_TEST_KEY"],
             environment: ["REGISTRY_TEST_KEY": "not the key"])
         #expect(wrong.status != 0)
         #expect(wrong.stdout.contains("The key does not open \(path)"), "\(wrong.stdout)")
 
         #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == before)
-        let unset = try Registryctl.run(
+        let unset = try await Registryctl.run(
             ["migrate", "--database", path, "--migrations", Self.playersSet, "--key-env", "REGISTRY_UNSET_KEY"],
             environment: [:])
         // Key sources are read before any database is opened.
@@ -258,33 +258,33 @@ import Testing
         #expect(unset.stderr.contains("environment variable REGISTRY_UNSET_KEY is not set"), "\(unset.stderr)")
     }
 
-    @Test func cipherCommandsEncryptDecryptRekeyAndVerify() throws {
+    @Test func cipherCommandsEncryptDecryptRekeyAndVerify() async throws {
         let directory = try TemporaryDirectory()
         let plain = directory.path("plain.sqlite")
         do {
             let queue = try DatabaseQueue(path: plain)
-            try queue.write { db in try db.execute(sql: "CREATE TABLE t(a); INSERT INTO t VALUES ('CLI_MARKER')") }
+            try await queue.write { db in try db.execute(sql: "CREATE TABLE t(a); INSERT INTO t VALUES ('CLI_MARKER')") }
             try queue.close()
         }
         let plainBytes = try Data(contentsOf: URL(fileURLWithPath: plain))
         let environment = ["OLD_KEY": "old", "NEW_KEY": "new"]
         let vault = directory.path("vault.sqlite")
 
-        let encrypt = try Registryctl.run(["encrypt", "--in", plain, "--out", vault, "--key-env", "OLD_KEY"], environment: environment)
+        let encrypt = try await Registryctl.run(["encrypt", "--in", plain, "--out", vault, "--key-env", "OLD_KEY"], environment: environment)
         #expect(encrypt.status == 0, "\(encrypt.stderr)")
         #expect(try Data(contentsOf: URL(fileURLWithPath: plain)) == plainBytes)
         #expect(try Data(contentsOf: URL(fileURLWithPath: vault)).range(of: Data("CLI_MARKER".utf8)) == nil)
-        #expect(try Registryctl.run(["verify", vault, "--key-env", "OLD_KEY"], environment: environment).status == 0)
+        await #expect(try Registryctl.run(["verify", vault, "--key-env", "OLD_KEY"], environment: environment).status == 0)
 
-        let rekey = try Registryctl.run(["rekey", vault, "--key-env", "OLD_KEY", "--new-key-env", "NEW_KEY"], environment: environment)
+        let rekey = try await Registryctl.run(["rekey", vault, "--key-env", "OLD_KEY", "--new-key-env", "NEW_KEY"], environment: environment)
         #expect(rekey.status == 0, "\(rekey.stderr)")
-        let oldKey = try Registryctl.run(["verify", vault, "--key-env", "OLD_KEY"], environment: environment)
+        let oldKey = try await Registryctl.run(["verify", vault, "--key-env", "OLD_KEY"], environment: environment)
         #expect(oldKey.status == 1)
         #expect(oldKey.stderr.contains("The key does not open"), "\(oldKey.stderr)")
         #expect(oldKey.stderr.split(separator: "\n").count == 1)
 
         let decrypted = directory.path("decrypted.sqlite")
-        #expect(try Registryctl.run(["decrypt", "--in", vault, "--out", decrypted, "--key-env", "NEW_KEY"], environment: environment).status == 0)
+        await #expect(try Registryctl.run(["decrypt", "--in", vault, "--out", decrypted, "--key-env", "NEW_KEY"], environment: environment).status == 0)
         #expect(try Data(contentsOf: URL(fileURLWithPath: decrypted)).range(of: Data("CLI_MARKER".utf8)) != nil)
 
         // A tampered page is found, and named.
@@ -292,13 +292,13 @@ import Testing
         try handle.seek(toOffset: 4096 + 100)
         try handle.write(contentsOf: Data([0x42]))
         try handle.close()
-        let tampered = try Registryctl.run(["verify", vault, "--key-env", "NEW_KEY"], environment: environment)
+        let tampered = try await Registryctl.run(["verify", vault, "--key-env", "NEW_KEY"], environment: environment)
         #expect(tampered.status == 1)
         #expect(tampered.stderr.contains("page 2 failed its HMAC check"), "\(tampered.stderr)")
-        #expect(try Registryctl.run(["verify", vault], environment: environment).status != 0)
+        await #expect(try Registryctl.run(["verify", vault], environment: environment).status != 0)
     }
 
-    @Test func configFileNamesDatabasesAndTenantsRelativeToItself() throws {
+    @Test func configFileNamesDatabasesAndTenantsRelativeToItself() async throws {
         let directory = try TemporaryDirectory()
         let tenants = directory.url.appendingPathComponent("data/tenants")
         try FileManager.default.createDirectory(at: tenants, withIntermediateDirectories: true)
@@ -317,19 +317,19 @@ import Testing
             }
             """.utf8).write(to: URL(fileURLWithPath: config))
 
-        let one = try Registryctl.run(["migrate", "--config", config, "--tenant", "acme"])
+        let one = try await Registryctl.run(["migrate", "--config", config, "--tenant", "acme"])
         #expect(one.status == 0, "\(one.stdout)\(one.stderr)")
         #expect(try Self.appliedIdentifiers(tenants.appendingPathComponent("acme.sqlite").path) == Self.allPlayers)
         #expect(try fileBytes(tenants.appendingPathComponent("globex.sqlite").path).isEmpty)
 
-        let all = try Registryctl.run(["migrate", "--config", config])
+        let all = try await Registryctl.run(["migrate", "--config", config])
         #expect(all.status == 0, "\(all.stdout)\(all.stderr)")
         #expect(all.stdout.contains("3 of 3 databases succeeded"), "\(all.stdout)")
         #expect(all.stderr.contains("Acme.sqlite in \(tenants.path) is not a tenant"), "\(all.stderr)")
         #expect(all.stderr.contains(".provisioning-acme-1.sqlite in \(tenants.path) is left by a tenant creation"), "\(all.stderr)")
         #expect(try fileBytes(tenants.appendingPathComponent("Acme.sqlite").path).isEmpty)
 
-        let status = try StatusDocument(Registryctl.run(["status", "--config", config, "--name", "catalog", "--json"]))
+        let status = try await StatusDocument(Registryctl.run(["status", "--config", config, "--name", "catalog", "--json"]))
         #expect(status.databases.map(\.name) == ["catalog"])
         #expect(status.databases.first?.applied == ["0001_create_tenant.sql", "0002_add_tenant_token.sql", "0003_add_tenant_move.sql"])
         #expect(status.databases.first?.path == directory.path("data/catalog.sqlite"))
@@ -338,7 +338,7 @@ import Testing
         try Data("""
             {"databases": {"catalog": {"paht": "x.sqlite", "key": "hunter2"}}, "tenants": {"root": 3}, "migrationMode": "later"}
             """.utf8).write(to: URL(fileURLWithPath: config))
-        let invalid = try Registryctl.run(["status", "--config", config])
+        let invalid = try await Registryctl.run(["status", "--config", config])
         #expect(invalid.status == 2)
         for problem in [
             "databases.catalog.paht: unknown key", "databases.catalog.path: missing",
@@ -349,17 +349,17 @@ import Testing
         }
     }
 
-    @Test func keyFilesAreReadAsBytesAndBinaryKeysAreRefusedNotTruncated() throws {
+    @Test func keyFilesAreReadAsBytesAndBinaryKeysAreRefusedNotTruncated() async throws {
         let directory = try TemporaryDirectory()
         let path = directory.path("db.sqlite")
         // A passphrase with non-ASCII UTF-8 is used whole, as the library reads it.
         let passphraseFile = directory.path("passphrase.key")
         try Data("clé secrète\n".utf8).write(to: URL(fileURLWithPath: passphraseFile))
         chmod(passphraseFile, 0o600)
-        let migrated = try Registryctl.run(["migrate", "--database", path, "--migrations", Self.playersSet, "--key-file", passphraseFile])
+        let migrated = try await Registryctl.run(["migrate", "--database", path, "--migrations", Self.playersSet, "--key-file", passphraseFile])
         #expect(migrated.status == 0, "\(migrated.stderr)\(migrated.stdout)")
         let queue = try CipherDatabase.queue(atPath: path, key: CipherKey(KeySource.file(passphraseFile).read()))
-        #expect(try queue.read { db in try db.tableExists("player") })
+        await #expect(try queue.read { db in try db.tableExists("player") })
         try queue.close()
         #expect(throws: CipherError.self) { try CipherDatabase.queue(atPath: path, key: .passphrase("cl")) }
 
@@ -368,7 +368,7 @@ import Testing
         try Data([0x41, 0x42, 0x00] + [UInt8](repeating: 0x99, count: 29)).write(to: URL(fileURLWithPath: binary))
         chmod(binary, 0o600)
         let before = try fileBytes(path)
-        let refused = try Registryctl.run(["status", "--database", path, "--migrations", Self.playersSet, "--key-file", binary])
+        let refused = try await Registryctl.run(["status", "--database", path, "--migrations", Self.playersSet, "--key-file", binary])
         #expect(refused.status != 0)
         #expect(refused.stdout.contains("the key is not text (it has a NUL byte or is not UTF-8)"), "\(refused.stdout)\(refused.stderr)")
         #expect(try fileBytes(path) == before)
@@ -380,13 +380,13 @@ import Testing
         try Data(("x'" + rawKey.map { String(format: "%02x", $0) }.joined() + "'\n").utf8).write(to: URL(fileURLWithPath: hexFile))
         chmod(hexFile, 0o600)
         let rawQueue = try CipherDatabase.queue(atPath: raw, key: .raw(rawKey))
-        try rawQueue.write { db in try db.execute(sql: "CREATE TABLE marker(a)") }
+        try await rawQueue.write { db in try db.execute(sql: "CREATE TABLE marker(a)") }
         try rawQueue.close()
-        let rawStatus = try Registryctl.run(["migrate", "--database", raw, "--migrations", Self.playersSet, "--key-file", hexFile])
+        let rawStatus = try await Registryctl.run(["migrate", "--database", raw, "--migrations", Self.playersSet, "--key-file", hexFile])
         #expect(rawStatus.status == 0, "\(rawStatus.stdout)\(rawStatus.stderr)")
     }
 
-    @Test func progressIsABarOnATerminalAndPlainLinesOtherwise() throws {
+    @Test func progressIsABarOnATerminalAndPlainLinesOtherwise() async throws {
         let directory = try TemporaryDirectory()
         let tenants = directory.url.appendingPathComponent("tenants")
         try FileManager.default.createDirectory(at: tenants, withIntermediateDirectories: true)
@@ -396,43 +396,43 @@ import Testing
         // `script` (util-linux, Debian bsdutils) runs the command on a pseudo-terminal.
         let command = try [registryctlPath(), "status", "--tenants-root", tenants.path,
                            "--migrations", Self.playersSet, "--jobs", "2"].map(shellQuoted).joined(separator: " ")
-        let script = try runChildProcess("/usr/bin/env", ["script", "-q", "-e", "-c", command, "/dev/null"])
+        let script = try await runChildProcess("/usr/bin/env", ["script", "-q", "-e", "-c", command, "/dev/null"])
         let terminal = script.stdout
         #expect(script.status == 0, "\(terminal)\(script.stderr)")
         #expect(terminal.contains("\r[##############################] 30/30 checked"), "\(terminal)")
         #expect(!terminal.contains("] ok t1"))
 
-        let plain = try Registryctl.run(["status", "--tenants-root", tenants.path, "--migrations", Self.playersSet])
+        let plain = try await Registryctl.run(["status", "--tenants-root", tenants.path, "--migrations", Self.playersSet])
         #expect(plain.stderr.split(separator: "\n").filter { $0.hasPrefix("[") && $0.contains("] ok t") }.count == 30)
         #expect(!plain.stderr.contains("\r"))
     }
 
-    @Test func unknownTenantIsAnErrorNotANewDatabase() throws {
+    @Test func unknownTenantIsAnErrorNotANewDatabase() async throws {
         let directory = try TemporaryDirectory()
         let tenants = directory.url.appendingPathComponent("tenants")
         try FileManager.default.createDirectory(at: tenants, withIntermediateDirectories: true)
         try Data().write(to: URL(fileURLWithPath: tenants.appendingPathComponent("acme.sqlite").path))
         let base = ["migrate", "--tenants-root", tenants.path, "--migrations", Self.playersSet]
 
-        let typo = try Registryctl.run(base + ["--tenant", "acmee"])
+        let typo = try await Registryctl.run(base + ["--tenant", "acmee"])
         #expect(typo.status != 0)
         #expect(typo.stderr.contains("No tenant \"acmee\""))
         #expect(FileManager.default.fileExists(atPath: tenants.appendingPathComponent("acmee.sqlite").path) == false)
 
-        let escape = try Registryctl.run(base + ["--tenant", "../acme"])
+        let escape = try await Registryctl.run(base + ["--tenant", "../acme"])
         #expect(escape.status != 0)
         #expect(escape.stderr.contains("Invalid tenant id"))
 
-        let acme = try Registryctl.run(base + ["--tenant", "acme"])
+        let acme = try await Registryctl.run(base + ["--tenant", "acme"])
         #expect(acme.status == 0, "\(acme.stderr)")
         #expect(try Self.appliedIdentifiers(tenants.appendingPathComponent("acme.sqlite").path) == Self.allPlayers)
     }
 
-    @Test func invalidMigrationSetFailsBeforeAnyDatabaseIsTouched() throws {
+    @Test func invalidMigrationSetFailsBeforeAnyDatabaseIsTouched() async throws {
         let directory = try TemporaryDirectory()
         let setURL = try directory.makeSet("s", ["0001_a.sql": "CREATE TABLE a(x);", "0001_b.sql": "CREATE TABLE b(x);"])
         let path = directory.path("db.sqlite")
-        let result = try Registryctl.run(["migrate", "--database", path, "--migrations", setURL.path])
+        let result = try await Registryctl.run(["migrate", "--database", path, "--migrations", setURL.path])
         #expect(result.status == 2)
         #expect(result.stderr.contains("migration number 1 is used more than once: 0001_a.sql, 0001_b.sql"))
         #expect(FileManager.default.fileExists(atPath: path) == false)
@@ -538,11 +538,11 @@ struct VerifyDocument: Decodable {
 }
 
 extension RegistryctlTests {
-    @Test func verifyConfigChecksEveryDatabaseAndTenantAndNamesEachFailure() throws {
+    @Test func verifyConfigChecksEveryDatabaseAndTenantAndNamesEachFailure() async throws {
         let data = try KeyedDataDirectory(allowPlaintextTenants: false)
         try data.createPlain(data.directory.path("catalog.sqlite"))
         let players = try CipherDatabase.queue(atPath: data.directory.path("players.sqlite"), key: CipherKey(DatabaseSecret(KeyedDataDirectory.playersKey)))
-        try players.write { try KeyedDataDirectory.fill($0, "players") }
+        try await players.write { try KeyedDataDirectory.fill($0, "players") }
         try players.close()
         try data.createTenant("acme")
         try data.createTenant("globex")
@@ -554,7 +554,7 @@ extension RegistryctlTests {
         try handle.write(contentsOf: Data([0x42]))
         try handle.close()
 
-        let result = try Registryctl.run(["verify", "--config", data.config, "--json", "--jobs", "2"], environment: data.environment)
+        let result = try await Registryctl.run(["verify", "--config", data.config, "--json", "--jobs", "2"], environment: data.environment)
         #expect(result.status == 1, "\(result.stdout)\(result.stderr)")
         let document = try VerifyDocument(result)
         #expect(document.databases.map(\.name).sorted() == ["acme", "catalog", "players"])
@@ -569,19 +569,19 @@ extension RegistryctlTests {
         #expect(failures["plain"]?.contains("tenant plain is not encrypted") == true, "\(failures)")
         #expect(failures["plain"]?.contains("allowPlaintextTenants") == true, "\(failures)")
 
-        let text = try Registryctl.run(["verify", "--config", data.config, "--tenant", "acme"], environment: data.environment)
+        let text = try await Registryctl.run(["verify", "--config", data.config, "--tenant", "acme"], environment: data.environment)
         #expect(text.status == 0, "\(text.stdout)\(text.stderr)")
         #expect(text.stdout.contains("acme: ok (encrypted: compatibility 4"), "\(text.stdout)")
 
-        let wrongKey = try Registryctl.run(["verify", "--config", data.config, "--name", "players"], environment: ["PLAYERS_KEY": "not the key"])
+        let wrongKey = try await Registryctl.run(["verify", "--config", data.config, "--name", "players"], environment: ["PLAYERS_KEY": "not the key"])
         #expect(wrongKey.status == 1)
         #expect(wrongKey.stdout.contains("players: FAILED: The key does not open \(data.directory.path("players.sqlite"))"), "\(wrongKey.stdout)")
-        let unset = try Registryctl.run(["verify", "--config", data.config, "--name", "players"], environment: ["PLAYERS_KEY": ""])
+        let unset = try await Registryctl.run(["verify", "--config", data.config, "--name", "players"], environment: ["PLAYERS_KEY": ""])
         #expect(unset.status == 1)
         #expect(unset.stdout.contains("environment variable PLAYERS_KEY is not set"), "\(unset.stdout)")
     }
 
-    @Test func rekeyConfigRotatesTheMasterKeyRefusesOpenTenantsAndResumes() throws {
+    @Test func rekeyConfigRotatesTheMasterKeyRefusesOpenTenantsAndResumes() async throws {
         let data = try KeyedDataDirectory(allowPlaintextTenants: true)
         for id in ["acme", "globex", "hooli"] { try data.createTenant(id) }
         try data.createPlain(data.tenantPath("plain"))
@@ -591,9 +591,9 @@ extension RegistryctlTests {
         let salt = try #require(try FileHandle(forReadingFrom: URL(fileURLWithPath: data.tenantPath("hooli"))).read(upToCount: 16))
         let hooliKey = try CipherKey.tenantKey(master: TenantMasterKey(DatabaseSecret(KeyedDataDirectory.oldMaster)), tenant: "hooli", salt: salt)
         let daemon = try CipherDatabase.pool(atPath: data.tenantPath("hooli"), key: hooliKey)
-        try daemon.write { try $0.execute(sql: "INSERT INTO player VALUES ('late')") }
+        try await daemon.write { try $0.execute(sql: "INSERT INTO player VALUES ('late')") }
 
-        let first = try Registryctl.run(["rekey", "--config", data.config, "--tenants", "--new-key-file", data.newMasterKeyFile])
+        let first = try await Registryctl.run(["rekey", "--config", data.config, "--tenants", "--new-key-file", data.newMasterKeyFile])
         #expect(first.status == 1, "\(first.stdout)\(first.stderr)")
         #expect(first.stdout.contains("hooli: FAILED: \(data.tenantPath("hooli"))"), "\(first.stdout)")
         #expect(first.stdout.contains("open in another connection or process"), "\(first.stdout)")
@@ -603,35 +603,35 @@ extension RegistryctlTests {
         try daemon.close()
         #expect(try data.mastersOpening("hooli") == ["old"])
 
-        let second = try Registryctl.run(["rekey", "--config", data.config, "--tenants", "--new-key-file", data.newMasterKeyFile, "--json"])
+        let second = try await Registryctl.run(["rekey", "--config", data.config, "--tenants", "--new-key-file", data.newMasterKeyFile, "--json"])
         #expect(second.status == 0, "\(second.stdout)\(second.stderr)")
         #expect(second.stdout.contains(#""result" : "alreadyRekeyed""#), "\(second.stdout)")
         let hooli = try CipherDatabase.queue(atPath: data.tenantPath("hooli"), key: CipherKey.tenantKey(
             master: TenantMasterKey(DatabaseSecret(KeyedDataDirectory.newMaster)), tenant: "hooli", salt: salt))
-        #expect(try hooli.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM player") } == 201)
+        await #expect(try hooli.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM player") } == 201)
         try hooli.close()
 
         // The configuration's key source now holds the new key: verify agrees.
         try Data(KeyedDataDirectory.newMaster.utf8).write(to: URL(fileURLWithPath: data.masterKeyFile))
         chmod(data.masterKeyFile, 0o600)
-        let verify = try Registryctl.run(["verify", "--config", data.config, "--json"], environment: data.environment)
+        let verify = try await Registryctl.run(["verify", "--config", data.config, "--json"], environment: data.environment)
         #expect(verify.status == 0, "\(verify.stdout)\(verify.stderr)")
         #expect(try VerifyDocument(verify).databases.filter { $0.kind == "tenant" }.count == 4)
 
         // Refused before any file is touched.
-        let same = try Registryctl.run(["rekey", "--config", data.config, "--tenants", "--new-key-file", data.masterKeyFile])
+        let same = try await Registryctl.run(["rekey", "--config", data.config, "--tenants", "--new-key-file", data.masterKeyFile])
         #expect(same.status == 2)
         #expect(same.stderr.contains("the new master key is the configured one"), "\(same.stderr)")
         try Data("not a master key".utf8).write(to: URL(fileURLWithPath: data.newMasterKeyFile))
         chmod(data.newMasterKeyFile, 0o600)
-        let invalid = try Registryctl.run(["rekey", "--config", data.config, "--tenants", "--new-key-file", data.newMasterKeyFile])
+        let invalid = try await Registryctl.run(["rekey", "--config", data.config, "--tenants", "--new-key-file", data.newMasterKeyFile])
         #expect(invalid.status == 2)
         #expect(invalid.stderr.contains("a tenant master key is 32 random bytes"), "\(invalid.stderr)")
     }
 
     /// A rotation killed with SIGKILL leaves every tenant with exactly one
     /// of the two master keys, and running it again finishes it.
-    @Test func masterKeyRotationKilledMidwayLeavesEachTenantWithOneKeyAndResumes() throws {
+    @Test func masterKeyRotationKilledMidwayLeavesEachTenantWithOneKeyAndResumes() async throws {
         let data = try KeyedDataDirectory(allowPlaintextTenants: false)
         let ids = (0..<24).map { String(format: "t%02d", $0) }
         for id in ids { try data.createTenant(id) }
@@ -643,7 +643,7 @@ extension RegistryctlTests {
             usleep(1000)
         }
         kill(running.process.processIdentifier, SIGKILL)
-        let killed = try running.wait()
+        let killed = try await running.wait()
         #expect(killed.status != 0, "the rotation finished before it was killed: \(killed.stderr)")
 
         var new = 0, old = 0
@@ -654,7 +654,7 @@ extension RegistryctlTests {
         }
         #expect(new >= 3 && old >= 1, "new \(new), old \(old)")
 
-        let resumed = try Registryctl.run(["rekey", "--config", data.config, "--tenants", "--new-key-file", data.newMasterKeyFile, "--jobs", "2"])
+        let resumed = try await Registryctl.run(["rekey", "--config", data.config, "--tenants", "--new-key-file", data.newMasterKeyFile, "--jobs", "2"])
         #expect(resumed.status == 0, "\(resumed.stdout)\(resumed.stderr)")
         #expect(resumed.stdout.contains("24 of 24 databases succeeded (\(old) re-keyed, \(new) already had the new key, 0 plain); 0 failed"), "\(resumed.stdout)")
         for id in ids { #expect(try data.mastersOpening(id) == ["new"], "\(id)") }
@@ -664,35 +664,35 @@ extension RegistryctlTests {
 
     /// SQLCipher 3 databases: the configuration's "cipher" setting for
     /// --config, and --compatibility for single files.
-    @Test func cipherSettingOpensSQLCipher3DatabasesInEveryCommand() throws {
+    @Test func cipherSettingOpensSQLCipher3DatabasesInEveryCommand() async throws {
         let data = try KeyedDataDirectory(allowPlaintextTenants: false, cipher: #", "cipher": {"compatibility": 3, "pageSize": 4096}, "migrations": "players-set""#)
         try FileManager.default.copyItem(atPath: Self.playersSet, toPath: data.directory.path("players-set"))
         let path = data.directory.path("players.sqlite")
         let queue = try CipherDatabase.queue(atPath: path, key: CipherKey(DatabaseSecret(KeyedDataDirectory.playersKey)), compatibility: .v3, pageSize: 4096)
-        try queue.write { try $0.execute(sql: "CREATE TABLE legacy(a)") }
+        try await queue.write { try $0.execute(sql: "CREATE TABLE legacy(a)") }
         try queue.close()
 
-        let migrate = try Registryctl.run(["migrate", "--config", data.config, "--name", "players"], environment: data.environment)
+        let migrate = try await Registryctl.run(["migrate", "--config", data.config, "--name", "players"], environment: data.environment)
         #expect(migrate.status == 0, "\(migrate.stdout)\(migrate.stderr)")
-        let status = try Registryctl.run(
+        let status = try await Registryctl.run(
             ["status", "--database", path, "--migrations", Self.playersSet, "--key-env", "PLAYERS_KEY", "--compatibility", "3", "--page-size", "4096"],
             environment: data.environment)
         #expect(status.status == 0 && status.stdout.contains("4 applied, 0 pending"), "\(status.stdout)\(status.stderr)")
-        let asV4 = try Registryctl.run(["status", "--database", path, "--migrations", Self.playersSet, "--key-env", "PLAYERS_KEY"], environment: data.environment)
+        let asV4 = try await Registryctl.run(["status", "--database", path, "--migrations", Self.playersSet, "--key-env", "PLAYERS_KEY"], environment: data.environment)
         #expect(asV4.status == 1, "\(asV4.stdout)")
 
-        let verify = try Registryctl.run(["verify", "--config", data.config, "--name", "players"], environment: data.environment)
+        let verify = try await Registryctl.run(["verify", "--config", data.config, "--name", "players"], environment: data.environment)
         #expect(verify.status == 0, "\(verify.stdout)\(verify.stderr)")
         #expect(verify.stdout.contains("compatibility 3, cipher_page_size 4096"), "\(verify.stdout)")
 
-        let rekey = try Registryctl.run(["rekey", "--config", data.config, "--name", "players", "--new-key-env", "NEW_PLAYERS_KEY"], environment: data.environment)
+        let rekey = try await Registryctl.run(["rekey", "--config", data.config, "--name", "players", "--new-key-env", "NEW_PLAYERS_KEY"], environment: data.environment)
         #expect(rekey.status == 0, "\(rekey.stdout)\(rekey.stderr)")
         #expect(rekey.stdout.contains("Now put the new key in environment variable PLAYERS_KEY"), "\(rekey.stdout)")
         let reopened = try CipherDatabase.queue(
             atPath: path, key: CipherKey(DatabaseSecret(data.environment["NEW_PLAYERS_KEY"] ?? "")), compatibility: .v3, pageSize: 4096)
-        #expect(try reopened.read { try $0.tableExists("player") && $0.tableExists("legacy") })
+        await #expect(try reopened.read { try $0.tableExists("player") && $0.tableExists("legacy") })
         try reopened.close()
-        let again = try Registryctl.run(["rekey", "--config", data.config, "--name", "players", "--new-key-env", "NEW_PLAYERS_KEY"], environment: data.environment)
+        let again = try await Registryctl.run(["rekey", "--config", data.config, "--name", "players", "--new-key-env", "NEW_PLAYERS_KEY"], environment: data.environment)
         #expect(again.status == 0 && again.stdout.contains("players: already has the new key"), "\(again.stdout)\(again.stderr)")
     }
 }

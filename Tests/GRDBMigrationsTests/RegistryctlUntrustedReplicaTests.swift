@@ -9,7 +9,7 @@ import Testing
 /// migrations create. `registryctl restore --from-replica` refuses it,
 /// naming the trigger, and publishes nothing.
 @Suite(.serialized) struct RegistryctlUntrustedReplicaTests {
-    @Test func aReplicaWithSchemaObjectsItsMigrationsDoNotCreateIsRefused() throws {
+    @Test func aReplicaWithSchemaObjectsItsMigrationsDoNotCreateIsRefused() async throws {
         let directory = try TemporaryDirectory()
         let migrations = directory.path("migrations")
         try FileManager.default.createDirectory(atPath: migrations, withIntermediateDirectories: true)
@@ -18,7 +18,7 @@ import Testing
         for (name, extra) in [("crafted", "CREATE TRIGGER evil AFTER INSERT ON item BEGIN DELETE FROM item; END"), ("clean", nil)] {
             let queue = try DatabaseQueue(path: directory.path("\(name).sqlite"))
             try DatabaseMigrationRunner(set: MigrationSet(directory: URL(fileURLWithPath: migrations))).migrate(queue)
-            if let extra { try queue.write { try $0.execute(sql: extra) } }
+            if let extra { try await queue.write { try $0.execute(sql: extra) } }
             try queue.close()
         }
         let litestream = directory.path("litestream")
@@ -38,13 +38,13 @@ import Testing
             """.utf8).write(to: URL(fileURLWithPath: config))
         let destination = directory.path("data/catalog.sqlite")
 
-        let refused = try Registryctl.run(["restore", "--config", config, "--from-replica", "--name", "catalog"],
+        let refused = try await Registryctl.run(["restore", "--config", config, "--from-replica", "--name", "catalog"],
                                           environment: ["SOURCE": directory.path("crafted.sqlite")])
         #expect(refused.status == 1, "\(refused.stdout)\(refused.stderr)")
         #expect(refused.stdout.contains("trigger evil"), "\(refused.stdout)\(refused.stderr)")
         #expect(!FileManager.default.fileExists(atPath: destination))
 
-        let restored = try Registryctl.run(["restore", "--config", config, "--from-replica", "--name", "catalog"],
+        let restored = try await Registryctl.run(["restore", "--config", config, "--from-replica", "--name", "catalog"],
                                            environment: ["SOURCE": directory.path("clean.sqlite")])
         #expect(restored.status == 0, "\(restored.stdout)\(restored.stderr)")
         #expect(FileManager.default.fileExists(atPath: destination))

@@ -12,7 +12,7 @@ import Testing
             == "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1")
     }
 
-    @Test func matchesSha256sumOnEveryLengthAroundBlockBoundaries() throws {
+    @Test func matchesSha256sumOnEveryLengthAroundBlockBoundaries() async throws {
         let directory = try TemporaryDirectory()
         var bytes: [UInt8] = []
         var expected: [String: String] = [:]
@@ -23,7 +23,7 @@ import Testing
             expected[path] = SHA256.hexDigest(of: bytes)
         }
         // sha256sum (coreutils) is the oracle.
-        let sha256sum = try runChildProcess("/usr/bin/env", ["sha256sum"] + expected.keys.sorted())
+        let sha256sum = try await runChildProcess("/usr/bin/env", ["sha256sum"] + expected.keys.sorted())
         #expect(sha256sum.status == 0, "\(sha256sum.stderr)")
         let output = sha256sum.stdout
         let lines = output.split(separator: "\n")

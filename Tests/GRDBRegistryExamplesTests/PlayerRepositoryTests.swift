@@ -57,8 +57,8 @@ import Testing
 
     /// Runs the `sqlite3` shell on `path`: another process, which the
     /// repository's commit hook can't see.
-    private func sqlite3(_ path: String, _ sql: String) throws {
-        let sqlite3 = try runChildProcess("/usr/bin/sqlite3", ["-bail", "-cmd", ".timeout 5000", path, sql])
+    private func sqlite3(_ path: String, _ sql: String) async throws {
+        let sqlite3 = try await runChildProcess("/usr/bin/sqlite3", ["-bail", "-cmd", ".timeout 5000", path, sql])
         #expect(sqlite3.status == 0, "sqlite3 failed on \(sql): \(sqlite3.output)")
     }
 
@@ -71,7 +71,7 @@ import Testing
         let arthur = try #require(try await players.add(name: "Arthur", score: 10).id)
 
         // Another process commits a negative score behind the repository's back.
-        try sqlite3(path, "UPDATE player SET score = -3 WHERE id = \(arthur)")
+        try await sqlite3(path, "UPDATE player SET score = -3 WHERE id = \(arthur)")
         let refused = await #expect(throws: DatabaseRepositoryError.self) { try await players.add(name: "Barbara", score: 5) }
         guard case let .outOfBandWriteBrokeInvariant(violation) = refused else {
             Issue.record("expected outOfBandWriteBrokeInvariant, got \(String(describing: refused))")
@@ -86,7 +86,7 @@ import Testing
         #expect(try names(path) == ["Arthur:-3"])
 
         // Repaired outside: the next write goes through.
-        try sqlite3(path, "UPDATE player SET score = 0 WHERE id = \(arthur)")
+        try await sqlite3(path, "UPDATE player SET score = 0 WHERE id = \(arthur)")
         try await players.add(name: "Barbara", score: 5)
         #expect(try names(path) == ["Arthur:0", "Barbara:5"])
     }
@@ -98,7 +98,7 @@ import Testing
         let players = try PlayerRepository(path: path, onEvent: { event in events.withLock { $0.append(event) } })
         defer { try? players.close() }
         try await players.add(name: "Arthur", score: 10)
-        try sqlite3(path, "INSERT INTO player (name, score) VALUES ('Craig', 7)")
+        try await sqlite3(path, "INSERT INTO player (name, score) VALUES ('Craig', 7)")
         try await players.add(name: "Barbara", score: 5)
         #expect(try names(path) == ["Arthur:10", "Craig:7", "Barbara:5"])
         #expect(!events.withLock { $0.contains { if case .outOfBandWriteBrokeInvariant = $0 { true } else { false } } })

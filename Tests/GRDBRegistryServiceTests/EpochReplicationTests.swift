@@ -389,7 +389,7 @@ private let quiet = Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() }
         // The real SQLCipher 4 opens it with the tenant's raw key.
         let encryption = try configuration.tenantEncryption(environment: environment)
         let keyValue = try #require(try encryption.key(forTenant: "vault", atPath: backup.path)?.sqlcipherValue)
-        let oracle = try sqlcipher4Python("""
+        let oracle = try await sqlcipher4Python("""
             import sqlcipher3
             c = sqlcipher3.connect('\(backup.path)')
             c.execute("PRAGMA key = \\"\(keyValue)\\"")
@@ -511,7 +511,7 @@ private let quiet = Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() }
                         _ = try await tenants.withRepository(acme) { try await $0.add(name: name, score: writer) }
                         // Right now, the replica has it.
                         let copy = directory.path("check-\(writer).sqlite")
-                        let restored = try await BlockingWork.run { try runChildProcess(litestreamPath, ["restore", "-o", copy, url], mergingOutput: true) }
+                        let restored = try await runChildProcess(litestreamPath, ["restore", "-o", copy, url], mergingOutput: true)
                         #expect(restored.status == 0, "\(restored.stdout)")
                         #expect(try Self.names(inTenantAt: copy).contains(name), "\(name) acknowledged but not in the replica")
                     }
@@ -571,7 +571,7 @@ private let quiet = Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() }
             }
             #expect(acknowledged.count >= writers)
             let copy = directory.path("check.sqlite")
-            let restored = try await BlockingWork.run { try runChildProcess(litestreamPath, ["restore", "-o", copy, url], mergingOutput: true) }
+            let restored = try await runChildProcess(litestreamPath, ["restore", "-o", copy, url], mergingOutput: true)
             #expect(restored.status == 0, "\(restored.stdout)")
             let held = Set(try Self.names(inTenantAt: copy))
             #expect(acknowledged.filter { !held.contains($0) } == [])

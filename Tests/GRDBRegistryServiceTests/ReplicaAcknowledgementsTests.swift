@@ -39,7 +39,7 @@ import Testing
             // The plain tenant's round was a Litestream upload...
             let copy = directory.path("plain-check.sqlite")
             let url = try #require(storage.replicaURL(for: plain))
-            let restored = try await BlockingWork.run { try runChildProcess(litestreamPath, ["restore", "-o", copy, url], mergingOutput: true) }
+            let restored = try await runChildProcess(litestreamPath, ["restore", "-o", copy, url], mergingOutput: true)
             #expect(restored.status == 0, "\(restored.stdout)")
             #expect(try EpochReplicationTests.names(inTenantAt: copy) == ["plain-row"])
             // ... the encrypted one's an encrypted backup, never seen by Litestream.

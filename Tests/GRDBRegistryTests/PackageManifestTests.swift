@@ -9,12 +9,12 @@ import Testing
     /// The manifest, evaluated by SwiftPM in a folder of its own (a copy of
     /// Package.swift alone: the package's own .build may be locked by the
     /// `swift test` that runs this test).
-    static func dumpedManifest() throws -> [String: Any] {
+    static func dumpedManifest() async throws -> [String: Any] {
         let directory = try TemporaryDirectory()
         try FileManager.default.copyItem(
             at: repositoryRoot.appendingPathComponent("Package.swift"),
             to: directory.url("Package.swift"))
-        let result = try runChildProcess("/usr/bin/env", ["swift", "package", "--package-path", directory.path, "dump-package"])
+        let result = try await runChildProcess("/usr/bin/env", ["swift", "package", "--package-path", directory.path, "dump-package"])
         try #require(result.status == 0, "swift package dump-package failed: \(result.stderr)")
         let json = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8))
         return try #require(json as? [String: Any])
@@ -24,8 +24,8 @@ import Testing
         try String(contentsOf: repositoryRoot.appendingPathComponent(name), encoding: .utf8)
     }
 
-    @Test func everyDependencyIsARangeAndGRDBTakesAnySevenFromSevenTen() throws {
-        let manifest = try Self.dumpedManifest()
+    @Test func everyDependencyIsARangeAndGRDBTakesAnySevenFromSevenTen() async throws {
+        let manifest = try await Self.dumpedManifest()
         let dependencies = try #require(manifest["dependencies"] as? [[String: Any]])
         var requirements: [String: [String: Any]] = [:]
         for dependency in dependencies {
@@ -41,10 +41,10 @@ import Testing
         #expect(grdb == [["lowerBound": "7.10.0", "upperBound": "8.0.0"]])
     }
 
-    @Test func theManifestClaimsNoPlatformTheLibraryDoesNotBuildOn() throws {
+    @Test func theManifestClaimsNoPlatformTheLibraryDoesNotBuildOn() async throws {
         // Linux only (README, "Installing"): a `platforms:` entry would
         // claim macOS support that the OpenSSL VFS and /proc readers lack.
-        let manifest = try Self.dumpedManifest()
+        let manifest = try await Self.dumpedManifest()
         #expect((manifest["platforms"] as? [Any] ?? []).isEmpty)
         let guardFile = try Self.text("Sources/GRDBRegistry/Support/LinuxOnly.swift")
         #expect(guardFile.contains("#if !os(Linux)") && guardFile.contains("#error("))
@@ -61,8 +61,8 @@ import Testing
         #expect(readme.contains("Version **\(version)**"))
     }
 
-    @Test func theProductsTheReadmeNamesAreTheManifestsLibraries() throws {
-        let manifest = try Self.dumpedManifest()
+    @Test func theProductsTheReadmeNamesAreTheManifestsLibraries() async throws {
+        let manifest = try await Self.dumpedManifest()
         let products = try #require(manifest["products"] as? [[String: Any]])
         let libraries = Set(products.compactMap { product -> String? in
             guard let type = product["type"] as? [String: Any], type["library"] != nil else { return nil }

@@ -18,7 +18,7 @@ import TestSupport
 
         let directory = try TemporaryDirectory()
         let database = directory.path("acme.sqlite")
-        let created = try runChildProcess("/usr/bin/sqlite3", [database, """
+        let created = try await runChildProcess("/usr/bin/sqlite3", [database, """
             PRAGMA journal_mode=WAL;
             CREATE TABLE notes(id INTEGER PRIMARY KEY, body TEXT);
             WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 200)
@@ -26,19 +26,19 @@ import TestSupport
             """], mergingOutput: true)
         #expect(created.status == 0, "\(created.stdout)")
 
-        let replicated = try runChildProcess(litestreamPath, ["replicate", "-once", database, replica.url],
+        let replicated = try await runChildProcess(litestreamPath, ["replicate", "-once", database, replica.url],
                                              environment: replica.environment, mergingOutput: true)
         #expect(replicated.status == 0, "\(replicated.stdout)")
         let backend = try S3ReplicaStoreBackend(location: location, settings: settings, logger: Logger(label: "test"))
         #expect(try await !backend.list(prefix: "tenants/acme/").isEmpty)
 
         let restored = directory.path("restored.sqlite")
-        let restore = try runChildProcess(litestreamPath, ["restore", "-o", restored, replica.url],
+        let restore = try await runChildProcess(litestreamPath, ["restore", "-o", restored, replica.url],
                                           environment: replica.environment, mergingOutput: true)
         #expect(restore.status == 0, "\(restore.stdout)")
         let query = "SELECT count(*), group_concat(body, ',') FROM notes ORDER BY id;"
-        let original = try runChildProcess("/usr/bin/sqlite3", [database, query]).stdout
-        let copy = try runChildProcess("/usr/bin/sqlite3", [restored, query]).stdout
+        let original = try await runChildProcess("/usr/bin/sqlite3", [database, query]).stdout
+        let copy = try await runChildProcess("/usr/bin/sqlite3", [restored, query]).stdout
         #expect(original.hasPrefix("200|note 1,note 2,"))
         #expect(copy == original)
     }

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// What a finished child process left.
 public struct ChildProcessResult: Sendable {
@@ -15,11 +16,18 @@ public struct ChildProcessResult: Sendable {
 
 /// A started child process whose output goes to files: pipes could fill
 /// up and block a child that prints a line per tenant.
+///
+/// Waiting for it suspends, never blocks: `Process.waitUntilExit()` on
+/// one of Swift's cooperative threads (two on a 2-core machine) stalled
+/// every other test of the run while registryctl and the oracles ran,
+/// for 20 s at the start of a full run, long enough for timeouts of
+/// unrelated tests to fire.
 public final class RunningChildProcess {
     /// The process, to signal or wait for.
     public let process: Process
     private let stdoutURL: URL
     private let stderrURL: URL?
+    private let exit = ExitSignal()
 
     /// Starts `executable` with `arguments`, in the test process's
     /// environment with `environment` on top. `input`, when given, is
@@ -52,6 +60,8 @@ public final class RunningChildProcess {
         }
         let inputPipe = Pipe()
         process.standardInput = input == nil ? FileHandle.nullDevice : inputPipe
+        // Set before `run()`: a child that ends at once still calls it.
+        process.terminationHandler = { [exit] _ in exit.fire() }
         try process.run()
         if let input {
             inputPipe.fileHandleForWriting.write(Data(input.utf8))
@@ -69,7 +79,17 @@ public final class RunningChildProcess {
     }
 
     /// Waits for the process to end, and returns its status and output.
-    public func wait() throws -> ChildProcessResult {
+    public func wait() async throws -> ChildProcessResult {
+        await exit.wait()
+        // Returns at once now: it only makes Foundation's bookkeeping of
+        // the ended process complete before its status is read.
+        return try waitBlocking()
+    }
+
+    /// Waits for the process to end by blocking the calling thread: only
+    /// for code that runs on a thread of its own (`onOwnThread`), never
+    /// on a cooperative thread (see ``wait()``).
+    public func waitBlocking() throws -> ChildProcessResult {
         process.waitUntilExit()
         defer {
             try? FileManager.default.removeItem(at: stdoutURL)
@@ -82,6 +102,34 @@ public final class RunningChildProcess {
     }
 }
 
+/// The end of a child process, awaited by any number of tasks.
+private final class ExitSignal: Sendable {
+    private struct State {
+        var exited = false
+        var waiters: [CheckedContinuation<Void, Never>] = []
+    }
+    private let state = Mutex(State())
+
+    func fire() {
+        let waiters = state.withLock { state in
+            state.exited = true
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    func wait() async {
+        await withCheckedContinuation { continuation in
+            let exited = state.withLock { state in
+                if !state.exited { state.waiters.append(continuation) }
+                return state.exited
+            }
+            if exited { continuation.resume() }
+        }
+    }
+}
+
 /// Runs `executable` to its end (see ``RunningChildProcess``).
 public func runChildProcess(
     _ executable: String,
@@ -89,8 +137,8 @@ public func runChildProcess(
     environment: [String: String] = [:],
     input: String? = nil,
     mergingOutput: Bool = false
-) throws -> ChildProcessResult {
-    try RunningChildProcess(
+) async throws -> ChildProcessResult {
+    try await RunningChildProcess(
         executable: executable, arguments: arguments, environment: environment,
         input: input, mergingOutput: mergingOutput
     ).wait()
@@ -98,8 +146,8 @@ public func runChildProcess(
 
 /// Runs a `/bin/sh` script; returns its exit status and its standard
 /// output and error, together.
-public func runShell(_ script: String, environment: [String: String] = [:]) throws -> (status: Int32, output: String) {
-    let result = try runChildProcess("/bin/sh", ["-c", script], environment: environment, mergingOutput: true)
+public func runShell(_ script: String, environment: [String: String] = [:]) async throws -> (status: Int32, output: String) {
+    let result = try await runChildProcess("/bin/sh", ["-c", script], environment: environment, mergingOutput: true)
     return (result.status, result.stdout)
 }
 

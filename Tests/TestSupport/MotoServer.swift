@@ -49,8 +49,11 @@ public final class MotoServer {
             throw MotoStartFailure(output: "no URL for port \(port)")
         }
         self.endpoint = endpoint
-        let setup = try runChildProcess(venvPython, ["-c", Self.setupScript, endpoint.absoluteString] + buckets,
-                                        environment: ["AWS_EC2_METADATA_DISABLED": "true"], mergingOutput: true)
+        // Blocking: this initializer runs on a thread of its own.
+        let setup = try RunningChildProcess(
+            executable: venvPython, arguments: ["-c", Self.setupScript, endpoint.absoluteString] + buckets,
+            environment: ["AWS_EC2_METADATA_DISABLED": "true"], mergingOutput: true
+        ).waitBlocking()
         let words = setup.stdout.split(whereSeparator: \.isWhitespace).map(String.init)
         guard setup.status == 0, words.count >= 2, let keyID = words.dropLast().last, let secret = words.last else {
             kill(child.process.processIdentifier, SIGKILL)

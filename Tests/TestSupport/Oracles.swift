@@ -24,21 +24,21 @@ public let litestreamPath = repositoryRoot.appendingPathComponent(".build-venv/b
 
 /// Runs the oracle at `executable`, failing with ``MissingOracle`` if it is
 /// not installed. Returns its status and its output and error together.
-public func runOracle(_ executable: String, install: String, arguments: [String], input: String? = nil) throws -> (status: Int32, output: String) {
+public func runOracle(_ executable: String, install: String, arguments: [String], input: String? = nil) async throws -> (status: Int32, output: String) {
     guard FileManager.default.isExecutableFile(atPath: executable) else {
         throw MissingOracle(path: executable, install: install)
     }
-    let result = try runChildProcess(executable, arguments, input: input, mergingOutput: true)
+    let result = try await runChildProcess(executable, arguments, input: input, mergingOutput: true)
     return (result.status, result.stdout)
 }
 
 /// Runs the real `sqlcipher` command-line tool (SQLCipher 3.4.1 on Debian)
 /// on `path` with `script` on its standard input.
-public func sqlcipher(_ path: String, _ script: String) throws -> (status: Int32, output: String) {
-    try runOracle("/usr/bin/sqlcipher", install: "apt-get install sqlcipher", arguments: ["-batch", path], input: script)
+public func sqlcipher(_ path: String, _ script: String) async throws -> (status: Int32, output: String) {
+    try await runOracle("/usr/bin/sqlcipher", install: "apt-get install sqlcipher", arguments: ["-batch", path], input: script)
 }
 
 /// Runs a Python `script` with SQLCipher 4.x (`import sqlcipher3`) available.
-public func sqlcipher4Python(_ script: String) throws -> (status: Int32, output: String) {
-    try runOracle(venvPython, install: "a venv with sqlcipher3==0.6.4", arguments: ["-c", script])
+public func sqlcipher4Python(_ script: String) async throws -> (status: Int32, output: String) {
+    try await runOracle(venvPython, install: "a venv with sqlcipher3==0.6.4", arguments: ["-c", script])
 }

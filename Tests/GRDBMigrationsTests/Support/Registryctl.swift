@@ -14,8 +14,8 @@ struct Registryctl {
         try RunningChildProcess(executable: registryctlPath(), arguments: arguments, environment: environment)
     }
 
-    static func run(_ arguments: [String], environment: [String: String] = [:]) throws -> Result {
-        try start(arguments, environment: environment).wait()
+    static func run(_ arguments: [String], environment: [String: String] = [:]) async throws -> Result {
+        try await start(arguments, environment: environment).wait()
     }
 }
 
