@@ -186,14 +186,14 @@ private let quiet = Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() }
         let pathC = try TenantStorage(configuration: configurationC, environment: [:]).path(of: acme)
         let expected = ["a-1", "a-2", "a-3", "a-4", "a-5", "b-1"]
         #expect(try await restoreC.replicaEpochs(of: acme).map(\.epoch) == [2, 1])
-        let first = try await #require(try await restoreC.restoreNewestEpoch(tenant: acme, encrypted: false, checks: Self.checks))
+        let first = try #require(try await restoreC.restoreNewestEpoch(tenant: acme, encrypted: false, checks: Self.checks))
         #expect(first.source == "file://" + epoch2.path)
         #expect(try Self.names(inTenantAt: pathC) == expected)
 
         // An empty newer epoch (its owner died before replicating
         // anything) is skipped; the local copy is replaced.
         try FileManager.default.createDirectory(at: acmeFolder.appendingPathComponent("epoch-00000000000000000003"), withIntermediateDirectories: true)
-        let again = try await #require(try await restoreC.restoreNewestEpoch(tenant: acme, encrypted: false, checks: Self.checks))
+        let again = try #require(try await restoreC.restoreNewestEpoch(tenant: acme, encrypted: false, checks: Self.checks))
         #expect(again.source == "file://" + epoch2.path)
         #expect(again.replaced)
         #expect(try Self.names(inTenantAt: pathC) == expected)
@@ -288,7 +288,7 @@ private let quiet = Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() }
             }
         }
         let elsewhere = LitestreamRestore(configuration: try Self.nodeConfiguration(directory, node: "c", replica: replica), environment: [:], logger: quiet)
-        let report = try await #require(try await elsewhere.restoreNewestEpoch(tenant: acme, encrypted: false, checks: checks))
+        let report = try #require(try await elsewhere.restoreNewestEpoch(tenant: acme, encrypted: false, checks: checks))
         #expect(report.source.hasSuffix("epoch-00000000000000000003"))
         #expect(try Self.names(inTenantAt: report.destination) == ["a-1", "b-1", "a-2"])
     }
@@ -326,11 +326,11 @@ private let quiet = Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() }
 
         let restore = LitestreamRestore(configuration: try Self.nodeConfiguration(directory, node: "b", replica: replica), environment: [:], logger: quiet)
         #expect(try await restore.replicaEpochs(of: acme).map(\.epoch) == [3, 2, 1])
-        let report = try await #require(try await restore.restoreNewestEpoch(tenant: acme, encrypted: false, checks: Self.checks))
+        let report = try #require(try await restore.restoreNewestEpoch(tenant: acme, encrypted: false, checks: Self.checks))
         #expect(report.source.hasSuffix("epoch-00000000000000000003"))
         #expect(try Self.names(inTenantAt: report.destination) == ["epoch-1", "epoch-2", "epoch-3"])
         // Epoch 2 alone has what was written up to its end.
-        let two = try await #require(try await restore.restoreNewestEpoch(tenant: acme, below: 3, encrypted: false, checks: Self.checks))
+        let two = try #require(try await restore.restoreNewestEpoch(tenant: acme, below: 3, encrypted: false, checks: Self.checks))
         #expect(try Self.names(inTenantAt: two.destination) == ["epoch-1", "epoch-2"])
     }
 
@@ -401,7 +401,7 @@ private let quiet = Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() }
         // Another node restores it, encrypted, with every row.
         let other = try Self.nodeConfiguration(directory, node: "b", replica: replica, masterKey: true)
         let restore = LitestreamRestore(configuration: other, environment: environment, logger: quiet)
-        let report = try await #require(try await restore.restoreNewestEpoch(tenant: vault, below: 8, encrypted: true, checks: Self.checks))
+        let report = try #require(try await restore.restoreNewestEpoch(tenant: vault, below: 8, encrypted: true, checks: Self.checks))
         #expect(CipherDatabase.isEncrypted(atPath: report.destination) == true)
         let restoredKey = try encryption.key(forTenant: "vault", atPath: report.destination)
         let names = try Self.names(inTenantAt: report.destination, key: restoredKey)

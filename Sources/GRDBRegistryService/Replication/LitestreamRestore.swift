@@ -203,9 +203,11 @@ public struct LitestreamRestore: Sendable {
         }
     }
 
-    /// Where `key` is, for a message: its URL in the store.
-    private static func location(of key: String, in store: ReplicaStore) -> String {
-        (try? store.url(of: key)) ?? key
+    /// Where `key` is, for a report or a message: its URL, as Litestream
+    /// would be given it (an `s3://` URL carries its region and endpoint).
+    private func location(of key: String) -> String {
+        guard let replication = configuration.replication else { return key }
+        return (try? ReplicaStore.url(of: key, under: replication.replica, s3Region: replication.s3Region, s3Endpoint: replication.s3Endpoint)) ?? key
     }
 
     /// Restores tenant `id` into the tenants root, as it is in the replica,
@@ -441,18 +443,18 @@ public struct LitestreamRestore: Sendable {
         _ = try tenantStorage(for: id)
         guard let store = try replicaStore(for: id.databaseName) else { return .single }
         let tenant = try ReplicaStore.tenantKey(id.rawValue)
-        let location = Self.location(of: tenant, in: store)
+        let tenantLocation = location(of: tenant)
         let objects = try await list(store, prefix: tenant + "/", for: id.databaseName)
         let names = try await names(under: tenant, in: store, objects: objects, for: id.databaseName)
         let others = names.filter { ReplicaStore.epoch(ofFolderName: $0) == nil }
         let epochs = try Self.epochs(of: id, names: names, objects: objects)
         switch (epochs.isEmpty, others.isEmpty) {
         case (true, true):
-            throw ReplicationError.restoreFailed(database: id.databaseName, reason: "the replica store holds nothing for it: \(location) is missing or empty")
+            throw ReplicationError.restoreFailed(database: id.databaseName, reason: "the replica store holds nothing for it: \(tenantLocation) is missing or empty")
         case (false, false):
             throw ReplicationError.restoreFailed(
                 database: id.databaseName,
-                reason: "\(location) holds both a fleet's epoch folders and other files (\(others.joined(separator: ", "))): not written by one kind of daemon; inspect it, and move aside what does not belong")
+                reason: "\(tenantLocation) holds both a fleet's epoch folders and other files (\(others.joined(separator: ", "))): not written by one kind of daemon; inspect it, and move aside what does not belong")
         case (true, false):
             return .single
         case (false, true):
@@ -473,7 +475,7 @@ public struct LitestreamRestore: Sendable {
         if newest.encryptedSnapshotKey != nil && newest.hasLitestreamFiles {
             throw ReplicationError.restoreFailed(
                 database: name,
-                reason: "\(folder) holds both a Litestream replica and an encrypted backup: it was not written by one owner; inspect \(Self.location(of: newest.key, in: store))")
+                reason: "\(folder) holds both a Litestream replica and an encrypted backup: it was not written by one owner; inspect \(location(of: newest.key))")
         }
         // Without the catalog's word, the epoch's content says it.
         let encrypted = recordedEncrypted ?? (newest.encryptedSnapshotKey != nil)
@@ -511,7 +513,7 @@ public struct LitestreamRestore: Sendable {
         checks: DatabaseRestore.Checks, force: Bool
     ) async throws -> DatabaseRestore.Report {
         let name = id.databaseName
-        let source = Self.location(of: key, in: store)
+        let source = location(of: key)
         let root = storage.layout.root.path
         do {
             try DatabaseConnections.createDirectory(atPath: root, mode: 0o700)
