@@ -220,6 +220,14 @@ extension RegistryConfiguration {
             return (try? store)?.folder
         }
 
+        /// Whether this build has a store backend for ``replica`` (a folder,
+        /// or an S3-compatible bucket), so that what the store holds can be
+        /// listed and fetched; Litestream may replicate to other schemes
+        /// (`gs://`, `sftp://`…), which only Litestream reads.
+        package var hasStoreBackend: Bool {
+            ReplicaStore.isS3(replica) || replicaFolder != nil
+        }
+
         /// The encrypted backup directory of a single server, as a folder
         /// store: its names are `ReplicaStore`'s
         /// (`ReplicaStore.encryptedBackupKey(forTenant:)`…).

@@ -4,7 +4,8 @@ import GRDBRegistry
 import GRDBRegistryConfiguration
 import GRDBRegistryService
 
-/// What the `file://` replica store of a configuration holds for its
+/// What the replica store of a configuration (a folder or an S3-compatible
+/// bucket) holds for its
 /// tenants, beside what is on disk, for `status` and `verify`: each
 /// tenant's epoch when the store is a fleet's, and the tenants the store
 /// holds that the tenants root does not (a lost data folder; in a fleet,
@@ -27,19 +28,26 @@ struct ReplicaStoreTenants {
     var notOnDisk: [TenantID]
 
     /// Nil when there is nothing to compare: no tenants, no replication,
-    /// or a replica that can't be listed (not `file://`).
+    /// or a replica of a scheme with no store backend here (not a folder
+    /// nor `s3://`), which can't be listed.
     init?(configuration: RegistryConfiguration) throws {
-        guard configuration.tenants != nil, let replication = configuration.replication, replication.replicaDirectory != nil else { return nil }
-        storage = try configuration.tenantStorage()
+        guard configuration.tenants != nil, let replication = configuration.replication, replication.hasStoreBackend else { return nil }
+        let storage = try configuration.tenantStorage()
+        self.storage = storage
         let restore = LitestreamRestore(configuration: configuration, storage: storage, logger: registryctlLogger())
-        let replicated = try restore.replicatedTenants()
-        let onDisk = Set(try storage.selection(nil).tenants)
-        epochs = [:]
-        for id in replicated {
-            // A tenant folder the library can't classify is the restore's
-            // to report: here it just has no epoch.
-            if let epoch = (try? restore.replicaLayout(of: id))?.newest?.epoch { epochs[id] = epoch }
+        // On the command's (main) thread: see waitForAsync.
+        let (replicated, epochs) = try waitForAsync {
+            let replicated = try await restore.replicatedTenants()
+            var epochs: [TenantID: UInt64] = [:]
+            for id in replicated {
+                // A tenant folder the library can't classify is the
+                // restore's to report: here it just has no epoch.
+                if let epoch = (try? await restore.replicaLayout(of: id))?.newest?.epoch { epochs[id] = epoch }
+            }
+            return (replicated, epochs)
         }
+        let onDisk = Set(try storage.selection(nil).tenants)
+        self.epochs = epochs
         notOnDisk = replicated.filter { !onDisk.contains($0) }
     }
 

@@ -15,7 +15,7 @@ extension RestoreCommand {
     func replicaItems() throws -> [Item] {
         let config = self.config ?? ""
         let configuration = try RegistryConfiguration.load(contentsOf: URL(fileURLWithPath: config))
-        guard let replication = configuration.replication else {
+        guard configuration.replication != nil else {
             throw ValidationError("\(config) has no \"replication\" section: there is no replica to restore from.")
         }
         // The run's tenant storage, when its master key can be read; when
@@ -61,18 +61,18 @@ extension RestoreCommand {
             }
             try addDatabase(configured)
         } else {
-            // Everything the replica has: listed for a file:// replica
-            // (others can't be listed without their provider's tools).
-            guard replication.replicaDirectory != nil else {
-                throw ValidationError("--all needs a file:// replica, which can be listed; \(replication.replica) can't: restore with --tenant ID and --name NAME.")
+            // Everything the replica store has, a folder's or a bucket's
+            // (a replica of another scheme can't be listed: the library
+            // says so, naming --tenant and --name).
+            let hasTenants = configuration.tenants != nil
+            let (databases, tenants) = try waitForAsync {
+                (try await restore.replicatedDatabases(), hasTenants ? try await restore.replicatedTenants() : [])
             }
-            let replicated = Set(try restore.replicatedDatabases())
+            let replicated = Set(databases)
             for database in configuration.databases where database.key == nil && replicated.contains(database.name) {
                 try addDatabase(database)
             }
-            if configuration.tenants != nil {
-                for id in try restore.replicatedTenants() { try addTenant(id) }
-            }
+            for id in tenants { try addTenant(id) }
         }
         return items
     }
@@ -80,17 +80,20 @@ extension RestoreCommand {
     /// Restores tenant `id` the way the replica store keeps it: a single
     /// server's replica as it is (or at `date`), a fleet's from its
     /// newest epoch (the library decides both: ``LitestreamRestore``).
+    /// Runs on a worker thread of `processInParallel`, which may wait for
+    /// the store (`waitForAsync`); a single server's restore runs here.
     private static func restoreTenant(
         _ id: TenantID, with restore: LitestreamRestore, at date: Date?, checks: DatabaseRestore.Checks
     ) throws -> JSONRestoreDocument.Restored {
-        let layout = try restore.replicaLayout(of: id)
+        let layout = try waitForAsync { try await restore.replicaLayout(of: id) }
         guard case .epochs = layout else { return .init(try restore.restore(tenant: id, at: date, checks: checks)) }
         guard date == nil else {
             throw ReplicationError.restoreFailed(
                 database: id.databaseName,
                 reason: "it is a fleet's, kept by epoch: it is restored as its newest epoch holds it, with no point in time (drop --timestamp)")
         }
-        guard let report = try restore.restoreNewestEpoch(ofMissing: id, checks: checks), let epoch = layout.newest?.epoch else {
+        guard let report = try waitForAsync({ try await restore.restoreNewestEpoch(ofMissing: id, checks: checks) }),
+              let epoch = layout.newest?.epoch else {
             throw ReplicationError.restoreFailed(
                 database: id.databaseName, reason: "none of its epoch folders holds a replica: no owner replicated anything of it")
         }

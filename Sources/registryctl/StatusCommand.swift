@@ -13,7 +13,7 @@ struct StatusCommand: ParsableCommand {
             \(StatusCommand.driftExitCode) when at least one did (the database was read: the \
             application's migrations and the file disagree); 1 when a database could not be \
             read; 2 for bad arguments; \(ReplicaStoreTenants.notOnDiskExitCode) when the \
-            configuration's file:// replica store holds tenants that are not on disk (named on \
+            configuration's replica store (a folder or s3://) holds tenants that are not on disk (named on \
             standard output; in a fleet, also those other nodes own). Pending migrations are not \
             an error: migrate applies them. A fleet's tenants show the epoch a restore would take.
             """)

@@ -20,7 +20,7 @@ struct VerifyCommand: ParsableCommand {
             file must pass the integrity check; a plain tenant under a master key is a failure \
             unless tenants.allowPlaintextTenants is true. Exit status 1 when any database fails; \
             each failure names the database and the problem; \(ReplicaStoreTenants.notOnDiskExitCode) \
-            when the configuration's file:// replica store holds tenants that are not on disk (named; \
+            when the configuration's replica store (a folder or s3://) holds tenants that are not on disk (named; \
             in a fleet, also those other nodes own). A fleet's tenants show the epoch a restore would take.
 
             Files are only read, so it can run beside the daemon; but a page that the daemon's \

@@ -185,15 +185,15 @@ private let quiet = Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() }
         let restoreC = LitestreamRestore(configuration: configurationC, environment: [:], logger: quiet)
         let pathC = try TenantStorage(configuration: configurationC, environment: [:]).path(of: acme)
         let expected = ["a-1", "a-2", "a-3", "a-4", "a-5", "b-1"]
-        #expect(try restoreC.replicaEpochs(of: acme).map(\.epoch) == [2, 1])
-        let first = try #require(try restoreC.restoreNewestEpoch(tenant: acme, encrypted: false, checks: Self.checks))
+        #expect(try await restoreC.replicaEpochs(of: acme).map(\.epoch) == [2, 1])
+        let first = try #require(try await restoreC.restoreNewestEpoch(tenant: acme, encrypted: false, checks: Self.checks))
         #expect(first.source == "file://" + epoch2.path)
         #expect(try Self.names(inTenantAt: pathC) == expected)
 
         // An empty newer epoch (its owner died before replicating
         // anything) is skipped; the local copy is replaced.
         try FileManager.default.createDirectory(at: acmeFolder.appendingPathComponent("epoch-00000000000000000003"), withIntermediateDirectories: true)
-        let again = try #require(try restoreC.restoreNewestEpoch(tenant: acme, encrypted: false, checks: Self.checks))
+        let again = try #require(try await restoreC.restoreNewestEpoch(tenant: acme, encrypted: false, checks: Self.checks))
         #expect(again.source == "file://" + epoch2.path)
         #expect(again.replaced)
         #expect(try Self.names(inTenantAt: pathC) == expected)
@@ -209,24 +209,24 @@ private let quiet = Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() }
             try bytes.write(to: url)
         }
         let before = try Data(contentsOf: URL(fileURLWithPath: pathC))
-        #expect(throws: (any Error).self) {
-            try restoreC.restoreNewestEpoch(tenant: acme, encrypted: false, checks: Self.checks)
+        await #expect(throws: (any Error).self) {
+            try await restoreC.restoreNewestEpoch(tenant: acme, encrypted: false, checks: Self.checks)
         }
         #expect(try Data(contentsOf: URL(fileURLWithPath: pathC)) == before)
         #expect(try Self.names(inTenantAt: pathC) == expected)
         // Asked below the damaged epoch (the caller owns it at 4 and knows
         // it wrote nothing there), epoch 2 comes back.
-        #expect(try restoreC.restoreNewestEpoch(tenant: acme, below: 4, encrypted: false, checks: Self.checks)?.source == "file://" + epoch2.path)
+        #expect(try await restoreC.restoreNewestEpoch(tenant: acme, below: 4, encrypted: false, checks: Self.checks)?.source == "file://" + epoch2.path)
 
         // The catalog says encrypted, the replica is plain: refused.
-        #expect(throws: ReplicationError.self) {
-            try restoreC.restoreNewestEpoch(tenant: acme, below: 4, encrypted: true, checks: Self.checks)
+        await #expect(throws: ReplicationError.self) {
+            try await restoreC.restoreNewestEpoch(tenant: acme, below: 4, encrypted: true, checks: Self.checks)
         }
         // A tenant no epoch replicated: nil, nothing created.
         let initech = try TenantID("initech")
-        #expect(try restoreC.restoreNewestEpoch(tenant: initech, encrypted: false, checks: Self.checks) == nil)
+        #expect(try await restoreC.restoreNewestEpoch(tenant: initech, encrypted: false, checks: Self.checks) == nil)
         try FileManager.default.createDirectory(at: replica.appendingPathComponent("tenants/initech/epoch-00000000000000000001"), withIntermediateDirectories: true)
-        #expect(try restoreC.restoreNewestEpoch(tenant: initech, encrypted: false, checks: Self.checks) == nil)
+        #expect(try await restoreC.restoreNewestEpoch(tenant: initech, encrypted: false, checks: Self.checks) == nil)
         #expect(!FileManager.default.fileExists(atPath: try TenantStorage(configuration: configurationC, environment: [:]).path(of: initech)))
     }
 
@@ -288,7 +288,7 @@ private let quiet = Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() }
             }
         }
         let elsewhere = LitestreamRestore(configuration: try Self.nodeConfiguration(directory, node: "c", replica: replica), environment: [:], logger: quiet)
-        let report = try #require(try elsewhere.restoreNewestEpoch(tenant: acme, encrypted: false, checks: checks))
+        let report = try #require(try await elsewhere.restoreNewestEpoch(tenant: acme, encrypted: false, checks: checks))
         #expect(report.source.hasSuffix("epoch-00000000000000000003"))
         #expect(try Self.names(inTenantAt: report.destination) == ["a-1", "b-1", "a-2"])
     }
@@ -325,12 +325,12 @@ private let quiet = Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() }
         }
 
         let restore = LitestreamRestore(configuration: try Self.nodeConfiguration(directory, node: "b", replica: replica), environment: [:], logger: quiet)
-        #expect(try restore.replicaEpochs(of: acme).map(\.epoch) == [3, 2, 1])
-        let report = try #require(try restore.restoreNewestEpoch(tenant: acme, encrypted: false, checks: Self.checks))
+        #expect(try await restore.replicaEpochs(of: acme).map(\.epoch) == [3, 2, 1])
+        let report = try #require(try await restore.restoreNewestEpoch(tenant: acme, encrypted: false, checks: Self.checks))
         #expect(report.source.hasSuffix("epoch-00000000000000000003"))
         #expect(try Self.names(inTenantAt: report.destination) == ["epoch-1", "epoch-2", "epoch-3"])
         // Epoch 2 alone has what was written up to its end.
-        let two = try #require(try restore.restoreNewestEpoch(tenant: acme, below: 3, encrypted: false, checks: Self.checks))
+        let two = try #require(try await restore.restoreNewestEpoch(tenant: acme, below: 3, encrypted: false, checks: Self.checks))
         #expect(try Self.names(inTenantAt: two.destination) == ["epoch-1", "epoch-2"])
     }
 
@@ -401,14 +401,14 @@ private let quiet = Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() }
         // Another node restores it, encrypted, with every row.
         let other = try Self.nodeConfiguration(directory, node: "b", replica: replica, masterKey: true)
         let restore = LitestreamRestore(configuration: other, environment: environment, logger: quiet)
-        let report = try #require(try restore.restoreNewestEpoch(tenant: vault, below: 8, encrypted: true, checks: Self.checks))
+        let report = try #require(try await restore.restoreNewestEpoch(tenant: vault, below: 8, encrypted: true, checks: Self.checks))
         #expect(CipherDatabase.isEncrypted(atPath: report.destination) == true)
         let restoredKey = try encryption.key(forTenant: "vault", atPath: report.destination)
         let names = try Self.names(inTenantAt: report.destination, key: restoredKey)
         #expect(names.count == 21 && names.last == "\(marker)-durable")
         // The catalog says plain, the replica is encrypted: refused.
-        #expect(throws: ReplicationError.self) {
-            try restore.restoreNewestEpoch(tenant: vault, encrypted: false, checks: Self.checks)
+        await #expect(throws: ReplicationError.self) {
+            try await restore.restoreNewestEpoch(tenant: vault, encrypted: false, checks: Self.checks)
         }
         // A plaintext file posing as the encrypted backup: refused, the
         // local tenant left as it was.
@@ -418,8 +418,8 @@ private let quiet = Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() }
         try await plain.write { try $0.execute(sql: "CREATE TABLE player (id INTEGER PRIMARY KEY, name TEXT)") }
         try plain.close()
         let before = try Data(contentsOf: URL(fileURLWithPath: report.destination))
-        #expect(throws: ReplicationError.self) {
-            try restore.restoreNewestEpoch(tenant: vault, encrypted: true, checks: Self.checks)
+        await #expect(throws: ReplicationError.self) {
+            try await restore.restoreNewestEpoch(tenant: vault, encrypted: true, checks: Self.checks)
         }
         #expect(try Data(contentsOf: URL(fileURLWithPath: report.destination)) == before)
     }

@@ -49,11 +49,11 @@ import TestSupport
         try await store.backend.put(ReplicaStore.encryptedSnapshotKey(tenant: "bravo", epoch: 5), data: Data("y".utf8))
         try await store.backend.put(ReplicaStore.databaseKey("catalog") + "/ltx/0/0000000000000001-0000000000000001.ltx", data: Data("z".utf8))
         let restore = LitestreamRestore(configuration: configuration, environment: [:], logger: Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() })
-        #expect(try restore.replicatedTenants().map(\.rawValue) == ["acme", "bravo"])
-        #expect(try restore.replicatedDatabases() == ["catalog"])
-        let acme = try restore.replicaEpochs(of: .init("acme"))
-        #expect(acme.map(\.epoch) == [3] && acme.first?.hasLitestreamFiles == true && acme.first?.encryptedBackup == nil)
-        let bravo = try restore.replicaEpochs(of: .init("bravo"))
-        #expect(bravo.first?.encryptedBackup == directory.path("replica/tenants/bravo/epoch-00000000000000000005/encrypted.sqlite"))
+        #expect(try await restore.replicatedTenants().map(\.rawValue) == ["acme", "bravo"])
+        #expect(try await restore.replicatedDatabases() == ["catalog"])
+        let acme = try await restore.replicaEpochs(of: .init("acme"))
+        #expect(acme.map(\.epoch) == [3] && acme.first?.hasLitestreamFiles == true && acme.first?.encryptedSnapshotKey == nil && acme.first?.key == "tenants/acme/epoch-00000000000000000003")
+        let bravo = try await restore.replicaEpochs(of: .init("bravo"))
+        #expect(bravo.first?.encryptedSnapshotKey == "tenants/bravo/epoch-00000000000000000005/encrypted.sqlite")
     }
 }

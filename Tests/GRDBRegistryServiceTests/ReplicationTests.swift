@@ -134,7 +134,7 @@ private func files(under url: URL) -> [URL] {
         // tenants root.
         try FileManager.default.removeItem(atPath: configuration.tenants!.root)
         let restore = LitestreamRestore(configuration: configuration, environment: [:], logger: Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() })
-        #expect(try restore.replicatedTenants().contains(acme))
+        #expect(try await restore.replicatedTenants().contains(acme))
         try restore.restore(tenant: acme)
         #expect(throws: BackupError.destinationExists(path: path)) { try restore.restore(tenant: acme) }
         let restored = path

@@ -17,7 +17,7 @@ import Tracing
 /// ```swift
 /// let restore = LitestreamRestore(configuration: configuration, logger: logger)
 /// try restore.restore(database: "catalog", checks: .init(migrations: catalogSet))
-/// for id in try restore.replicatedTenants() { try restore.restore(tenant: id) }
+/// for id in try await restore.replicatedTenants() { try restore.restore(tenant: id) }
 /// // The state of acme one hour ago, or as it was when it was removed:
 /// try restore.restore(tenant: TenantID("acme"), at: Date(timeIntervalSinceNow: -3600))
 /// try restore.restoreRemoved(tenant: TenantID("acme"))
@@ -63,6 +63,11 @@ public struct LitestreamRestore: Sendable {
     /// The tenants' storage (master key read once), or why there is none:
     /// only a tenant restore needs it.
     private let storage: Result<TenantStorage, any Error>
+    /// The configuration's replica store, built once (an S3 store's client
+    /// reads the environment and opens an HTTP session), or why there is
+    /// none; nil for a replica of a scheme this build has no backend for,
+    /// which only Litestream reads.
+    private let store: Result<ReplicaStore?, any Error>
 
     /// - parameter configuration: The configuration whose `replication`
     ///   section names the replica, and whose databases and tenants say
@@ -113,6 +118,13 @@ public struct LitestreamRestore: Sendable {
         self.environment = environment
         self.pipeline = DatabaseRestore(logger: logger, tracer: tracer)
         self.storage = storage
+        self.store = Result {
+            guard let replication = configuration.replication else { throw ReplicationError.notConfigured }
+            guard replication.hasStoreBackend else { return nil }
+            // The restore's environment, which Litestream gets too: both
+            // clients reach the same bucket with the same credentials.
+            return try ReplicaStore(replica: replication.replica, environment: replication.s3Environment(environment), logger: logger)
+        }
     }
 
     private var replication: RegistryConfiguration.Replication {
@@ -122,47 +134,80 @@ public struct LitestreamRestore: Sendable {
         }
     }
 
-    /// The tenants that have a replica, for a `file://` replica (other
-    /// replicas can't be listed without their provider's tools: pass the
-    /// ids you know, from your catalog).
-    public func replicatedTenants() throws -> [TenantID] {
-        let store = try replicaFolder(for: "tenants", listing: "only a file:// replica can be listed; restore tenants by id")
-        return try names(in: store, under: String(ReplicaStore.tenantsPrefix.dropLast()), for: "tenants").compactMap { try? TenantID($0) }
+    /// The tenants that have a replica in the configuration's replica
+    /// store (a folder or an S3-compatible bucket). A replica of another
+    /// scheme (`gs://`…) can't be listed here: pass the ids you know, from
+    /// your catalog.
+    ///
+    /// ```swift
+    /// for id in try await restore.replicatedTenants() { try restore.restore(tenant: id) }
+    /// ```
+    ///
+    /// - throws: ``ReplicationError/restoreFailed(database:reason:)`` when
+    ///   the store can't be listed.
+    public func replicatedTenants() async throws -> [TenantID] {
+        let store = try listableStore(for: "tenants", otherwise: "restore tenants by id")
+        return try await names(under: String(ReplicaStore.tenantsPrefix.dropLast()), in: store, for: "tenants").compactMap { try? TenantID($0) }
     }
 
-    /// The named databases that have a replica, for a `file://` replica
-    /// (like ``replicatedTenants()``).
-    public func replicatedDatabases() throws -> [String] {
-        let store = try replicaFolder(for: "databases", listing: "only a file:// replica can be listed; restore databases by name")
-        return try names(in: store, under: String(ReplicaStore.databasesPrefix.dropLast()), for: "databases")
+    /// The named databases that have a replica in the configuration's
+    /// replica store (like ``replicatedTenants()``).
+    public func replicatedDatabases() async throws -> [String] {
+        let store = try listableStore(for: "databases", otherwise: "restore databases by name")
+        return try await names(under: String(ReplicaStore.databasesPrefix.dropLast()), in: store, for: "databases")
     }
 
-    /// The replica store as a folder, which this process can list; the
-    /// store of another scheme can't be listed yet (`reason` says what to
-    /// do instead).
-    private func replicaFolder(for database: String, listing reason: String) throws -> FolderReplicaStoreBackend {
-        guard let folder = try replication.replicaFolder else {
-            throw ReplicationError.restoreFailed(database: database, reason: reason)
+    /// The replica store, or why there is none (`otherwise` says what to
+    /// do instead when its scheme has no backend here).
+    private func listableStore(for database: String, otherwise: String) throws -> ReplicaStore {
+        guard let store = try replicaStore(for: database) else {
+            throw ReplicationError.restoreFailed(
+                database: database, reason: "this build has no replica store backend for \((try? replication.replica) ?? "the replica"), which can't be listed: \(otherwise)")
         }
-        return folder
+        return store
     }
 
-    /// The names under `key`, empty folders included (an empty epoch
-    /// folder beside a replica is a layout the restore refuses).
-    private func names(in folder: FolderReplicaStoreBackend, under key: String, for database: String) throws -> [String] {
+    /// The store, nil for a scheme with no backend here.
+    private func replicaStore(for database: String) throws -> ReplicaStore? {
         do {
-            return try folder.names(under: key)
+            return try store.get()
+        } catch let error as ReplicationError {
+            throw error
+        } catch {
+            throw ReplicationError.restoreFailed(database: database, reason: "no replica store: \(error)")
+        }
+    }
+
+    /// The names of the components under `key`. A folder's come from the
+    /// folder itself, empty folders included: an empty tenant or epoch
+    /// folder is a layout the restore reports or refuses. A bucket has no
+    /// empty folders: its names are those of the objects (`objects`, when
+    /// the caller listed them already).
+    private func names(
+        under key: String, in store: ReplicaStore, objects: [ReplicaObject]? = nil, for database: String
+    ) async throws -> [String] {
+        do {
+            if let folder = store.folder { return try folder.names(under: key) }
+            if let objects { return ReplicaStore.names(under: key, in: objects) }
+            return ReplicaStore.names(under: key, in: try await store.backend.list(prefix: key + "/"))
         } catch {
             throw ReplicationError.restoreFailed(database: database, reason: "can't list the replica store: \(error)")
         }
     }
 
-    private func list(_ folder: FolderReplicaStoreBackend, prefix: String, for database: String) throws -> [ReplicaObject] {
+    private func list(_ store: ReplicaStore, prefix: String, for database: String) async throws -> [ReplicaObject] {
         do {
-            return try folder.list(prefix: prefix)
+            return try await store.backend.list(prefix: prefix)
         } catch {
             throw ReplicationError.restoreFailed(database: database, reason: "can't list the replica store: \(error)")
         }
+    }
+
+    /// Where `key` is, for a report or a message: its URL, as Litestream
+    /// would be given it (an `s3://` URL carries its region and endpoint).
+    private func location(of key: String) -> String {
+        guard let replication = configuration.replication else { return key }
+        return (try? ReplicaStore.url(of: key, under: replication.replica, s3Region: replication.s3Region, s3Endpoint: replication.s3Endpoint)) ?? key
     }
 
     /// Restores tenant `id` into the tenants root, as it is in the replica,
@@ -209,41 +254,63 @@ public struct LitestreamRestore: Sendable {
 
     // MARK: - Fleet
 
-    /// The epochs of tenant `id` in the `file://` replica store, newest
-    /// first, with what each holds.
+    /// The epochs of tenant `id` in the configuration's replica store (a
+    /// folder or an S3-compatible bucket), newest first, with what each
+    /// holds.
+    ///
+    /// ```swift
+    /// for epoch in try await restore.replicaEpochs(of: id) {
+    ///     print(epoch.epoch, epoch.key, epoch.encryptedSnapshotKey ?? "-", epoch.hasLitestreamFiles)
+    /// }
+    /// ```
+    ///
+    /// An epoch is an `epoch-…` component under `tenants/<id>/`. In a
+    /// bucket, an epoch whose owner wrote nothing has no object, so it is
+    /// not there at all; in a folder it may be an empty folder
+    /// (``ReplicaEpoch/isEmpty``): a restore skips both alike.
     ///
     /// - throws: ``ReplicationError/restoreFailed(database:reason:)`` when
-    ///   the replica is not a `file://` directory, or can't be read.
-    public func replicaEpochs(of id: TenantID) throws -> [ReplicaEpoch] {
+    ///   the replica's scheme has no store backend here, or the store
+    ///   can't be listed.
+    public func replicaEpochs(of id: TenantID) async throws -> [ReplicaEpoch] {
         _ = try tenantStorage(for: id)
-        let folder = try replicaFolder(for: id.databaseName, listing: "epochs can only be listed in a file:// replica store")
+        let store = try listableStore(for: id.databaseName, otherwise: "restore the tenant with litestream restore")
         let tenant = try ReplicaStore.tenantKey(id.rawValue)
-        let objects = try list(folder, prefix: tenant + "/", for: id.databaseName)
-        return try names(in: folder, under: tenant, for: id.databaseName).compactMap { name -> ReplicaEpoch? in
+        let objects = try await list(store, prefix: tenant + "/", for: id.databaseName)
+        let names = try await names(under: tenant, in: store, objects: objects, for: id.databaseName)
+        return try Self.epochs(of: id, names: names, objects: objects)
+    }
+
+    /// The epochs among `names`, the components under the tenant's key,
+    /// with what `objects`, everything under it, holds in each.
+    private static func epochs(of id: TenantID, names: [String], objects: [ReplicaObject]) throws -> [ReplicaEpoch] {
+        try names.compactMap { name -> ReplicaEpoch? in
             guard let epoch = ReplicaStore.epoch(ofFolderName: name) else { return nil }
             let epochKey = try ReplicaStore.epochKey(tenant: id.rawValue, epoch: epoch)
             let snapshot = try ReplicaStore.encryptedSnapshotKey(tenant: id.rawValue, epoch: epoch)
             return ReplicaEpoch(
-                epoch: epoch, directory: try folder.path(of: epochKey),
-                encryptedBackup: objects.contains { $0.key == snapshot } ? try folder.path(of: snapshot) : nil,
+                epoch: epoch, key: epochKey,
+                encryptedSnapshotKey: objects.contains { $0.key == snapshot } ? snapshot : nil,
                 hasLitestreamFiles: objects.contains { $0.key.hasPrefix(epochKey + "/") && $0.key.hasSuffix(".ltx") })
         }.sorted { $0.epoch > $1.epoch }
     }
 
-    /// What an epoch folder of a tenant's replica holds.
+    /// What an epoch of a tenant's replica holds in the replica store.
     public struct ReplicaEpoch: Sendable, Equatable {
         /// The epoch.
         public var epoch: UInt64
-        /// Its folder.
-        public var directory: String
-        /// The encrypted backup of an encrypted tenant, if any.
-        public var encryptedBackup: String?
+        /// Its key in the store: `tenants/<id>/epoch-<…>`
+        /// (`ReplicaStore.epochKey(tenant:epoch:)`).
+        public var key: String
+        /// The key of the encrypted snapshot of an encrypted tenant, if the
+        /// store holds one (`ReplicaStore.encryptedSnapshotKey(tenant:epoch:)`).
+        public var encryptedSnapshotKey: String?
         /// Whether Litestream wrote any LTX file there (a plain tenant's replica).
         public var hasLitestreamFiles: Bool
 
         /// Whether the owner at this epoch replicated anything: an empty
-        /// folder means it never did (it died first, or held no write).
-        public var isEmpty: Bool { encryptedBackup == nil && !hasLitestreamFiles }
+        /// epoch means it never did (it died first, or held no write).
+        public var isEmpty: Bool { encryptedSnapshotKey == nil && !hasLitestreamFiles }
     }
 
     /// Restores tenant `id` from the newest epoch of its replica that holds
@@ -252,14 +319,15 @@ public struct LitestreamRestore: Sendable {
     /// handed.
     ///
     /// ```swift
-    /// let report = try restore.restoreNewestEpoch(
+    /// let report = try await restore.restoreNewestEpoch(
     ///     tenant: id, below: 8, encrypted: false,
     ///     checks: .init(migrations: playersSet, invariants: PlayerRepository.invariants))
     /// if report == nil { /* a new tenant: no epoch replicated anything yet */ }
     /// ```
     ///
-    /// - An epoch folder that holds nothing (its owner never replicated
-    ///   anything) is skipped, and the one before it is tried.
+    /// - An epoch that holds nothing (its owner never replicated
+    ///   anything: an empty folder, or no object in a bucket) is skipped,
+    ///   and the one before it is tried.
     /// - The newest epoch that holds something is the only one restored:
     ///   when it fails (Litestream restores nothing, the file fails the
     ///   checks, the backup is not encrypted), this throws, and never falls
@@ -267,8 +335,10 @@ public struct LitestreamRestore: Sendable {
     ///   has left, with acknowledged writes missing.
     /// - A plain tenant comes from Litestream's files
     ///   (`litestream restore`); an encrypted one from its epoch's
-    ///   `encrypted.sqlite`, opened with its key (from the master key and
-    ///   the backup's salt). Either goes through the one pipeline
+    ///   `encrypted.sqlite`, fetched from the store into a private file of
+    ///   the tenants root (removed whatever happens), checked encrypted,
+    ///   and opened with its key (from the master key and the snapshot's
+    ///   salt). Either goes through the one pipeline
     ///   (``/GRDBBackup/DatabaseRestore``): integrity, migrations, schema,
     ///   invariants, then published over the local file, which must not be
     ///   open (``/GRDBBackup/BackupError/destinationInUse(path:)``).
@@ -276,6 +346,9 @@ public struct LitestreamRestore: Sendable {
     /// In a fleet, ``TenantHost/acquire(_:epoch:encrypted:keepLocal:)``
     /// calls it while the tenant is being acquired: until it is served,
     /// nothing replicates the local file, and nothing holds it open.
+    /// The store is read asynchronously; the restore itself (Litestream,
+    /// SQLite's checks, the file's publication) runs off the cooperative
+    /// pool (``BlockingWork``).
     ///
     /// - parameter id: The tenant.
     /// - parameter epoch: Only epochs below this one are considered: the
@@ -292,8 +365,8 @@ public struct LitestreamRestore: Sendable {
     @discardableResult
     public func restoreNewestEpoch(
         tenant id: TenantID, below epoch: UInt64? = nil, encrypted: Bool, checks: DatabaseRestore.Checks = .init()
-    ) throws -> DatabaseRestore.Report? {
-        try restoreNewestEpoch(id, below: epoch, recordedEncrypted: encrypted, checks: checks, force: true)
+    ) async throws -> DatabaseRestore.Report? {
+        try await restoreNewestEpoch(id, below: epoch, recordedEncrypted: encrypted, checks: checks, force: true)
     }
 
     /// Restores tenant `id`, which is not on this machine, from the newest
@@ -302,16 +375,16 @@ public struct LitestreamRestore: Sendable {
     /// lost fleet, with no catalog to ask.
     ///
     /// ```swift
-    /// if case .epochs = try restore.replicaLayout(of: id),
-    ///    let report = try restore.restoreNewestEpoch(ofMissing: id, checks: .init(migrations: playersSet)) {
+    /// if case .epochs = try await restore.replicaLayout(of: id),
+    ///    let report = try await restore.restoreNewestEpoch(ofMissing: id, checks: .init(migrations: playersSet)) {
     ///     print("\(report.name): restored to \(report.destination)")
     /// }
     /// ```
     ///
     /// The same restore as ``restoreNewestEpoch(tenant:below:encrypted:checks:)``
     /// (every epoch considered), but:
-    /// - what the epoch folder holds says whether the tenant is encrypted
-    ///   (an encrypted backup, or Litestream's files), and the tenant-key
+    /// - what the epoch holds says whether the tenant is encrypted
+    ///   (an encrypted snapshot, or Litestream's files), and the tenant-key
     ///   policy still decides at the restore (a plain replica under a
     ///   master key is refused unless `allowPlaintextTenants`; an encrypted
     ///   backup needs the master key that opens it);
@@ -322,17 +395,17 @@ public struct LitestreamRestore: Sendable {
     /// - throws: ``ReplicationError/restoreFailed(database:reason:)``,
     ///   ``/GRDBBackup/BackupError``.
     @discardableResult
-    public func restoreNewestEpoch(ofMissing id: TenantID, checks: DatabaseRestore.Checks = .init()) throws -> DatabaseRestore.Report? {
-        try restoreNewestEpoch(id, below: nil, recordedEncrypted: nil, checks: checks, force: false)
+    public func restoreNewestEpoch(ofMissing id: TenantID, checks: DatabaseRestore.Checks = .init()) async throws -> DatabaseRestore.Report? {
+        try await restoreNewestEpoch(id, below: nil, recordedEncrypted: nil, checks: checks, force: false)
     }
 
     /// How the replica store keeps a tenant.
     public enum ReplicaLayout: Sendable, Equatable {
         /// A single server's Litestream replica, `<replica>/tenants/<id>`
-        /// (or a replica that is not a `file://` directory, which can't
-        /// be listed: Litestream says what it finds there).
+        /// (or a replica of a scheme this build has no store backend for,
+        /// which can't be listed: Litestream says what it finds there).
         case single
-        /// A fleet's replica, one folder per epoch, newest first
+        /// A fleet's replica, one key per epoch, newest first
         /// (``replicaEpochs(of:)``).
         case epochs([ReplicaEpoch])
 
@@ -345,7 +418,7 @@ public struct LitestreamRestore: Sendable {
         }
     }
 
-    /// The newest epoch that holds anything: an empty folder's owner never
+    /// The newest epoch that holds anything: an empty epoch's owner never
     /// replicated (it died first, or held no write).
     static func newestReplicated(in epochs: [ReplicaEpoch]) -> ReplicaEpoch? {
         epochs.first { !$0.isEmpty }
@@ -356,9 +429,9 @@ public struct LitestreamRestore: Sendable {
     /// it the way it was written.
     ///
     /// ```swift
-    /// switch try restore.replicaLayout(of: id) {
+    /// switch try await restore.replicaLayout(of: id) {
     /// case .single: try restore.restore(tenant: id)
-    /// case .epochs: try restore.restoreNewestEpoch(ofMissing: id)
+    /// case .epochs: try await restore.restoreNewestEpoch(ofMissing: id)
     /// }
     /// ```
     ///
@@ -366,21 +439,22 @@ public struct LitestreamRestore: Sendable {
     ///   the store holds nothing for the tenant, or both layouts (epoch
     ///   folders beside other files: not written by one kind of daemon,
     ///   the operator must look).
-    public func replicaLayout(of id: TenantID) throws -> ReplicaLayout {
+    public func replicaLayout(of id: TenantID) async throws -> ReplicaLayout {
         _ = try tenantStorage(for: id)
-        guard let folder = try replication.replicaFolder else { return .single }
+        guard let store = try replicaStore(for: id.databaseName) else { return .single }
         let tenant = try ReplicaStore.tenantKey(id.rawValue)
-        let directory = try folder.path(of: tenant)
-        let names = try names(in: folder, under: tenant, for: id.databaseName)
+        let tenantLocation = location(of: tenant)
+        let objects = try await list(store, prefix: tenant + "/", for: id.databaseName)
+        let names = try await names(under: tenant, in: store, objects: objects, for: id.databaseName)
         let others = names.filter { ReplicaStore.epoch(ofFolderName: $0) == nil }
-        let epochs = try replicaEpochs(of: id)
+        let epochs = try Self.epochs(of: id, names: names, objects: objects)
         switch (epochs.isEmpty, others.isEmpty) {
         case (true, true):
-            throw ReplicationError.restoreFailed(database: id.databaseName, reason: "the replica store holds nothing for it: \(directory) is missing or empty")
+            throw ReplicationError.restoreFailed(database: id.databaseName, reason: "the replica store holds nothing for it: \(tenantLocation) is missing or empty")
         case (false, false):
             throw ReplicationError.restoreFailed(
                 database: id.databaseName,
-                reason: "\(directory) holds both a fleet's epoch folders and other files (\(others.joined(separator: ", "))): not written by one kind of daemon; inspect it, and move aside what does not belong")
+                reason: "\(tenantLocation) holds both a fleet's epoch folders and other files (\(others.joined(separator: ", "))): not written by one kind of daemon; inspect it, and move aside what does not belong")
         case (true, false):
             return .single
         case (false, true):
@@ -390,42 +464,88 @@ public struct LitestreamRestore: Sendable {
 
     private func restoreNewestEpoch(
         _ id: TenantID, below epoch: UInt64?, recordedEncrypted: Bool?, checks: DatabaseRestore.Checks, force: Bool
-    ) throws -> DatabaseRestore.Report? {
+    ) async throws -> DatabaseRestore.Report? {
         let storage = try tenantStorage(for: id)
-        let candidates = try replicaEpochs(of: id).filter { candidate in epoch.map { candidate.epoch < $0 } ?? true }
+        let candidates = try await replicaEpochs(of: id).filter { candidate in epoch.map { candidate.epoch < $0 } ?? true }
         guard let newest = Self.newestReplicated(in: candidates) else { return nil }
+        // replicaEpochs found a store: it has a backend.
+        guard let store = try replicaStore(for: id.databaseName) else { throw ReplicationError.notConfigured }
         let name = id.databaseName
         let folder = ReplicaStore.epochFolderName(newest.epoch)
-        if newest.encryptedBackup != nil && newest.hasLitestreamFiles {
-            throw ReplicationError.restoreFailed(database: name, reason: "\(folder) holds both a Litestream replica and an encrypted backup: it was not written by one owner; inspect \(newest.directory)")
+        if newest.encryptedSnapshotKey != nil && newest.hasLitestreamFiles {
+            throw ReplicationError.restoreFailed(
+                database: name,
+                reason: "\(folder) holds both a Litestream replica and an encrypted backup: it was not written by one owner; inspect \(location(of: newest.key))")
         }
-        // Without the catalog's word, the folder's content says it.
-        let encrypted = recordedEncrypted ?? (newest.encryptedBackup != nil)
+        // Without the catalog's word, the epoch's content says it.
+        let encrypted = recordedEncrypted ?? (newest.encryptedSnapshotKey != nil)
         let report: DatabaseRestore.Report
-        if let backup = newest.encryptedBackup {
+        if let snapshot = newest.encryptedSnapshotKey {
             guard encrypted else {
                 throw ReplicationError.restoreFailed(database: name, reason: "the catalog says the tenant is plain, but \(folder) holds an encrypted backup")
             }
-            // Plaintext there was not written by this library: never
-            // published as a tenant.
-            guard CipherDatabase.isEncrypted(atPath: backup) == true else {
-                throw ReplicationError.restoreFailed(database: name, reason: "\(backup) is not encrypted")
-            }
-            report = try pipeline.restoreTenant(
-                id, fromFile: backup, into: storage, checks: checks, force: force)
+            report = try await restoreSnapshot(id, key: snapshot, from: store, into: storage, checks: checks, force: force)
         } else {
             guard !encrypted else {
                 throw ReplicationError.restoreFailed(database: name, reason: "the catalog says the tenant is encrypted, but \(folder) holds a plain Litestream replica")
             }
             guard let url = storage.replicaURL(for: id, epoch: newest.epoch) else { throw ReplicationError.notConfigured }
             let candidate = DatabaseRestore.Candidate(tenant: id, source: url, layout: storage.layout)
-            let key = storage.restoreEncryption(for: id, database: candidate.displayName)
-            report = try restore(candidate, at: nil, encryption: key, destinationEncryption: key, checks: checks, force: force)
+            report = try await BlockingWork.run {
+                let key = storage.restoreEncryption(for: id, database: candidate.displayName)
+                return try restore(candidate, at: nil, encryption: key, destinationEncryption: key, checks: checks, force: force)
+            }
         }
         // Litestream's positions of the file it replaced would describe
         // another database.
         LitestreamReplicator.forgetPositions(ofDatabaseAt: report.destination)
         return report
+    }
+
+    /// Restores tenant `id` from the encrypted snapshot `key` of the store.
+    /// The snapshot is fetched into the tenants root under a provisioning
+    /// name (which no tool takes for a tenant): on the tenant file's
+    /// filesystem, so the pipeline renames it into place instead of
+    /// copying it, and private (0600: both backends create what they write
+    /// so). It is removed whatever happens.
+    private func restoreSnapshot(
+        _ id: TenantID, key: String, from store: ReplicaStore, into storage: TenantStorage,
+        checks: DatabaseRestore.Checks, force: Bool
+    ) async throws -> DatabaseRestore.Report {
+        let name = id.databaseName
+        let source = location(of: key)
+        let root = storage.layout.root.path
+        do {
+            try DatabaseConnections.createDirectory(atPath: root, mode: 0o700)
+        } catch {
+            throw BackupError.fileSystem(path: root, operation: "create directory", reason: "\(error)")
+        }
+        let fetched = storage.layout.provisioningPath(for: id)
+        defer { Files.removeDatabase(fetched) }
+        do {
+            try await store.backend.get(key, toFile: fetched)
+        } catch {
+            throw ReplicationError.restoreFailed(database: name, reason: "can't fetch \(source): \(error)")
+        }
+        // Plaintext there was not written by this library: never
+        // published as a tenant.
+        guard CipherDatabase.isEncrypted(atPath: fetched) == true else {
+            throw ReplicationError.restoreFailed(database: name, reason: "\(source) is not encrypted")
+        }
+        let candidate = DatabaseRestore.Candidate(tenant: id, source: source, layout: storage.layout)
+        return try await BlockingWork.run { [pipeline] in
+            // The snapshot is an import of the tenant's file, opened with
+            // its key (which checks the HMAC of every page it reads).
+            let encryption = storage.restoreEncryption(for: id, database: candidate.displayName)
+            return try pipeline.restore(
+                candidate, checks: checks, force: force,
+                fetch: { temporary in
+                    guard rename(fetched, temporary) == 0 else {
+                        throw BackupError.fileSystem(path: fetched, operation: "rename to \(temporary)", reason: String(cString: strerror(errno)))
+                    }
+                },
+                encryption: encryption, destinationEncryption: encryption)
+        }
     }
 
     private func tenantStorage(for id: TenantID) throws -> TenantStorage {

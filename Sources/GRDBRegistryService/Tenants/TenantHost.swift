@@ -196,9 +196,10 @@ public final class TenantHost<Repository: TenantRepository>: Sendable {
                 // replica was skipped for an older epoch's, and the writes
                 // since were lost (fleet-chaos --short, asynchronous mode,
                 // after a PostgreSQL restart).
-                let report = try await BlockingWork.run {
-                    try restore.restoreNewestEpoch(tenant: id, below: epoch + 1, encrypted: encrypted, checks: checks)
-                }
+                // The store is read asynchronously; the restore runs the
+                // file's work (Litestream, SQLite) off the cooperative pool
+                // itself (BlockingWork).
+                let report = try await restore.restoreNewestEpoch(tenant: id, below: epoch + 1, encrypted: encrypted, checks: checks)
                 guard let report else {
                     throw TenantHostError.noReplica(tenant: id.rawValue, below: epoch + 1)
                 }
