@@ -52,11 +52,11 @@ import Testing
         // The machine is lost: the bucket names what is missing, and
         // everything comes back into a new data directory.
         try FileManager.default.removeItem(atPath: directory.path("data"))
-        let status = try Registryctl.run(["status", "--config", config], environment: moto.environment)
+        let status = try await Registryctl.run(["status", "--config", config], environment: moto.environment)
         #expect(status.status == 4, "\(status.stdout)\(status.stderr)")
         #expect(status.stdout.contains("2 tenants of the replica store are not on disk: acme, globex"), "\(status.stdout)")
 
-        let all = try Registryctl.run(["restore", "--config", config, "--from-replica", "--all", "--json"], environment: moto.environment)
+        let all = try await Registryctl.run(["restore", "--config", config, "--from-replica", "--all", "--json"], environment: moto.environment)
         #expect(all.status == 0, "\(all.stdout)\(all.stderr)")
         struct Document: Decodable {
             struct Restored: Decodable { var kind: String; var name: String }
@@ -69,7 +69,7 @@ import Testing
         for id in ids {
             #expect(try RegistryctlRestoreFromReplicaTests.names(inTenantAt: layout.path(of: id)) == ["\(id)-1", "\(id)-2"])
         }
-        let verified = try Registryctl.run(["verify", "--config", config], environment: moto.environment)
+        let verified = try await Registryctl.run(["verify", "--config", config], environment: moto.environment)
         #expect(verified.status == 0, "\(verified.stdout)\(verified.stderr)")
     }
 }
