@@ -11,8 +11,12 @@ import TestSupport
     @Test func asyncAndBlockingWaitersAreWokenWhenReady() async throws {
         let readiness = Readiness<ReplicationError>()
         let blocked = Locked<Bool?>(nil)
+        // A timeout far beyond the test's length: only the change can wake
+        // this waiter in time for `eventually` below. A short one fired
+        // when the start of a full run on 2 cores kept this test's task
+        // from running for over 30 s (a probe task measured 18–20 s).
         let thread = Thread {
-            let ready = try? readiness.wait(timeout: .seconds(30))
+            let ready = try? readiness.wait(timeout: .seconds(600))
             blocked.withLock { $0 = ready }
         }
         thread.start()

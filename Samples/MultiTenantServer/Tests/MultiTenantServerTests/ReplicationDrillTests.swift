@@ -141,17 +141,10 @@ let litestream = repositoryRoot.appendingPathComponent(".build-venv/bin/litestre
     }
 
     /// `litestream restore -o destination replica`, the real tool.
-    static func restore(_ replica: URL, to destination: URL) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: litestream)
-        process.arguments = ["restore", "-integrity-check", "full", "-o", destination.path, "file://" + replica.path]
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try process.run()
-        let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
+    static func restore(_ replica: URL, to destination: URL) async throws {
+        let (status, output) = try await runToEnd(
+            URL(fileURLWithPath: litestream), ["restore", "-integrity-check", "full", "-o", destination.path, "file://" + replica.path])
+        guard status == 0 else {
             throw ServerError(message: "litestream restore \(replica.path) failed: \(output)")
         }
     }

@@ -120,7 +120,11 @@ func withTestServer<T>(
 
 /// Runs `executable` to its end: its status, and its standard output and
 /// error (one file, in the order written).
-func runToEnd(_ executable: URL, _ arguments: [String], environment: [String: String] = [:]) throws -> (status: Int32, output: String) {
+///
+/// Its end is awaited, not waited for: `Process.waitUntilExit()` would
+/// hold one of Swift's cooperative threads (two on a 2-core machine) for
+/// as long as the child runs, and stall every other test of the run.
+func runToEnd(_ executable: URL, _ arguments: [String], environment: [String: String] = [:]) async throws -> (status: Int32, output: String) {
     let process = Process()
     process.executableURL = executable
     process.arguments = arguments
@@ -131,7 +135,13 @@ func runToEnd(_ executable: URL, _ arguments: [String], environment: [String: St
     let handle = try FileHandle(forWritingTo: output)
     process.standardOutput = handle
     process.standardError = handle
+    let ended = AsyncStream<Void>.makeStream()
+    // Set before `run()`: a child that ends at once still calls it.
+    process.terminationHandler = { _ in ended.continuation.finish() }
     try process.run()
+    for await _ in ended.stream {}
+    // Returns at once now: it completes Foundation's bookkeeping of the
+    // ended process before its status is read.
     process.waitUntilExit()
     try handle.close()
     return (process.terminationStatus, String(decoding: try Data(contentsOf: output), as: UTF8.self))
