@@ -82,7 +82,7 @@ import Testing
         }
 
         let restored = root.appendingPathComponent("restored.sqlite")
-        try ReplicationDrillTests.restore(replica.appendingPathComponent("tenants/alpha"), to: restored)
+        try await ReplicationDrillTests.restore(replica.appendingPathComponent("tenants/alpha"), to: restored)
         let names = Set(try Self.playerNames(in: restored))
         let writes = acknowledged.names.withLock { $0 }
         #expect(writes.count > 20, "too few acknowledged writes to mean anything: \(writes.count); refusals: \(acknowledged.refusals.withLock { $0.prefix(5) })")

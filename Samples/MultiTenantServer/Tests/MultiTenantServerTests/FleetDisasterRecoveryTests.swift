@@ -23,7 +23,7 @@ import Testing
     }
 
     @Test func registryctlRestoresEveryTenantOfALostFleetWithEveryAcknowledgedWrite() async throws {
-        let registryctl = try RegistryctlOnServerDataTests.registryctl()
+        let registryctl = try await RegistryctlOnServerDataTests.registryctl()
         let environment = ["MTS_MASTER_KEY": FleetModeTests.shared["MTS_MASTER_KEY"] ?? ""]
         let playersSet = FleetModeTests.repositoryRoot.appendingPathComponent("Migrations/players").path
         try await FleetModeTests.withFleetFolders { postgres, root, store in
@@ -101,7 +101,7 @@ import Testing
                 // acknowledged write (about 10 s after the last one). The epochs
                 // are read after it: the fleet may rebalance meanwhile.
                 try await FleetModeTests.eventually("the replicas hold every acknowledged write (fleet_tail is empty)", within: .seconds(60)) {
-                    try FleetModeTests.psql(postgres, "SELECT count(*) FROM fleet_tail") == "0"
+                    try await FleetModeTests.psql(postgres, "SELECT count(*) FROM fleet_tail") == "0"
                 }
                 // The epochs PostgreSQL gives them: the moved tenants were
                 // written at theirs, which their restore must come from.
@@ -131,19 +131,19 @@ import Testing
             // Before the restore, status and verify name what is missing,
             // with their exit status for it (4).
             for command in ["status", "verify"] {
-                let before = try runToEnd(registryctl, [command, "--config", config], environment: environment)
+                let before = try await runToEnd(registryctl, [command, "--config", config], environment: environment)
                 #expect(before.status == 4, "\(command): \(before.output)")
                 #expect(before.output.contains("4 tenants of the replica store are not on disk: \(ids.joined(separator: ", "))"), "\(command): \(before.output)")
             }
 
             // The migration set was a link into the lost folder: refused,
             // nothing restored, and the message says what to give.
-            let noSet = try runToEnd(registryctl, ["restore", "--config", config, "--from-replica", "--all"], environment: environment)
+            let noSet = try await runToEnd(registryctl, ["restore", "--config", config, "--from-replica", "--all"], environment: environment)
             #expect(noSet.status == 2, "\(noSet.output)")
             #expect(noSet.output.contains("--migrations DIR") && noSet.output.contains("nothing was restored"), "\(noSet.output)")
             #expect(!FileManager.default.fileExists(atPath: data.appendingPathComponent("tenants").path))
 
-            let all = try runToEnd(registryctl, ["restore", "--config", config, "--from-replica", "--all", "--migrations", playersSet], environment: environment)
+            let all = try await runToEnd(registryctl, ["restore", "--config", config, "--from-replica", "--all", "--migrations", playersSet], environment: environment)
             #expect(all.status == 0, "\(all.output)")
             #expect(all.output.contains("4 of 4 databases restored; 0 failed"), "\(all.output)")
             #expect(all.output.contains("tenant acme: restored to ") && all.output.contains("/acme.sqlite from epoch \(epochs["acme"] ?? 0)\n"), "\(all.output)")
@@ -157,27 +157,27 @@ import Testing
             // One tenant lost again: --tenant brings it back, encrypted.
             let vaultPath = storage.layout.path(of: try TenantID("vault"))
             for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: vaultPath + suffix) }
-            let one = try runToEnd(registryctl, ["restore", "--config", config, "--from-replica", "--tenant", "vault", "--migrations", playersSet], environment: environment)
+            let one = try await runToEnd(registryctl, ["restore", "--config", config, "--from-replica", "--tenant", "vault", "--migrations", playersSet], environment: environment)
             #expect(one.status == 0, "\(one.output)")
             #expect(one.output.contains("tenant vault: restored to \(vaultPath) from epoch \(epochs["vault"] ?? 0)\n"), "\(one.output)")
             #expect(try Self.players(of: "vault", storage: storage).isSuperset(of: acknowledged["vault"] ?? []))
 
             // A fleet's tenant has no point in time: refused, named.
-            let earlier = try runToEnd(registryctl, [
+            let earlier = try await runToEnd(registryctl, [
                 "restore", "--config", config, "--from-replica", "--tenant", "bravo", "--timestamp", "2026-01-01T00:00:00Z", "--migrations", playersSet,
             ], environment: environment)
             #expect(earlier.status == 1 && earlier.output.contains("drop --timestamp"), "\(earlier.output)")
 
             // Everything is on disk: verify passes and shows the epochs;
             // status too, once the set is linked as a server's start does.
-            let verify = try runToEnd(registryctl, ["verify", "--config", config], environment: environment)
+            let verify = try await runToEnd(registryctl, ["verify", "--config", config], environment: environment)
             #expect(verify.status == 0, "\(verify.output)")
             #expect(verify.output.contains("acme: ok (plain, epoch \(epochs["acme"] ?? 0))\n"), "\(verify.output)")
             #expect(verify.output.contains("bravo: ok (plain, epoch "), "\(verify.output)")
             let vaultLine = verify.output.split(separator: "\n").first { $0.hasPrefix("vault: ok (encrypted: ") }
             #expect(vaultLine?.hasSuffix(", epoch \(epochs["vault"] ?? 0))") == true, "\(verify.output)")
             try MultiTenantServer.linkMigrationSets(in: data.appendingPathComponent("migrations"))
-            let status = try runToEnd(registryctl, ["status", "--config", config], environment: environment)
+            let status = try await runToEnd(registryctl, ["status", "--config", config], environment: environment)
             #expect(status.status == 0, "\(status.output)")
             #expect(status.output.contains("acme: 4 applied, 0 pending, epoch \(epochs["acme"] ?? 0)\n"), "\(status.output)")
             #expect(status.output.contains("crypt: 4 applied, 0 pending, epoch "), "\(status.output)")

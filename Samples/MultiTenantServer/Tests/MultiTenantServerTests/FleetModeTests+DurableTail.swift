@@ -35,11 +35,11 @@ extension FleetModeTests {
                     #expect(reply.status == 201, "\(reply.body)")
                     if reply.status == 201 { acknowledged.append("tail-\(index)") }
                 }
-                let rows = try Self.psql(postgres, "SELECT count(*) FROM fleet_tail WHERE tenant_id = 'acme'")
+                let rows = try await Self.psql(postgres, "SELECT count(*) FROM fleet_tail WHERE tenant_id = 'acme'")
                 #expect((Int(rows) ?? 0) >= 20, "rows in fleet_tail: \(rows)")
                 if encrypted {
                     // Sealed before it left the process: no player name in PostgreSQL.
-                    let plain = try Self.psql(postgres, "SELECT count(*) FROM fleet_tail WHERE position('tail-'::bytea in change) > 0")
+                    let plain = try await Self.psql(postgres, "SELECT count(*) FROM fleet_tail WHERE position('tail-'::bytea in change) > 0")
                     #expect(plain == "0")
                 }
 

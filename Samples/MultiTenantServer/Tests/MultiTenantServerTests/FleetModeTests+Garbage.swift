@@ -6,13 +6,13 @@ extension FleetModeTests {
     /// Runs `sql` in the cluster at `postgres` with psql (the throw-away
     /// cluster trusts loopback), as whoever owns the fleet's tables could.
     @discardableResult
-    static func psql(_ postgres: String, _ sql: String) throws -> String {
+    static func psql(_ postgres: String, _ sql: String) async throws -> String {
         let candidates = ["/usr/bin/psql"] + ((try? FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql")) ?? [])
             .sorted().reversed().map { "/usr/lib/postgresql/\($0)/bin/psql" }
         guard let psql = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
             throw ServerError(message: "no psql in \(candidates): run scripts/bootstrap")
         }
-        let result = try runToEnd(URL(fileURLWithPath: psql), [postgres, "-v", "ON_ERROR_STOP=1", "-Atq", "-c", sql])
+        let result = try await runToEnd(URL(fileURLWithPath: psql), [postgres, "-v", "ON_ERROR_STOP=1", "-Atq", "-c", sql])
         guard result.status == 0 else { throw ServerError(message: "psql \(sql): \(result.output)") }
         return result.output.trimmingCharacters(in: .whitespacesAndNewlines)
     }
@@ -33,7 +33,7 @@ extension FleetModeTests {
                     tokens[tenant] = try JSONDecoder().decode(IssuedTokenJSON.self, from: Data(created.body.utf8)).token
                 }
                 let absolute = "/tmp/abs-\(UUID().uuidString)"
-                try Self.psql(postgres, """
+                try await Self.psql(postgres, """
                     INSERT INTO fleet_tenants (tenant_id, name, encrypted, token_hash, owner, epoch)
                     VALUES ('../../escape/x', 'x', false, NULL, NULL, 0), ('\(absolute)', 'y', false, NULL, NULL, 0);
                     INSERT INTO fleet_nodes (node_id, session, address, state, lease_until)

@@ -294,7 +294,7 @@ import Testing
         #expect(try await APIClient(client: .shared, baseURL: proxied.baseURL).send(.GET, "/health/live").status == 200)
         #expect(try await proxied.stop() == 0)
 
-        let (certificate, key) = try TLSTests.selfSignedCertificate(in: data)
+        let (certificate, key) = try await TLSTests.selfSignedCertificate(in: data)
 
         let secure = try await ServerProcess.launch(
             executable: executable,

@@ -80,7 +80,7 @@ import Testing
             let script = walkThrough
                 .replacingOccurrences(of: "http://127.0.0.1:8080", with: server.baseURL)
                 .replacingOccurrences(of: "data/", with: data.path + "/")
-            let run = try runToEnd(URL(fileURLWithPath: "/usr/bin/env"), ["bash", "-eu", "-c", script])
+            let run = try await runToEnd(URL(fileURLWithPath: "/usr/bin/env"), ["bash", "-eu", "-c", script])
             #expect(run.status == 0, "\(run.output)")
             #expect(run.output.contains(#""name":"Arthur""#) && run.output.contains(#""name":"Robin""#), "\(run.output)")
             let header = Array("SQLite format 3".utf8)

@@ -104,11 +104,11 @@ let litestream = repositoryRoot.appendingPathComponent(".build-venv/bin/litestre
         try FileManager.default.removeItem(at: data)
         try writeConfiguration()
         try FileManager.default.createDirectory(at: data.appendingPathComponent("tenants"), withIntermediateDirectories: true)
-        try Self.restore(replica.appendingPathComponent("databases/catalog"), to: data.appendingPathComponent("catalog.sqlite"))
+        try await Self.restore(replica.appendingPathComponent("databases/catalog"), to: data.appendingPathComponent("catalog.sqlite"))
         var restoreTimes: [String: Duration] = [:]
         for id in ids {
             let start = ContinuousClock.now
-            try Self.restore(replica.appendingPathComponent("tenants/\(id)"), to: data.appendingPathComponent("tenants/\(id).sqlite"))
+            try await Self.restore(replica.appendingPathComponent("tenants/\(id)"), to: data.appendingPathComponent("tenants/\(id).sqlite"))
             restoreTimes[id] = .now - start
         }
 

@@ -6,9 +6,9 @@ import Testing
 /// values count as loopback, where plain HTTP is allowed.
 @Suite struct TLSTests {
     /// Makes a self-signed certificate for 127.0.0.1 and its key in `folder`.
-    static func selfSignedCertificate(in folder: URL) throws -> (certificate: URL, key: URL) {
+    static func selfSignedCertificate(in folder: URL) async throws -> (certificate: URL, key: URL) {
         let certificate = folder.appendingPathComponent("cert.pem"), key = folder.appendingPathComponent("key.pem")
-        let made = try runToEnd(URL(fileURLWithPath: "/usr/bin/openssl"), [
+        let made = try await runToEnd(URL(fileURLWithPath: "/usr/bin/openssl"), [
             "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1",
             "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", key.path, "-out", certificate.path,
         ])
@@ -39,7 +39,7 @@ import Testing
         let data = temporaryTestDirectory()
         defer { try? FileManager.default.removeItem(at: data) }
         try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
-        let pair = try Self.selfSignedCertificate(in: data)
+        let pair = try await Self.selfSignedCertificate(in: data)
         let server = try await ServerProcess.launch(
             executable: URL(fileURLWithPath: try ServerProcess.executablePath()),
             arguments: ["--port", "0", "--data", data.appendingPathComponent("data").path, "--tls-cert", pair.certificate.path, "--tls-key", pair.key.path],
