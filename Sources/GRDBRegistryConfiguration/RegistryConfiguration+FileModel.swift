@@ -135,7 +135,7 @@ struct KeySourceModel {
 }
 
 struct ReplicationModel {
-    static let keys = KeyTable(["replica", "litestream", "socket", "startReplicator", "encryptedBackupDirectory", "encryptedBackupIntervalSeconds", "removedTenantRetentionSeconds", "acknowledgements"])
+    static let keys = KeyTable(["replica", "litestream", "socket", "startReplicator", "encryptedBackupDirectory", "encryptedBackupIntervalSeconds", "removedTenantRetentionSeconds", "acknowledgements", "uploadStallTimeoutSeconds"])
 
     var replica: String?
     var litestream: String?
@@ -145,6 +145,7 @@ struct ReplicationModel {
     var encryptedBackupIntervalSeconds: Double?
     var removedTenantRetentionSeconds: Double?
     var acknowledgements: String?
+    var uploadStallTimeoutSeconds: Double?
 
     init(_ section: some ConfigurationSection) {
         section.checkKeys(Self.keys)
@@ -156,5 +157,6 @@ struct ReplicationModel {
         encryptedBackupIntervalSeconds = section.value("encryptedBackupIntervalSeconds", expected: "a number of seconds")
         removedTenantRetentionSeconds = section.value("removedTenantRetentionSeconds", expected: "a number of seconds")
         acknowledgements = section.value("acknowledgements", expected: "\"async\" or \"durable\"")
+        uploadStallTimeoutSeconds = section.value("uploadStallTimeoutSeconds", expected: "a number of seconds")
     }
 }

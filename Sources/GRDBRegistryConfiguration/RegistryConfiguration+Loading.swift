@@ -307,6 +307,14 @@ extension Builder {
                 log.add("replication.removedTenantRetentionSeconds", "must be zero (delete at removal) or a positive number of seconds (at most \(Self.maximumSeconds))")
             }
         }
+        var stallTimeout = RegistryConfiguration.Replication.defaultUploadStallTimeout
+        if let seconds = model.uploadStallTimeoutSeconds {
+            if let duration = Self.duration(seconds: seconds, allowingZero: false) {
+                stallTimeout = duration
+            } else {
+                log.add("replication.uploadStallTimeoutSeconds", "must be a positive number of seconds (at most \(Self.maximumSeconds))")
+            }
+        }
         var acknowledgements = RegistryConfiguration.Replication.Acknowledgements.asynchronous
         if let text = model.acknowledgements {
             if let value = RegistryConfiguration.Replication.Acknowledgements(rawValue: text) {
@@ -352,6 +360,6 @@ extension Builder {
         return RegistryConfiguration.Replication(
             replica: replica, litestream: litestream, socket: socket, startsReplicator: startsReplicator,
             encryptedBackupDirectory: backups, encryptedBackupInterval: interval, removedTenantRetention: retention,
-            acknowledgements: acknowledgements, s3Region: s3Region, s3Endpoint: s3Endpoint)
+            acknowledgements: acknowledgements, uploadStallTimeout: stallTimeout, s3Region: s3Region, s3Endpoint: s3Endpoint)
     }
 }

@@ -78,6 +78,12 @@ extension RegistryConfiguration {
         /// GRDBRegistryService's `ReplicaAcknowledgements` after each write
         /// when it is durable.
         public var acknowledgements: Acknowledgements
+        /// How long a replica may take no upload before a service stops
+        /// being healthy with asynchronous acknowledgements (the
+        /// `uploadStallTimeoutSeconds` key; GRDBRegistryService's
+        /// `LitestreamReplicator` asks Litestream every two seconds when
+        /// each replica last synced).
+        public var uploadStallTimeout: Duration
         /// The region of an `s3://` ``replica``: `AWS_REGION` (or
         /// `AWS_DEFAULT_REGION`) of the environment the configuration was
         /// loaded with. Litestream's URLs carry it.
@@ -98,6 +104,7 @@ extension RegistryConfiguration {
             encryptedBackupInterval: Duration = Replication.defaultEncryptedBackupInterval,
             removedTenantRetention: Duration = Replication.defaultRemovedTenantRetention,
             acknowledgements: Acknowledgements = .asynchronous,
+            uploadStallTimeout: Duration = Replication.defaultUploadStallTimeout,
             s3Region: String? = nil,
             s3Endpoint: URL? = nil
         ) {
@@ -111,6 +118,7 @@ extension RegistryConfiguration {
             self.encryptedBackupInterval = encryptedBackupInterval
             self.removedTenantRetention = removedTenantRetention
             self.acknowledgements = acknowledgements
+            self.uploadStallTimeout = uploadStallTimeout
         }
 
         /// The file name of the control socket when none is given.
@@ -136,6 +144,11 @@ extension RegistryConfiguration {
         /// The retention of a removed tenant's replica when the file gives
         /// none: seven days, long enough to notice a mistaken removal.
         public static let defaultRemovedTenantRetention = Duration.seconds(7 * 24 * 3600)
+
+        /// 30 s: Litestream retries a failed upload after 1, 2, 4, 8 and
+        /// 16 s, so a store that answers again within seconds does not
+        /// take a server out of its load balancer.
+        public static let defaultUploadStallTimeout = Duration.seconds(30)
 
         /// Litestream's sync interval for databases registered at runtime
         /// (`litestream register` takes none: version 0.5.17 gives each one

@@ -81,6 +81,7 @@ extension RegistryConfiguration {
                 "encryptedBackupIntervalSeconds": seconds(replication.encryptedBackupInterval),
                 "removedTenantRetentionSeconds": seconds(replication.removedTenantRetention),
                 "acknowledgements": replication.acknowledgements.rawValue,
+                "uploadStallTimeoutSeconds": seconds(replication.uploadStallTimeout),
             ]
             if let socket = replication.socket { entry["socket"] = path(socket) }
             if let backups = replication.encryptedBackupDirectory { entry["encryptedBackupDirectory"] = path(backups) }

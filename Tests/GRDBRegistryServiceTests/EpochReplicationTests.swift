@@ -56,13 +56,23 @@ private let quiet = Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() }
     static func nodeConfiguration(
         _ directory: TemporaryDirectory, node: String, replica: URL, masterKey: Bool = false, extra: String = ""
     ) throws -> RegistryConfiguration {
+        try nodeConfiguration(directory, node: node, replica: replica.path, masterKey: masterKey, extra: extra)
+    }
+
+    /// A node of a fleet whose replica store is `replica` (a folder, or an
+    /// `s3://` bucket whose settings `environment` holds).
+    static func nodeConfiguration(
+        _ directory: TemporaryDirectory, node: String, replica: String, masterKey: Bool = false, extra: String = "",
+        environment: [String: String] = [:]
+    ) throws -> RegistryConfiguration {
         let key = masterKey ? #", "masterKey": {"env": "FLEET_MASTER_KEY"}"# : ""
         let backups = masterKey ? #", "encryptedBackupDirectory": "\#(node)/unused-backups""# : ""
         return try RegistryConfiguration.parse(Data(#"""
             {"tenants": {"root": "\#(node)/tenants", "migrations": "\#(playersSet.path)"\#(key)},
-             "replication": {"replica": "\#(replica.path)", "litestream": "\#(litestreamPath)",
+             "replication": {"replica": "\#(replica)", "litestream": "\#(litestreamPath)",
                              "socket": "\#(directory.path("\(node).sock"))"\#(backups)\#(extra)}}
-            """#.utf8), baseDirectory: directory.url, environment: ["FLEET_MASTER_KEY": masterKey ? Self.master : ""])
+            """#.utf8), baseDirectory: directory.url,
+            environment: environment.merging(["FLEET_MASTER_KEY": masterKey ? Self.master : ""]) { _, new in new })
     }
 
     static let master = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"

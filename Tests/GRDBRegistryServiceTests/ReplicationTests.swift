@@ -59,7 +59,8 @@ private func files(under url: URL) -> [URL] {
             try RegistryConfiguration.parse(Data(#"""
                 {"tenants": {"root": "tenants", "masterKey": {"env": "K"}},
                  "replication": {"replica": "ftp://host/x", "startReplicator": false, "syncInterval": 1,
-                                 "encryptedBackupIntervalSeconds": 0, "removedTenantRetentionSeconds": -1}}
+                                 "encryptedBackupIntervalSeconds": 0, "removedTenantRetentionSeconds": -1,
+                                 "uploadStallTimeoutSeconds": 0}}
                 """#.utf8), baseDirectory: base, environment: [:])
         }
         let problems = try #require(error?.problems)
@@ -68,6 +69,7 @@ private func files(under url: URL) -> [URL] {
         #expect(problems.contains { $0.hasPrefix("replication.socket: missing") })
         #expect(problems.contains { $0.hasPrefix("replication.encryptedBackupIntervalSeconds: must be a positive") })
         #expect(problems.contains { $0.hasPrefix("replication.removedTenantRetentionSeconds: must be zero") })
+        #expect(problems.contains { $0.hasPrefix("replication.uploadStallTimeoutSeconds: must be a positive number of seconds") })
         #expect(problems.contains { $0.hasPrefix("replication.encryptedBackupDirectory: missing: tenants are encrypted") })
 
         let long = String(repeating: "s", count: 120)

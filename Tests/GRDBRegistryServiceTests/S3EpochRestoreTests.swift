@@ -26,13 +26,8 @@ private let quiet = Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() }
     static func nodeConfiguration(
         _ directory: TemporaryDirectory, node: String, moto: MotoServer, masterKey: Bool = false
     ) throws -> RegistryConfiguration {
-        let key = masterKey ? #", "masterKey": {"env": "FLEET_MASTER_KEY"}"# : ""
-        let backups = masterKey ? #", "encryptedBackupDirectory": "\#(node)/unused-backups""# : ""
-        return try RegistryConfiguration.parse(Data(#"""
-            {"tenants": {"root": "\#(node)/tenants", "migrations": "\#(EpochReplicationTests.playersSet.path)"\#(key)},
-             "replication": {"replica": "s3://replicas/fleet", "litestream": "\#(litestreamPath)",
-                             "socket": "\#(directory.path("\(node).sock"))"\#(backups)}}
-            """#.utf8), baseDirectory: directory.url, environment: Self.environment(moto))
+        try EpochReplicationTests.nodeConfiguration(
+            directory, node: node, replica: "s3://replicas/fleet", masterKey: masterKey, environment: moto.environment)
     }
 
     static func environment(_ moto: MotoServer) -> [String: String] {

@@ -54,6 +54,73 @@ import Testing
             == (1...5).map { "player-\($0)" })
     }
 
+    /// A store that takes no upload (a proxy in front of moto refuses every
+    /// request) makes the service unhealthy, its health naming the store,
+    /// once a replica has gone the stall timeout without a sync round; an
+    /// idle replica of a store that answers never counts (Litestream's
+    /// rounds with nothing to upload send no request, and succeed). When
+    /// the store answers again, Litestream's next round clears it.
+    @Test func aStoreThatTakesNoUploadMakesTheServiceUnhealthyAndIsNamed() async throws {
+        let moto = try await onOwnThread { try MotoServer(buckets: ["replicas"]) }
+        defer { moto.stop() }
+        let upstream = moto.endpoint
+        let proxy = try await onOwnThread { try S3FaultProxy(upstream: upstream) }
+        defer { proxy.stop() }
+        var environment = moto.environment
+        environment["AWS_ENDPOINT_URL"] = proxy.endpoint.absoluteString
+        let directory = try TemporaryDirectory()
+        let configuration = try RegistryConfiguration.parse(Data(#"""
+            {"tenants": {"root": "tenants", "migrations": "\#(repositoryRoot.path)/Migrations/players"},
+             "replication": {"replica": "s3://replicas/registry", "litestream": "\#(litestreamPath)",
+                             "socket": "\#(directory.path("ls.sock"))", "uploadStallTimeoutSeconds": 8}}
+            """#.utf8), baseDirectory: directory.url, environment: environment)
+        let timeout = Duration.seconds(8)
+        #expect(configuration.replication?.uploadStallTimeout == timeout)
+        let daemon = try ReplicatedDaemon(configuration: configuration, environment: environment, scanInterval: .seconds(3600))
+        let (tenants, service) = (daemon.tenants, daemon.service)
+        let acme = try TenantID("acme")
+        try await daemon.run {
+            try tenants.provision(acme)
+            _ = try await tenants.withRepository(acme) { try await $0.add(name: "before", score: 1) }
+            // Longer than the stall timeout, idle after one write: healthy.
+            try await Task.sleep(for: timeout + .seconds(3))
+            #expect(service.health().isHealthy, "\(service.health())")
+            #expect(service.health().replication?.stalledDatabases == [])
+
+            try await proxy.inject("refuse")
+            _ = try await tenants.withRepository(acme) { try await $0.add(name: "during", score: 2) }
+            try await eventually(within: 60) { !service.health().isHealthy }
+            let health = service.health()
+            #expect(health.replication?.stalledDatabases == [try tenants.path(of: acme)], "\(health)")
+            let problem = try #require(health.replication?.problem)
+            #expect(problem.contains("s3://replicas/registry") && problem.contains("no upload"), "\(problem)")
+            #expect("\(health)".contains(problem))
+            #expect(daemon.replicator.status.stalledReplicas == [try tenants.path(of: acme)])
+
+            try await proxy.inject("pass")
+            // Litestream retries on its backoff (1, 2, 4, 8, 16 s…).
+            try await eventually(within: 90) { service.health().isHealthy }
+            #expect(service.health().replication?.problem == nil)
+        }
+        #expect(daemon.logs.all.contains { $0.level == .error && $0.message == "the replica store takes no upload" && $0.metadata["replica"] == "s3://replicas/registry" })
+    }
+
+    /// A stalled store makes the service unhealthy only when writes are
+    /// acknowledged at commit: with durable acknowledgements each write
+    /// that can't be made durable is refused on its own, so the service
+    /// stays in the load balancer for reads, and still names the store.
+    @Test(arguments: RegistryConfiguration.Replication.Acknowledgements.allCases)
+    func aStalledStoreBlocksReadinessOnlyForWritesAcknowledgedAtCommit(_ acknowledgements: RegistryConfiguration.Replication.Acknowledgements) {
+        let database = ServiceHealth.Database(name: "catalog", isOpen: true, isMigrated: true, pendingMigrations: [], isWritable: true)
+        var replication = ServiceHealth.Replication(
+            store: "s3://replicas/registry", stalledDatabases: [], uploadStallTimeout: .seconds(30), acknowledgements: acknowledgements)
+        #expect(ServiceHealth(phase: .ready, databases: [database], tenants: nil, replication: replication).isHealthy)
+        replication.stalledDatabases = ["/srv/tenants/acme.sqlite"]
+        let health = ServiceHealth(phase: .ready, databases: [database], tenants: nil, replication: replication)
+        #expect(health.isHealthy == (acknowledgements == .durable))
+        #expect(health.description.contains("the replica store s3://replicas/registry has taken no upload of 1 database for over 30.0 seconds: it is unreachable, refuses the uploads, or is too slow, and the writes made since are not in it"), "\(health)")
+    }
+
     /// An S3 store without a region is refused when the configuration is
     /// loaded, naming the variable to set: nothing starts that would
     /// replicate nowhere.

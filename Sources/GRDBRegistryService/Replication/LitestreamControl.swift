@@ -37,6 +37,50 @@ package struct LitestreamControl: Sendable {
         package var path: String
         /// `replicating`, `open` or `stopped`.
         package var status: String
+        /// When its replica last took a sync round without an error: each
+        /// second for an idle database (a round with nothing to upload
+        /// sends no request), and no more while uploads fail. Nil before
+        /// the first.
+        package var lastSyncAt: Date?
+
+        package init(path: String, status: String, lastSyncAt: Date? = nil) {
+            self.path = path
+            self.status = status
+            self.lastSyncAt = lastSyncAt
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case path, status
+            case lastSyncAt = "last_sync_at"
+        }
+
+        package init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            path = try container.decode(String.self, forKey: .path)
+            status = try container.decode(String.self, forKey: .status)
+            if let text = try container.decodeIfPresent(String.self, forKey: .lastSyncAt) {
+                guard let date = Self.date(rfc3339: text) else {
+                    throw DecodingError.dataCorruptedError(forKey: .lastSyncAt, in: container, debugDescription: "not an RFC 3339 time: \(text)")
+                }
+                lastSyncAt = date
+            }
+        }
+
+        /// Go's RFC 3339 times carry nanoseconds, beyond the milliseconds
+        /// Foundation's ISO 8601 parser takes: the fraction is parsed apart.
+        static func date(rfc3339 text: String) -> Date? {
+            var whole = Substring(text)
+            var fraction = 0.0
+            if let dot = text.firstIndex(of: ".") {
+                let digits = text[text.index(after: dot)...].prefix { $0.isASCII && $0.isNumber }
+                guard !digits.isEmpty, let value = Double("0." + digits) else { return nil }
+                fraction = value
+                whole = text[..<dot] + text[digits.endIndex...]
+            }
+            let formatter = ISO8601DateFormatter()
+            formatter.formatOptions = [.withInternetDateTime]
+            return formatter.date(from: String(whole)).map { $0.addingTimeInterval(fraction) }
+        }
     }
 
     /// The replicator's process.

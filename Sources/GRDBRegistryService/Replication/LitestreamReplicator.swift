@@ -2,6 +2,7 @@ import Foundation
 import GRDBBackup
 import GRDBRegistry
 import Logging
+import Metrics
 import ServiceLifecycle
 import Synchronization
 import Tracing
@@ -73,6 +74,21 @@ import Tracing
 ///   or at ``stopReplicating(_:)``, and its replica stays where it is (it
 ///   was handed off, not removed: no retention applies). A tenant file
 ///   without an epoch is never registered, and doesn't open.
+/// - **A store that takes no upload.** Every two seconds the replicator
+///   asks Litestream (on its control socket: no request to the store)
+///   when each registered database's replica last took a sync round
+///   without an error. Litestream runs one a second, even for an idle
+///   database (which then sends the store nothing), and none while its
+///   uploads fail. A database that has gone longer than
+///   `replication.uploadStallTimeoutSeconds` (30 s) without one is in
+///   ``Status/stalledReplicas``;
+///   the ``DatabaseService``'s health (``ServiceHealth/replication``)
+///   names the store, and is not healthy with asynchronous
+///   acknowledgements (the announced loss window no longer holds; with
+///   durable ones each write that can't be made durable is refused on its
+///   own). The gauge `grdbregistry_replica_stalled_databases` counts them. After a long
+///   outage Litestream retries on a backoff of up to five minutes: the
+///   health says so until it has uploaded again.
 ///
 /// ## Topics
 ///
@@ -116,6 +132,12 @@ public final class LitestreamReplicator: Service, Sendable {
         public var lastError: String?
         /// Whether the control socket answered.
         public var isReady = false
+        /// The plain databases, by path, whose replica took no sync round
+        /// without an error for longer than ``LitestreamReplicator/uploadStallTimeout``
+        /// (or that Litestream does not list although they were
+        /// registered that long ago): their writes since are not in the
+        /// replica store.
+        public var stalledReplicas: Set<String> = []
     }
 
     /// The result of a forced sync (``sync(path:)``).
@@ -161,6 +183,9 @@ public final class LitestreamReplicator: Service, Sendable {
         /// The replica URL each registered path replicates to: in a fleet,
         /// a tenant claimed again at a newer epoch is registered anew.
         var replicaURLs: [String: String] = [:]
+        /// When each registered path was registered: Litestream's first
+        /// round of a new database may take longer than a second.
+        var registeredAt: [String: Date] = [:]
     }
 
     /// The configuration the replicator serves; its `replication` section
@@ -178,6 +203,14 @@ public final class LitestreamReplicator: Service, Sendable {
     private let candidates: ReplicationCandidates
     private let logger: Logger
     private let scanInterval: Duration
+    /// How long a registered database's replica may go without a sync
+    /// round that had no error before it counts as stalled
+    /// (``Status/stalledReplicas``): the configuration's
+    /// `replication.uploadStallTimeoutSeconds`.
+    public let uploadStallTimeout: Duration
+    /// How often Litestream is asked when each replica last synced.
+    static let uploadCheckInterval: Duration = .seconds(2)
+    private let stalledGauge = Gauge(label: "grdbregistry_replica_stalled_databases")
     /// Where the spans of syncs go (``/GRDBRegistry/DatabaseSpan/Name/sync``).
     private let tracing: DatabaseTracing
     private let state = Mutex(State())
@@ -227,6 +260,7 @@ public final class LitestreamReplicator: Service, Sendable {
         self.encryptedBackups = EncryptedBackupSchedule(candidates: candidates, logger: logger)
         self.logger = logger
         self.scanInterval = scanInterval
+        self.uploadStallTimeout = replication.uploadStallTimeout
     }
 
     /// What the replicator did so far.
@@ -252,12 +286,22 @@ public final class LitestreamReplicator: Service, Sendable {
         readiness.succeed()
         logger.info("replication running", metadata: ["replica": "\(replication.replica)", "socket": "\(control.socketPath)"])
 
-        // The loop ends at graceful shutdown (or cancellation): its sleep
-        // is cancelled then.
+        // The loops end at graceful shutdown (or cancellation): their
+        // sleeps are cancelled then.
         try? await cancelWhenGracefulShutdown {
-            while !Task.isCancelled {
-                await self.tick()
-                try await Task.sleep(for: self.scanInterval)
+            try await withThrowingDiscardingTaskGroup { group in
+                group.addTask {
+                    while !Task.isCancelled {
+                        await self.tick()
+                        try await Task.sleep(for: self.scanInterval)
+                    }
+                }
+                group.addTask {
+                    while !Task.isCancelled {
+                        await self.checkUploads()
+                        try await Task.sleep(for: Self.uploadCheckInterval)
+                    }
+                }
             }
         }
         await stop()
@@ -342,6 +386,7 @@ public final class LitestreamReplicator: Service, Sendable {
                 state.withLock { state in
                     state.status.registered = []
                     state.replicaURLs = [:]
+                    state.registeredAt = [:]
                 }
             }
         } catch {
@@ -396,6 +441,41 @@ public final class LitestreamReplicator: Service, Sendable {
         }
     }
 
+    /// Asks Litestream when each registered replica last synced, and
+    /// records those that have not for longer than ``uploadStallTimeout``.
+    private func checkUploads() async {
+        let control = self.control
+        let listed: [LitestreamControl.DatabaseStatus]
+        do {
+            listed = try await BlockingWork.run { try control.list() }
+        } catch {
+            // Litestream does not answer: the scan restarts it and says why.
+            return
+        }
+        let lastSync = Dictionary(listed.map { ($0.path, $0.lastSyncAt) }, uniquingKeysWith: { first, _ in first })
+        let now = Date()
+        let timeout = Double(uploadStallTimeout.components.seconds) + Double(uploadStallTimeout.components.attoseconds) / 1e18
+        let (stalled, before) = state.withLock { state in
+            var stalled = Set<String>()
+            for path in state.status.registered {
+                // A path Litestream does not list is not replicated: it
+                // counts from its registration, as one that never synced.
+                let since = max(lastSync[path].flatMap { $0 } ?? .distantPast, state.registeredAt[path] ?? now)
+                if now.timeIntervalSince(since) > timeout { stalled.insert(path) }
+            }
+            defer { state.status.stalledReplicas = stalled }
+            return (stalled, state.status.stalledReplicas)
+        }
+        stalledGauge.record(stalled.count)
+        if !stalled.subtracting(before).isEmpty {
+            logger.error("the replica store takes no upload", metadata: [
+                "replica": "\(replication.replica)", "stalled": "\(stalled.count)",
+                "timeout": "\(uploadStallTimeout)"])
+        } else if stalled.isEmpty && !before.isEmpty {
+            logger.info("the replica store takes uploads again", metadata: ["replica": "\(replication.replica)"])
+        }
+    }
+
     /// Registers `candidate` with Litestream if it is plain, under the
     /// registration lock. Blocking.
     ///
@@ -426,7 +506,7 @@ public final class LitestreamReplicator: Service, Sendable {
                 try unregisterHoldingLock(path: candidate.path)
             }
             // No key in the configuration, and a plain file: any doubt answers no.
-            guard try candidate.key() == nil, PlainDatabaseFile.isPlain(atPath: candidate.path) else {
+            guard try candidate.key() == nil, try PlainDatabaseFile.isPlain(atPath: candidate.path) else {
                 state.withLock { _ = $0.status.refused.insert(candidate.path) }
                 return false
             }
@@ -434,6 +514,7 @@ public final class LitestreamReplicator: Service, Sendable {
             state.withLock { state in
                 state.status.registered.insert(candidate.path)
                 state.replicaURLs[candidate.path] = candidate.replicaURL
+                state.registeredAt[candidate.path] = Date()
             }
             logger.info("replicating", metadata: ["database": "\(candidate.name)", "replica": "\(candidate.replicaURL)", "status": "\(result)"])
             return true
@@ -458,6 +539,8 @@ public final class LitestreamReplicator: Service, Sendable {
         state.withLock { state in
             state.status.registered.remove(path)
             state.replicaURLs[path] = nil
+            state.registeredAt[path] = nil
+            state.status.stalledReplicas.remove(path)
         }
         Self.forgetPositions(ofDatabaseAt: path)
         return true

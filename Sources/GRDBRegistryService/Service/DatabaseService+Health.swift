@@ -26,6 +26,11 @@ extension DatabaseService {
         if let tenants {
             tenantHealth = ServiceHealth.Tenants(openCount: tenants.openCount(), failures: failures, lastError: lastError, fileDescriptors: budget)
         }
-        return ServiceHealth(phase: phase, databases: databases, tenants: tenantHealth)
+        let replication = replicator.map { replicator in
+            ServiceHealth.Replication(
+                store: replicator.replication.replica, stalledDatabases: replicator.status.stalledReplicas.sorted(),
+                uploadStallTimeout: replicator.uploadStallTimeout, acknowledgements: replicator.replication.acknowledgements)
+        }
+        return ServiceHealth(phase: phase, databases: databases, tenants: tenantHealth, replication: replication)
     }
 }

@@ -34,18 +34,65 @@ public struct ServiceHealth: Sendable, Equatable, CustomStringConvertible {
         public var fileDescriptors: FileDescriptorBudget?
     }
 
+    /// The replication of a service that has a ``LitestreamReplicator``.
+    public struct Replication: Sendable, Equatable {
+        /// The replica store, as configured (`s3://bucket/prefix`,
+        /// `file:///srv/replica`).
+        public var store: String
+        /// The plain databases, by path, whose replica took no upload for
+        /// longer than the replicator's ``LitestreamReplicator/uploadStallTimeout``
+        /// (``LitestreamReplicator/Status/stalledReplicas``).
+        public var stalledDatabases: [String]
+        /// That timeout.
+        public var uploadStallTimeout: Duration
+        /// When writes are acknowledged. With `durable` acknowledgements a
+        /// store that takes no upload does not make the service unhealthy:
+        /// each write that can't be made durable is refused on its own, and
+        /// reads go on.
+        public var acknowledgements: RegistryConfiguration.Replication.Acknowledgements
+
+        /// Whether the store's state makes the service unhealthy: it takes
+        /// no upload while writes are acknowledged at commit, so the loss
+        /// window the service announces no longer holds.
+        public var blocksReadiness: Bool {
+            problem != nil && acknowledgements == .asynchronous
+        }
+
+        /// Why the service is not healthy because of its store, in a
+        /// sentence naming it; nil while its replicas take uploads.
+        public var problem: String? {
+            guard !stalledDatabases.isEmpty else { return nil }
+            let count = stalledDatabases.count
+            return "the replica store \(store) has taken no upload of \(count) database\(count == 1 ? "" : "s") for over \(uploadStallTimeout): it is unreachable, refuses the uploads, or is too slow, and the writes made since are not in it"
+        }
+    }
+
     /// Where the service is in its life.
     public var phase: DatabaseService.Phase
     public var databases: [Database]
     /// The tenants, once the service made its directory
     /// (``DatabaseService/tenants(of:)``); nil otherwise.
     public var tenants: Tenants?
+    /// The replication, for a service given a ``LitestreamReplicator``;
+    /// nil otherwise.
+    public var replication: Replication?
 
-    /// Whether the service is ready, and every database is open, migrated
-    /// and writable. Tenant failures don't make the service unhealthy: one
-    /// broken tenant must not take the others out of a load balancer.
+    /// A health report.
+    public init(phase: DatabaseService.Phase, databases: [Database], tenants: Tenants?, replication: Replication? = nil) {
+        self.phase = phase
+        self.databases = databases
+        self.tenants = tenants
+        self.replication = replication
+    }
+
+    /// Whether the service is ready, every database is open, migrated and
+    /// writable, and, with asynchronous acknowledgements, the replica store
+    /// takes uploads (``Replication/blocksReadiness``). Tenant failures
+    /// don't make the service unhealthy: one broken tenant must not take
+    /// the others out of a load balancer.
     public var isHealthy: Bool {
         phase == .ready && databases.allSatisfy { $0.isOpen && $0.isMigrated && $0.isWritable }
+            && replication?.blocksReadiness != true
     }
 
     public var description: String {
@@ -58,6 +105,9 @@ public struct ServiceHealth: Sendable, Equatable, CustomStringConvertible {
             if let lastError = tenants.lastError { line += " (last: \(lastError))" }
             lines.append(line)
             if let budget = tenants.fileDescriptors { lines.append(budget.description) }
+        }
+        if let replication {
+            lines.append("replication: \(replication.problem ?? "the replica store \(replication.store) takes uploads")")
         }
         return lines.joined(separator: "\n")
     }

@@ -64,6 +64,16 @@ struct ReadinessResponse: ResponseEncodable {
     /// of this server with its disk may lose, plain and encrypted tenants
     /// apart (zero with durable acknowledgements).
     var lossWindow: LossWindow?
+    /// With replication: whether the replica store takes uploads, and
+    /// when it doesn't, why, naming it (a count of databases, no tenant
+    /// ids). It makes the server not ready with asynchronous
+    /// acknowledgements, whose loss window no longer holds.
+    var replicaStore: ReplicaStore?
+
+    struct ReplicaStore: Codable, Sendable {
+        var stalledDatabases: Int
+        var problem: String?
+    }
 
     struct Fleet: Codable, Sendable {
         var node: String

@@ -44,7 +44,8 @@ struct Routes: Sendable {
                 openTenants: state.readyOrNil?.directory.openCount ?? 0, fileDescriptors: budget,
                 connections: .init(current: state.connections.current, limit: state.connections.limit),
                 streams: .init(current: state.streams.count, limit: state.streams.maxTotal),
-                fleet: fleet, lossWindow: state.databases.configuration.replication.map(ReadinessResponse.LossWindow.init))
+                fleet: fleet, lossWindow: state.databases.configuration.replication.map(ReadinessResponse.LossWindow.init),
+                replicaStore: health.replication.map { .init(stalledDatabases: $0.stalledDatabases.count, problem: $0.problem) })
             return EditedResponse(status: healthy ? .ok : .serviceUnavailable, response: response)
         }
         // Prometheus text format: the library's metrics (per database, open
