@@ -236,6 +236,18 @@ private struct Builder {
         return .milliseconds(Int64(seconds * 1000))
     }
 
+    /// The duration of the `seconds` read at `key`, or `fallback` without
+    /// one; a value out of range is a problem logged at `key` (`rule`,
+    /// and the bound), and `fallback` stands in.
+    private func duration(_ seconds: Double?, at key: String, allowingZero: Bool, rule: String, fallback: Duration) -> Duration {
+        guard let seconds else { return fallback }
+        guard let duration = Self.duration(seconds: seconds, allowingZero: allowingZero) else {
+            log.add(key, "\(rule) (at most \(Self.maximumSeconds))")
+            return fallback
+        }
+        return duration
+    }
+
     private func resolve(_ path: String) -> String {
         if path.hasPrefix("/") { return URL(fileURLWithPath: path).standardizedFileURL.path }
         return baseDirectory.appendingPathComponent(path).standardizedFileURL.path
@@ -291,30 +303,16 @@ extension Builder {
         if let path = socket, path.utf8.count > RegistryConfiguration.Replication.maximumSocketPathLength {
             log.add("replication.socket", "\(path) is longer than \(RegistryConfiguration.Replication.maximumSocketPathLength) bytes, too long for a Unix socket: give a shorter path")
         }
-        var interval = RegistryConfiguration.Replication.defaultEncryptedBackupInterval
-        if let seconds = model.encryptedBackupIntervalSeconds {
-            if let duration = Self.duration(seconds: seconds, allowingZero: false) {
-                interval = duration
-            } else {
-                log.add("replication.encryptedBackupIntervalSeconds", "must be a positive number of seconds (at most \(Self.maximumSeconds))")
-            }
-        }
-        var retention = RegistryConfiguration.Replication.defaultRemovedTenantRetention
-        if let seconds = model.removedTenantRetentionSeconds {
-            if let duration = Self.duration(seconds: seconds, allowingZero: true) {
-                retention = duration
-            } else {
-                log.add("replication.removedTenantRetentionSeconds", "must be zero (delete at removal) or a positive number of seconds (at most \(Self.maximumSeconds))")
-            }
-        }
-        var stallTimeout = RegistryConfiguration.Replication.defaultUploadStallTimeout
-        if let seconds = model.uploadStallTimeoutSeconds {
-            if let duration = Self.duration(seconds: seconds, allowingZero: false) {
-                stallTimeout = duration
-            } else {
-                log.add("replication.uploadStallTimeoutSeconds", "must be a positive number of seconds (at most \(Self.maximumSeconds))")
-            }
-        }
+        let interval = duration(
+            model.encryptedBackupIntervalSeconds, at: "replication.encryptedBackupIntervalSeconds", allowingZero: false,
+            rule: "must be a positive number of seconds", fallback: RegistryConfiguration.Replication.defaultEncryptedBackupInterval)
+        let retention = duration(
+            model.removedTenantRetentionSeconds, at: "replication.removedTenantRetentionSeconds", allowingZero: true,
+            rule: "must be zero (delete at removal) or a positive number of seconds",
+            fallback: RegistryConfiguration.Replication.defaultRemovedTenantRetention)
+        let stallTimeout = duration(
+            model.uploadStallTimeoutSeconds, at: "replication.uploadStallTimeoutSeconds", allowingZero: false,
+            rule: "must be a positive number of seconds", fallback: RegistryConfiguration.Replication.defaultUploadStallTimeout)
         var acknowledgements = RegistryConfiguration.Replication.Acknowledgements.asynchronous
         if let text = model.acknowledgements {
             if let value = RegistryConfiguration.Replication.Acknowledgements(rawValue: text) {

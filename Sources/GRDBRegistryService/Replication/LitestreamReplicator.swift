@@ -454,7 +454,7 @@ public final class LitestreamReplicator: Service, Sendable {
         }
         let lastSync = Dictionary(listed.map { ($0.path, $0.lastSyncAt) }, uniquingKeysWith: { first, _ in first })
         let now = Date()
-        let timeout = Double(uploadStallTimeout.components.seconds) + Double(uploadStallTimeout.components.attoseconds) / 1e18
+        let timeout = uploadStallTimeout.timeInterval
         let (stalled, before) = state.withLock { state in
             var stalled = Set<String>()
             for path in state.status.registered {
