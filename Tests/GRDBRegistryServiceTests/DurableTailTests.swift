@@ -7,17 +7,47 @@ import Testing
 import TestSupport
 
 /// A durable tail kept in memory (a test's PostgreSQL) that can be made
-/// to fail, as an unreachable store would.
+/// to fail, as an unreachable store would, or to hold its appends, as a
+/// slow one would.
 final class FailingChangeLog: TenantChangeLog {
     struct Unreachable: Error {}
-    private let state = Mutex((rows: [LoggedChange](), failing: false))
+    private struct State {
+        var rows: [LoggedChange] = []
+        var failing = false
+        var holding = false
+        var held: [CheckedContinuation<Void, Never>] = []
+    }
+
+    private let state = Mutex(State())
 
     func fail(_ failing: Bool) { state.withLock { $0.failing = failing } }
+
+    /// Holds every append until `hold(false)`.
+    func hold(_ holding: Bool) {
+        let released = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.holding = holding
+            guard !holding else { return [] }
+            defer { state.held = [] }
+            return state.held
+        }
+        for continuation in released { continuation.resume() }
+    }
+
+    /// Appends waiting for `hold(false)`.
+    var heldAppends: Int { state.withLock { $0.held.count } }
+
     func sequences(of id: TenantID) -> [UInt64] {
         state.withLock { $0.rows.filter { $0.tenant == id }.map(\.sequence).sorted() }
     }
 
     func append(_ changes: [LoggedChange]) async throws -> Set<TenantID> {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let held = state.withLock { state in
+                if state.holding { state.held.append(continuation) }
+                return state.holding
+            }
+            if !held { continuation.resume() }
+        }
         try state.withLock { state in
             if state.failing { throw Unreachable() }
             state.rows.append(contentsOf: changes)
@@ -137,6 +167,58 @@ final class FailingChangeLog: TenantChangeLog {
                 #expect(log.sequences(of: acme) == [1, 2, 3, 4])
                 #expect(acknowledgementsB.rounds > keptRounds)
                 #expect(try await Self.names(tenantsB, acme) == ["one", "two", "three", "four"])
+            }
+        }
+    }
+
+    /// A hand-off freezes the tenant's writes, then waits for those
+    /// already committed to be answered before it gives the epoch away: a
+    /// write whose append is slow is acknowledged, not refused as lost by
+    /// the next epoch (a chaos campaign saw "this server lost the tenant
+    /// before the replica confirmed it" on a tenant the fleet rebalanced).
+    @Test func aHandOffWaitsForTheCommittedWritesToBeAcknowledged() async throws {
+        let directory = try TemporaryDirectory()
+        let (nodeA, nodeB, log) = try Self.twoNodes(directory)
+        let hostA = try #require(nodeA.host), hostB = try #require(nodeB.host)
+        let acme = try TenantID("acme")
+        let tenantsA = nodeA.tenants, tenantsB = nodeB.tenants
+
+        try await nodeA.run {
+            try await nodeB.run {
+                try tenantsA.provision(acme)
+                try await hostA.created(acme, epoch: 1, encrypted: false)
+                _ = try await tenantsA.withRepository(acme) { try await $0.add(name: "one", score: 1) }
+
+                log.hold(true)
+                let write = Task { try await tenantsA.withRepository(acme) { try await $0.add(name: "two", score: 2) } }
+                try await eventually(within: 10) { log.heldAppends == 1 }
+                // Committed, its append under way: the hand-off starts.
+                let handoff = Task { try await hostA.prepareHandoff(acme) }
+                let started = ContinuousClock.now
+                var frozen: WriteFreeze?
+                while ContinuousClock.now - started < .seconds(1) {
+                    try await Task.sleep(for: .milliseconds(50))
+                    if nodeA.service.ownership.owned(acme)?.phase == .frozen {
+                        // Ready to give the tenant away: the fleet would now.
+                        frozen = try await handoff.value
+                        await hostA.relinquish(acme)
+                        break
+                    }
+                }
+                #expect(frozen == nil, "the hand-off was ready while a committed write waited for the tail")
+                log.hold(false)
+                let acknowledged = await write.result
+                #expect(throws: Never.self) { try acknowledged.get() }
+                if frozen == nil {
+                    let freeze = try await handoff.value
+                    await hostA.relinquish(acme)
+                    freeze.end()
+                } else {
+                    frozen?.end()
+                }
+                #expect(log.sequences(of: acme) == [1, 2])
+                try await hostB.acquire(acme, epoch: 2, encrypted: false, keepLocal: false)
+                #expect(try await Self.names(tenantsB, acme) == ["one", "two"])
             }
         }
     }

@@ -242,6 +242,35 @@ final class CountingAcknowledgement: WriteAcknowledgement {
         #expect(acknowledgement.acknowledgements == 2)
     }
 
+    /// Once frozen, a database says when the writes it committed before
+    /// the freeze have their answer: not while one still waits for its
+    /// acknowledgement (false at the timeout, nothing interrupted), at once
+    /// after. A database without an acknowledgement has none to wait for.
+    @Test func aFrozenDatabaseSaysWhenEveryCommittedWriteWasAnswered() async throws {
+        let directory = try TemporaryDirectory()
+        let acknowledgement = CountingAcknowledgement()
+        let database = try ManagedDatabase(path: directory.path("db.sqlite"), name: "db", acknowledgement: acknowledgement)
+        defer { try? database.close() }
+        try await database.write(createPlayerTable)
+        #expect(await database.waitForAcknowledgements(timeout: .zero))
+
+        acknowledgement.hold()
+        let waiting = Task { try await database.write { db in try Player(id: 1, name: "waiting", score: 0).insert(db) } }
+        for _ in 0..<1000 where acknowledgement.entered < 2 { try await Task.sleep(for: .milliseconds(5)) }
+        let freeze = try await database.freezeWrites(timeout: .seconds(5))
+        defer { freeze.end() }
+        #expect(await database.waitForAcknowledgements(timeout: .milliseconds(200)) == false)
+        let settled = Task { await database.waitForAcknowledgements(timeout: .seconds(600)) }
+        acknowledgement.release()
+        try await waiting.value
+        #expect(await settled.value)
+        #expect(acknowledgement.acknowledgements == 2)
+
+        let plain = try ManagedDatabase(path: directory.path("plain.sqlite"), name: "plain")
+        defer { try? plain.close() }
+        #expect(await plain.waitForAcknowledgements(timeout: .zero))
+    }
+
     /// A repository's migrations at open are no writes: not acknowledged.
     /// Its writes are.
     @Test func aRepositoryDatabaseMigratesUnacknowledgedAndAcknowledgesItsWrites() async throws {

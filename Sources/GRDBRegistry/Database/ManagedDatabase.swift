@@ -65,6 +65,7 @@ import Tracing
 ///
 /// - ``freezeWrites(timeout:)``
 /// - ``isFrozen``
+/// - ``waitForAcknowledgements(timeout:)``
 ///
 /// ### Shutting down
 ///
@@ -134,6 +135,8 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
     public let acknowledgement: (any WriteAcknowledgement)?
 
     let policy: CommitPolicy
+    /// The acknowledged writes under way (``waitForAcknowledgements(timeout:)``).
+    let acknowledgementsInFlight = AcknowledgementsInFlight()
     /// The read-only connection of the database's read-only readers and
     /// contexts, opened on first use.
     let readOnlyConnection: ReadOnlyConnection
@@ -493,6 +496,32 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
         }
     }
 
+    /// Waits until every acknowledged write under way has its answer:
+    /// acknowledged, or not. Call it on frozen writes
+    /// (``freezeWrites(timeout:)``), before what would make their
+    /// acknowledgement fail, so that writes already committed are answered
+    /// first; a fleet node hands a tenant to another node that way.
+    ///
+    /// ```swift
+    /// let freeze = try await tenant.freezeWrites(timeout: .seconds(10))
+    /// // The commits are in; their acknowledgements may still be waiting.
+    /// if await tenant.waitForAcknowledgements(timeout: .seconds(10)) {
+    ///     // Every committed write was answered: give the tenant away.
+    /// }
+    /// freeze.end()
+    /// ```
+    ///
+    /// A database without an ``acknowledgement`` has none: this returns
+    /// true at once. Without a freeze, new writes may keep it waiting.
+    ///
+    /// - parameter timeout: How long to wait; nil waits as long as they take.
+    /// - returns: True once none is under way; false when `timeout` passed
+    ///   first (nothing is interrupted).
+    @discardableResult
+    public func waitForAcknowledgements(timeout: Duration? = nil) async -> Bool {
+        await acknowledgementsInFlight.waitUntilNone(timeout: timeout)
+    }
+
     /// Runs `updates` in a transaction, checks the invariants of the
     /// database's ``CommitCheck/invariants(_:)`` checks inside it, then
     /// commits, and, with an ``acknowledgement``, returns once it
@@ -523,6 +552,10 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
     private func write<A: WriteAcknowledgement, T: Sendable>(
         _ updates: @escaping @Sendable (Database) throws -> T, acknowledgedBy acknowledgement: A
     ) async throws -> T {
+        // Counted from before the claim, so that a freeze that sees no
+        // write under way (then refuses new ones) sees them all.
+        acknowledgementsInFlight.begin()
+        defer { acknowledgementsInFlight.end() }
         // A refusal here leaves the database untouched.
         let claim = try await acknowledgement.claim()
         let (result, change) = acknowledgement.recordsChanges

@@ -227,8 +227,9 @@ public final class TenantHost<Repository: TenantRepository>: Sendable {
         }
     }
 
-    /// Freezes the tenant's writes and waits for the replica to have every
-    /// commit: the tenant is then ``TenantOwnership/Phase/frozen``. When
+    /// Freezes the tenant's writes, waits for the writes already committed
+    /// to be answered (their durable acknowledgement, up to the freeze
+    /// timeout) and for the replica to have every commit: the tenant is then ``TenantOwnership/Phase/frozen``. When
     /// the hand-off fails, the fleet gives the freeze back to
     /// ``endHandoff(_:freeze:)``, which serves the tenant again.
     ///
@@ -268,6 +269,14 @@ public final class TenantHost<Repository: TenantRepository>: Sendable {
             let lease = try await directory.lease(id)
             let frozen = try await lease.repository.managedDatabase.freezeWrites(timeout: freezeTimeout)
             freeze = frozen
+            // Writes committed before the freeze may still wait for their
+            // acknowledgement (a round of the durable tail): answered while
+            // the tenant is still this node's, they are acknowledged, not
+            // refused as lost by the hand-off's new epoch.
+            if await !lease.repository.managedDatabase.waitForAcknowledgements(timeout: freezeTimeout) {
+                logger.warning("handing a tenant off with writes still waiting for their acknowledgement: they will not be acknowledged", metadata: [
+                    "tenant": "\(id)", "timeout": "\(freezeTimeout)"])
+            }
             try await acknowledgements.waitUntilReplicated(id)
             try ownership.update(id) { entry throws(TenantHostError) in
                 guard entry?.step == step else { throw .relinquished(tenant: id.rawValue, epoch: epoch) }

@@ -221,8 +221,27 @@ import Testing
         #expect(hits.count == 1)
     }
 
-    @Test(arguments: ["n3, n2", "n1"])
-    func aRequestForwardedTwiceOrBackToANodeItPassedIsNeverForwardedAgain(hops: String) async throws {
+    /// A request that reached the tenant's former owner just as it handed
+    /// the tenant to a node the request passed (n3 → n2 → n1, n2 the new
+    /// owner): sent on, since this node knows the new owner first hand.
+    @Test func aRequestForwardedTwiceGoesOnToTheOwnerItPassedBeforeTheHandOff() async throws {
+        let hits = Counter()
+        try await Self.withClients { client, clients in
+            try await Self.serving(Self.owner(hits: hits)) { owner in
+                try await Self.serving(Self.front(route: .remote(node: "n2", address: owner), clients: clients)) { front in
+                    let response = try await client.execute(Self.request(
+                        front + "/tenants/acme/echo", method: .POST, headers: Self.forwarded("n3, n2"), body: "{}"), timeout: .seconds(30))
+                    #expect(response.status == .ok)
+                    let seen = try JSONDecoder().decode(Seen.self, from: Data(buffer: try await response.body.collect(upTo: 1 << 20)))
+                    #expect(seen.forwardedBy == "n3, n2, n1")
+                }
+            }
+        }
+        #expect(hits.count == 1)
+    }
+
+    @Test(arguments: ["n3, n2, n4", "n1", "n3, n1"])
+    func aRequestForwardedThriceOrBackToANodeItPassedIsNeverForwardedAgain(hops: String) async throws {
         let hits = Counter()
         try await Self.withClients { client, clients in
             try await Self.serving(Self.owner(hits: hits)) { owner in

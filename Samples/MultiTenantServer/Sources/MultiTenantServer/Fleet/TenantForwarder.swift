@@ -19,9 +19,10 @@ import NIOHTTP1
 /// `X-MTS-Forwarding-Proof` (`FleetSecret.forwardingProof(for:at:)`: the
 /// method, target, forwarding nodes and tenant, signed with the fleet
 /// secret, valid 30 s). A request that already carries both, the proof
-/// valid, is never forwarded again: two nodes that disagree about
-/// placement for a moment answer `503 Retry-After: 1` rather than bounce a
-/// request between them. Without a valid proof (a client wrote the field)
+/// valid, is never forwarded again by a node it names, nor past
+/// ``maximumHops`` nodes: nodes that disagree about placement for a
+/// moment answer `503 Retry-After: 1` rather than bounce a request between
+/// them. Without a valid proof (a client wrote the field)
 /// the field is treated as absent: it changes nothing and costs no
 /// PostgreSQL lookup (security review 3, F4).
 ///
@@ -54,10 +55,15 @@ struct TenantForwarder: RouterMiddleware {
     /// The proof that a node holding the fleet secret sent ``forwardedField``.
     static let proofField = HTTPField.Name("X-MTS-Forwarding-Proof")!
 
-    /// How many nodes a request may go through before its owner: two, so
-    /// that a node whose placement view was an interval old is corrected
-    /// by the node it forwarded to, and a loop still ends.
-    static let maximumHops = 2
+    /// How many nodes a request may go through before its owner: three.
+    /// A node whose placement view was an interval old is corrected by the
+    /// node it forwarded to, and a request that reaches a tenant's former
+    /// owner while it hands the tenant off is sent on by that node, which
+    /// knows the new owner first hand, even when the request passed there
+    /// (a chaos campaign saw n3 → n2 → n1 refused, n1 having just handed
+    /// the tenant to n2). A loop still ends: no node forwards a request
+    /// twice.
+    static let maximumHops = 3
 
     /// How long the owner has to send the head of its answer. The body
     /// (an event stream) is not bounded: it streams while both ends do.
@@ -111,10 +117,10 @@ struct TenantForwarder: RouterMiddleware {
         case let .remote(node, address):
             if hops.contains(nodeID) || hops.count >= Self.maximumHops {
                 // A loop, or placement moving faster than the request: the
-                // client retries. One hop more than a direct forward is
+                // client retries. Hops beyond a direct forward are
                 // allowed, since the fleet re-read the placement for a
                 // forwarded request before answering `.remote`, so this
-                // node knows better than the node before it.
+                // node knows better than the nodes before it.
                 throw ForwardingRefused(tenant: requested, message: "Tenant \(requested) is served by node \(node), and this request was already forwarded (by \(hops.joined(separator: ", "))): placement is changing, retry in \(TenantWritesPaused.retryAfterSeconds) s.")
             }
             if Self.prefersRedirect(request.headers) {
