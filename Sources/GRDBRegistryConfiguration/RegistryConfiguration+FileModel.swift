@@ -134,8 +134,27 @@ struct KeySourceModel {
     }
 }
 
+/// `replication.s3`: how to reach an S3-compatible replica store, where
+/// the standard variables don't say (or say otherwise).
+struct S3Model {
+    static let keys = KeyTable(["region", "endpoint", "credentialsFile", "profile"])
+    static let expected = "an object with \"region\", \"endpoint\", \"credentialsFile\" or \"profile\"; keys are never written in the configuration"
+    var region: String?
+    var endpoint: String?
+    var credentialsFile: String?
+    var profile: String?
+
+    init(_ section: some ConfigurationSection) {
+        section.checkKeys(Self.keys)
+        region = section.value("region", expected: "the bucket's region, e.g. us-east-1")
+        endpoint = section.value("endpoint", expected: "the http(s)://host[:port] of an S3-compatible store")
+        credentialsFile = section.value("credentialsFile", expected: "the path of a credentials file (AWS's shared credentials format)")
+        profile = section.value("profile", expected: "the profile of the credentials file")
+    }
+}
+
 struct ReplicationModel {
-    static let keys = KeyTable(["replica", "litestream", "socket", "startReplicator", "encryptedBackupDirectory", "encryptedBackupIntervalSeconds", "removedTenantRetentionSeconds", "acknowledgements", "uploadStallTimeoutSeconds"])
+    static let keys = KeyTable(["replica", "litestream", "socket", "startReplicator", "encryptedBackupDirectory", "encryptedBackupIntervalSeconds", "removedTenantRetentionSeconds", "acknowledgements", "uploadStallTimeoutSeconds", "s3"], sections: ["s3": S3Model.keys])
 
     var replica: String?
     var litestream: String?
@@ -146,6 +165,7 @@ struct ReplicationModel {
     var removedTenantRetentionSeconds: Double?
     var acknowledgements: String?
     var uploadStallTimeoutSeconds: Double?
+    var s3: S3Model?
 
     init(_ section: some ConfigurationSection) {
         section.checkKeys(Self.keys)
@@ -158,5 +178,6 @@ struct ReplicationModel {
         removedTenantRetentionSeconds = section.value("removedTenantRetentionSeconds", expected: "a number of seconds")
         acknowledgements = section.value("acknowledgements", expected: "\"async\" or \"durable\"")
         uploadStallTimeoutSeconds = section.value("uploadStallTimeoutSeconds", expected: "a number of seconds")
+        s3 = section.section("s3", keys: S3Model.keys, expected: S3Model.expected).map { S3Model($0) }
     }
 }

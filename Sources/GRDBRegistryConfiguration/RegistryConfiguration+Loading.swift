@@ -334,19 +334,40 @@ extension Builder {
             }
         }
         // An S3-compatible store: its region and endpoint from the
-        // standard variables, which Litestream's URLs must carry.
+        // configuration, else the standard variables; Litestream's URLs
+        // must carry them.
         var s3Region: String?
         var s3Endpoint: URL?
+        var s3CredentialsFile: String?
+        var s3Profile: String?
         if ReplicaStore.isS3(replica) {
-            s3Region = [environment["AWS_REGION"], environment["AWS_DEFAULT_REGION"]].compactMap { $0 }.first { !$0.isEmpty }
-            if s3Region == nil {
-                log.add("replication.replica", "\(replica) is an S3-compatible store: set AWS_REGION (or AWS_DEFAULT_REGION), e.g. us-east-1")
+            let settings = model.s3
+            s3Region = settings?.region.flatMap { $0.isEmpty ? nil : $0 }
+                ?? [environment["AWS_REGION"], environment["AWS_DEFAULT_REGION"]].compactMap { $0 }.first { !$0.isEmpty }
+            if settings?.region?.isEmpty == true {
+                log.add("replication.s3.region", "is empty: give the bucket's region, e.g. us-east-1")
+            } else if s3Region == nil {
+                log.add("replication.replica", "\(replica) is an S3-compatible store: set replication.s3.region or AWS_REGION (or AWS_DEFAULT_REGION), e.g. us-east-1")
             }
-            if let text = environment["AWS_ENDPOINT_URL"], !text.isEmpty {
+            let endpoint = settings?.endpoint.map { ($0, "replication.s3.endpoint") }
+                ?? environment["AWS_ENDPOINT_URL"].flatMap { $0.isEmpty ? nil : ($0, "AWS_ENDPOINT_URL") }
+            if let (text, source) = endpoint {
                 do {
-                    s3Endpoint = try S3Settings.parseEndpoint(text, source: "AWS_ENDPOINT_URL")
+                    s3Endpoint = try S3Settings.parseEndpoint(text, source: source)
                 } catch {
-                    log.add("replication.replica", "\(error)")
+                    log.add(source == "AWS_ENDPOINT_URL" ? "replication.replica" : source, "\(error)")
+                }
+            }
+            s3Profile = settings?.profile
+            if let file = settings?.credentialsFile {
+                let path = resolve(file)
+                s3CredentialsFile = path
+                // Checked now, as key files are: a file others can read
+                // is refused before anything uses it.
+                do {
+                    _ = try S3Credentials.fromSharedFile(atPath: path, profile: s3Profile ?? "default")
+                } catch {
+                    log.add("replication.s3.credentialsFile", "\(error)")
                 }
             }
             do {
@@ -354,10 +375,13 @@ extension Builder {
             } catch {
                 log.add("replication.replica", "\(error)")
             }
+        } else if model.s3 != nil {
+            log.add("replication.s3", "is for an s3:// replica, and \(replica) is not one: remove it or change the replica")
         }
         return RegistryConfiguration.Replication(
             replica: replica, litestream: litestream, socket: socket, startsReplicator: startsReplicator,
             encryptedBackupDirectory: backups, encryptedBackupInterval: interval, removedTenantRetention: retention,
-            acknowledgements: acknowledgements, uploadStallTimeout: stallTimeout, s3Region: s3Region, s3Endpoint: s3Endpoint)
+            acknowledgements: acknowledgements, uploadStallTimeout: stallTimeout, s3Region: s3Region, s3Endpoint: s3Endpoint,
+            s3CredentialsFile: s3CredentialsFile, s3Profile: s3Profile)
     }
 }

@@ -84,16 +84,26 @@ extension RegistryConfiguration {
         /// `LitestreamReplicator` asks Litestream every two seconds when
         /// each replica last synced).
         public var uploadStallTimeout: Duration
-        /// The region of an `s3://` ``replica``: `AWS_REGION` (or
-        /// `AWS_DEFAULT_REGION`) of the environment the configuration was
-        /// loaded with. Litestream's URLs carry it.
+        /// The region of an `s3://` ``replica``: the `s3.region` key, else
+        /// `AWS_REGION` (or `AWS_DEFAULT_REGION`) of the environment the
+        /// configuration was loaded with. Litestream's URLs carry it.
         public var s3Region: String?
         /// The endpoint of an S3-compatible ``replica`` other than AWS
-        /// (`http(s)://host[:port]`, path-style addressing): `AWS_ENDPOINT_URL`
-        /// of the environment the configuration was loaded with; nil for
-        /// AWS itself. Litestream's URLs carry it (Litestream 0.5.17 reads
-        /// no endpoint variable).
+        /// (`http(s)://host[:port]`, path-style addressing): the
+        /// `s3.endpoint` key, else `AWS_ENDPOINT_URL` of the environment
+        /// the configuration was loaded with; nil for AWS itself.
+        /// Litestream's URLs carry it (Litestream 0.5.17 reads no endpoint
+        /// variable).
         public var s3Endpoint: URL?
+        /// The credentials file of an `s3://` ``replica`` (the
+        /// `s3.credentialsFile` key, AWS's shared credentials format,
+        /// readable by its owner only), absolute: when set, its keys sign
+        /// every request, this library's and Litestream's, whatever
+        /// `AWS_ACCESS_KEY_ID` says. Nil: the standard variables decide.
+        public var s3CredentialsFile: String?
+        /// The profile of ``s3CredentialsFile`` (the `s3.profile` key);
+        /// nil: `AWS_PROFILE`, else `default`.
+        public var s3Profile: String?
 
         public init(
             replica: String,
@@ -106,10 +116,14 @@ extension RegistryConfiguration {
             acknowledgements: Acknowledgements = .asynchronous,
             uploadStallTimeout: Duration = Replication.defaultUploadStallTimeout,
             s3Region: String? = nil,
-            s3Endpoint: URL? = nil
+            s3Endpoint: URL? = nil,
+            s3CredentialsFile: String? = nil,
+            s3Profile: String? = nil
         ) {
             self.s3Region = s3Region
             self.s3Endpoint = s3Endpoint
+            self.s3CredentialsFile = s3CredentialsFile
+            self.s3Profile = s3Profile
             self.replica = replica
             self.litestream = litestream
             self.socket = socket
@@ -301,13 +315,26 @@ extension RegistryConfiguration {
             try ReplicaStore.url(of: ReplicaStore.databaseKey(name), under: replica, s3Region: s3Region, s3Endpoint: s3Endpoint)
         }
 
-        /// `environment` with ``s3Region`` and ``s3Endpoint`` as the
-        /// standard variables: what the S3 clients of an `s3://` replica
-        /// (this library's and Litestream's) read their settings from.
+        /// `environment` with ``s3Region``, ``s3Endpoint``,
+        /// ``s3CredentialsFile`` and ``s3Profile`` as the standard
+        /// variables: what the S3 clients of an `s3://` replica (this
+        /// library's and Litestream's) read their settings from. A
+        /// credentials file of the configuration replaces the key
+        /// variables, which would otherwise win over it.
+        ///
+        /// ```swift
+        /// let environment = replication.s3Environment(ProcessInfo.processInfo.environment)
+        /// let store = try ReplicaStore(replica: replication.replica, environment: environment)
+        /// ```
         public func s3Environment(_ environment: [String: String]) -> [String: String] {
             var environment = environment
             if let s3Region { environment["AWS_REGION"] = s3Region }
             if let s3Endpoint { environment["AWS_ENDPOINT_URL"] = s3Endpoint.absoluteString }
+            if let s3CredentialsFile {
+                for name in ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"] { environment[name] = nil }
+                environment["AWS_SHARED_CREDENTIALS_FILE"] = s3CredentialsFile
+            }
+            if let s3Profile { environment["AWS_PROFILE"] = s3Profile }
             return environment
         }
 

@@ -85,6 +85,12 @@ extension RegistryConfiguration {
             ]
             if let socket = replication.socket { entry["socket"] = path(socket) }
             if let backups = replication.encryptedBackupDirectory { entry["encryptedBackupDirectory"] = path(backups) }
+            var s3: [String: Any] = [:]
+            if let region = replication.s3Region { s3["region"] = region }
+            if let endpoint = replication.s3Endpoint { s3["endpoint"] = endpoint.absoluteString }
+            if let file = replication.s3CredentialsFile { s3["credentialsFile"] = path(file) }
+            if let profile = replication.s3Profile { s3["profile"] = profile }
+            if !s3.isEmpty { entry["s3"] = s3 }
             document["replication"] = entry
         }
         return try JSONSerialization.data(withJSONObject: document, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])

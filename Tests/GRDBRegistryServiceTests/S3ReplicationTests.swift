@@ -54,6 +54,43 @@ import Testing
             == (1...5).map { "player-\($0)" })
     }
 
+    /// The store's settings in the configuration file alone: its region,
+    /// endpoint and a credentials file (0600), with the variables of the
+    /// environment naming a key the store refuses. Litestream uploads with
+    /// the file's key (moto checks every signature), durable writes are
+    /// answered, and the configuration's store lists what it uploaded.
+    @Test func aServiceConfiguredByItsFileAloneReplicatesToTheStore() async throws {
+        let moto = try await onOwnThread { try MotoServer(buckets: ["replicas"]) }
+        defer { moto.stop() }
+        let directory = try TemporaryDirectory()
+        _ = try S3ConfigurationKeysTests.credentialsFile(
+            in: directory, profile: "registry", keyID: moto.accessKeyID, secret: moto.secretAccessKey)
+        let environment = ["AWS_EC2_METADATA_DISABLED": "true", "AWS_ACCESS_KEY_ID": "AKIAREFUSED", "AWS_SECRET_ACCESS_KEY": "refused"]
+        let configuration = try RegistryConfiguration.parse(Data(#"""
+            {"tenants": {"root": "tenants", "migrations": "\#(repositoryRoot.path)/Migrations/players"},
+             "replication": {"replica": "s3://replicas/registry", "litestream": "\#(litestreamPath)",
+                             "socket": "\#(directory.path("ls.sock"))", "acknowledgements": "durable",
+                             "s3": {"region": "us-east-1", "endpoint": "\#(moto.endpoint.absoluteString)",
+                                    "credentialsFile": "s3.credentials", "profile": "registry"}}}
+            """#.utf8), baseDirectory: directory.url, environment: environment)
+        let replication = try #require(configuration.replication)
+
+        let daemon = try ReplicatedDaemon(configuration: configuration, environment: environment, scanInterval: .seconds(3600))
+        let tenants = daemon.tenants
+        let acme = try TenantID("acme")
+        try await daemon.run {
+            try tenants.provision(acme)
+            for index in 1...3 {
+                _ = try await tenants.withRepository(acme) { try await $0.add(name: "player-\(index)", score: index) }
+            }
+        }
+        let store = try ReplicaStore(replica: replication.replica, environment: replication.s3Environment(environment))
+        #expect(!(try await store.backend.list(prefix: "tenants/acme/")).isEmpty, "nothing reached the bucket")
+        // The variables alone name a key the store refuses.
+        let refused = try ReplicaStore(replica: replication.replica, environment: moto.environment.merging(environment) { _, decoy in decoy })
+        await #expect(throws: (any Error).self) { _ = try await refused.backend.list(prefix: "tenants/acme/") }
+    }
+
     /// A store that takes no upload (a proxy in front of moto refuses every
     /// request) makes the service unhealthy, its health naming the store,
     /// once a replica has gone the stall timeout without a sync round; an
