@@ -22,8 +22,10 @@ absent; then back to "pass"):
                   middlebox would: only the checksum can tell)
     cut-listing   forward; in a ListObjectsV2 answer, set IsTruncated to
                   true and drop NextContinuationToken
-GET /__fault__ answers {"mode": ..., "remaining": ..., "requests": N}, N
-the number of requests seen so far (control requests excluded).
+GET /__fault__ answers {"mode": ..., "remaining": ..., "requests": N,
+"kinds": {...}}, N the number of requests seen so far (control requests
+excluded), and "kinds" the same count by kind (PUT, GET, LIST, HEAD,
+DELETE, POST: what an S3 bill counts apart).
 """
 import argparse
 import http.client
@@ -43,6 +45,11 @@ class State:
         self.remaining = -1
         self.delay = 0.0
         self.requests = 0
+        self.kinds = {}
+
+    def count(self, kind):
+        with self.lock:
+            self.kinds[kind] = self.kinds.get(kind, 0) + 1
 
     def set(self, mode, count, delay):
         with self.lock:
@@ -61,7 +68,7 @@ class State:
 
     def snapshot(self):
         with self.lock:
-            return {"mode": self.mode, "remaining": self.remaining, "requests": self.requests}
+            return {"mode": self.mode, "remaining": self.remaining, "requests": self.requests, "kinds": dict(self.kinds)}
 
 
 MODES = {"pass", "refuse", "delay", "status500", "slowdown", "truncate-get", "cut-listing"}
@@ -103,6 +110,9 @@ def make_handler(upstream, state):
                 return self.control()
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else b""
+            query = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query, keep_blank_values=True)
+            is_listing = self.command == "GET" and query.get("list-type") == ["2"]
+            state.count("LIST" if is_listing else self.command)
             mode, delay = state.take()
             if mode == "refuse":
                 self.close_connection = True
@@ -119,8 +129,6 @@ def make_handler(upstream, state):
             response = connection.getresponse()
             data = response.read()
             connection.close()
-            query = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query, keep_blank_values=True)
-            is_listing = self.command == "GET" and query.get("list-type") == ["2"]
             if mode == "truncate-get" and self.command == "GET" and not is_listing and response.status == 200 and len(data) > 1:
                 data = data[: len(data) // 2]
             if mode == "cut-listing" and is_listing and response.status == 200:

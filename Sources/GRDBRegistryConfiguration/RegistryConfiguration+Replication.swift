@@ -171,6 +171,17 @@ extension RegistryConfiguration {
         /// monitor's interval (also one second).
         public static let litestreamSyncInterval = Duration.seconds(1)
 
+        /// How often the replicator's Litestream deletes the level-0 files
+        /// of each database that its level 1 holds and that are older than
+        /// five minutes (Litestream's `l0-retention-check-interval`, set in
+        /// the configuration it is started with). Each check lists two
+        /// levels of every replicated database, idle or not: at
+        /// Litestream's default of 15 s, an idle tenant cost 0.13 LIST
+        /// requests a second on an S3 store (`Benchmarks/s3-store.sh`);
+        /// every five minutes it costs a twentieth of that, and level-0
+        /// files stay at most ten minutes after their compaction.
+        public static let litestreamL0RetentionCheckInterval = Duration.seconds(300)
+
         /// The store of ``replica``: the one owner of every name under it,
         /// and the backend that lists, reads and writes its objects.
         ///

@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import GRDBRegistry
 import GRDBRegistryExamples
 @testable import GRDBRegistryService
@@ -221,6 +222,48 @@ final class FailingChangeLog: TenantChangeLog {
                 #expect(try await Self.names(tenantsB, acme) == ["one", "two"])
             }
         }
+    }
+
+    /// The tail's fault point (`DatabaseService.Hooks.beforeTailAppend`)
+    /// runs once the write committed on this node, before the tail has its
+    /// change: what a test that kills the process there tries.
+    @Test func theFaultPointRunsBetweenTheLocalCommitAndTheAppend() async throws {
+        let directory = try TemporaryDirectory()
+        let replica = directory.url.appendingPathComponent("replica")
+        let log = FailingChangeLog()
+        let seen = Mutex<[(UInt64, [UInt64], Int)]>([])
+        let path = Mutex<String?>(nil)
+        var hooks = DatabaseService.Hooks()
+        hooks.beforeTailAppend = { id, sequence in
+            // Committed: another connection reads the row already.
+            var readOnly = Configuration()
+            readOnly.readonly = true
+            let rows = path.withLock { $0 }.flatMap { path in
+                try? DatabaseQueue(path: path, configuration: readOnly).read { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM player") }
+            } ?? -1
+            seen.withLock { $0.append((sequence, log.sequences(of: id), rows)) }
+        }
+        let node = try ReplicatedDaemon(
+            configuration: try EpochReplicationTests.nodeConfiguration(
+                directory, node: "a", replica: replica, extra: #", "acknowledgements": "durable""#),
+            scanInterval: .seconds(3600), hosting: true, hooks: hooks)
+        var limits = DurableTail.Limits()
+        limits.sweepInterval = .seconds(3600)
+        try #require(node.host).recordChanges(in: log, limits: limits)
+        let acme = try TenantID("acme"), tenants = node.tenants
+
+        try await node.run {
+            try tenants.provision(acme)
+            try await #require(node.host).created(acme, epoch: 1, encrypted: false)
+            path.withLock { $0 = try? tenants.path(of: acme) }
+            _ = try await tenants.withRepository(acme) { try await $0.add(name: "one", score: 1) }
+            _ = try await tenants.withRepository(acme) { try await $0.add(name: "two", score: 2) }
+        }
+        let calls = seen.withLock { $0 }
+        #expect(calls.map(\.0) == [1, 2])
+        #expect(calls.map(\.1) == [[], [1]], "the tail had the change before the fault point")
+        #expect(calls.map(\.2) == [1, 2], "the write had not committed at the fault point")
+        #expect(log.sequences(of: acme) == [1, 2])
     }
 
     @Test func durableWritesAreRefusedBeforeTheirTransactionOnceTheTailHoldsItsLimit() async throws {

@@ -1,3 +1,4 @@
+import Foundation
 import GRDBBackup
 import GRDBRegistry
 import GRDBRegistryExamples
@@ -85,4 +86,12 @@ final class MemoryChangeLog: TenantChangeLog {
 
 func documentationExampleOfRecordChanges(host: TenantHost<PlayerRepository>, changeLog: MemoryChangeLog) {
     host.recordChanges(in: changeLog)
+}
+
+func documentationExampleOfTheTailFaultPoint() {
+    var hooks = DatabaseService.Hooks()
+    hooks.beforeTailAppend = { _, _ in
+        if FileManager.default.fileExists(atPath: "/tmp/kill-now") { kill(getpid(), SIGKILL) }
+    }
+    _ = hooks
 }

@@ -35,13 +35,14 @@ struct ReplicatedDaemon {
     /// for an hour, or `writeFence`).
     init(
         configuration: RegistryConfiguration, environment: [String: String] = [:], scanInterval: Duration = .seconds(1),
-        tracer: any Tracer = NoOpTracer(), hosting: Bool = false, writeFence: WriteFence? = nil
+        tracer: any Tracer = NoOpTracer(), hosting: Bool = false, writeFence: WriteFence? = nil,
+        hooks: DatabaseService.Hooks = DatabaseService.Hooks()
     ) throws {
         self.configuration = configuration
         replicator = try LitestreamReplicator(
             configuration: configuration, environment: environment, logger: logs.logger(), scanInterval: scanInterval, tracer: tracer)
         service = DatabaseService(
-            configuration: configuration, environment: environment, logger: logs.logger(), observer: .none,
+            configuration: configuration, environment: environment, logger: logs.logger(), observer: .none, hooks: hooks,
             replicator: replicator, writeFence: writeFence ?? (hosting ? WriteFence(validUntil: .now + .seconds(3600)) : nil), tracer: tracer)
         tenants = try service.tenants(of: PlayerRepository.self)
         host = hosting

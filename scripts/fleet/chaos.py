@@ -37,6 +37,14 @@ and when the request started and ended), and these scenarios under load:
              acknowledged while it is dead (its change can't reach the tail:
              503), in async mode none after the leases lapsed; then every
              tenant takes a write again.
+  appendkill (durable mode) a node dies at the durable tail's fault point:
+             its next durable write kills it (SIGKILL, by itself) after the
+             transaction committed on its disk and before the change reached
+             the tail (MTS_FAULT_KILL_BEFORE_TAIL_APPEND). That write is never
+             answered; the node's tenants fail over within the bound and are
+             restored from the replica plus the tail without a gap, though
+             its disk, kept, holds a commit the tail lacks; then it restarts
+             with that disk and takes its share back.
   storedown  The replica store read-only (EROFS: a bind mount remounted
              read-only in every node's mount namespace, checked from each)
              for --store-down-seconds: durable writes go on through the tail,
@@ -69,6 +77,7 @@ import json
 import os
 import random
 import secrets
+import signal
 import subprocess
 import sys
 import threading
@@ -79,7 +88,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fleetlib import (Node, ReadOnlyFolder, build_server, descendants, fleet_env, log, network,  # noqa: E402
                       percentile, postgres_kill, request, ROOT)
 
-SCENARIOS = ["kill", "partition", "pgrestart", "move", "drain", "freeze", "freezemove", "pgkill", "storedown"]
+SCENARIOS = ["kill", "partition", "pgrestart", "move", "drain", "freeze", "freezemove", "pgkill", "appendkill", "storedown"]
 
 
 class Ack:
@@ -162,6 +171,8 @@ def count_in(path, text):
 
 
 class Campaign:
+    FAULT_TRIGGER = "kill-before-tail-append"
+
     def __init__(self, arguments, mode, server, ports, database_url, haproxy):
         self.arguments, self.mode, self.server, self.haproxy = arguments, mode, server, haproxy
         self.work = os.path.join(os.environ["FLEET_WORK"], f"chaos-{mode}")
@@ -173,6 +184,9 @@ class Campaign:
         environment = dict(os.environ, MTS_OPERATOR_TOKEN=self.operator, MTS_MASTER_KEY=secrets.token_hex(32),
                            MTS_FLEET_SECRET=secrets.token_hex(32),
                            MTS_MAX_PLAYERS="10000000",
+                           # The fault point of appendkill: armed per node by
+                           # this file in its data folder.
+                           MTS_FAULT_KILL_BEFORE_TAIL_APPEND=self.FAULT_TRIGGER,
                            PATH=os.path.join(ROOT, ".build-venv", "bin") + os.pathsep + os.environ.get("PATH", ""))
         self.nodes = [Node(index, port, self.work, server, environment) for index, port in enumerate(ports, start=1)]
         self.lock = threading.Lock()
@@ -429,6 +443,53 @@ class Campaign:
             "failover_seconds_max_encrypted": round(max(encrypted), 3) if encrypted else None,
             "not_writable_again": len(tenants) - len(recovered),
             "rejoin_seconds": round(time.monotonic() - rejoin_started, 2), "tenants_after_rejoin": share}
+
+    def scenario_appendkill(self, number):
+        if self.mode != "durable":
+            self.details["appendkill"].append({"skipped": "no durable tail in async mode"})
+            return
+        node = self.encrypted_owner(number)
+        tenants = self.owned_by(node.node_id)
+        window = self.open_window("appendkill", tenants, "any")
+        trigger = os.path.join(node.data, self.FAULT_TRIGGER)
+        instant = time.monotonic()
+        kill = [instant, None]
+        with self.lock:
+            self.kills.append(kill)
+        with open(trigger, "w"):
+            pass
+        # The writers write to its tenants all the time: the next durable
+        # write it takes is the one that dies.
+        deadline = instant + 30
+        while node.alive() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        died = not node.alive()
+        os.remove(trigger)
+        with self.lock:
+            kill[1] = time.monotonic()
+        status = node.process.returncode if died else None
+        node.kill()   # its Litestream, in a session of its own, as after a crash
+        if not died:
+            self.problems.append(f"appendkill {number}: {node.node_id} took no durable write within 30 s of its fault point being armed")
+        elif status != -signal.SIGKILL:
+            # Nothing else sends it SIGKILL meanwhile: only its fault point.
+            self.problems.append(f"appendkill {number}: {node.node_id} exited with {status}, not at its fault point:\n{node.log_tail(10)}")
+        times = self.wait_writable(tenants, instant, self.arguments.bound, f"appendkill{number}")
+        window.end = time.monotonic()
+        recovered = [seconds for seconds in times.values() if seconds is not None]
+        self.failover.extend(times.values())
+        if len(recovered) < len(tenants):
+            self.problems.append(f"appendkill {number}: {len(tenants) - len(recovered)} of {node.node_id}'s tenants not writable "
+                                 f"within {max(3 * self.arguments.bound, 15)} s: {sorted(t for t, s in times.items() if s is None)}")
+        # Back with the disk it died with.
+        self.start_node(node, attempts=int(3 * self.arguments.lease) + 1)
+        self.wait_ready(node)
+        owners = self.settle(f"appendkill{number}")
+        self.details["appendkill"].append({
+            "node": node.node_id, "tenants": len(tenants), "died_at_fault_point": died and status == -signal.SIGKILL,
+            "seconds_to_die": None if not died else round(kill[1] - instant, 3),
+            "failover_seconds_max": round(max(recovered), 3) if recovered else None,
+            "tenants_after_restart": sum(1 for owner in owners.values() if owner == node.node_id)})
 
     def scenario_partition(self, number):
         if network() != "netns":

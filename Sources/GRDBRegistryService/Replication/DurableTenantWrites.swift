@@ -29,6 +29,8 @@ struct DurableTenantWrites: WriteAcknowledgement {
     let acknowledgements: ReplicaAcknowledgements
     let ownership: TenantOwnership
     let logger: Logger
+    /// ``DatabaseService/Hooks/beforeTailAppend``.
+    var beforeAppend: (@Sendable (TenantID, UInt64) -> Void)?
 
     var recordsChanges: Bool { ownership.changeTail != nil }
 
@@ -46,6 +48,7 @@ struct DurableTenantWrites: WriteAcknowledgement {
         if let tail = ownership.changeTail, let epoch = claim.epoch {
             // A transaction that changed nothing has nothing to keep.
             guard let change else { return try checkStillHeld(claim.tenure) }
+            beforeAppend?(tenant, change.sequence)
             do {
                 try await tail.append(change, of: tenant, epoch: epoch, encrypted: ownership.owned(tenant)?.encrypted ?? false)
             } catch {

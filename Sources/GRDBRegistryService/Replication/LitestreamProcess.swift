@@ -199,9 +199,14 @@ final class LitestreamProcess: Sendable {
     // MARK: - Launch
 
     /// The configuration of the replicator process: a control socket,
-    /// quiet logs. Databases come through the socket.
+    /// quiet logs, level-0 retention checked every
+    /// `Replication.litestreamL0RetentionCheckInterval` (each check lists
+    /// every database's replica, idle ones included). Databases come
+    /// through the socket.
     var configuration: String {
         """
+        l0-retention: 5m
+        l0-retention-check-interval: \(Int(RegistryConfiguration.Replication.litestreamL0RetentionCheckInterval.components.seconds))s
         socket:
           enabled: true
           path: \(Self.yamlString(control.socketPath))

@@ -44,6 +44,23 @@ extension DatabaseService {
         /// ```
         public var recordedEncryption: (@Sendable (_ id: TenantID) throws -> Bool?)?
 
+        /// A fault point for tests, nil (the default) in production: called
+        /// on every durable write of tenant `id` that a fleet records in its
+        /// durable tail, once its transaction (change `sequence`) committed
+        /// on this node and before the change is appended to the tail. A
+        /// test kills the process there, to try the window between the
+        /// local commit and the append: the write is not acknowledged, and
+        /// the tenant's next owner restores it with or without that change
+        /// (whatever the base holds), never with a gap.
+        ///
+        /// ```swift
+        /// var hooks = DatabaseService.Hooks()
+        /// hooks.beforeTailAppend = { _, _ in
+        ///     if FileManager.default.fileExists(atPath: "/tmp/kill-now") { kill(getpid(), SIGKILL) }
+        /// }
+        /// ```
+        public var beforeTailAppend: (@Sendable (_ id: TenantID, _ sequence: UInt64) -> Void)?
+
         public init(
             migrationSet: (@Sendable (_ database: String, _ folder: URL) throws -> MigrationSet)? = { _, folder in
                 try MigrationSet(directory: folder)
@@ -51,11 +68,13 @@ extension DatabaseService {
             encrypt: (@Sendable (_ database: RegistryConfiguration.Database, _ configuration: inout Configuration, _ key: DatabaseSecret) throws -> Void)? = { database, configuration, key in
                 try database.cipher.apply(CipherKey(key), to: &configuration)
             },
-            recordedEncryption: (@Sendable (_ id: TenantID) throws -> Bool?)? = nil
+            recordedEncryption: (@Sendable (_ id: TenantID) throws -> Bool?)? = nil,
+            beforeTailAppend: (@Sendable (_ id: TenantID, _ sequence: UInt64) -> Void)? = nil
         ) {
             self.migrationSet = migrationSet
             self.encrypt = encrypt
             self.recordedEncryption = recordedEncryption
+            self.beforeTailAppend = beforeTailAppend
         }
     }
 }

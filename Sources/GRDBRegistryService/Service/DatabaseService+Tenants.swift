@@ -93,8 +93,10 @@ extension DatabaseService {
             let observer = self.observer
             var acknowledgement: @Sendable (TenantID) -> (any WriteAcknowledgement)? = { _ in nil }
             if configuration.replication?.acknowledgements == .durable, let acknowledgements {
+                let beforeAppend = hooks.beforeTailAppend
                 acknowledgement = { [ownership, logger] id in
-                    DurableTenantWrites(tenant: id, acknowledgements: acknowledgements, ownership: ownership, logger: logger)
+                    DurableTenantWrites(
+                        tenant: id, acknowledgements: acknowledgements, ownership: ownership, logger: logger, beforeAppend: beforeAppend)
                 }
             }
             let budget = try fileDescriptorBudget(maxOpen: tenants.maxOpen)

@@ -94,8 +94,10 @@ struct MultiTenantServer {
         // A tenant's file must be as the catalog recorded it: encrypted
         // or plain (RecordedEncryption).
         let recordedEncryption = RecordedEncryption()
+        var hooks = recordedEncryption.hooks
+        hooks.beforeTailAppend = TailFaultPoint(environment: environment, data: data, logger: logger)?.hook
         let databases = DatabaseService(
-            configuration: configuration, logger: logger, hooks: recordedEncryption.hooks, replicator: replicator, writeFence: fence,
+            configuration: configuration, logger: logger, hooks: hooks, replicator: replicator, writeFence: fence,
             reservedFileDescriptors: limits.reservedFileDescriptors, tracer: tracing.tracer)
         if settings.fleet == nil {
             // The embedded catalog is a repository the service owns: it
