@@ -143,10 +143,12 @@ import Testing
         try await plain.write { try $0.execute(sql: "CREATE TABLE player (id INTEGER PRIMARY KEY, name TEXT); INSERT INTO player (name) VALUES ('\(Self.marker)')") }
         try plain.close()
         let key = try ReplicaStore.encryptedSnapshotKey(tenant: "vault", epoch: 1)
-        let bucket = try ReplicaStore(replica: "s3://replicas/fleet", environment: moto.environment)
-        let folder = try ReplicaStore(replica: directory.path("replica"))
-        for store in [bucket, folder] {
-            let target = try EncryptedCopyTarget(store: store, key: key)
+        let inBucket = RegistryConfiguration.Replication(replica: "s3://replicas/fleet", s3Region: moto.region, s3Endpoint: moto.endpoint)
+        let inFolder = RegistryConfiguration.Replication(replica: directory.path("replica"))
+        let bucket = try ReplicaStore(replica: inBucket.replica, environment: inBucket.s3Environment(moto.environment))
+        for replication in [inBucket, inFolder] {
+            let store = try ReplicaStore(replica: replication.replica, environment: replication.s3Environment(moto.environment))
+            let target = try EncryptedCopyTarget(store: store, key: key, of: replication)
             await #expect(throws: ReplicationError.backupFailed(
                 database: "tenants/vault", reason: "the copy made at \(plainPath) is not encrypted: it was not put to \(target.location)")) {
                 try await EncryptedBackupSchedule.putEncrypted(plainPath, to: target, database: "tenants/vault")
@@ -157,7 +159,7 @@ import Testing
         let empty = directory.path("empty.sqlite")
         FileManager.default.createFile(atPath: empty, contents: Data())
         await #expect(throws: ReplicationError.self) {
-            try await EncryptedBackupSchedule.putEncrypted(empty, to: try EncryptedCopyTarget(store: bucket, key: key), database: "tenants/vault")
+            try await EncryptedBackupSchedule.putEncrypted(empty, to: try EncryptedCopyTarget(store: bucket, key: key, of: inBucket), database: "tenants/vault")
         }
         #expect(try await bucket.backend.list(prefix: "").isEmpty)
     }

@@ -23,14 +23,20 @@ struct EncryptedCopyTarget: Sendable {
         self.init(backend: backend, key: key, location: try backend.path(of: key))
     }
 
-    /// The object `key` of `store`, whatever its backend.
+    /// The object `key` of `store`, the store of `replication`, whatever
+    /// its backend.
     ///
     /// - throws: `ReplicaStoreError` (an invalid key).
-    init(store: ReplicaStore, key: String) throws {
+    init(store: ReplicaStore, key: String, of replication: RegistryConfiguration.Replication) throws {
         if let folder = store.folder {
             try self.init(folder: folder, key: key)
         } else {
-            self.init(backend: store.backend, key: key, location: try store.url(of: key))
+            // Litestream's form of the URL, as restores report it (a
+            // bucket's needs its region, which the configuration has).
+            try ReplicaStore.validateKey(key)
+            let location = (try? ReplicaStore.url(
+                of: key, under: replication.replica, s3Region: replication.s3Region, s3Endpoint: replication.s3Endpoint)) ?? key
+            self.init(backend: store.backend, key: key, location: location)
         }
     }
 

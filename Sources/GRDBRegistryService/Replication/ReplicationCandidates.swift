@@ -180,7 +180,8 @@ final class ReplicationCandidates: Sendable {
             name: TenantStorage.name(of: id), path: storage.path(of: id),
             replicaURL: replicaURL,
             encryptedCopy: Result { () throws in
-                try EncryptedCopyTarget(store: replicaStore(), key: ReplicaStore.encryptedSnapshotKey(tenant: id.rawValue, epoch: epoch))
+                try EncryptedCopyTarget(
+                    store: replicaStore(), key: ReplicaStore.encryptedSnapshotKey(tenant: id.rawValue, epoch: epoch), of: replication)
             },
             tenant: id, epoch: epoch,
             key: { try storage.backupEncryption(for: id) })
