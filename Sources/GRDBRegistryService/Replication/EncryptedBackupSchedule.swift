@@ -206,7 +206,7 @@ public final class EncryptedBackupSchedule: Service, Sendable {
                 // Under the lock: never beside the last backup of a tenant
                 // being removed, which it would write again after that one
                 // was kept aside.
-                let written = try await copying.withLock { () async throws -> Bool in
+                let written = try await serialized { () async throws -> Bool in
                     guard !self.state.withLock({ $0.retiring.contains(candidate.path) }) else { return false }
                     // In a fleet, a tenant let go (or owned at another
                     // epoch) since the listing is not written.
@@ -230,7 +230,7 @@ public final class EncryptedBackupSchedule: Service, Sendable {
     /// Stops the scheduled backups of the tenant file `path`, being
     /// removed; a backup in flight ends first.
     func beginRetiring(path: String) async {
-        await copying.withLock { () async -> Void in state.withLock { _ = $0.retiring.insert(path) } }
+        await serialized { () async -> Void in state.withLock { _ = $0.retiring.insert(path) } }
     }
 
     /// Lets the scheduled backups of `path` go on: its removal failed.
@@ -265,7 +265,7 @@ public final class EncryptedBackupSchedule: Service, Sendable {
         case .success(let found):
             target = found
         }
-        try await copying.withLock { () async throws -> Void in
+        try await serialized { () async throws -> Void in
             try await backUpRecording(candidate, encryption: encryption, to: target)
         }
         state.withLock { _ = $0.status.backedUp.insert(candidate.path) }
@@ -308,7 +308,18 @@ public final class EncryptedBackupSchedule: Service, Sendable {
 
     /// Returns once no backup is running.
     func waitForBackups() async {
-        await copying.withLock { () async -> Void in }
+        await serialized { () async -> Void in }
+    }
+
+    /// `body` under the copying lock, waiting for it included, on the
+    /// threads of ``BlockingTaskExecutor``: a copy in flight never needs a
+    /// cooperative thread to end, which a removal blocked on one waits for.
+    private func serialized<T: Sendable, Failure: Error>(
+        _ body: () async throws(Failure) -> T
+    ) async throws(Failure) -> T {
+        try await withTaskExecutorPreference(BlockingTaskExecutor.shared) { () async throws(Failure) -> T in
+            try await copying.withLock(body)
+        }
     }
 
     // MARK: - Copies

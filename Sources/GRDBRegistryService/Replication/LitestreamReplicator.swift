@@ -654,15 +654,15 @@ public final class LitestreamReplicator: Service, Sendable {
     /// Runs the asynchronous `body` in a task and waits for it on the
     /// calling thread: the encrypted backups are asynchronous (a put to a
     /// bucket), and ``retireTenant(_:path:)`` is the synchronous hook of
-    /// `TenantDirectory.remove`, blocking already (it waits for the
-    /// replicator's readiness the same way). Never from a thread of the
-    /// cooperative pool, which the task needs. (registryctl's
-    /// `waitForAsync` is the same bridge, in an executable target this
-    /// module can't import.)
+    /// `TenantDirectory.remove`, blocking already. The task runs on
+    /// ``BlockingTaskExecutor`` (as the copies do): the calling thread may
+    /// be one of the cooperative pool, which nothing waited for here
+    /// needs. (registryctl's `waitForAsync` is the same bridge for its
+    /// own threads, in an executable target this module can't import.)
     private static func waitForAsync<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) throws -> T {
         let outcome = Mutex<Result<T, any Error>?>(nil)
         let done = DispatchSemaphore(value: 0)
-        Task {
+        Task(executorPreference: BlockingTaskExecutor.shared) {
             let result: Result<T, any Error>
             do { result = .success(try await body()) } catch { result = .failure(error) }
             outcome.withLock { $0 = result }
