@@ -307,12 +307,15 @@ public struct TenantStorage: Sendable {
         try? replication?.replicaURL(forTenant: id.rawValue, epoch: epoch)
     }
 
-    /// Where the encrypted backups of the encrypted tenant `id`, owned at
-    /// `epoch`, go in a fleet: `encrypted.sqlite` in the folder of that
-    /// epoch in the replica store, beside where Litestream would put a plain
-    /// tenant's files. Ciphertext only, under the tenant's key. Nil without
-    /// replication, or for a replica that is not a `file://` directory
-    /// (the backups are files written by this process).
+    /// The file of the encrypted snapshot of the encrypted tenant `id`,
+    /// owned at `epoch`, in a fleet whose replica store is a `file://`
+    /// directory: `encrypted.sqlite` in the folder of that epoch, beside
+    /// where Litestream would put a plain tenant's files. Ciphertext only,
+    /// under the tenant's key. Nil without replication, or for a store
+    /// that is no folder: an `s3://` store holds the snapshot too, as its
+    /// object `ReplicaStore.encryptedSnapshotKey(tenant:epoch:)`, which
+    /// the writer and the restore reach through the store's backend, never
+    /// through a path.
     ///
     /// ```swift
     /// let path = storage.encryptedReplicaPath(for: try TenantID("acme"), epoch: 3)

@@ -3,6 +3,7 @@ import GRDB
 import GRDBBackup
 import GRDBCipher
 import GRDBRegistry
+import GRDBReplicaStore
 import Logging
 import ServiceLifecycle
 import Synchronization
@@ -24,11 +25,14 @@ import Darwin
 /// one that may have changed since its last backup gets a copy in
 /// `replication.encryptedBackupDirectory` (`tenants/<id>.sqlite`, or
 /// `<name>.sqlite` for a named database; in a fleet, `encrypted.sqlite` in
-/// the tenant's epoch folder of the replica store):
-/// ciphertext under the same key, made and checked by
-/// ``/GRDBBackup/DatabaseBackup`` (the engine of `registryctl backup`) from
-/// a read-only connection of its own, then renamed over the previous one,
-/// so a failed backup leaves the previous one in place.
+/// the tenant's epoch folder of the replica store, a folder or an
+/// S3-compatible bucket): ciphertext under the same key, made and checked
+/// by ``/GRDBBackup/DatabaseBackup`` (the engine of `registryctl backup`)
+/// from a read-only connection of its own into a private staging file
+/// beside the database, checked to be encrypted, then put to the store as
+/// a whole object, which replaces the previous one at once: a failed
+/// backup leaves the previous one in place, and no plaintext byte ever
+/// reaches the store.
 ///
 /// The schedule belongs to its ``LitestreamReplicator`` (which also makes
 /// the last backup of an encrypted tenant being removed), and runs in the
@@ -80,6 +84,7 @@ public final class EncryptedBackupSchedule: Service, Sendable {
 
     /// What a database's files looked like when its last backup began.
     struct LastBackup: Sendable {
+        /// ``EncryptedCopyTarget/location``.
         var destination: String
         var files: FileSignature
         /// When the backup began, on the wall clock the file system
@@ -123,8 +128,9 @@ public final class EncryptedBackupSchedule: Service, Sendable {
     private let logger: Logger
     private let state = Mutex(State())
     /// Serialises each backup with the others and with the removal of a
-    /// tenant. Held only off the cooperative pool, across blocking copies.
-    private let copying = Mutex(())
+    /// tenant; held across the copy (run off the cooperative pool) and the
+    /// put to the store.
+    private let copying = AsyncLock()
     /// Ready once ``run()`` started; failed once it ended.
     let readiness = Readiness<ReplicationError>()
 
@@ -188,26 +194,31 @@ public final class EncryptedBackupSchedule: Service, Sendable {
                 record(error: "\(candidate.name): \(error)")
                 continue
             }
-            guard let destination = candidate.encryptedBackupPath else { continue }
+            let target: EncryptedCopyTarget
+            switch candidate.encryptedCopy {
+            case nil: continue
+            case .failure(let error):
+                record(error: "\(candidate.name): \(error)")
+                continue
+            case .success(let found): target = found
+            }
             do {
                 // Under the lock: never beside the last backup of a tenant
                 // being removed, which it would write again after that one
                 // was kept aside.
-                let written = try await BlockingWork.run {
-                    try self.copying.withLock { _ in
-                        guard !self.state.withLock({ $0.retiring.contains(candidate.path) }) else { return false }
-                        // In a fleet, a tenant let go (or owned at another
-                        // epoch) since the listing is not written.
-                        if let id = candidate.tenant, let ownership = self.candidates.ownership,
-                           ownership.servedEpoch(of: id) != candidate.epoch { return false }
-                        if self.isUnchangedSinceLastBackup(candidate.path, destination: destination) { return false }
-                        try self.backUpRecording(candidate, encryption: encryption, to: destination)
-                        return true
-                    }
+                let written = try await serialized { () async throws -> Bool in
+                    guard !self.state.withLock({ $0.retiring.contains(candidate.path) }) else { return false }
+                    // In a fleet, a tenant let go (or owned at another
+                    // epoch) since the listing is not written.
+                    if let id = candidate.tenant, let ownership = self.candidates.ownership,
+                       ownership.servedEpoch(of: id) != candidate.epoch { return false }
+                    if self.isUnchangedSinceLastBackup(candidate.path, target: target) { return false }
+                    try await self.backUpRecording(candidate, encryption: encryption, to: target)
+                    return true
                 }
                 guard written else { continue }
                 state.withLock { _ = $0.status.backedUp.insert(candidate.path) }
-                logger.info("encrypted backup written", metadata: ["database": "\(candidate.name)", "backup": "\(destination)"])
+                logger.info("encrypted backup written", metadata: ["database": "\(candidate.name)", "backup": "\(target.location)"])
             } catch {
                 record(error: "\(error)")
             }
@@ -217,9 +228,9 @@ public final class EncryptedBackupSchedule: Service, Sendable {
     // MARK: - Removed tenants
 
     /// Stops the scheduled backups of the tenant file `path`, being
-    /// removed; a backup of it in flight ends first. Blocking.
-    func beginRetiring(path: String) {
-        copying.withLock { _ in state.withLock { _ = $0.retiring.insert(path) } }
+    /// removed; a backup in flight ends first.
+    func beginRetiring(path: String) async {
+        await serialized { () async -> Void in state.withLock { _ = $0.retiring.insert(path) } }
     }
 
     /// Lets the scheduled backups of `path` go on: its removal failed.
@@ -238,29 +249,40 @@ public final class EncryptedBackupSchedule: Service, Sendable {
     /// A backup of `candidate` now, whatever the schedule: the last one of
     /// an encrypted tenant being removed (so that the backup kept aside
     /// has every write), the first one of a tenant a fleet node acquires,
-    /// the round of a durable acknowledgement. Blocking.
+    /// the round of a durable acknowledgement. It returns once the store
+    /// has the copy.
     ///
     /// - throws: ``ReplicationError/backupFailed(database:reason:)`` when
-    ///   the candidate has nowhere to go, and the errors of the copy.
-    func backUp(_ candidate: ReplicationCandidate, encryption: BackupEncryption) throws {
-        guard let destination = candidate.encryptedBackupPath else {
-            throw ReplicationError.backupFailed(database: candidate.name, reason: "no destination: set replication.encryptedBackupDirectory, or, in a fleet, a file:// replica store")
+    ///   the candidate has nowhere to go, and the errors of the copy and
+    ///   of the store.
+    func backUp(_ candidate: ReplicationCandidate, encryption: BackupEncryption) async throws {
+        let target: EncryptedCopyTarget
+        switch candidate.encryptedCopy {
+        case nil:
+            throw ReplicationError.backupFailed(database: candidate.name, reason: "no destination: set replication.encryptedBackupDirectory, or, in a fleet, a replica store this build writes (file:// or s3://)")
+        case .failure(let error):
+            throw ReplicationError.backupFailed(database: candidate.name, reason: "its replica store: \(error)")
+        case .success(let found):
+            target = found
         }
-        try copying.withLock { _ in
-            try backUpRecording(candidate, encryption: encryption, to: destination)
+        try await serialized { () async throws -> Void in
+            try await backUpRecording(candidate, encryption: encryption, to: target)
         }
         state.withLock { _ = $0.status.backedUp.insert(candidate.path) }
     }
 
-    /// Whether the last backup of `path` to `destination` has every
-    /// commit the file has now: same files, unchanged since well before
-    /// that backup began. The second condition makes the file system's
-    /// coarse timestamps safe: a commit stamped with the same tick as the
+    /// Whether the last backup of `path` to `target` has every commit the
+    /// file has now: same files, unchanged since well before that backup
+    /// began. The second condition makes the file system's coarse
+    /// timestamps safe: a commit stamped with the same tick as the
     /// signature was taken is not "unchanged". Any doubt answers no.
-    private func isUnchangedSinceLastBackup(_ path: String, destination: String) -> Bool {
-        guard let last = state.withLock({ $0.lastBackups[path] }), last.destination == destination,
-              FileManager.default.fileExists(atPath: destination)
-        else { return false }
+    ///
+    /// A folder target's file must still be there (someone may have
+    /// deleted it); a bucket's object is not asked for: an idle tenant
+    /// costs no request, and the recorded backup is this process's own.
+    private func isUnchangedSinceLastBackup(_ path: String, target: EncryptedCopyTarget) -> Bool {
+        guard let last = state.withLock({ $0.lastBackups[path] }), last.destination == target.location else { return false }
+        if target.folder != nil, !FileManager.default.fileExists(atPath: target.location) { return false }
         let now = FileSignature(path: path)
         guard now == last.files, let modified = now.lastModified else { return false }
         return modified < last.startedAt.addingTimeInterval(-Self.timestampSlack)
@@ -272,46 +294,103 @@ public final class EncryptedBackupSchedule: Service, Sendable {
 
     /// A backup, with what the files looked like when it began. Called
     /// under the copying lock.
-    private func backUpRecording(_ candidate: ReplicationCandidate, encryption: BackupEncryption, to destination: String) throws {
+    private func backUpRecording(_ candidate: ReplicationCandidate, encryption: BackupEncryption, to target: EncryptedCopyTarget) async throws {
         let started = Date()
         let files = FileSignature(path: candidate.path)
         do {
-            try Self.backUp(candidate, encryption: encryption, to: destination)
+            try await Self.backUp(candidate, encryption: encryption, to: target)
         } catch {
             state.withLock { _ = $0.lastBackups.removeValue(forKey: candidate.path) }
             throw error
         }
-        state.withLock { $0.lastBackups[candidate.path] = LastBackup(destination: destination, files: files, startedAt: started) }
+        state.withLock { $0.lastBackups[candidate.path] = LastBackup(destination: target.location, files: files, startedAt: started) }
     }
 
-    /// Returns once no backup is running (blocking).
-    func waitForBackups() {
-        copying.withLock { _ in }
+    /// Returns once no backup is running.
+    func waitForBackups() async {
+        await serialized { () async -> Void in }
+    }
+
+    /// `body` under the copying lock, waiting for it included, on the
+    /// threads of ``BlockingTaskExecutor``: a copy in flight never needs a
+    /// cooperative thread to end, which a removal blocked on one waits for.
+    private func serialized<T: Sendable, Failure: Error>(
+        _ body: () async throws(Failure) -> T
+    ) async throws(Failure) -> T {
+        try await withTaskExecutorPreference(BlockingTaskExecutor.shared) { () async throws(Failure) -> T in
+            try await copying.withLock(body)
+        }
     }
 
     // MARK: - Copies
 
-    /// A checked copy under a fresh name (`DatabaseBackup` never
-    /// overwrites), then `rename(2)` over the previous backup: a failure
-    /// leaves the previous backup in place.
-    private static func backUp(_ candidate: ReplicationCandidate, encryption: BackupEncryption, to destination: String) throws {
-        try FileManager.default.createDirectory(
-            atPath: URL(fileURLWithPath: destination).deletingLastPathComponent().path,
-            withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        let next = destination + ".next"
-        try? FileManager.default.removeItem(atPath: next)
-        var configuration = Configuration()
-        configuration.readonly = true
-        try configuration.encrypt(
-            with: encryption.key, compatibility: encryption.compatibility, pageSize: encryption.pageSize)
-        // A read-only connection of its own: the daemon's writers go on.
-        let source = try DatabaseQueue(path: candidate.path, configuration: configuration)
-        defer { try? source.close() }
-        _ = try DatabaseBackup.backUp(source, to: URL(fileURLWithPath: next), encryption: encryption, name: candidate.name)
-        guard rename(next, destination) == 0 else {
-            let reason = String(cString: strerror(errno))
-            try? FileManager.default.removeItem(atPath: next)
-            throw ReplicationError.backupFailed(database: candidate.name, reason: "rename to \(destination): \(reason)")
+    /// The name of the folder, beside each encrypted database, where its
+    /// copies are made before they are put to the store. Hidden and
+    /// without the `.sqlite` extension: ``/GRDBRegistry/TenantLayout``
+    /// never takes it for a tenant, and no store lists it.
+    static let stagingFolderName = ".encrypted-copies"
+
+    /// The staging file of the copies of the database at `path`:
+    /// `<its folder>/.encrypted-copies/<its file name>`. On the same file
+    /// system as the database, whose disk was sized for it (a temporary
+    /// directory may be a small tmpfs); outside any store, so that a
+    /// folder store never shows a copy being made, and a bucket gets the
+    /// finished object only.
+    static func stagingPath(forDatabaseAt path: String) -> String {
+        let database = URL(fileURLWithPath: path)
+        return database.deletingLastPathComponent()
+            .appendingPathComponent(stagingFolderName).appendingPathComponent(database.lastPathComponent).path
+    }
+
+    /// A checked copy into the staging file (owner-only, like its
+    /// folder), checked to be encrypted, then put to the store, which
+    /// replaces the previous object as a whole: a failure leaves the
+    /// previous backup in place. The staging file is removed whatever
+    /// happens.
+    private static func backUp(_ candidate: ReplicationCandidate, encryption: BackupEncryption, to target: EncryptedCopyTarget) async throws {
+        let staging = stagingPath(forDatabaseAt: candidate.path)
+        defer {
+            try? FileManager.default.removeItem(atPath: staging)
+            // Empty once the copy is gone: nothing is left beside the
+            // database between copies (a folder still in use stays).
+            _ = rmdir(URL(fileURLWithPath: staging).deletingLastPathComponent().path)
+        }
+        try await BlockingWork.run { () throws in
+            try FileManager.default.createDirectory(
+                atPath: URL(fileURLWithPath: staging).deletingLastPathComponent().path,
+                withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            // A copy a crash left (`DatabaseBackup` never overwrites).
+            try? FileManager.default.removeItem(atPath: staging)
+            var configuration = Configuration()
+            configuration.readonly = true
+            try configuration.encrypt(
+                with: encryption.key, compatibility: encryption.compatibility, pageSize: encryption.pageSize)
+            // A read-only connection of its own: the daemon's writers go on.
+            let source = try DatabaseQueue(path: candidate.path, configuration: configuration)
+            defer { try? source.close() }
+            _ = try DatabaseBackup.backUp(source, to: URL(fileURLWithPath: staging), encryption: encryption, name: candidate.name)
+        }
+        try await putEncrypted(staging, to: target, database: candidate.name)
+    }
+
+    /// Puts the staged copy at `staging` to `target`, once it is known to
+    /// be encrypted: a file whose header reads as plain SQLite (or can't
+    /// be read) is refused, and nothing is put.
+    ///
+    /// - throws: ``ReplicationError/backupFailed(database:reason:)`` for a
+    ///   file that is not encrypted, and the errors of the store.
+    static func putEncrypted(_ staging: String, to target: EncryptedCopyTarget, database: String) async throws {
+        guard CipherDatabase.isEncrypted(atPath: staging) == true else {
+            throw ReplicationError.backupFailed(
+                database: database,
+                reason: "the copy made at \(staging) is not encrypted: it was not put to \(target.location)")
+        }
+        if let folder = target.folder {
+            // The folder backend copies and syncs the file: blocking work.
+            let key = target.key
+            try await BlockingWork.run { () throws in try folder.put(key, fromFile: staging) }
+        } else {
+            try await target.backend.put(target.key, fromFile: staging)
         }
     }
 

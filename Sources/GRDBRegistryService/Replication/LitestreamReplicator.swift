@@ -610,7 +610,9 @@ public final class LitestreamReplicator: Service, Sendable {
         // locks, so that a scan's registration or backup of it in flight
         // ends first.
         registration.withLock { _ in state.withLock { _ = $0.retiring.insert(path) } }
-        encryptedBackups.beginRetiring(path: path)
+        let encryptedBackups = encryptedBackups
+        // Its body can't throw.
+        try? Self.waitForAsync { await encryptedBackups.beginRetiring(path: path) }
         do {
             try waitUntilReadyBlocking()
             guard let storage = try candidates.storage(), storage.path(of: id) == path else {
@@ -620,7 +622,7 @@ public final class LitestreamReplicator: Service, Sendable {
             if let keyed = try candidate.key() {
                 // Encrypted: a last backup, so that the one kept aside has
                 // every write.
-                try encryptedBackups.backUp(candidate, encryption: keyed)
+                try Self.waitForAsync { try await encryptedBackups.backUp(candidate, encryption: keyed) }
             } else if try registerLocked(candidate, retiring: true) {
                 // Plain: registered if it was not (Litestream's first sync
                 // copies it whole), then every write uploaded before
@@ -649,6 +651,29 @@ public final class LitestreamReplicator: Service, Sendable {
         logger.error("replication problem", metadata: ["error": "\(error)"])
     }
 
+    /// Runs the asynchronous `body` in a task and waits for it on the
+    /// calling thread: the encrypted backups are asynchronous (a put to a
+    /// bucket), and ``retireTenant(_:path:)`` is the synchronous hook of
+    /// `TenantDirectory.remove`, blocking already. The task runs on
+    /// ``BlockingTaskExecutor`` (as the copies do): the calling thread may
+    /// be one of the cooperative pool, which nothing waited for here
+    /// needs. (registryctl's `waitForAsync` is the same bridge for its
+    /// own threads, in an executable target this module can't import.)
+    private static func waitForAsync<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) throws -> T {
+        let outcome = Mutex<Result<T, any Error>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        Task(executorPreference: BlockingTaskExecutor.shared) {
+            let result: Result<T, any Error>
+            do { result = .success(try await body()) } catch { result = .failure(error) }
+            outcome.withLock { $0 = result }
+            done.signal()
+        }
+        done.wait()
+        // The task set it before it signalled.
+        guard let result = outcome.withLock({ $0 }) else { preconditionFailure("the task signalled without a result") }
+        return try result.get()
+    }
+
     // MARK: - Tenants of a fleet
 
     /// Starts replicating tenant `id` now, without waiting for the next
@@ -667,19 +692,20 @@ public final class LitestreamReplicator: Service, Sendable {
     ///   file that is neither plain nor keyed; the errors of Litestream or
     ///   of the backup.
     public func replicate(_ id: TenantID) async throws {
-        try await BlockingWork.run { () throws in
+        let encrypted = try await BlockingWork.run { () throws -> (ReplicationCandidate, BackupEncryption)? in
             try self.waitUntilReadyBlocking()
             guard let storage = try self.candidates.storage() else { throw ReplicationError.notConfigured }
             let candidate = try self.candidates.tenant(id, in: storage)
             guard FileManager.default.fileExists(atPath: candidate.path) else {
                 throw ReplicationError.litestreamRefused(reason: "\(candidate.name) has no file at \(candidate.path): nothing to replicate")
             }
-            if let keyed = try candidate.key() {
-                try self.encryptedBackups.backUp(candidate, encryption: keyed)
-            } else {
-                self.state.withLock { _ = $0.status.refused.remove(candidate.path) }
-                guard try self.registerLocked(candidate) else { throw ReplicationError.notPlain(path: candidate.path) }
-            }
+            if let keyed = try candidate.key() { return (candidate, keyed) }
+            self.state.withLock { _ = $0.status.refused.remove(candidate.path) }
+            guard try self.registerLocked(candidate) else { throw ReplicationError.notPlain(path: candidate.path) }
+            return nil
+        }
+        if let (candidate, keyed) = encrypted {
+            try await encryptedBackups.backUp(candidate, encryption: keyed)
         }
     }
 
@@ -701,9 +727,9 @@ public final class LitestreamReplicator: Service, Sendable {
             guard let storage = try self.candidates.storage() else { return }
             let path = storage.path(of: id)
             try self.unregisterLocked(path: path)
-            // A backup of it in flight ends before this returns.
-            self.encryptedBackups.waitForBackups()
         }
+        // A backup of it in flight ends before this returns.
+        await encryptedBackups.waitForBackups()
     }
 
     /// Reads the tenants that `ownership` gives this node once its service
@@ -731,14 +757,19 @@ public final class LitestreamReplicator: Service, Sendable {
         return (storage.path(of: id), try storage.key(for: id) != nil)
     }
 
-    /// Backs up the encrypted tenant `id` now, to where its replica goes
-    /// (blocking): the round of a durable acknowledgement.
-    func backUpEncryptedTenant(_ id: TenantID) throws {
-        guard let storage = try candidates.storage() else { throw ReplicationError.notConfigured }
-        let candidate = try candidates.tenant(id, in: storage)
-        guard let keyed = try candidate.key() else {
-            throw ReplicationError.notReplicated(database: candidate.name, reason: "it is not encrypted: its writes are replicated by Litestream")
+    /// Backs up the encrypted tenant `id` now, to where its replica goes:
+    /// the round of a durable acknowledgement. It returns once the store
+    /// has the copy.
+    func backUpEncryptedTenant(_ id: TenantID) async throws {
+        // The storage and the key may read files: off the cooperative pool.
+        let (candidate, keyed) = try await BlockingWork.run { () throws -> (ReplicationCandidate, BackupEncryption) in
+            guard let storage = try self.candidates.storage() else { throw ReplicationError.notConfigured }
+            let candidate = try self.candidates.tenant(id, in: storage)
+            guard let keyed = try candidate.key() else {
+                throw ReplicationError.notReplicated(database: candidate.name, reason: "it is not encrypted: its writes are replicated by Litestream")
+            }
+            return (candidate, keyed)
         }
-        try encryptedBackups.backUp(candidate, encryption: keyed)
+        try await encryptedBackups.backUp(candidate, encryption: keyed)
     }
 }

@@ -154,7 +154,9 @@ public final class ReplicaAcknowledgements: Sendable {
         let replicator = replicator
         let (path, encrypted) = try await BlockingWork.run { try replicator.acknowledgementTarget(of: id) }
         if encrypted {
-            try await BlockingWork.run { try replicator.backUpEncryptedTenant(id) }
+            // The copy itself runs off the cooperative pool, the put to the
+            // store is awaited.
+            try await replicator.backUpEncryptedTenant(id)
             return
         }
         let synced: LitestreamReplicator.SyncResult

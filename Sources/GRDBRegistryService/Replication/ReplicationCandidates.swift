@@ -2,6 +2,7 @@ import Foundation
 import GRDBBackup
 import GRDBCipher
 import GRDBRegistry
+import GRDBReplicaStore
 import Synchronization
 
 /// A database of the configuration, as replication sees it: its name in
@@ -12,9 +13,11 @@ struct ReplicationCandidate: Sendable {
     var name: String
     var path: String
     var replicaURL: String
-    /// Where its scheduled encrypted backup goes, when the configuration
-    /// has an `encryptedBackupDirectory`.
-    var encryptedBackupPath: String?
+    /// Where its encrypted copies go: the object of its scheduled backup,
+    /// when the configuration has an `encryptedBackupDirectory`, or, in a
+    /// fleet, of its epoch's snapshot in the replica store (a failure when
+    /// that store can't be built). Nil: nowhere.
+    var encryptedCopy: Result<EncryptedCopyTarget, any Error>?
     /// The tenant, when the candidate is one.
     var tenant: TenantID?
     /// The epoch it is replicated under, in a fleet (``TenantOwnership``).
@@ -45,6 +48,9 @@ final class ReplicationCandidates: Sendable {
     /// The storage of the service whose tenants these are, when it runs
     /// the same configuration: its master key is then read once, by it.
     private let serviceStorage = Mutex<(@Sendable () throws -> TenantStorage?)?>(nil)
+    /// The replica store, built once it could be: an S3 store's client
+    /// reads its settings and opens a session, once, not per candidate.
+    private let builtStore = Mutex<ReplicaStore?>(nil)
 
     init(configuration: RegistryConfiguration, replication: RegistryConfiguration.Replication, environment: [String: String]) {
         self.configuration = configuration
@@ -67,8 +73,9 @@ final class ReplicationCandidates: Sendable {
     }
 
     /// Whether encrypted databases get scheduled backups: into the
-    /// configuration's `encryptedBackupDirectory`, or, in a fleet, into
-    /// their epoch folders of the replica store.
+    /// configuration's `encryptedBackupDirectory`, or, in a fleet, as
+    /// snapshots in their epoch folders of the replica store (a folder or
+    /// a bucket).
     var backsUpEncryptedDatabases: Bool {
         replication.encryptedBackupDirectory != nil || ownership != nil
     }
@@ -91,6 +98,21 @@ final class ReplicationCandidates: Sendable {
         }
     }
 
+    /// The configuration's replica store, built at the first call that
+    /// succeeds.
+    ///
+    /// - throws: `ReplicaStoreError.invalidConfiguration(reason:)` (tried
+    ///   again at the next call).
+    func replicaStore() throws(ReplicaStoreError) -> ReplicaStore {
+        if let store = builtStore.withLock({ $0 }) { return store }
+        let store = try ReplicaStore(replica: replication.replica, environment: replication.s3Environment(environment))
+        return builtStore.withLock { built in
+            if let built { return built }
+            built = store
+            return store
+        }
+    }
+
     /// Every database of the configuration that exists now. A tenants'
     /// master key that can't be read leaves the tenants out, and is
     /// reported to `problem`.
@@ -108,7 +130,11 @@ final class ReplicationCandidates: Sendable {
             }
             candidates.append(ReplicationCandidate(
                 name: database.name, path: database.path, replicaURL: replicaURL,
-                encryptedBackupPath: replication.encryptedBackupPath(forDatabase: database.name),
+                encryptedCopy: replication.encryptedBackups.map { backups in
+                    Result { () throws in
+                        try EncryptedCopyTarget(folder: backups, key: ReplicaStore.encryptedBackupKey(forDatabase: database.name))
+                    }
+                },
                 key: {
                     guard let source else { return nil }
                     return try BackupEncryption(
@@ -140,7 +166,12 @@ final class ReplicationCandidates: Sendable {
             return ReplicationCandidate(
                 name: TenantStorage.name(of: id), path: storage.path(of: id),
                 replicaURL: replicaURL,
-                encryptedBackupPath: storage.encryptedBackupPath(for: id), tenant: id,
+                encryptedCopy: replication.encryptedBackups.map { backups in
+                    Result { () throws in
+                        try EncryptedCopyTarget(folder: backups, key: ReplicaStore.encryptedBackupKey(forTenant: id.rawValue))
+                    }
+                },
+                tenant: id,
                 key: { try storage.backupEncryption(for: id) })
         }
         guard let epoch = ownership.servedEpoch(of: id) else { throw .notPlaced(tenant: id.rawValue) }
@@ -148,7 +179,11 @@ final class ReplicationCandidates: Sendable {
         return ReplicationCandidate(
             name: TenantStorage.name(of: id), path: storage.path(of: id),
             replicaURL: replicaURL,
-            encryptedBackupPath: storage.encryptedReplicaPath(for: id, epoch: epoch), tenant: id, epoch: epoch,
+            encryptedCopy: Result { () throws in
+                try EncryptedCopyTarget(
+                    store: replicaStore(), key: ReplicaStore.encryptedSnapshotKey(tenant: id.rawValue, epoch: epoch), of: replication)
+            },
+            tenant: id, epoch: epoch,
             key: { try storage.backupEncryption(for: id) })
     }
 
