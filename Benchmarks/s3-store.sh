@@ -45,6 +45,7 @@ sample_bin="$(swift build -c "$build_config" --package-path Samples/MultiTenantS
 swift build -c "$build_config" --product registryctl >&2
 registryctl="$(swift build -c "$build_config" --show-bin-path)/registryctl"
 
+source Benchmarks/lib/servers.sh
 work=$(mktemp -d /tmp/s3-store-bench.XXXXXX)
 pids=()
 servers=()
@@ -124,20 +125,11 @@ configure() {
 JSON
 }
 
-# Starts a server on data directory $2; sets the variable named $1 to its
-# base URL and ${1}_pid to its pid.
-start() {
-    local name=$1 data=$2
-    "$sample_bin/MultiTenantServer" --port 0 --data "$data" >"$work/$name.log" 2>&1 &
-    pids+=($!)
-    printf -v "${name}_pid" '%s' "$!"
-    for _ in $(seq 1 600); do
-        if port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$work/$name.log" | grep -o '[0-9]*$'); then
-            printf -v "$name" 'http://127.0.0.1:%s' "$port"; return
-        fi
-        sleep 0.1
-    done
-    echo "$name did not start:" >&2; cat "$work/$name.log" >&2; exit 1
+# Starts the sample on data directory $2 (Benchmarks/lib/servers.sh's
+# start); sets the variable named $1 to its base URL and ${1}_pid to its pid.
+serve() {
+    start "$1" "$sample_bin/MultiTenantServer" --port 0 --data "$2"
+    printf -v "${1}_pid" '%s' "${pids[-1]}"
 }
 
 # Stops the server whose pid is $1 (SIGTERM: Litestream's last sync, then
@@ -189,9 +181,9 @@ PY
 configure "$work/durable" "s3 durable $proxy" durable
 configure "$work/async" "s3 async $proxy" async
 configure "$work/folder" "folder $work/folder-replica" async
-start durable "$work/durable"
-start async "$work/async"
-start folder "$work/folder"
+serve durable "$work/durable"
+serve async "$work/async"
+serve folder "$work/folder"
 
 echo "1. requests per acknowledged write ($writes durable, then $writes asynchronous)…" >&2
 token=$(create "$durable" w)
@@ -247,8 +239,8 @@ size_kb=$(du -k "$(find "$work/async" -name big.sqlite | head -n 1)" | cut -f1)
 expected=$(sqlite3 "$(find "$work/async" -name big.sqlite | head -n 1)" "SELECT COUNT(*) FROM player")
 # Started again, the servers' scans register the file with Litestream,
 # whose first sync uploads all of it; stopped, their last sync ends.
-start async "$work/async"
-start folder "$work/folder"
+serve async "$work/async"
+serve folder "$work/folder"
 sleep 8
 stop "$async_pid"
 stop "$folder_pid"
