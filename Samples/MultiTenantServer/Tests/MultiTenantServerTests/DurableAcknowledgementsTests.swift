@@ -67,7 +67,12 @@ import Testing
                     }
                 }
             }
-            try await Task.sleep(for: .seconds(4))
+            // Enough acknowledged writes to mean something, however slow
+            // the machine (a fixed 4 s gave 17 on a loaded CI machine).
+            let loaded = ContinuousClock.now + .seconds(60)
+            while acknowledged.names.withLock({ $0.count }) < 40 && ContinuousClock.now < loaded {
+                try await Task.sleep(for: .milliseconds(100))
+            }
             // The machine is lost while writes are in flight.
             let children = ReplicationDrillTests.children(of: server.process.processIdentifier)
             kill(server.process.processIdentifier, SIGKILL)
@@ -88,7 +93,7 @@ import Testing
         #expect(writes.count > 20, "too few acknowledged writes to mean anything: \(writes.count); refusals: \(acknowledged.refusals.withLock { $0.prefix(5) })")
         let lost = writes.filter { !names.contains($0) }
         #expect(lost.isEmpty, "\(lost.count) of \(writes.count) acknowledged writes are not in the replica: \(lost.prefix(10))")
-        print("durable acknowledgements: \(writes.count) acknowledged writes by 8 writers in 4 s, \(lost.count) lost after SIGKILL of the server and Litestream")
+        print("durable acknowledgements: \(writes.count) acknowledged writes by 8 writers, \(lost.count) lost after SIGKILL of the server and Litestream")
     }
 
     static func playerNames(in file: URL) throws -> [String] {

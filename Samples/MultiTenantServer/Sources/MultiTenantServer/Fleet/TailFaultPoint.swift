@@ -17,7 +17,7 @@ import Logging
 /// ```
 struct TailFaultPoint: Sendable {
     /// The variable that turns the fault point on.
-    static let variable = "MTS_FAULT_KILL_BEFORE_TAIL_APPEND"
+    static let variable = ServerVariable.tailFaultPoint.rawValue
 
     /// The file whose existence arms it.
     let trigger: String

@@ -17,6 +17,7 @@ enum ServerVariable: String, CaseIterable, Sendable {
     case sdkDisabled = "OTEL_SDK_DISABLED"
     case postgresPassword = "PGPASSWORD"
     case fleetSecret = "MTS_FLEET_SECRET"
+    case tailFaultPoint = "MTS_FAULT_KILL_BEFORE_TAIL_APPEND"
 
     /// The limit (``ServerLimits``) the variable sets, if it is one.
     var limit: WritableKeyPath<ServerLimits, Int>? {
@@ -48,6 +49,7 @@ enum ServerVariable: String, CaseIterable, Sendable {
         case .sdkDisabled: "true turns traces off"
         case .fleetSecret: "fleet mode: the fleet secret (32 bytes or more, the same on every node, unknown to PostgreSQL), when --fleet-secret-file gives none"
         case .postgresPassword: "fleet mode: the PostgreSQL password, when neither MTS_FLEET nor --fleet-password-file gives one"
+        case .tailFaultPoint: "tests only: a file name (in the data directory) that, once the file exists, makes the next durable write recorded in the fleet's tail kill this process between its commit and its append (scripts/fleet-chaos appendkill)"
         }
     }
 }
