@@ -274,13 +274,6 @@ extension RegistryConfiguration {
             encryptedBackupDirectory.map(FolderReplicaStoreBackend.init(root:))
         }
 
-        /// `<encryptedBackupDirectory>/<name>.sqlite`: the scheduled
-        /// encrypted backup of the named database `name`; nil without a
-        /// backup directory or for a name that is not one path component.
-        package func encryptedBackupPath(forDatabase name: String) -> String? {
-            try? encryptedBackups?.path(of: ReplicaStore.encryptedBackupKey(forDatabase: name))
-        }
-
         /// `<encryptedBackupDirectory>/tenants/<id>.sqlite`: the scheduled
         /// encrypted backup of tenant `id`.
         package func encryptedBackupPath(forTenant id: String) -> String? {
