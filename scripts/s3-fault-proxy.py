@@ -2,7 +2,7 @@
 """A loopback HTTP proxy in front of an S3-compatible server that injects
 the faults the replica store must survive (issue 36). Python stdlib only.
 
-    s3-fault-proxy.py --upstream http://127.0.0.1:PORT [--port 0]
+    s3-fault-proxy.py --upstream http://127.0.0.1:PORT [--port 0] [--host 127.0.0.1]
 
 Prints "s3-fault-proxy listening on PORT" once it accepts connections.
 Faults are chosen while it runs, by a control request that never reaches
@@ -146,12 +146,14 @@ def make_handler(upstream, state):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--upstream", required=True, help="http://127.0.0.1:PORT of the S3 server")
-    parser.add_argument("--port", type=int, default=0, help="loopback port to listen on (0: any free one)")
+    parser.add_argument("--port", type=int, default=0, help="port to listen on (0: any free one)")
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="address to listen on (127.0.0.1; 0.0.0.0 for clients in network namespaces, as scripts/fleet-chaos's nodes)")
     arguments = parser.parse_args()
     upstream = urllib.parse.urlsplit(arguments.upstream)
     if upstream.scheme != "http" or not upstream.hostname or not upstream.port:
         parser.error("--upstream must be http://host:port")
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", arguments.port), make_handler(upstream, State()))
+    server = http.server.ThreadingHTTPServer((arguments.host, arguments.port), make_handler(upstream, State()))
     server.daemon_threads = True
     print("s3-fault-proxy listening on %d" % server.server_address[1], flush=True)
     server.serve_forever()

@@ -54,6 +54,8 @@ let package = Package(
                 .product(name: "GRDBRegistryExamples", package: "GRDBRegistry"),
                 .product(name: "GRDBMigrations", package: "GRDBRegistry"),
                 .product(name: "GRDBCipher", package: "GRDBRegistry"),
+                // --replica-store s3://…: its location and settings, checked at start.
+                .product(name: "GRDBReplicaStore", package: "GRDBRegistry"),
                 .product(name: "GRDBRegistryFleet", package: "GRDBRegistryFleet"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 // The checks a fleet node's restores pass (DatabaseRestore.Checks).

@@ -4,7 +4,11 @@ which prepares the network, PostgreSQL and HAProxy (scripts/fleet-env) and
 passes them in the environment.
 
 For each acknowledgement mode (durable, async, or both, one after the
-other on a fresh database, fresh data folders and a fresh replica store):
+other on a fresh database, fresh data folders and a fresh replica store:
+a folder every node shares, or with --store s3 a bucket of a moto_server
+(S3-compatible, checking every request's signature) that nodes and their
+Litestream reach through scripts/s3-fault-proxy.py, with the standard
+AWS_* variables):
 three sample servers in fleet mode behind HAProxy, T tenants (every fifth
 encrypted) created through HAProxy, W writer threads posting
 `{"name": "w<writer>-<seq>", "score": <seq>}` to random tenants through
@@ -45,10 +49,13 @@ and when the request started and ended), and these scenarios under load:
              restored from the replica plus the tail without a gap, though
              its disk, kept, holds a commit the tail lacks; then it restarts
              with that disk and takes its share back.
-  storedown  The replica store read-only (EROFS: a bind mount remounted
-             read-only in every node's mount namespace, checked from each)
-             for --store-down-seconds: durable writes go on through the tail,
-             which grows (tail_rows_*; a refusal, the tail's bound included,
+  storedown  The replica store down for --store-down-seconds: a folder
+             read-only (EROFS: a bind mount remounted read-only in every
+             node's mount namespace, checked from each); a bucket (--store
+             s3) unreachable, every request's connection closed unanswered
+             by the fault proxy in front of moto_server. Meanwhile durable
+             writes go on through the tail, which grows (tail_rows_*; a
+             refusal, the tail's bound included,
              is a detail, not a failure); 0.5 s after the store is back, the
              node owning the most tenants among those with an encrypted one
              is killed as in `kill` (failover bound): its tenants are
@@ -85,8 +92,8 @@ import time
 import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fleetlib import (Node, ReadOnlyFolder, build_server, descendants, fleet_env, log, network,  # noqa: E402
-                      percentile, postgres_kill, request, ROOT)
+from fleetlib import (Node, ReadOnlyFolder, S3Store, build_server, descendants, fleet_env, log, network,  # noqa: E402
+                      node_gateway, percentile, postgres_kill, request, ROOT)
 
 SCENARIOS = ["kill", "partition", "pgrestart", "move", "drain", "freeze", "freezemove", "pgkill", "appendkill", "storedown"]
 
@@ -176,8 +183,17 @@ class Campaign:
     def __init__(self, arguments, mode, server, ports, database_url, haproxy):
         self.arguments, self.mode, self.server, self.haproxy = arguments, mode, server, haproxy
         self.work = os.path.join(os.environ["FLEET_WORK"], f"chaos-{mode}")
-        self.store = os.path.join(self.work, "replicas")
-        os.makedirs(self.store, exist_ok=True)
+        os.makedirs(self.work, exist_ok=True)
+        # The replica store: a folder every node shares, or (--store s3) a
+        # bucket of a moto_server behind scripts/s3-fault-proxy.py.
+        self.s3 = None
+        if arguments.store == "s3":
+            self.s3 = S3Store(os.path.join(self.work, "s3"), os.path.join(ROOT, ".build-venv"))
+            self.s3.start()
+            self.store = self.s3.url(f"fleet-{mode}")
+        else:
+            self.store = os.path.join(self.work, "replicas")
+            os.makedirs(self.store, exist_ok=True)
         self.database_url = database_url
         self.operator = secrets.token_hex(24)
         # The fleet secret: every node signs its row and its forwards with it.
@@ -188,7 +204,9 @@ class Campaign:
                            # this file in its data folder.
                            MTS_FAULT_KILL_BEFORE_TAIL_APPEND=self.FAULT_TRIGGER,
                            PATH=os.path.join(ROOT, ".build-venv", "bin") + os.pathsep + os.environ.get("PATH", ""))
-        self.nodes = [Node(index, port, self.work, server, environment) for index, port in enumerate(ports, start=1)]
+        self.nodes = [Node(index, port, self.work, server,
+                           dict(environment, **self.s3.environment(node_gateway(index))) if self.s3 else environment)
+                      for index, port in enumerate(ports, start=1)]
         self.lock = threading.Lock()
         self.started = time.monotonic()
         self.acks = {}             # tenant -> [Ack]
@@ -208,10 +226,11 @@ class Campaign:
         self.tail_samples = []      # (monotonic instant, that most) of each sample
         self.store_outages = []     # (from, to): storedown, from the store's fall to the kill after it
         # The replica store, made read-only for every node by storedown:
-        # bound on itself before any node starts (see ReadOnlyFolder).
-        self.store_fault = ReadOnlyFolder(self.store)
+        # bound on itself before any node starts (see ReadOnlyFolder); a
+        # bucket's proxy refuses every request instead.
+        self.store_fault = ReadOnlyFolder(self.store) if self.s3 is None else None
         self.store_fault_error = None
-        if "storedown" in arguments.scenarios:
+        if "storedown" in arguments.scenarios and self.store_fault is not None:
             try:
                 self.store_fault.mount()
             except (OSError, subprocess.CalledProcessError) as error:   # not root: storedown says so when it runs
@@ -660,6 +679,8 @@ class Campaign:
         tenant is killed (disk deleted): its tenants fail over from
         replicas that lag, plus the tail; no acknowledged write may be
         lost, and the failover counts against the bound."""
+        if self.s3 is not None:
+            return self.storedown_s3(number)
         if self.store_fault_error:
             raise RuntimeError(self.store_fault_error)
         pids = [pid for node in self.live_nodes() for pid in [node.process.pid] + descendants(node.process.pid)]
@@ -706,6 +727,41 @@ class Campaign:
             "kill_seconds_after_store_back": round(wait, 2), "kill": kill})
         if writable_after != namespaces:
             self.problems.append(f"storedown {number}: the store writable again in {writable_after} of {namespaces} mount namespaces only")
+
+    def storedown_s3(self, number):
+        """storedown on a bucket: the fault proxy in front of moto closes
+        every connection without answering (the store unreachable) for
+        --store-down-seconds, then passes again; the same writers, checks
+        and kill as on a folder. The fault must reach the nodes: some of
+        their requests refused while it lasts."""
+        window = self.open_window("storedown", None, "any")
+        down = time.monotonic()
+        tail_before = self.tail_rows_last(down)
+        before = self.s3.set_fault("refuse")
+        try:
+            time.sleep(self.arguments.store_down_seconds)
+        finally:
+            during = self.s3.set_fault("pass")
+        up = time.monotonic()
+        refused_requests = during["requests"] - before["requests"]
+        if refused_requests == 0:
+            self.problems.append(f"storedown {number}: no node sent the store a request in {up - down:.1f} s of outage")
+        with self.lock:
+            acknowledged = sum(1 for acks in self.acks.values() for ack in acks if down < ack.start and ack.end < up)
+        refused, examples = window.failures, list(window.failure_examples)
+        wait = 0.5
+        time.sleep(wait)
+        window.end = time.monotonic()
+        self.store_outages.append((down, window.end))
+        tail_at_kill = self.tail_rows_last(window.end)
+        kill = self.kill_node(self.encrypted_owner(number), number, label="storedown")
+        self.details["storedown"].append({
+            "down_seconds": round(up - down, 2), "store": "s3: every request refused by the fault proxy",
+            "store_requests_refused": refused_requests,
+            "acknowledged_while_down": acknowledged, "refused_or_failed_requests": refused, "refusal_examples": examples,
+            "tail_rows_before": tail_before, "tail_rows_max_while_down": self.tail_rows_between(down, up),
+            "tail_rows_last_sample_before_kill": tail_at_kill,
+            "kill_seconds_after_store_back": round(wait, 2), "kill": kill})
 
     def movable(self, number):
         """A tenant on a live node (the scenario's number picks it), its
@@ -973,7 +1029,26 @@ class Campaign:
             status = node.stop()
             if status != 0:
                 self.problems.append(f"{node.node_id} exited with {status} on SIGTERM")
-        return self.summary(lost, forked, reused, ages, elapsed)
+        summary = self.summary(lost, forked, reused, ages, elapsed)
+        if self.s3 is not None:
+            # The replicas are in the bucket: Litestream's files of plain
+            # tenants and the encrypted snapshots, under each epoch.
+            keys = self.s3.objects(f"fleet-{self.mode}/tenants/")
+            snapshots = sum(1 for key in keys if key.endswith("/encrypted.sqlite"))
+            summary["store_objects"] = {"objects": len(keys), "encrypted_snapshots": snapshots,
+                                        "requests": self.s3.state().get("kinds")}
+            if not keys or (self.encrypted and any(self.encrypted.values()) and not snapshots):
+                self.problems.append(f"the bucket holds {len(keys)} objects, {snapshots} of them encrypted snapshots, under fleet-{self.mode}/tenants/")
+        return summary
+
+    def stop(self):
+        """Every node killed, the store's fault undone, moto stopped."""
+        for node in self.nodes:
+            node.kill()
+        if self.store_fault is not None:
+            self.store_fault.unmount()
+        if self.s3 is not None:
+            self.s3.stop()
 
     def summary(self, lost, forked, reused, ages, elapsed):
         window = self.loss_window or {}
@@ -1037,6 +1112,8 @@ def main():
     parser.add_argument("--drain-seconds", type=float, default=None, help="how long a drain may take (120 s; 30 with --short)")
     parser.add_argument("--pg-down-seconds", type=float, default=3.0, help="pgkill: how long PostgreSQL stays dead")
     parser.add_argument("--store-down-seconds", type=float, default=None, help="storedown: how long the store is read-only (30 s; 10 with --short)")
+    parser.add_argument("--store", choices=["folder", "s3"], default="folder",
+                        help="the replica store: a shared folder, or a bucket of a moto_server (S3-compatible) behind scripts/s3-fault-proxy.py")
     parser.add_argument("--bound", type=float, default=5.0, help="failover bound, seconds")
     parser.add_argument("--loss-slack", type=float, default=1.0, help="async: seconds allowed beyond the documented loss window")
     parser.add_argument("--release", action="store_true")
@@ -1068,16 +1145,16 @@ def main():
         database = f"fleet_{mode}"
         fleet_env("psql", "-c", f"CREATE DATABASE {database}")
         url = urllib.parse.urlsplit(os.environ["FLEET_PG_URL"])._replace(path="/" + database).geturl()
-        campaign = Campaign(arguments, mode, server, ports, url, haproxy)
+        campaign = None
         try:
+            campaign = Campaign(arguments, mode, server, ports, url, haproxy)
             results[mode] = campaign.run()
         except Exception as error:   # reported, never hidden: the run fails
             results[mode] = {"mode": mode, "error": str(error)[:2000]}
             log(f"{mode}: {error}")
         finally:
-            for node in campaign.nodes:
-                node.kill()
-            campaign.store_fault.unmount()
+            if campaign is not None:
+                campaign.stop()
     report = combine(arguments, results)
     print(json.dumps(report, indent=1))
     return 1 if report["failed"] else status
@@ -1095,6 +1172,7 @@ def combine(arguments, results):
     durable_lost = total("acknowledged_writes_lost", "durable")
     report = {
         "network": network(),
+        "store": "s3: moto_server behind scripts/s3-fault-proxy.py" if arguments.store == "s3" else "folder",
         "partition": "blackhole route to PostgreSQL in the node's namespace" if network() == "netns"
         else "simulated: PostgreSQL stopped for every node (no namespaces on this machine)",
         "seed": arguments.seed, "restore": arguments.restore, "lease_seconds": arguments.lease,

@@ -374,3 +374,148 @@ def percentile(values, fraction):
     ordered = sorted(values)
     rank = max(1, math.ceil(fraction * len(ordered)))
     return ordered[min(rank, len(ordered)) - 1]
+
+
+class S3Store:
+    """The fleet's replica store as an S3-compatible bucket: a moto_server
+    of the venv (scripts/bootstrap installs it) that checks every
+    request's SigV4 signature against an IAM user's key made at start, and
+    scripts/s3-fault-proxy.py in front of it, through which every node and
+    its Litestream reach the store, so that a scenario can make the store
+    unreachable (``set_fault("refuse")``) and count the requests.
+
+    The proxy listens on every address: a node in a network namespace
+    reaches it at its veth's host end (10.200.<i>.1), not at PostgreSQL's
+    address, so a partition from PostgreSQL leaves the store reachable;
+    moto listens on loopback only.
+    Nothing here looks for a public endpoint or the instance metadata
+    service: every client has the endpoint, a region and keys."""
+
+    BUCKET = "replicas"
+    REGION = "us-east-1"
+
+    def __init__(self, work, venv):
+        self.work, self.venv = work, venv
+        self.processes = []
+        self.moto_port = self.proxy_port = None
+        self.access_key = self.secret_key = None
+
+    def start(self):
+        os.makedirs(self.work, exist_ok=True)
+        python = os.path.join(self.venv, "bin", "python")
+        moto = os.path.join(self.venv, "bin", "moto_server")
+        if not os.access(moto, os.X_OK):
+            raise RuntimeError(f"{moto} is missing: run scripts/bootstrap")
+        self.moto_port = free_port()
+        # The setup's requests (user, key, policy, bucket) are unsigned;
+        # moto checks the signature of every later one.
+        environment = dict(os.environ, AWS_EC2_METADATA_DISABLED="true", INITIAL_NO_AUTH_ACTION_COUNT="4")
+        with open(os.path.join(self.work, "moto.log"), "wb") as output:
+            self.processes.append(subprocess.Popen([moto, "-H", "127.0.0.1", "-p", str(self.moto_port)], env=environment,
+                                                   stdout=output, stderr=subprocess.STDOUT, start_new_session=True))
+        setup = subprocess.run([python, "-c", self.SETUP, f"http://127.0.0.1:{self.moto_port}", self.BUCKET],
+                               capture_output=True, text=True, env=dict(os.environ, AWS_EC2_METADATA_DISABLED="true"))
+        words = setup.stdout.split()
+        if setup.returncode != 0 or len(words) < 2:
+            self.stop()
+            raise RuntimeError(f"moto_server setup failed: {setup.stdout[-500:]} {setup.stderr[-1500:]}")
+        self.access_key, self.secret_key = words[-2], words[-1]
+        log_path = os.path.join(self.work, "s3-fault-proxy.log")
+        with open(log_path, "wb") as output:
+            self.processes.append(subprocess.Popen(
+                [python, os.path.join(ROOT, "scripts", "s3-fault-proxy.py"), "--upstream", f"http://127.0.0.1:{self.moto_port}",
+                 "--host", "0.0.0.0"], stdout=output, stderr=subprocess.STDOUT, start_new_session=True))
+        deadline = time.monotonic() + 30
+        while self.proxy_port is None:
+            with open(log_path, "rb") as file:
+                found = re.search(rb"listening on (\d+)", file.read())
+            if found:
+                self.proxy_port = int(found.group(1))
+            elif time.monotonic() > deadline or self.processes[-1].poll() is not None:
+                self.stop()
+                raise RuntimeError("s3-fault-proxy did not start")
+            else:
+                time.sleep(0.05)
+
+    def url(self, name):
+        """The store's URL for --replica-store: s3://replicas/<name>."""
+        return f"s3://{self.BUCKET}/{name}"
+
+    def environment(self, host):
+        """What every S3 client of a node reaching the store from `host`'s
+        side needs: the standard variables, the proxy as endpoint."""
+        return {"AWS_ACCESS_KEY_ID": self.access_key, "AWS_SECRET_ACCESS_KEY": self.secret_key,
+                "AWS_REGION": self.REGION, "AWS_ENDPOINT_URL": f"http://{host}:{self.proxy_port}",
+                "AWS_EC2_METADATA_DISABLED": "true"}
+
+    def set_fault(self, mode):
+        """The proxy's mode for every request from now on ("pass",
+        "refuse"…); returns its state (requests seen, by kind)."""
+        response = request(f"http://127.0.0.1:{self.proxy_port}", "POST", "/__fault__", body={"mode": mode, "count": -1})
+        if response.status != 200:
+            raise RuntimeError(f"s3-fault-proxy refused mode {mode}: {response.status} {response.body[:200]}")
+        return response.json()
+
+    def state(self):
+        return request(f"http://127.0.0.1:{self.proxy_port}", "GET", "/__fault__").json()
+
+    def objects(self, prefix=""):
+        """The keys under `prefix` in the bucket (moto directly)."""
+        listing = subprocess.run([os.path.join(self.venv, "bin", "python"), "-c", self.LIST,
+                                  f"http://127.0.0.1:{self.moto_port}", self.BUCKET, prefix, self.access_key, self.secret_key],
+                                 capture_output=True, text=True, check=True)
+        return listing.stdout.split()
+
+    def stop(self):
+        for process in self.processes:
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            process.wait()
+        self.processes = []
+
+    SETUP = """
+import boto3, json, socket, sys, time
+endpoint, bucket = sys.argv[1], sys.argv[2]
+host, port = endpoint.rsplit("/", 1)[1].split(":")
+deadline = time.time() + 30
+while True:
+    try:
+        socket.create_connection((host, int(port)), timeout=1).close()
+        break
+    except OSError:
+        if time.time() > deadline:
+            sys.exit("moto_server did not listen on " + endpoint)
+        time.sleep(0.1)
+options = dict(endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="setup", aws_secret_access_key="setup")
+iam = boto3.client("iam", **options)
+iam.create_user(UserName="fleet")
+key = iam.create_access_key(UserName="fleet")["AccessKey"]
+iam.put_user_policy(UserName="fleet", PolicyName="all", PolicyDocument=json.dumps(
+    {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}))
+boto3.client("s3", **options).create_bucket(Bucket=bucket)
+print(key["AccessKeyId"], key["SecretAccessKey"])
+"""
+
+    LIST = """
+import boto3, sys
+endpoint, bucket, prefix, key, secret = sys.argv[1:6]
+s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id=key, aws_secret_access_key=secret)
+for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+    for item in page.get("Contents", []):
+        print(item["Key"])
+"""
+
+
+def free_port():
+    import socket
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def node_gateway(index):
+    """The address node `index` reaches the host at: its veth's host end
+    in a network namespace, else loopback."""
+    return f"10.200.{index}.1" if network() == "netns" else "127.0.0.1"

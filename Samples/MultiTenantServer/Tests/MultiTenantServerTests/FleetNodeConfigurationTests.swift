@@ -43,6 +43,24 @@ import Testing
         }
     }
 
+    @Test func aNodeOnAnS3StoreReplicatesToItsBucketAndKeepsToIt() throws {
+        try withDataDirectory { data, file in
+            let configuration = try FleetNodeConfiguration.load(file: file, data: data, mode: mode(store: "s3://replicas/fleet"))
+            #expect(configuration.replication?.replica == "s3://replicas/fleet")
+            #expect(try RegistryConfiguration.load(contentsOf: file).replication?.replica == "s3://replicas/fleet")
+            // The same bucket again is this node's store; a folder or another prefix is not.
+            _ = try FleetNodeConfiguration.load(file: file, data: data, mode: mode(store: "s3://replicas/fleet"))
+            let before = try Data(contentsOf: file)
+            for other in ["s3://replicas/other", "s3://replicas", "/srv/replica"] {
+                let error = #expect(throws: UsageError.self) {
+                    _ = try FleetNodeConfiguration.load(file: file, data: data, mode: mode(store: other))
+                }
+                #expect(error?.message.contains("not to the replica store \(other)") == true, "\(error?.message ?? "")")
+            }
+            #expect(try Data(contentsOf: file) == before)
+        }
+    }
+
     @Test func anotherReplicaStoreOrASingleServersDataAreRefusedUntouched() throws {
         try withDataDirectory { data, file in
             _ = try FleetNodeConfiguration.load(file: file, data: data, mode: mode())

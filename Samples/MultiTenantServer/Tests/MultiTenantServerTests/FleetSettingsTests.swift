@@ -82,6 +82,30 @@ import Testing
         #expect(refusal(Self.complete + ["--advertise", "https://10.0.0.1:8080", "--fleet-ca-file", "/nonexistent/ca.pem"]).contains("--fleet-ca-file /nonexistent/ca.pem cannot be read"))
     }
 
+    /// `--replica-store s3://bucket/prefix` is a bucket every node reaches
+    /// with the standard `AWS_*` variables; a store they don't make usable
+    /// is refused at start, naming what is missing.
+    @Test func anS3ReplicaStoreIsTakenWithItsSettingsFromTheEnvironment() throws {
+        let s3 = Self.shared.merging([
+            "AWS_ACCESS_KEY_ID": "key", "AWS_SECRET_ACCESS_KEY": "secret", "AWS_REGION": "us-east-1",
+            "AWS_ENDPOINT_URL": "http://127.0.0.1:9000",
+        ]) { $1 }
+        let arguments = ["--fleet", "postgres://fleet@127.0.0.1:5432/fleet", "--node-id", "n1", "--port", "8081", "--replica-store"]
+        let fleet = try #require(try settings(arguments + ["s3://replicas/fleet//"], s3).fleet)
+        #expect(fleet.replicaStore == "s3://replicas/fleet")
+        #expect(fleet.replica == "s3://replicas/fleet")
+        #expect(try #require(try settings(Self.complete).fleet).replica == "file:///srv/replica")
+        #expect(refusal(arguments + ["s3://replicas/fleet"]).contains("--replica-store s3://replicas/fleet:"))
+        var noRegion = s3
+        noRegion["AWS_REGION"] = nil
+        #expect(refusal(arguments + ["s3://replicas/fleet"], noRegion).contains("AWS_REGION"))
+        var noKey = s3
+        noKey["AWS_SECRET_ACCESS_KEY"] = nil
+        #expect(refusal(arguments + ["s3://replicas/fleet"], noKey).contains("AWS_SECRET_ACCESS_KEY"))
+        #expect(refusal(arguments + ["s3://replicas/a/../b"], s3).contains("--replica-store s3://replicas/a/../b:"))
+        #expect(refusal(arguments + ["gs://replicas/fleet"], s3).contains("absolute path"))
+    }
+
     /// A password in `--fleet` is refused, without repeating it: every
     /// local user reads a process's command line (security review 3, F7).
     /// It comes from MTS_FLEET's URL, a password file of mode 0600

@@ -1,6 +1,7 @@
 import Foundation
 import GRDBRegistry
 import GRDBRegistryService
+import GRDBReplicaStore
 
 /// The registry configuration of a fleet node's data directory: its
 /// tenants (no embedded catalog: the catalog is the fleet's, in
@@ -25,9 +26,7 @@ enum FleetNodeConfiguration {
         if configuration.databases.contains(where: { $0.name == "catalog" }) {
             throw UsageError(message: "\(data.path) is the data directory of a single server (its registry.json has an embedded catalog, whose tenants the fleet does not know): give this fleet node a data directory of its own")
         }
-        guard var replication = configuration.replication,
-              let directory = replication.replicaDirectory,
-              URL(fileURLWithPath: directory).standardizedFileURL.path == mode.replicaStore else {
+        guard var replication = configuration.replication, Self.replicatesTo(mode, replication) else {
             throw UsageError(message: "\(file.path) replicates to \(configuration.replication?.replica ?? "nothing"), not to the replica store \(mode.replicaStore): a node's tenants must replicate where the other nodes restore them from. Give the same --replica-store as before, or a data directory of its own")
         }
         let acknowledgements: RegistryConfiguration.Replication.Acknowledgements = mode.acknowledgements == .durable ? .durable : .asynchronous
@@ -42,6 +41,19 @@ enum FleetNodeConfiguration {
         return configuration
     }
 
+    /// Whether `replication` replicates to the store of `mode`: the same
+    /// folder, or the same bucket and prefix.
+    static func replicatesTo(_ mode: FleetMode, _ replication: RegistryConfiguration.Replication) -> Bool {
+        if ReplicaStore.isS3(mode.replicaStore) {
+            var replica = replication.replica
+            while replica.hasSuffix("/") { replica.removeLast() }
+            guard ReplicaStore.isS3(replica), let location = try? S3Location(parsing: replica) else { return false }
+            return location.description == mode.replicaStore
+        }
+        guard let directory = replication.replicaDirectory else { return false }
+        return URL(fileURLWithPath: directory).standardizedFileURL.path == mode.replicaStore
+    }
+
     static func make(data: URL, mode: FleetMode) throws -> RegistryConfiguration {
         let migrations = data.appendingPathComponent("migrations")
         var configuration = RegistryConfiguration(
@@ -51,7 +63,7 @@ enum FleetNodeConfiguration {
                 maxOpen: 256, masterKey: .environment(ServerVariable.masterKey.rawValue), allowPlaintextTenants: true),
             shutdownTimeout: .seconds(5))
         configuration.replication = RegistryConfiguration.Replication(
-            replica: "file://" + mode.replicaStore, litestream: mode.litestream,
+            replica: mode.replica, litestream: mode.litestream,
             // In a fleet, an encrypted tenant's backups go to its epoch's
             // folder in the replica store (the replicator's placement);
             // this local folder is only where the configuration's

@@ -1,5 +1,6 @@
 import Foundation
 import GRDBRegistryFleet
+import GRDBReplicaStore
 import NIOSSL
 
 /// The settings of fleet mode, from the command line and the environment
@@ -204,11 +205,9 @@ struct FleetSettings: Sendable, Equatable {
             throw UsageError(message: "--node-id takes 1 to 63 of a-z, 0-9 and -, not \(nodeID)")
         }
         guard let replicaStore else {
-            throw UsageError(message: "fleet mode needs --replica-store DIR (or MTS_REPLICA_STORE): a folder every node reaches, where tenants' replicas go so that another node can serve them")
+            throw UsageError(message: "fleet mode needs --replica-store DIR or s3://BUCKET/PREFIX (or MTS_REPLICA_STORE): a folder or a bucket every node reaches, where tenants' replicas go so that another node can serve them")
         }
-        guard replicaStore.hasPrefix("/") else {
-            throw UsageError(message: "--replica-store takes an absolute path (every node must name the same folder), not \(replicaStore)")
-        }
+        let store = try Self.replicaStore(replicaStore, environment: environment)
         for variable in [SharedToken.variable, ServerVariable.masterKey.rawValue] where (environment[variable] ?? "").isEmpty {
             throw UsageError(message: "fleet mode needs \(variable) in the environment, the same on every node: \(variable == ServerVariable.masterKey.rawValue ? "a key file per node would make encrypted tenants unreadable on the others" : "a token file per node would fail on whichever node a load balancer picks")")
         }
@@ -233,7 +232,7 @@ struct FleetSettings: Sendable, Equatable {
         var base = advertise
         while base.hasSuffix("/") { base.removeLast() }
         return FleetMode(
-            postgres: connection, nodeID: nodeID, advertise: base, secret: secret, replicaStore: URL(fileURLWithPath: replicaStore).standardizedFileURL.path,
+            postgres: connection, nodeID: nodeID, advertise: base, secret: secret, replicaStore: store,
             acknowledgements: acknowledgements, lease: .milliseconds(Int64(leaseSeconds * 1000)), restore: restore,
             encryptedBackupInterval: .seconds(encryptedBackupSeconds), litestream: litestream, fleetCA: fleetCA)
     }
@@ -267,6 +266,26 @@ extension FleetSettings {
         return secret
     }
 
+    /// The replica store of `--replica-store`, as ``FleetMode/replicaStore``
+    /// keeps it: an absolute folder path, standardized, or an S3-compatible
+    /// bucket, `s3://bucket/prefix` without trailing slashes, whose
+    /// credentials, region and endpoint must be in `environment` (the
+    /// standard `AWS_*` variables; the library's `ReplicaStore` reads
+    /// them, and says what is missing).
+    static func replicaStore(_ value: String, environment: [String: String]) throws -> String {
+        if ReplicaStore.isS3(value) {
+            do {
+                return try ReplicaStore.s3(replica: value, environment: environment).location.description
+            } catch {
+                throw UsageError(message: "--replica-store \(value): \(error)")
+            }
+        }
+        guard value.hasPrefix("/") else {
+            throw UsageError(message: "--replica-store takes an absolute path (every node must name the same folder) or s3://BUCKET/PREFIX, not \(value)")
+        }
+        return URL(fileURLWithPath: value).standardizedFileURL.path
+    }
+
     /// `url` without its password, for a message about it.
     static func redacted(_ url: String) -> String {
         guard var components = URLComponents(string: url) else { return "(a URL that does not parse)" }
@@ -284,7 +303,8 @@ struct FleetMode: Sendable, Equatable {
     var advertise: String
     /// Signs this node's row and the requests it forwards; checks the others'.
     var secret: FleetSecret
-    /// An absolute, standardized path.
+    /// An absolute, standardized path, or `s3://bucket/prefix`
+    /// (``FleetSettings/replicaStore(_:environment:)``).
     var replicaStore: String
     var acknowledgements: FleetSettings.Acknowledgements
     var lease: Duration
@@ -295,4 +315,10 @@ struct FleetMode: Sendable, Equatable {
     /// The certificates of `--fleet-ca-file`, the forwarder's only trust
     /// roots; nil for the system's trust store.
     var fleetCA: [NIOSSLCertificate]? = nil
+
+    /// The registry configuration's `replica`: the store's URL, a
+    /// `file://` one for a folder.
+    var replica: String {
+        ReplicaStore.isS3(replicaStore) ? replicaStore : "file://" + replicaStore
+    }
 }
