@@ -8,10 +8,11 @@ Prints "s3-fault-proxy listening on PORT" once it accepts connections.
 Faults are chosen while it runs, by a control request that never reaches
 the upstream:
 
-    POST /__fault__   {"mode": "...", "count": N, "delay": S}
+    POST /__fault__   {"mode": "...", "count": N, "delay": S, "skip": K}
 
 mode (for the next `count` requests, or all of them when count is -1 or
-absent; then back to "pass"):
+absent; then back to "pass"; the first `skip` requests the mode applies
+to are forwarded unchanged and not counted):
     pass          forward unchanged
     refuse        close the connection without answering
     delay         wait `delay` seconds, then forward
@@ -22,6 +23,10 @@ absent; then back to "pass"):
                   middlebox would: only the checksum can tell)
     cut-listing   forward; in a ListObjectsV2 answer, set IsTruncated to
                   true and drop NextContinuationToken
+    copy-error    applies to CopyObject requests only (a PUT with
+                  x-amz-copy-source; the others are forwarded and not
+                  counted): answer 200 with an InternalError document, as
+                  S3 may answer a copy that failed once it started
 GET /__fault__ answers {"mode": ..., "remaining": ..., "requests": N,
 "kinds": {...}}, N the number of requests seen so far (control requests
 excluded), and "kinds" the same count by kind (PUT, GET, LIST, HEAD,
@@ -44,6 +49,7 @@ class State:
         self.mode = "pass"
         self.remaining = -1
         self.delay = 0.0
+        self.skip = 0
         self.requests = 0
         self.kinds = {}
 
@@ -51,15 +57,20 @@ class State:
         with self.lock:
             self.kinds[kind] = self.kinds.get(kind, 0) + 1
 
-    def set(self, mode, count, delay):
+    def set(self, mode, count, delay, skip=0):
         with self.lock:
-            self.mode, self.remaining, self.delay = mode, count, delay
+            self.mode, self.remaining, self.delay, self.skip = mode, count, delay, skip
 
-    def take(self):
+    def take(self, is_copy=False):
         """The fault for one request, counting it down."""
         with self.lock:
             self.requests += 1
             mode, delay = self.mode, self.delay
+            if mode in COPY_MODES and not is_copy:
+                return "pass", 0.0
+            if mode != "pass" and self.skip > 0:
+                self.skip -= 1
+                return "pass", 0.0
             if mode != "pass" and self.remaining > 0:
                 self.remaining -= 1
                 if self.remaining == 0:
@@ -71,7 +82,8 @@ class State:
             return {"mode": self.mode, "remaining": self.remaining, "requests": self.requests, "kinds": dict(self.kinds)}
 
 
-MODES = {"pass", "refuse", "delay", "status500", "slowdown", "truncate-get", "cut-listing"}
+COPY_MODES = {"copy-error"}
+MODES = {"pass", "refuse", "delay", "status500", "slowdown", "truncate-get", "cut-listing"} | COPY_MODES
 HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-connection"}
 
 
@@ -100,7 +112,7 @@ def make_handler(upstream, state):
                     mode = request.get("mode", "pass")
                     if mode not in MODES:
                         raise ValueError("unknown mode %r" % mode)
-                    state.set(mode, int(request.get("count", -1)), float(request.get("delay", 0)))
+                    state.set(mode, int(request.get("count", -1)), float(request.get("delay", 0)), int(request.get("skip", 0)))
                 except (ValueError, TypeError) as error:
                     return self.reply(400, str(error).encode())
             self.reply(200, json.dumps(state.snapshot()).encode(), [("Content-Type", "application/json")])
@@ -113,7 +125,8 @@ def make_handler(upstream, state):
             query = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query, keep_blank_values=True)
             is_listing = self.command == "GET" and query.get("list-type") == ["2"]
             state.count("LIST" if is_listing else self.command)
-            mode, delay = state.take()
+            is_copy = self.command == "PUT" and self.headers.get("x-amz-copy-source") is not None
+            mode, delay = state.take(is_copy)
             if mode == "refuse":
                 self.close_connection = True
                 return
@@ -121,6 +134,9 @@ def make_handler(upstream, state):
                 return self.reply(500, b"<?xml version=\"1.0\"?><Error><Code>InternalError</Code><Message>injected</Message></Error>")
             if mode == "slowdown":
                 return self.reply(503, b"<?xml version=\"1.0\"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>")
+            if mode == "copy-error":
+                return self.reply(200, b"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>InternalError</Code><Message>injected: the copy failed after it started</Message></Error>",
+                                  [("Content-Type", "application/xml")])
             if mode == "delay":
                 time.sleep(delay)
             connection = http.client.HTTPConnection(upstream.hostname, upstream.port, timeout=60)

@@ -69,8 +69,9 @@ extension RegistryConfiguration {
         /// is kept, so that a mistaken removal can be undone with
         /// `registryctl restore --from-replica --tenant ID --removed`:
         /// at removal it moves to `<replica>/removed/tenants/<id>/<time>`
-        /// (`file://` replicas), and the replicator deletes it once this
-        /// retention has passed. Zero deletes it at removal.
+        /// (`file://` and `s3://` replicas; one of another scheme stays),
+        /// and the replicator deletes it once this retention has passed.
+        /// Zero deletes it at removal.
         public var removedTenantRetention: Duration
         /// Whether writes are acknowledged before (`.asynchronous`, the
         /// default) or after (`.durable`) they reach the replica. The

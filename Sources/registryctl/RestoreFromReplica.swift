@@ -34,7 +34,7 @@ extension RestoreCommand {
             let tenantChecks = try sets.checks(in: try tenantMigrations(tenants, config: config))
             let removed = self.removed
             items.append(Item(name: id.rawValue, destination: tenants.layout.path(of: id)) {
-                if removed { return .init(try restore.restoreRemoved(tenant: id, at: date, checks: tenantChecks)) }
+                if removed { return .init(try waitForAsync { try await restore.restoreRemoved(tenant: id, at: date, checks: tenantChecks) }) }
                 return try Self.restoreTenant(id, with: restore, at: date, checks: tenantChecks)
             })
         }

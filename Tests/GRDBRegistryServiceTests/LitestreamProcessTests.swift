@@ -302,7 +302,7 @@ private func startOrphan(_ arguments: [String]) throws {
             _ = try await daemon.tenants.withRepository(secret) { try await $0.add(name: "old", score: 1) }
             try daemon.tenants.remove(secret)
             #expect(Self.names(inBackupOf: secret, configuration: configuration, in: directory) == nil)
-            let kept = try RemovedTenantReplicas(replication: try #require(configuration.replication)).entries(of: secret)
+            let kept = try await RemovedTenantReplicas(replication: try #require(configuration.replication), environment: [:]).entries(of: secret)
             #expect(kept.count == 1 && kept.first?.encryptedBackup != nil)
 
             await daemon.replicator.registerNow()

@@ -219,7 +219,7 @@ private func files(under url: URL) -> [URL] {
         // The removal of the encrypted tenant is undone from its last backup.
         let secret = try TenantID("secret")
         let restore = LitestreamRestore(configuration: configuration, environment: environment, logger: Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() })
-        #expect(try restore.restoreRemoved(tenant: secret).destination == configuration.tenants!.layout.path(of: secret))
+        #expect(try await restore.restoreRemoved(tenant: secret).destination == configuration.tenants!.layout.path(of: secret))
         let secretPath = configuration.tenants!.layout.path(of: secret)
         #expect(CipherDatabase.isEncrypted(atPath: secretPath) == true)
         var secretKey = Configuration()
@@ -268,7 +268,7 @@ private func files(under url: URL) -> [URL] {
             #expect(try replicator.control.list().isEmpty)
             #expect(!FileManager.default.fileExists(atPath: path))
             #expect(!FileManager.default.fileExists(atPath: replica.appendingPathComponent("tenants/acme").path))
-            let kept = try RemovedTenantReplicas(replication: try #require(configuration.replication)).entries(of: acme)
+            let kept = try await RemovedTenantReplicas(replication: try #require(configuration.replication), environment: [:]).entries(of: acme)
             #expect(kept.count == 1)
             #expect(kept.first?.replicaURL?.hasPrefix("file://" + replica.appendingPathComponent("removed/tenants/acme/").path) == true)
 
@@ -293,7 +293,7 @@ private func files(under url: URL) -> [URL] {
         #expect(try Self.names(inTenantAt: path) == ["second life"])
         // The undo of the removal: every write of the removed tenant.
         for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
-        try restore.restoreRemoved(tenant: acme, checks: checks)
+        try await restore.restoreRemoved(tenant: acme, checks: checks)
         #expect(try Self.names(inTenantAt: path) == ["first", "last"])
     }
 
@@ -334,7 +334,7 @@ private func files(under url: URL) -> [URL] {
 
     /// The replicas of removed tenants are kept for the retention, then
     /// deleted; a zero retention deletes them at removal.
-    @Test func removedReplicasAreKeptForTheirRetentionThenDeleted() throws {
+    @Test func removedReplicasAreKeptForTheirRetentionThenDeleted() async throws {
         let directory = try TemporaryDirectory()
         func replicaOf(_ tenant: String) throws -> URL {
             let folder = directory.url.appendingPathComponent("replica/tenants/\(tenant)/ltx/0")
@@ -351,23 +351,23 @@ private func files(under url: URL) -> [URL] {
             return try TenantStorage(configuration: configuration, environment: [:])
         }
         let retained = RegistryConfiguration.Replication(replica: "file://" + directory.path("replica"), removedTenantRetention: .seconds(3600))
-        let kept = RemovedTenantReplicas(replication: retained)
+        let kept = try RemovedTenantReplicas(replication: retained, environment: [:])
         _ = try replicaOf("acme")
-        let entry = try #require(try kept.keep(acme, from: storage(retained), removedAt: removedAt))
+        let entry = try #require(try await kept.keep(acme, from: storage(retained), removedAt: removedAt))
         #expect(entry.removedAt == removedAt)
-        #expect(try kept.entries() == [entry])
+        #expect(try await kept.entries() == [entry])
         #expect(!FileManager.default.fileExists(atPath: directory.path("replica/tenants/acme")))
-        #expect(try kept.prune(now: removedAt.addingTimeInterval(3599)).isEmpty)
-        #expect(try kept.entries(of: acme) == [entry])
-        #expect(try kept.prune(now: removedAt.addingTimeInterval(3601)) == [entry])
-        #expect(try kept.entries().isEmpty)
+        #expect(try await kept.prune(now: removedAt.addingTimeInterval(3599)).isEmpty)
+        #expect(try await kept.entries(of: acme) == [entry])
+        #expect(try await kept.prune(now: removedAt.addingTimeInterval(3601)) == [entry])
+        #expect(try await kept.entries().isEmpty)
         #expect(!FileManager.default.fileExists(atPath: String(try #require(entry.replicaURL).dropFirst("file://".count))))
 
         let zero = RegistryConfiguration.Replication(replica: "file://" + directory.path("replica"), removedTenantRetention: .zero)
-        let deleted = RemovedTenantReplicas(replication: zero)
+        let deleted = try RemovedTenantReplicas(replication: zero, environment: [:])
         _ = try replicaOf("acme")
-        #expect(try deleted.keep(acme, from: storage(zero), removedAt: removedAt) == nil)
+        #expect(try await deleted.keep(acme, from: storage(zero), removedAt: removedAt) == nil)
         #expect(!FileManager.default.fileExists(atPath: directory.path("replica/tenants/acme")))
-        #expect(try deleted.entries().isEmpty)
+        #expect(try await deleted.entries().isEmpty)
     }
 }

@@ -126,4 +126,21 @@ import TestSupport
             try backend.moveFolder("tenants/acme", to: "removed/tenants/acme/20260101T000001.000Z")
         }
     }
+
+    @Test func aCopyIsAWholeNewFileAndKeepsTheSource() async throws {
+        let directory = try TemporaryDirectory()
+        let backend: any ReplicaStoreBackend = FolderReplicaStoreBackend(root: directory.path("store"))
+        let bytes = Data((0..<200_000).map { UInt8(truncatingIfNeeded: $0 &* 3) })
+        try await backend.put("tenants/acme/ltx/0/1.ltx", data: bytes)
+        try await backend.copy("tenants/acme/ltx/0/1.ltx", to: "removed/tenants/acme/20270115T080000.250Z/ltx/0/1.ltx")
+        #expect(try await backend.get("removed/tenants/acme/20270115T080000.250Z/ltx/0/1.ltx") == bytes)
+        #expect(try await backend.get("tenants/acme/ltx/0/1.ltx") == bytes)
+        // No temporary file is left beside the copy.
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path("store/removed/tenants/acme/20270115T080000.250Z/ltx/0")) == ["1.ltx"])
+        await #expect(throws: ReplicaStoreError.notFound(key: "tenants/acme/missing")) {
+            try await backend.copy("tenants/acme/missing", to: "removed/missing")
+        }
+        #expect(!FileManager.default.fileExists(atPath: directory.path("store/removed/missing")))
+    }
+
 }

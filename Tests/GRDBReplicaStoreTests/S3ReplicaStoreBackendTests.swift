@@ -115,4 +115,69 @@ import TestSupport
         }
         #expect(try await backend.list(prefix: "").isEmpty)
     }
+
+    /// A server-side copy: the same bytes under the new key (read back
+    /// checked: the checksum came with them), the source kept, an existing
+    /// destination replaced whole, and keys that need encoding in the
+    /// signed `x-amz-copy-source` header copied too.
+    @Test func aCopyHasTheSourcesExactBytesUnderTheNewKeyAndKeepsTheSource() async throws {
+        let moto = try await onOwnThread { try MotoServer(buckets: ["replicas"]) }
+        defer { moto.stop() }
+        let backend = try Self.backend(moto)
+        let bytes = Data((0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ $0 >> 9) })
+        let source = "tenants/acme/ltx/0/0000000000000001-0000000000000004.ltx"
+        let destination = "removed/tenants/acme/20270115T080000.250Z/ltx/0/0000000000000001-0000000000000004.ltx"
+        try await backend.put(source, data: bytes)
+        try await backend.copy(source, to: destination)
+        #expect(try await backend.get(destination) == bytes)
+        #expect(try await backend.get(source) == bytes)
+        #expect(try await backend.list(prefix: "").map(\.key) == [destination, source])
+
+        try await backend.put("tenants/acme/other", data: Data("other".utf8))
+        try await backend.copy("tenants/acme/other", to: destination)
+        #expect(try await backend.get(destination) == Data("other".utf8))
+
+        let odd = "tenants/ünï cøde/a+b=$1&x"
+        try await backend.put(odd, data: Data("odd".utf8))
+        try await backend.copy(odd, to: "removed/" + odd)
+        #expect(try await backend.get("removed/" + odd) == Data("odd".utf8))
+    }
+
+    @Test func copyingAMissingObjectIsNotFoundAndCreatesNothing() async throws {
+        let moto = try await onOwnThread { try MotoServer(buckets: ["replicas"]) }
+        defer { moto.stop() }
+        let backend = try Self.backend(moto)
+        await #expect(throws: ReplicaStoreError.notFound(key: "tenants/acme/missing")) {
+            try await backend.copy("tenants/acme/missing", to: "removed/tenants/acme/missing")
+        }
+        #expect(try await backend.list(prefix: "").isEmpty)
+        await #expect(throws: ReplicaStoreError.self) { try await backend.copy("tenants/../a", to: "b") }
+        await #expect(throws: ReplicaStoreError.self) { try await backend.copy("a", to: "/b") }
+    }
+
+    /// S3 may answer a CopyObject 200 with an error document: that is a
+    /// failure (retried for a passing code, then reported), never a copy.
+    @Test func aCopyAnsweredTwoHundredWithAnErrorDocumentFails() async throws {
+        let moto = try await onOwnThread { try MotoServer(buckets: ["replicas"]) }
+        defer { moto.stop() }
+        let upstream = moto.endpoint
+        let proxy = try await onOwnThread { try S3FaultProxy(upstream: upstream) }
+        defer { proxy.stop() }
+        let backend = try Self.backend(moto, endpoint: proxy.endpoint)
+        try await backend.put("tenants/acme/a", data: Data("a".utf8))
+        try await proxy.inject("copy-error")
+        let error = await #expect(throws: ReplicaStoreError.self) { try await backend.copy("tenants/acme/a", to: "removed/a") }
+        guard case .unavailable(_, let reason) = error else {
+            Issue.record("expected unavailable, got \(String(describing: error))")
+            return
+        }
+        #expect(reason.contains("InternalError") && reason.contains("removed/a"), "\(reason)")
+        // Every other request passes.
+        #expect(try await backend.get("tenants/acme/a") == Data("a".utf8))
+        // Once (two answers: the retry succeeds).
+        try await proxy.inject("copy-error", count: 1)
+        try await backend.copy("tenants/acme/a", to: "removed/a")
+        #expect(try await backend.get("removed/a") == Data("a".utf8))
+    }
+
 }

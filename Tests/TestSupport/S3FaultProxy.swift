@@ -43,11 +43,12 @@ public final class S3FaultProxy {
     deinit { stop() }
 
     /// Injects `mode` into the next `count` requests (all of them with -1),
-    /// waiting `delay` seconds per request in mode `delay`.
-    public func inject(_ mode: String, count: Int = -1, delay: Double = 0) async throws {
+    /// waiting `delay` seconds per request in mode `delay`, after the first
+    /// `skip` requests the mode applies to (forwarded unchanged).
+    public func inject(_ mode: String, count: Int = -1, delay: Double = 0, skip: Int = 0) async throws {
         var request = URLRequest(url: endpoint.appendingPathComponent("__fault__"))
         request.httpMethod = "POST"
-        request.httpBody = try JSONSerialization.data(withJSONObject: ["mode": mode, "count": count, "delay": delay])
+        request.httpBody = try JSONSerialization.data(withJSONObject: ["mode": mode, "count": count, "delay": delay, "skip": skip])
         let (data, response) = try await URLSession.shared.data(for: request)
         guard (response as? HTTPURLResponse)?.statusCode == 200 else {
             throw MotoStartFailure(output: "s3-fault-proxy refused mode \(mode): " + String(decoding: data, as: UTF8.self))

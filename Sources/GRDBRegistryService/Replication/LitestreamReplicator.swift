@@ -41,7 +41,10 @@ import Tracing
 ///   its last writes, unregisters it, and keeps its replica aside for
 ///   `replication.removedTenantRetentionSeconds` before the files are
 ///   deleted (`<replica>/removed/tenants/<id>/<time>`, which
-///   ``LitestreamRestore/restoreRemoved(tenant:at:checks:)`` restores). As
+///   ``LitestreamRestore/restoreRemoved(tenant:at:checks:)`` restores): in
+///   a folder with one rename, in an S3 bucket by server-side copies, the
+///   originals deleted once every copy succeeded (a failed copy fails the
+///   removal, leaving the replica whole where it was). As
 ///   a safety net, every `scanInterval` each plain tenant file and each
 ///   plain named database (at `<replica>/databases/<name>`) is registered,
 ///   and a file removed behind the daemon's back unregistered: Litestream's
@@ -420,7 +423,7 @@ public final class LitestreamReplicator: Service, Sendable {
                 }
                 logger.info("replication stopped: database removed", metadata: ["path": "\(path)"])
                 if let storage = try self.candidates.storage(), let id = storage.tenantID(ofPath: path) {
-                    try RemovedTenantReplicas(replication: replication).keep(id, from: storage, removedAt: Date())
+                    try await removedReplicas().keep(id, from: storage, removedAt: Date())
                 }
             } catch {
                 record(error: "unregister \(path): \(error)")
@@ -432,7 +435,7 @@ public final class LitestreamReplicator: Service, Sendable {
         }
         encryptedBackups.endRetiring(notIn: present)
         do {
-            for entry in try RemovedTenantReplicas(replication: replication).prune() {
+            for entry in try await removedReplicas().prune() {
                 logger.info("replica of a removed tenant deleted: its retention passed", metadata: [
                     "tenant": "\(entry.tenant)", "removedAt": "\(RemovedTenantReplicas.stamp(entry.removedAt))"])
             }
@@ -633,7 +636,8 @@ public final class LitestreamReplicator: Service, Sendable {
                 }
                 try unregisterLocked(path: path)
             }
-            let kept = try RemovedTenantReplicas(replication: replication).keep(id, from: storage, removedAt: Date())
+            let removed = try removedReplicas()
+            let kept = try Self.waitForAsync { try await removed.keep(id, from: storage, removedAt: Date()) }
             logger.info("tenant removed: replication stopped", metadata: [
                 "tenant": "\(id)", "kept": "\(kept?.replicaURL ?? kept?.encryptedBackup ?? "nothing")",
                 "retention": "\(replication.removedTenantRetention)"])
@@ -644,6 +648,13 @@ public final class LitestreamReplicator: Service, Sendable {
             if case .removalFailed = error as? ReplicationError { throw error }
             throw ReplicationError.removalFailed(tenant: id.rawValue, reason: "\(error)")
         }
+    }
+
+    /// The replicas of removed tenants, in the store the candidates
+    /// built (with the replicator's environment); none for a replica whose
+    /// scheme has no store backend here.
+    private func removedReplicas() throws -> RemovedTenantReplicas {
+        RemovedTenantReplicas(replication: replication, store: replication.hasStoreBackend ? try candidates.replicaStore() : nil)
     }
 
     private func record(error: String) {

@@ -20,7 +20,7 @@ import Tracing
 /// for id in try await restore.replicatedTenants() { try restore.restore(tenant: id) }
 /// // The state of acme one hour ago, or as it was when it was removed:
 /// try restore.restore(tenant: TenantID("acme"), at: Date(timeIntervalSinceNow: -3600))
-/// try restore.restoreRemoved(tenant: TenantID("acme"))
+/// try await restore.restoreRemoved(tenant: TenantID("acme"))
 /// ```
 ///
 /// It only fetches the file: `litestream restore -o` writes it under a
@@ -228,14 +228,31 @@ public struct LitestreamRestore: Sendable {
     /// encrypted one from its last encrypted backup, opened with its key
     /// (no point in time: a backup is one state).
     ///
-    /// - throws: ``ReplicationError/noRemovedReplica(tenant:)``, and the
-    ///   errors of ``restore(tenant:at:checks:)``.
+    /// ```swift
+    /// let report = try await restore.restoreRemoved(tenant: TenantID("acme"), checks: .init(migrations: playersSet))
+    /// ```
+    ///
+    /// The removals kept are listed in the replica store, a folder or an
+    /// S3-compatible bucket (`removed/tenants/<id>/<time>`), asynchronously;
+    /// the restore itself (Litestream, SQLite's checks, the file's
+    /// publication) runs off the cooperative pool (``BlockingWork``).
+    ///
+    /// - throws: ``ReplicationError/noRemovedReplica(tenant:)``;
+    ///   ``ReplicationError/restoreFailed(database:reason:)`` when the store
+    ///   can't be listed; and the errors of ``restore(tenant:at:checks:)``.
     @discardableResult
-    public func restoreRemoved(tenant id: TenantID, at date: Date? = nil, checks: DatabaseRestore.Checks = .init()) throws -> DatabaseRestore.Report {
-        let kept = try RemovedTenantReplicas(replication: try replication).entries(of: id)
+    public func restoreRemoved(tenant id: TenantID, at date: Date? = nil, checks: DatabaseRestore.Checks = .init()) async throws -> DatabaseRestore.Report {
+        let kept: [RemovedTenantReplicas.Entry]
+        do {
+            kept = try await RemovedTenantReplicas(replication: try replication, store: try replicaStore(for: id.databaseName)).entries(of: id)
+        } catch let error as ReplicationError {
+            throw error
+        } catch {
+            throw ReplicationError.restoreFailed(database: id.databaseName, reason: "can't list the removed tenants of the replica store: \(error)")
+        }
         guard let latest = kept.first else { throw ReplicationError.noRemovedReplica(tenant: id.rawValue) }
         if let url = latest.replicaURL {
-            return try restore(tenant: id, from: url, at: date, checks: checks)
+            return try await BlockingWork.run { try restore(tenant: id, from: url, at: date, checks: checks) }
         }
         guard let backup = latest.encryptedBackup else { throw ReplicationError.noRemovedReplica(tenant: id.rawValue) }
         guard date == nil else {
@@ -249,7 +266,7 @@ public struct LitestreamRestore: Sendable {
         // The kept backup is an import of the tenant's file, opened with
         // its key (which checks the HMAC of every page it reads).
         let storage = try tenantStorage(for: id)
-        return try pipeline.restoreTenant(id, fromFile: backup, into: storage, checks: checks)
+        return try await BlockingWork.run { [pipeline] in try pipeline.restoreTenant(id, fromFile: backup, into: storage, checks: checks) }
     }
 
     // MARK: - Fleet

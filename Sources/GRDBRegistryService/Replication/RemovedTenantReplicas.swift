@@ -8,28 +8,36 @@ import GRDBReplicaStore
 /// undone, then deleted.
 ///
 /// ```swift
-/// let removed = RemovedTenantReplicas(replication: replication)
-/// for entry in try removed.entries(of: TenantID("acme")) { print(entry.removedAt) }
+/// let removed = try RemovedTenantReplicas(replication: replication, environment: environment)
+/// for entry in try await removed.entries(of: TenantID("acme")) { print(entry.removedAt) }
 /// ```
 ///
 /// When a daemon removes a tenant, its ``LitestreamReplicator`` uploads the
 /// last writes, unregisters the tenant from Litestream, and moves what the
 /// tenant had:
-/// - its `file://` replica, `<replica>/tenants/<id>`, to
-///   `<replica>/removed/tenants/<id>/<time>` (a `rename(2)`: the replica
-///   is not copied). A tenant provisioned again under the same id then
-///   starts a replica of its own instead of writing after the old one.
+/// - its replica, `<replica>/tenants/<id>`, to
+///   `<replica>/removed/tenants/<id>/<time>`. In a folder store, with one
+///   `rename(2)` of the folder (the replica is not copied). In an S3
+///   store, which has no rename, object by object: every object under
+///   `tenants/<id>/` is copied server-side (`CopyObject`: the bytes stay in
+///   the bucket) to the same key under `removed/tenants/<id>/<time>/`, and
+///   only once every copy succeeded are the originals deleted. A copy
+///   that fails stops the removal (``ReplicationError/removalFailed(tenant:reason:)``
+///   naming the object), deletes the copies already made, and leaves
+///   every original in place: a retry starts over. Either way a tenant
+///   provisioned again under the same id then starts a replica of its
+///   own instead of writing after the old one (or, in a fleet, finding the
+///   old tenant's epochs).
 /// - its encrypted backup, `<encryptedBackupDirectory>/tenants/<id>.sqlite`,
 ///   to `<encryptedBackupDirectory>/removed/tenants/<id>/<time>.sqlite`.
 ///
 /// `<time>` is the removal's UTC time, `yyyyMMdd'T'HHmmss.SSS'Z'`; every
 /// one of these names is `ReplicaStore`'s (`removedTenantKey(_:removedAt:)`,
-/// `removedEncryptedBackupKey(_:removedAt:)`). The replicator deletes what
-/// is older than the retention at each scan. Only a folder store moves a
-/// replica, with one `rename(2)`: a store without renames (S3) would copy
-/// and delete it object by object, every LTX file of the tenant, which is
-/// neither atomic nor cheap, so such replicas stay at `<replica>/tenants/<id>`,
-/// for the provider's lifecycle rules to expire.
+/// `removedEncryptedBackupKey(_:removedAt:)`). With a zero retention the
+/// replica and the backup are deleted instead. The replicator deletes what
+/// is older than the retention at each scan (in a bucket, every object
+/// under the removal's prefix). A replica of a scheme this build has no
+/// store backend for (`gs://`…) is left where it is.
 package struct RemovedTenantReplicas: Sendable {
     /// One removal of a tenant, and what it left.
     package struct Entry: Sendable, Equatable {
@@ -37,8 +45,8 @@ package struct RemovedTenantReplicas: Sendable {
         package var tenant: TenantID
         /// When it was removed (to the millisecond).
         package var removedAt: Date
-        /// The Litestream replica kept aside (`file://…`), if the tenant
-        /// was replicated.
+        /// The Litestream replica kept aside (`file://…` or `s3://…`, as
+        /// Litestream is given it), if the tenant was replicated.
         package var replicaURL: String?
         /// The encrypted backup kept aside, if the tenant was encrypted.
         package var encryptedBackup: String?
@@ -48,16 +56,36 @@ package struct RemovedTenantReplicas: Sendable {
     /// the removed tenants.
     package let replication: RegistryConfiguration.Replication
 
-    package init(replication: RegistryConfiguration.Replication) {
+    /// The replica store, or nil when this build has no backend for the
+    /// replica's scheme (its replicas are left in place).
+    package let store: ReplicaStore?
+
+    /// The removed tenants of `replication`, kept in `store`, its replica
+    /// store (nil: a scheme this build has no backend for).
+    package init(replication: RegistryConfiguration.Replication, store: ReplicaStore?) {
         self.replication = replication
+        self.store = store
     }
 
-    /// The replica store as a folder, or nil: a `rename(2)` moves a whole
-    /// replica at once, while a store without renames would copy and
-    /// delete it object by object (every LTX file of the tenant), which
-    /// its provider's lifecycle rules do better.
-    private var replicas: FolderReplicaStoreBackend? {
-        replication.replicaFolder
+    /// The removed tenants of `replication`, whose replica store is built
+    /// with the S3 settings of `environment` (and the configuration's).
+    ///
+    /// - throws: `ReplicaStoreError.invalidConfiguration(reason:)` when the
+    ///   store has a backend here and can't be built.
+    package init(
+        replication: RegistryConfiguration.Replication, environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws {
+        self.init(
+            replication: replication,
+            store: replication.hasStoreBackend
+                ? try ReplicaStore(replica: replication.replica, environment: replication.s3Environment(environment)) : nil)
+    }
+
+    /// Where `key` of the store is, as Litestream is given it: a
+    /// `file://` URL, or an `s3://` one with its region and endpoint.
+    private func url(of key: String, in store: ReplicaStore) throws -> String {
+        if store.folder != nil { return try store.url(of: key) }
+        return try ReplicaStore.url(of: key, under: replication.replica, s3Region: replication.s3Region, s3Endpoint: replication.s3Endpoint)
     }
 
     /// Moves aside (or, with a zero retention, deletes) the replica and the
@@ -66,29 +94,19 @@ package struct RemovedTenantReplicas: Sendable {
     /// ``/GRDBRegistryConfiguration/TenantStorage/encryptedBackupPath(for:)``).
     ///
     /// - returns: What was kept, or nil when there was nothing to keep.
+    /// - throws: ``ReplicationError/removalFailed(tenant:reason:)``
+    ///   naming what could not be moved; the replica is then where it was.
     @discardableResult
-    func keep(_ id: TenantID, from storage: TenantStorage, removedAt: Date) throws -> Entry? {
+    func keep(_ id: TenantID, from storage: TenantStorage, removedAt: Date) async throws -> Entry? {
         let stamp = Self.stamp(removedAt)
         let removedAt = Self.date(fromStamp: stamp) ?? removedAt
         var entry = Entry(tenant: id, removedAt: removedAt)
-        if let source = storage.replication?.replicaFolder, let removed = replicas {
-            let tenant = try ReplicaStore.tenantKey(id.rawValue)
-            // An empty or missing replica holds nothing to restore.
-            if try !source.list(prefix: tenant + "/").isEmpty {
-                if replication.removedTenantRetention == .zero {
-                    try source.deleteFolder(tenant)
-                } else {
-                    let destination = try ReplicaStore.removedTenantKey(id.rawValue, removedAt: removedAt)
-                    guard source.root == removed.root else {
-                        throw ReplicationError.removalFailed(tenant: id.rawValue, reason: "its replica is in \(source.root), not in \(removed.root)")
-                    }
-                    do {
-                        try source.moveFolder(tenant, to: destination)
-                    } catch {
-                        throw ReplicationError.removalFailed(tenant: id.rawValue, reason: "\(error)")
-                    }
-                    entry.replicaURL = try (replication.store).url(of: destination)
-                }
+        if let store, let source = storage.replication {
+            guard source.replica == replication.replica else {
+                throw ReplicationError.removalFailed(tenant: id.rawValue, reason: "its replica is in \(source.replica), not in \(replication.replica)")
+            }
+            if let kept = try await keepReplica(id, in: store, removedAt: removedAt) {
+                entry.replicaURL = try url(of: kept, in: store)
             }
         }
         if let backups = replication.encryptedBackups, let backup = storage.encryptedBackupPath(for: id) {
@@ -105,15 +123,81 @@ package struct RemovedTenantReplicas: Sendable {
         return entry.replicaURL == nil && entry.encryptedBackup == nil ? nil : entry
     }
 
+    /// Moves the replica of `id` to its removal's key (returned), or
+    /// deletes it with a zero retention (nil); nil too when there is none.
+    private func keepReplica(_ id: TenantID, in store: ReplicaStore, removedAt: Date) async throws -> String? {
+        let tenant = try ReplicaStore.tenantKey(id.rawValue)
+        let destination = try ReplicaStore.removedTenantKey(id.rawValue, removedAt: removedAt)
+        func failure(_ what: String, _ error: any Error) -> ReplicationError {
+            .removalFailed(tenant: id.rawValue, reason: "\(what): \(error)")
+        }
+        let objects: [ReplicaObject]
+        do {
+            objects = try await store.backend.list(prefix: tenant + "/")
+        } catch {
+            throw failure("can't list \(tenant)/", error)
+        }
+        // An empty or missing replica holds nothing to restore.
+        guard !objects.isEmpty else { return nil }
+        if let folder = store.folder {
+            do {
+                if replication.removedTenantRetention == .zero {
+                    try folder.deleteFolder(tenant)
+                    return nil
+                }
+                // One rename(2): the whole replica at once.
+                try folder.moveFolder(tenant, to: destination)
+            } catch {
+                throw failure("can't move \(tenant) to \(destination)", error)
+            }
+            return destination
+        }
+        if replication.removedTenantRetention == .zero {
+            for object in objects {
+                do {
+                    try await store.backend.delete(object.key)
+                } catch {
+                    throw failure("can't delete \(object.key)", error)
+                }
+            }
+            return nil
+        }
+        // No rename: every object copied (server-side), and the originals
+        // deleted only once all of them are. A failure leaves every
+        // original, so the replica is whole where it was.
+        var copied: [String] = []
+        for object in objects {
+            let key = destination + object.key.dropFirst(tenant.count)
+            do {
+                try await store.backend.copy(object.key, to: key)
+            } catch {
+                // Best effort: a partial copy would read as a removal that
+                // holds part of a replica. A retry copies everything again.
+                for partial in copied { try? await store.backend.delete(partial) }
+                throw failure("can't copy \(object.key) to \(key)", error)
+            }
+            copied.append(key)
+        }
+        for object in objects {
+            do {
+                try await store.backend.delete(object.key)
+            } catch {
+                // The copy is whole: what is left at the tenant's key is
+                // a duplicate, which a retry moves again.
+                throw failure("copied to \(destination), but can't delete \(object.key)", error)
+            }
+        }
+        return destination
+    }
+
     /// What is kept of removed tenants (of `id` only, when given), the
     /// most recent removal first for each tenant.
-    package func entries(of id: TenantID? = nil) throws -> [Entry] {
+    package func entries(of id: TenantID? = nil) async throws -> [Entry] {
         var entries: [String: Entry] = [:]
         let prefix = try id.map { try ReplicaStore.removedTenantPrefix($0.rawValue) } ?? ReplicaStore.removedTenantsPrefix
-        func scan(_ folder: FolderReplicaStoreBackend?, _ record: (inout Entry, String) throws -> Void) throws {
-            guard let folder else { return }
+        func scan(_ objects: [ReplicaObject], _ record: (inout Entry, String) throws -> Void) throws {
             var seen: Set<String> = []
-            for object in try folder.list(prefix: prefix) {
+            for object in objects {
                 // removed/tenants/<id>/<stamp>[.sqlite][/<replica files>]
                 let components = object.key.split(separator: "/", maxSplits: 4).map(String.init)
                 guard components.count >= 4, let tenantID = try? TenantID(components[2]) else { continue }
@@ -128,21 +212,34 @@ package struct RemovedTenantReplicas: Sendable {
                 entries[key] = entry
             }
         }
-        try scan(replicas) { entry, key in entry.replicaURL = try replication.store.url(of: key) }
-        try scan(replication.encryptedBackups) { entry, key in entry.encryptedBackup = try replication.encryptedBackups?.path(of: key) }
+        if let store {
+            try scan(try await store.backend.list(prefix: prefix)) { entry, key in entry.replicaURL = try url(of: key, in: store) }
+        }
+        if let backups = replication.encryptedBackups {
+            try scan(try backups.list(prefix: prefix)) { entry, key in entry.encryptedBackup = try backups.path(of: key) }
+        }
         return entries.values.sorted { ($0.tenant.rawValue, $1.removedAt) < ($1.tenant.rawValue, $0.removedAt) }
     }
 
-    /// Deletes what was removed before `now` minus the retention.
+    /// Deletes what was removed before `now` minus the retention: a
+    /// folder's replica with its folder, a bucket's object by object
+    /// (every object under the removal's prefix).
     ///
     /// - returns: The entries deleted.
     @discardableResult
-    func prune(now: Date = Date()) throws -> [Entry] {
+    func prune(now: Date = Date()) async throws -> [Entry] {
         let limit = now.addingTimeInterval(-replication.removedTenantRetention.timeInterval)
         var pruned: [Entry] = []
-        for entry in try entries() where entry.removedAt < limit {
-            if entry.replicaURL != nil, let replicas {
-                try replicas.deleteFolder(ReplicaStore.removedTenantKey(entry.tenant.rawValue, removedAt: entry.removedAt))
+        for entry in try await entries() where entry.removedAt < limit {
+            if entry.replicaURL != nil, let store {
+                let key = try ReplicaStore.removedTenantKey(entry.tenant.rawValue, removedAt: entry.removedAt)
+                if let folder = store.folder {
+                    try folder.deleteFolder(key)
+                } else {
+                    for object in try await store.backend.list(prefix: key + "/") {
+                        try await store.backend.delete(object.key)
+                    }
+                }
             }
             if entry.encryptedBackup != nil, let backups = replication.encryptedBackups {
                 try backups.delete(ReplicaStore.removedEncryptedBackupKey(entry.tenant.rawValue, removedAt: entry.removedAt))

@@ -33,7 +33,7 @@ public enum ReplicationError: Error, CustomStringConvertible, Sendable, Equatabl
     /// before the tenant's files were deleted: the tenant was not removed.
     case removalFailed(tenant: String, reason: String)
     /// No removed replica of the tenant is kept (never removed, or past
-    /// the retention, or the replica is not a `file://` one).
+    /// the retention, or the replica's scheme has no store backend here).
     case noRemovedReplica(tenant: String)
     /// In a fleet, this node does not serve the tenant (its
     /// ``TenantOwnership`` has it not, or still restoring it), so it

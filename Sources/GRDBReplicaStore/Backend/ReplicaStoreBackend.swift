@@ -10,6 +10,9 @@ import Foundation
 /// - A reader never sees half an object: ``put(_:fromFile:)`` and
 ///   ``put(_:data:)`` publish the whole object or nothing (a rename in a
 ///   folder, a single PUT in a bucket).
+/// - A copy is whole or absent too: ``copy(_:to:)`` publishes the
+///   destination as a put does (a server-side copy in a bucket, a
+///   temporary file renamed in a folder).
 /// - A listing is complete or an error: ``list(prefix:)`` never returns a
 ///   shorter listing when the medium cut one short.
 /// - Bytes are checked: ``get(_:toFile:)`` and ``get(_:)`` fail on an
@@ -44,6 +47,23 @@ public protocol ReplicaStoreBackend: Sendable {
 
     /// Deletes object `key`; deleting a missing object succeeds.
     func delete(_ key: String) async throws
+
+    /// Copies object `source` to object `destination`, replacing any object
+    /// of that key as a whole; `source` is kept. The bytes never leave
+    /// the store when it can copy them itself (S3's `CopyObject`), and a
+    /// reader of `destination` sees the old object or the whole copy,
+    /// never part of it. The copy keeps the source's checksum, so that
+    /// ``get(_:)`` checks it as it checks the source.
+    ///
+    /// ```swift
+    /// try await backend.copy("tenants/acme/ltx/0/0001.ltx",
+    ///                        to: "removed/tenants/acme/20260101T000000.000Z/ltx/0/0001.ltx")
+    /// ```
+    ///
+    /// - throws: ``ReplicaStoreError/notFound(key:)`` naming `source` when
+    ///   it is missing; any other ``ReplicaStoreError`` names the key and
+    ///   why.
+    func copy(_ source: String, to destination: String) async throws
 }
 
 /// One object of a replica store, as ``ReplicaStoreBackend/list(prefix:)``

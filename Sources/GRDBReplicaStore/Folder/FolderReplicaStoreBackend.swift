@@ -44,6 +44,7 @@ import Darwin
 /// - ``get(_:toFile:)``
 /// - ``list(prefix:)``
 /// - ``delete(_:)``
+/// - ``copy(_:to:)``
 ///
 /// ### Files
 /// - ``path(of:)``
@@ -256,6 +257,35 @@ public struct FolderReplicaStoreBackend: ReplicaStoreBackend, Sendable, Equatabl
         let path = try path(of: key)
         if unlink(path) != 0 && errno != ENOENT {
             throw ReplicaStoreError.localFile(path: path, reason: "can't delete it: \(String(cString: strerror(errno)))")
+        }
+    }
+
+    // MARK: - Copy
+
+    /// Copies the file of `source` to a temporary file beside the file of
+    /// `destination`, `fsync`s it and renames it over it (as a put does):
+    /// a reader of `destination` sees the old object or the whole copy.
+    ///
+    /// ```swift
+    /// try folder.copy("tenants/acme/snapshot", to: "removed/tenants/acme/20260101T000000.000Z/snapshot")
+    /// ```
+    ///
+    /// - throws: ``ReplicaStoreError/notFound(key:)`` naming `source` when
+    ///   it is missing; ``ReplicaStoreError/corrupt(key:reason:)`` when it
+    ///   changed while copied; ``ReplicaStoreError/localFile(path:reason:)``.
+    public func copy(_ source: String, to destination: String) throws {
+        let from = try path(of: source)
+        let to = try path(of: destination)
+        let input = try Self.openObject(from, key: source)
+        defer { close(input) }
+        let expected = try Self.size(of: input, path: from)
+        try Self.publish(at: to, key: destination) { (fd: Int32) throws in
+            let copied = try Self.copy(from: input, path: from, to: fd, destination: to)
+            // An object replaced in place by something else than a put
+            // would be copied as neither its old nor its new state.
+            guard copied == expected else {
+                throw ReplicaStoreError.corrupt(key: source, reason: "\(from) was \(expected) bytes when opened, \(copied) were read: it changed while copied")
+            }
         }
     }
 

@@ -27,6 +27,9 @@ import Logging
 ///   answer is ``ReplicaStoreError/refused(key:status:code:message:)`` with
 ///   S3's error code, and a missing object
 ///   ``ReplicaStoreError/notFound(key:)``.
+/// - A copy is S3's server-side `CopyObject`, which keeps the source's
+///   metadata and so its checksum; S3 may answer it 200 with an error
+///   document, which is a failure like any other error answer.
 ///
 /// ```swift
 /// let backend = try S3ReplicaStoreBackend(
@@ -52,6 +55,7 @@ import Logging
 /// - ``get(_:toFile:)``
 /// - ``list(prefix:)``
 /// - ``delete(_:)``
+/// - ``copy(_:to:)``
 ///
 /// ### Signing
 /// - ``SigV4Signer``
@@ -190,6 +194,43 @@ public struct S3ReplicaStoreBackend: ReplicaStoreBackend {
         }
     }
 
+    /// A server-side `CopyObject`: a PUT of `destination` whose signed
+    /// `x-amz-copy-source` header names the bucket and the source's key
+    /// (percent-encoded). The bytes stay in the store, the metadata is
+    /// copied (`x-amz-metadata-directive` is left to its default, `COPY`),
+    /// so the copy keeps the source's `x-amz-meta-sha256` and reads back
+    /// checked. A copy is published whole, as a PUT is.
+    ///
+    /// ```swift
+    /// try await backend.copy("tenants/acme/ltx/0/0001.ltx",
+    ///                        to: "removed/tenants/acme/20260101T000000.000Z/ltx/0/0001.ltx")
+    /// ```
+    ///
+    /// S3 can answer a `CopyObject` 200 and report an error in the body
+    /// (it fails after it started answering): such an answer is retried
+    /// when its code says "try again", and is an error otherwise, never
+    /// a success.
+    ///
+    /// - throws: ``ReplicaStoreError/notFound(key:)`` naming `source` when
+    ///   it is missing; ``ReplicaStoreError/refused(key:status:code:message:)``
+    ///   naming `destination` for another refusal (a missing bucket…);
+    ///   ``ReplicaStoreError/unavailable(store:reason:)``.
+    public func copy(_ source: String, to destination: String) async throws {
+        let sourceKey = try objectKey(source)
+        let destinationKey = try objectKey(destination)
+        let copySource = "/" + SigV4Request.percentEncoded(location.bucket + "/" + sourceKey, keepingSlash: true)
+        let (data, response) = try await send(
+            "PUT", objectKey: destinationKey, reportedKey: destination,
+            headers: [("x-amz-copy-source", copySource)], errorIn2xx: true)
+        if response.statusCode == 404 {
+            // A missing bucket is not a missing source: the store is misconfigured.
+            if let error = S3ErrorBody.parse(data), error.code != "NoSuchKey" {
+                throw ReplicaStoreError.refused(key: destination, status: 404, code: error.code, message: error.message)
+            }
+            throw ReplicaStoreError.notFound(key: source)
+        }
+    }
+
     // MARK: - Keys
 
     /// The bucket key of store key `key`, after checking `key`.
@@ -220,11 +261,13 @@ public struct S3ReplicaStoreBackend: ReplicaStoreBackend {
     /// throws ``ReplicaStoreError/refused(key:status:code:message:)`` for
     /// other answers that retrying won't change, and
     /// ``ReplicaStoreError/unavailable(store:reason:)`` when the attempts
-    /// are spent.
+    /// are spent. With `errorIn2xx` (a `CopyObject`), a 2xx answer whose
+    /// body is an S3 error document is an error answer like a 4xx or 5xx
+    /// one (retried or thrown by its code).
     private func send(
         _ method: String, objectKey: String?, reportedKey: String,
         query: [(name: String, value: String)] = [], body: RequestBody = .data(Data()), payloadSHA256: String = Self.emptySHA256,
-        headers: [(name: String, value: String)] = []
+        headers: [(name: String, value: String)] = [], errorIn2xx: Bool = false
     ) async throws -> (Data, HTTPURLResponse) {
         let policy = settings.retry
         var lastFailure = ""
@@ -260,10 +303,13 @@ public struct S3ReplicaStoreBackend: ReplicaStoreBackend {
                 continue
             }
             let status = http.statusCode
-            if (200..<300).contains(status) || status == 404 {
+            // Only a copy's 2xx body is parsed: an object's bytes are not
+            // S3's to describe.
+            let errorIn2xxBody = errorIn2xx && (200..<300).contains(status) ? S3ErrorBody.parse(data) : nil
+            if status == 404 || ((200..<300).contains(status) && errorIn2xxBody == nil) {
                 return (data, http)
             }
-            let error = S3ErrorBody.parse(data)
+            let error = errorIn2xxBody ?? S3ErrorBody.parse(data)
             if [500, 502, 503, 504].contains(status) || Self.passingErrorCodes.contains(error?.code ?? "") {
                 lastFailure = "\(method) \(reportedKey): HTTP \(status) \(error?.code ?? "")".trimmingCharacters(in: .whitespaces)
                 continue
