@@ -72,6 +72,29 @@ private let quiet = Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() }
         let older = try #require(try await restore.restoreNewestEpoch(tenant: acme, below: 2, encrypted: false, checks: EpochReplicationTests.checks))
         #expect(older.replaced)
         #expect(try EpochReplicationTests.names(inTenantAt: older.destination) == ["a-1", "a-2", "a-3"])
+        // What Litestream read from a local stage of the bucket's files is
+        // gone, and nothing but the tenant is left beside it.
+        let root = URL(fileURLWithPath: report.destination).deletingLastPathComponent().path
+        #expect(try FileManager.default.contentsOfDirectory(atPath: root).filter { $0.hasPrefix(".replica-stage-") }.isEmpty)
+        // A stage whose object is damaged (a length other than the
+        // listing's) stops the restore, and leaves no stage behind.
+        let store = try ReplicaStore(replica: "s3://replicas/fleet", environment: environment)
+        let objects = try await store.backend.list(prefix: epochs[0].key + "/")
+        // The newest file a restore needs: always in Litestream's plan.
+        let victim = try #require(StagedReplica.neededFiles(under: epochs[0].key, in: objects).max { $0.maxTXID < $1.maxTXID })
+        let copy = root + "/victim"
+        try await store.backend.get(victim.key, toFile: copy, writtenElsewhereWithSize: victim.size)
+        // Another length than the listing's: refused before Litestream runs.
+        await #expect(throws: ReplicaStoreError.self) {
+            try await store.backend.get(victim.key, toFile: copy, writtenElsewhereWithSize: victim.size + 1)
+        }
+        // A file cut short (its listing agrees): Litestream's checksums refuse it.
+        try await store.backend.put(victim.key, data: Data(try Data(contentsOf: URL(fileURLWithPath: copy)).dropLast(8)))
+        try FileManager.default.removeItem(atPath: copy)
+        await #expect(throws: ReplicationError.self) {
+            try await restore.restoreNewestEpoch(tenant: acme, below: 3, encrypted: false, checks: EpochReplicationTests.checks)
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: root).filter { $0.hasPrefix(".replica-stage-") }.isEmpty)
         // The catalog says encrypted, the bucket holds a plain replica: refused.
         await #expect(throws: ReplicationError.self) {
             try await restore.restoreNewestEpoch(tenant: acme, encrypted: true, checks: EpochReplicationTests.checks)

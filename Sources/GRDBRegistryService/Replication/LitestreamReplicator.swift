@@ -106,6 +106,7 @@ import Tracing
 /// - ``run()``
 /// - ``waitUntilReady()``
 /// - ``encryptedBackups``
+/// - ``removedTenantPruneInterval``
 ///
 /// ### Replicating now
 ///
@@ -189,7 +190,17 @@ public final class LitestreamReplicator: Service, Sendable {
         /// When each registered path was registered: Litestream's first
         /// round of a new database may take longer than a second.
         var registeredAt: [String: Date] = [:]
+        /// When the replicas of removed tenants were last pruned in a
+        /// store that bills its listings (S3): see ``removedTenantPruneInterval``.
+        var lastRemotePrune: ContinuousClock.Instant?
     }
+
+    /// How often the replicas of removed tenants are pruned in a store
+    /// that is not a folder: each prune lists `removed/tenants/` in the
+    /// bucket, a request that an idle daemon would otherwise send every
+    /// second. A folder is pruned at every scan (a local listing). A
+    /// removal is kept at most this much past its retention.
+    public static let removedTenantPruneInterval: Duration = .seconds(3600)
 
     /// The configuration the replicator serves; its `replication` section
     /// must be set.
@@ -435,7 +446,17 @@ public final class LitestreamReplicator: Service, Sendable {
         }
         encryptedBackups.endRetiring(notIn: present)
         do {
-            for entry in try await removedReplicas().prune() {
+            let removed = try removedReplicas()
+            // A bucket's listing costs a request: pruned hourly, not each second.
+            let now = ContinuousClock.now
+            let due = removed.store?.folder != nil || state.withLock { state in
+                guard let last = state.lastRemotePrune, now - last < Self.removedTenantPruneInterval else {
+                    state.lastRemotePrune = now
+                    return true
+                }
+                return false
+            }
+            for entry in due ? try await removed.prune() : [] {
                 logger.info("replica of a removed tenant deleted: its retention passed", metadata: [
                     "tenant": "\(entry.tenant)", "removedAt": "\(RemovedTenantReplicas.stamp(entry.removedAt))"])
             }

@@ -290,12 +290,18 @@ public struct LitestreamRestore: Sendable {
     ///   the replica's scheme has no store backend here, or the store
     ///   can't be listed.
     public func replicaEpochs(of id: TenantID) async throws -> [ReplicaEpoch] {
+        try await listEpochs(of: id).epochs
+    }
+
+    /// The epochs of tenant `id`, and the listing of everything under
+    /// its key they come from.
+    private func listEpochs(of id: TenantID) async throws -> (epochs: [ReplicaEpoch], objects: [ReplicaObject]) {
         _ = try tenantStorage(for: id)
         let store = try listableStore(for: id.databaseName, otherwise: "restore the tenant with litestream restore")
         let tenant = try ReplicaStore.tenantKey(id.rawValue)
         let objects = try await list(store, prefix: tenant + "/", for: id.databaseName)
         let names = try await names(under: tenant, in: store, objects: objects, for: id.databaseName)
-        return try Self.epochs(of: id, names: names, objects: objects)
+        return (try Self.epochs(of: id, names: names, objects: objects), objects)
     }
 
     /// The epochs among `names`, the components under the tenant's key,
@@ -483,7 +489,8 @@ public struct LitestreamRestore: Sendable {
         _ id: TenantID, below epoch: UInt64?, recordedEncrypted: Bool?, checks: DatabaseRestore.Checks, force: Bool
     ) async throws -> DatabaseRestore.Report? {
         let storage = try tenantStorage(for: id)
-        let candidates = try await replicaEpochs(of: id).filter { candidate in epoch.map { candidate.epoch < $0 } ?? true }
+        let (epochs, objects) = try await listEpochs(of: id)
+        let candidates = epochs.filter { candidate in epoch.map { candidate.epoch < $0 } ?? true }
         guard let newest = Self.newestReplicated(in: candidates) else { return nil }
         // replicaEpochs found a store: it has a backend.
         guard let store = try replicaStore(for: id.databaseName) else { throw ReplicationError.notConfigured }
@@ -507,10 +514,27 @@ public struct LitestreamRestore: Sendable {
                 throw ReplicationError.restoreFailed(database: name, reason: "the catalog says the tenant is encrypted, but \(folder) holds a plain Litestream replica")
             }
             guard let url = storage.replicaURL(for: id, epoch: newest.epoch) else { throw ReplicationError.notConfigured }
+            // A bucket: what the restore needs is fetched first, from the
+            // listing in hand, and Litestream reads it as a folder
+            // (StagedReplica says why). The report names the bucket.
+            let staged: StagedReplica?
+            if store.folder == nil {
+                let root = storage.layout.root.path
+                do {
+                    try DatabaseConnections.createDirectory(atPath: root, mode: 0o700)
+                } catch {
+                    throw BackupError.fileSystem(path: root, operation: "create directory", reason: "\(error)")
+                }
+                staged = try await StagedReplica.fetch(key: newest.key, objects: objects, from: store, into: root, database: name)
+            } else {
+                staged = nil
+            }
+            defer { staged?.remove() }
             let candidate = DatabaseRestore.Candidate(tenant: id, source: url, layout: storage.layout)
+            let stagedURL = staged?.url
             report = try await BlockingWork.run {
                 let key = storage.restoreEncryption(for: id, database: candidate.displayName)
-                return try restore(candidate, at: nil, encryption: key, destinationEncryption: key, checks: checks, force: force)
+                return try restore(candidate, from: stagedURL, at: nil, encryption: key, destinationEncryption: key, checks: checks, force: force)
             }
         }
         // Litestream's positions of the file it replaced would describe
@@ -599,9 +623,11 @@ public struct LitestreamRestore: Sendable {
     }
 
     /// Fetches the replica with `litestream restore -o` and hands the file
-    /// to the pipeline.
+    /// to the pipeline. Litestream reads `staged` instead of the
+    /// candidate's source when given: a local copy of that replica
+    /// (``StagedReplica``).
     private func restore(
-        _ candidate: DatabaseRestore.Candidate, at date: Date?, encryption: (String) throws -> BackupEncryption?,
+        _ candidate: DatabaseRestore.Candidate, from staged: String? = nil, at date: Date?, encryption: (String) throws -> BackupEncryption?,
         destinationEncryption: (String) throws -> BackupEncryption? = { _ in nil },
         checks: DatabaseRestore.Checks, force: Bool = false
     ) throws -> DatabaseRestore.Report {
@@ -610,7 +636,7 @@ public struct LitestreamRestore: Sendable {
             fetch: { temporary in
                 var arguments = ["restore", "-o", temporary]
                 if let date { arguments += ["-timestamp", Self.timestamp(date)] }
-                let output = try run(arguments + [candidate.source], name: candidate.displayName)
+                let output = try run(arguments + [staged ?? candidate.source], name: candidate.displayName)
                 guard FileManager.default.fileExists(atPath: temporary) else {
                     throw ReplicationError.restoreFailed(database: candidate.displayName, reason: "litestream restored nothing from \(candidate.source): \(output)")
                 }

@@ -42,6 +42,23 @@ public protocol ReplicaStoreBackend: Sendable {
     /// reader of `path` never sees part of it), checked.
     func get(_ key: String, toFile path: String) async throws
 
+    /// Writes object `key`, which another program put in the store
+    /// (Litestream's LTX files), to the file at `path` (created or
+    /// replaced; a reader of `path` never sees part of it). The store's
+    /// own checksum is not there to check: the object's length must be
+    /// `size`, what a listing said of it, and the checksums of its format
+    /// are its reader's to check (Litestream checks an LTX file's).
+    ///
+    /// ```swift
+    /// for object in try await backend.list(prefix: "tenants/acme/0000/") {
+    ///     try await backend.get(object.key, toFile: "/tmp/stage/" + object.key, writtenElsewhereWithSize: object.size)
+    /// }
+    /// ```
+    ///
+    /// - throws: ``ReplicaStoreError/corrupt(key:reason:)`` for another
+    ///   length; ``ReplicaStoreError/notFound(key:)``.
+    func get(_ key: String, toFile path: String, writtenElsewhereWithSize size: Int64) async throws
+
     /// Every object whose key starts with `prefix`, sorted by key.
     func list(prefix: String) async throws -> [ReplicaObject]
 

@@ -146,6 +146,18 @@ public struct FolderReplicaStoreBackend: ReplicaStoreBackend, Sendable, Equatabl
         }
     }
 
+    public func get(_ key: String, toFile destination: String, writtenElsewhereWithSize size: Int64) throws {
+        let data = try get(key)
+        guard Int64(data.count) == size else {
+            throw ReplicaStoreError.corrupt(key: key, reason: "\(data.count) bytes where the listing said \(size)")
+        }
+        try Self.publish(at: destination, key: key, creatingDirectories: false) { (fd: Int32) throws in
+            try data.withUnsafeBytes { (buffer: UnsafeRawBufferPointer) throws in
+                try Self.writeAll(fd, buffer, path: destination)
+            }
+        }
+    }
+
     // MARK: - List
 
     public func list(prefix: String) throws -> [ReplicaObject] {

@@ -118,20 +118,9 @@ public struct S3ReplicaStoreBackend: ReplicaStoreBackend {
     }
 
     public func get(_ key: String) async throws -> Data {
-        let objectKey = try objectKey(key)
-        let (data, response) = try await send("GET", objectKey: objectKey, reportedKey: key)
-        if response.statusCode == 404 {
-            // A missing bucket is not a missing object: the store is misconfigured.
-            if let error = S3ErrorBody.parse(data), error.code != "NoSuchKey" {
-                throw ReplicaStoreError.refused(key: key, status: 404, code: error.code, message: error.message)
-            }
-            throw ReplicaStoreError.notFound(key: key)
-        }
+        let (data, response) = try await fetch(key)
         guard let expected = response.value(forHTTPHeaderField: "x-amz-meta-sha256")?.lowercased() else {
             throw ReplicaStoreError.corrupt(key: key, reason: "the object has no x-amz-meta-sha256 checksum (it was not written by this store)")
-        }
-        if let lengthText = response.value(forHTTPHeaderField: "Content-Length"), let length = Int(lengthText), length != data.count {
-            throw ReplicaStoreError.corrupt(key: key, reason: "\(data.count) bytes received where Content-Length announced \(length)")
         }
         let actual = SHA256.hexDigest(of: data)
         guard actual == expected else {
@@ -143,6 +132,31 @@ public struct S3ReplicaStoreBackend: ReplicaStoreBackend {
     public func get(_ key: String, toFile path: String) async throws {
         let data = try await get(key)
         try Self.writeDurably(data, to: path)
+    }
+
+    public func get(_ key: String, toFile path: String, writtenElsewhereWithSize size: Int64) async throws {
+        let (data, _) = try await fetch(key)
+        guard Int64(data.count) == size else {
+            throw ReplicaStoreError.corrupt(key: key, reason: "\(data.count) bytes received where the listing said \(size)")
+        }
+        try Self.writeDurably(data, to: path)
+    }
+
+    /// The bytes of object `key`, as many as its `Content-Length` says.
+    private func fetch(_ key: String) async throws -> (Data, HTTPURLResponse) {
+        let objectKey = try objectKey(key)
+        let (data, response) = try await send("GET", objectKey: objectKey, reportedKey: key)
+        if response.statusCode == 404 {
+            // A missing bucket is not a missing object: the store is misconfigured.
+            if let error = S3ErrorBody.parse(data), error.code != "NoSuchKey" {
+                throw ReplicaStoreError.refused(key: key, status: 404, code: error.code, message: error.message)
+            }
+            throw ReplicaStoreError.notFound(key: key)
+        }
+        if let lengthText = response.value(forHTTPHeaderField: "Content-Length"), let length = Int(lengthText), length != data.count {
+            throw ReplicaStoreError.corrupt(key: key, reason: "\(data.count) bytes received where Content-Length announced \(length)")
+        }
+        return (data, response)
     }
 
     public func list(prefix: String) async throws -> [ReplicaObject] {

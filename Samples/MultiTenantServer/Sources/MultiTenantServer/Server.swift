@@ -72,7 +72,7 @@ struct MultiTenantServer {
         if let fleet = settings.fleet {
             // A fleet node: tenants only (the catalog is the fleet's),
             // replicated to the shared store (Fleet/).
-            configuration = try FleetNodeConfiguration.load(file: configurationFile, data: data, mode: fleet)
+            configuration = try FleetNodeConfiguration.load(file: configurationFile, data: data, mode: fleet, environment: environment)
         } else {
             if !FileManager.default.fileExists(atPath: configurationFile.path) {
                 try writeDefaultConfiguration(to: configurationFile, data: data)

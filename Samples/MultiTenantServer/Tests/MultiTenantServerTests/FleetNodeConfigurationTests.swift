@@ -45,15 +45,16 @@ import Testing
 
     @Test func aNodeOnAnS3StoreReplicatesToItsBucketAndKeepsToIt() throws {
         try withDataDirectory { data, file in
-            let configuration = try FleetNodeConfiguration.load(file: file, data: data, mode: mode(store: "s3://replicas/fleet"))
+            let s3 = ["AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "key", "AWS_SECRET_ACCESS_KEY": "secret"]
+            let configuration = try FleetNodeConfiguration.load(file: file, data: data, mode: mode(store: "s3://replicas/fleet"), environment: s3)
             #expect(configuration.replication?.replica == "s3://replicas/fleet")
-            #expect(try RegistryConfiguration.load(contentsOf: file).replication?.replica == "s3://replicas/fleet")
+            #expect(try RegistryConfiguration.load(contentsOf: file, environment: s3).replication?.replica == "s3://replicas/fleet")
             // The same bucket again is this node's store; a folder or another prefix is not.
-            _ = try FleetNodeConfiguration.load(file: file, data: data, mode: mode(store: "s3://replicas/fleet"))
+            _ = try FleetNodeConfiguration.load(file: file, data: data, mode: mode(store: "s3://replicas/fleet"), environment: s3)
             let before = try Data(contentsOf: file)
             for other in ["s3://replicas/other", "s3://replicas", "/srv/replica"] {
                 let error = #expect(throws: UsageError.self) {
-                    _ = try FleetNodeConfiguration.load(file: file, data: data, mode: mode(store: other))
+                    _ = try FleetNodeConfiguration.load(file: file, data: data, mode: mode(store: other), environment: s3)
                 }
                 #expect(error?.message.contains("not to the replica store \(other)") == true, "\(error?.message ?? "")")
             }

@@ -18,11 +18,15 @@ import GRDBReplicaStore
 /// let configuration = try FleetNodeConfiguration.load(file: data.appendingPathComponent("registry.json"), data: data, mode: mode)
 /// ```
 enum FleetNodeConfiguration {
-    static func load(file: URL, data: URL, mode: FleetMode) throws -> RegistryConfiguration {
+    /// - parameter environment: Where an S3-compatible store's region,
+    ///   endpoint and credentials are read (the `AWS_*` variables).
+    static func load(
+        file: URL, data: URL, mode: FleetMode, environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws -> RegistryConfiguration {
         if !FileManager.default.fileExists(atPath: file.path) {
             try make(data: data, mode: mode).fileContents(relativeTo: data).write(to: file)
         }
-        var configuration = try RegistryConfiguration.load(contentsOf: file)
+        var configuration = try RegistryConfiguration.load(contentsOf: file, environment: environment)
         if configuration.databases.contains(where: { $0.name == "catalog" }) {
             throw UsageError(message: "\(data.path) is the data directory of a single server (its registry.json has an embedded catalog, whose tenants the fleet does not know): give this fleet node a data directory of its own")
         }
