@@ -71,7 +71,7 @@ import Tracing
 ///   ``TenantHost``), only the tenants the node owns and serves
 ///   (``TenantOwnership``) are replicated, each under its epoch
 ///   (``/GRDBRegistryConfiguration/TenantStorage/replicaURL(for:epoch:)``; an encrypted one's backups
-///   at ``/GRDBRegistryConfiguration/TenantStorage/encryptedReplicaPath(for:epoch:)``, every
+///   as the store's object `ReplicaStore.encryptedSnapshotKey(tenant:epoch:)`, every
 ///   `encryptedBackupIntervalSeconds` and at once on ``replicate(_:)``).
 ///   A tenant the node lets go is unregistered at the next scan
 ///   or at ``stopReplicating(_:)``, and its replica stays where it is (it
