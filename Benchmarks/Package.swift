@@ -39,6 +39,16 @@ let package = Package(
             ],
             path: "Benchmarks/InvariantScaling"
         ),
+        // The durable tail's replay against the same writes executed
+        // again (issue 33): a plain executable, one pass per size.
+        .executableTarget(
+            name: "TailReplay",
+            dependencies: [
+                .product(name: "GRDBRegistry", package: "GRDBRegistry"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            path: "Benchmarks/TailReplay"
+        ),
         .executableTarget(
             name: "TenantBenchmarks",
             dependencies: [

@@ -17,7 +17,10 @@ import Foundation
 ///   shorter listing when the medium cut one short.
 /// - Bytes are checked: ``get(_:toFile:)`` and ``get(_:)`` fail on an
 ///   object whose length or checksum does not match what was stored,
-///   rather than return fewer or other bytes.
+///   rather than return fewer or other bytes. An object another program
+///   wrote (Litestream's) has no checksum of the store:
+///   ``get(_:toFile:writtenElsewhereWithSize:)`` checks its length against
+///   a listing, and leaves its format's checksums to its reader.
 /// - A missing object is ``ReplicaStoreError/notFound(key:)``; any other
 ///   failure is another ``ReplicaStoreError`` that names the key and why.
 ///

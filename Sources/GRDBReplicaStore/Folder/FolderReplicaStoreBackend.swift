@@ -42,6 +42,7 @@ import Darwin
 /// - ``put(_:fromFile:)``
 /// - ``get(_:)``
 /// - ``get(_:toFile:)``
+/// - ``get(_:toFile:writtenElsewhereWithSize:)``
 /// - ``list(prefix:)``
 /// - ``delete(_:)``
 /// - ``copy(_:to:)``

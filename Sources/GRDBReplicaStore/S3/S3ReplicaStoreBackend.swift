@@ -53,6 +53,7 @@ import Logging
 /// - ``put(_:fromFile:)``
 /// - ``get(_:)``
 /// - ``get(_:toFile:)``
+/// - ``get(_:toFile:writtenElsewhereWithSize:)``
 /// - ``list(prefix:)``
 /// - ``delete(_:)``
 /// - ``copy(_:to:)``
