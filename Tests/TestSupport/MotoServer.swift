@@ -51,7 +51,7 @@ public final class MotoServer {
         self.endpoint = endpoint
         // Blocking: this initializer runs on a thread of its own.
         let setup = try RunningChildProcess(
-            executable: venvPython, arguments: ["-c", Self.setupScript, endpoint.absoluteString] + buckets,
+            executable: venvPython, arguments: [Self.setupScript, endpoint.absoluteString, "tests"] + buckets,
             environment: ["AWS_EC2_METADATA_DISABLED": "true"], mergingOutput: true
         ).waitBlocking()
         let words = setup.stdout.split(whereSeparator: \.isWhitespace).map(String.init)
@@ -84,31 +84,9 @@ public final class MotoServer {
     }
 
     /// Waits for the port, then makes the IAM user, its key and policy and
-    /// the buckets, and prints the key ID and secret last.
-    private static let setupScript = """
-        import boto3, json, socket, sys, time
-        endpoint, buckets = sys.argv[1], sys.argv[2:]
-        host, port = endpoint.rsplit("/", 1)[1].split(":")
-        deadline = time.time() + 30
-        while True:
-            try:
-                socket.create_connection((host, int(port)), timeout=1).close()
-                break
-            except OSError:
-                if time.time() > deadline:
-                    sys.exit("moto_server did not listen on " + endpoint)
-                time.sleep(0.1)
-        options = dict(endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="setup", aws_secret_access_key="setup")
-        iam = boto3.client("iam", **options)
-        iam.create_user(UserName="tests")
-        key = iam.create_access_key(UserName="tests")["AccessKey"]
-        iam.put_user_policy(UserName="tests", PolicyName="all", PolicyDocument=json.dumps(
-            {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}))
-        s3 = boto3.client("s3", **options)
-        for bucket in buckets:
-            s3.create_bucket(Bucket=bucket)
-        print(key["AccessKeyId"], key["SecretAccessKey"])
-        """
+    /// the buckets, and prints the key ID and secret last (shared with
+    /// scripts/fleet-chaos).
+    private static let setupScript = repositoryRoot.appendingPathComponent("scripts/moto-setup.py").path
 }
 
 /// moto_server did not start, or its setup failed.

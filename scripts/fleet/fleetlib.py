@@ -413,7 +413,7 @@ class S3Store:
         with open(os.path.join(self.work, "moto.log"), "wb") as output:
             self.processes.append(subprocess.Popen([moto, "-H", "127.0.0.1", "-p", str(self.moto_port)], env=environment,
                                                    stdout=output, stderr=subprocess.STDOUT, start_new_session=True))
-        setup = subprocess.run([python, "-c", self.SETUP, f"http://127.0.0.1:{self.moto_port}", self.BUCKET],
+        setup = subprocess.run([python, os.path.join(ROOT, "scripts", "moto-setup.py"), f"http://127.0.0.1:{self.moto_port}", "fleet", self.BUCKET],
                                capture_output=True, text=True, env=dict(os.environ, AWS_EC2_METADATA_DISABLED="true"))
         words = setup.stdout.split()
         if setup.returncode != 0 or len(words) < 2:
@@ -474,29 +474,6 @@ class S3Store:
                 pass
             process.wait()
         self.processes = []
-
-    SETUP = """
-import boto3, json, socket, sys, time
-endpoint, bucket = sys.argv[1], sys.argv[2]
-host, port = endpoint.rsplit("/", 1)[1].split(":")
-deadline = time.time() + 30
-while True:
-    try:
-        socket.create_connection((host, int(port)), timeout=1).close()
-        break
-    except OSError:
-        if time.time() > deadline:
-            sys.exit("moto_server did not listen on " + endpoint)
-        time.sleep(0.1)
-options = dict(endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="setup", aws_secret_access_key="setup")
-iam = boto3.client("iam", **options)
-iam.create_user(UserName="fleet")
-key = iam.create_access_key(UserName="fleet")["AccessKey"]
-iam.put_user_policy(UserName="fleet", PolicyName="all", PolicyDocument=json.dumps(
-    {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}))
-boto3.client("s3", **options).create_bucket(Bucket=bucket)
-print(key["AccessKeyId"], key["SecretAccessKey"])
-"""
 
     LIST = """
 import boto3, sys

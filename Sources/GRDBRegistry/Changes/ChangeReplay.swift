@@ -52,8 +52,12 @@ public enum ChangeReplay {
             }
             pending.append(change)
         }
+        // A changeset can't change the schema (ChangeRecorder refuses DDL):
+        // each table, with its column count and primary key, is checked
+        // against `main` once, not once per change.
+        var checked: Set<ChangesetTable> = []
         for change in pending {
-            try checkSchema(of: change, in: db)
+            try checkSchema(of: change, in: db, skipping: &checked)
         }
         try db.inSavepoint {
             for change in pending {
@@ -111,9 +115,9 @@ public enum ChangeReplay {
     /// Checks the tables of `change` against `main`: sqlite3changeset_apply
     /// skips the changes of a missing table or of one with another column
     /// count, with only an sqlite3_log warning.
-    private static func checkSchema(of change: TransactionChange, in db: Database) throws {
+    private static func checkSchema(of change: TransactionChange, in db: Database, skipping checked: inout Set<ChangesetTable>) throws {
         let tables = try changedTables(of: change)
-        for table in tables {
+        for table in tables where !checked.contains(table) {
             let columns = try Row.fetchAll(
                 db, sql: "SELECT name, pk FROM pragma_table_info(?, 'main') ORDER BY cid", arguments: [table.name])
             guard !columns.isEmpty else {
@@ -134,6 +138,7 @@ public enum ChangeReplay {
                     sequence: change.sequence, table: table.name,
                     reason: "the primary key is (\(keyNames(primaryKey))), the change's (\(keyNames(table.primaryKey)))")
             }
+            checked.insert(table)
         }
     }
 

@@ -4,7 +4,7 @@ import GRDBSQLite
 
 /// A table as a changeset describes it: its name, and per column whether it
 /// is a primary-key column.
-struct ChangesetTable: Equatable {
+struct ChangesetTable: Hashable {
     var name: String
     var primaryKey: [Bool]
 

@@ -169,6 +169,28 @@ import Testing
         #expect(try replica.read(ChangeSequence.current) == 0)
     }
 
+    /// Each table is checked once per replay, by its shape: a later change
+    /// of a table already checked, with another column count, is checked
+    /// again and refused.
+    @Test func aTableCheckedOnceIsCheckedAgainWhenALaterChangeHasAnotherShape() throws {
+        let directory = try TemporaryDirectory()
+        let base = try makeChangesBase(in: directory)
+        let replica = try DatabaseQueue(path: try copyDatabase(base, to: "replica.sqlite", in: directory))
+        let source = try DatabaseQueue(path: base)
+        let first = try #require(try recordedWrite(source) { db in try db.execute(sql: "UPDATE item SET name = 'uno' WHERE id = 1") })
+        try source.write { db in try db.execute(sql: "ALTER TABLE item ADD COLUMN color TEXT") }
+        let second = try #require(try recordedWrite(source) { db in try db.execute(sql: "UPDATE item SET color = 'red' WHERE id = 1") })
+        let error = #expect(throws: ChangeReplayError.self) {
+            try replica.write { db in _ = try ChangeReplay.apply([first, second], to: db) }
+        }
+        guard case .schemaMismatch(sequence: 2, table: "item", let reason)? = error else {
+            Issue.record("expected a schema mismatch of item at 2, got \(String(describing: error))")
+            return
+        }
+        #expect(reason.contains("4 columns, the change 5"), "\(reason)")
+        #expect(try replica.read(ChangeSequence.current) == 0)
+    }
+
     @Test func anotherPrimaryKeyIsASchemaMismatch() throws {
         let arrangement = try Arrangement()
         // Same columns, but the key is (userId, role) instead of (groupId, userId).
