@@ -671,34 +671,23 @@ class Campaign:
             "recovery_seconds_max": round(max(recovered), 3) if recovered else None})
 
     def scenario_storedown(self, number):
-        """The replica store read-only for every node and its Litestream
-        for --store-down-seconds under writers: replicas stop, so in
-        durable mode writes go on through the tail in PostgreSQL, which
-        grows (until its bound refuses them: a detail, not a failure).
-        Shortly after the store is back, a node that owns an encrypted
-        tenant is killed (disk deleted): its tenants fail over from
-        replicas that lag, plus the tail; no acknowledged write may be
-        lost, and the failover counts against the bound."""
-        if self.s3 is not None:
-            return self.storedown_s3(number)
-        if self.store_fault_error:
+        """The replica store down for every node and its Litestream for
+        --store-down-seconds under writers (a folder read-only, a bucket
+        unreachable): replicas stop, so in durable mode writes go on
+        through the tail in PostgreSQL, which grows (until its bound
+        refuses them: a detail, not a failure). Shortly after the store is
+        back, a node that owns an encrypted tenant is killed (disk
+        deleted): its tenants fail over from replicas that lag, plus the
+        tail; no acknowledged write may be lost, and the failover counts
+        against the bound."""
+        if self.s3 is None and self.store_fault_error:
             raise RuntimeError(self.store_fault_error)
-        pids = [pid for node in self.live_nodes() for pid in [node.process.pid] + descendants(node.process.pid)]
-        logged = {node.node_id: count_in(node.log_path, "read-only file system") for node in self.live_nodes()}
+        outage = self.bucket_outage if self.s3 is not None else self.folder_outage
         window = self.open_window("storedown", None, "any")
         down = time.monotonic()
         tail_before = self.tail_rows_last(down)
-        try:
-            namespaces = self.store_fault.set_read_only(True, pids)
-            writable_while_down = self.store_fault.writable_in(pids)
-            if writable_while_down:
-                self.problems.append(f"storedown {number}: the store stayed writable in {writable_while_down} of "
-                                     f"{namespaces} mount namespaces")
-            time.sleep(self.arguments.store_down_seconds)
-        finally:
-            self.store_fault.set_read_only(False, pids)
+        store_details = outage(number)
         up = time.monotonic()
-        writable_after = self.store_fault.writable_in(pids)
         with self.lock:
             acknowledged = sum(1 for acks in self.acks.values() for ack in acks if down < ack.start and ack.end < up)
         refused, examples = window.failures, list(window.failure_examples)
@@ -712,56 +701,58 @@ class Campaign:
         # window, which assumes a store that takes writes.
         self.store_outages.append((down, window.end))
         tail_at_kill = self.tail_rows_last(window.end)
-        # What the nodes said of the store while it refused writes: the
-        # fault reached them (their own errors and Litestream's, which
-        # logs to the server's output).
-        errors = sum(count_in(node.log_path, "read-only file system") - logged.get(node.node_id, 0)
-                     for node in self.live_nodes())
+        details = store_details()
         kill = self.kill_node(self.encrypted_owner(number), number, label="storedown")
         self.details["storedown"].append({
-            "down_seconds": round(up - down, 2), "mount_namespaces": namespaces,
-            "writable_namespaces_while_down": writable_while_down, "writable_namespaces_after": writable_after,
+            "down_seconds": round(up - down, 2), **details,
             "acknowledged_while_down": acknowledged, "refused_or_failed_requests": refused, "refusal_examples": examples,
             "tail_rows_before": tail_before, "tail_rows_max_while_down": self.tail_rows_between(down, up),
-            "tail_rows_last_sample_before_kill": tail_at_kill, "read_only_errors_logged": errors,
+            "tail_rows_last_sample_before_kill": tail_at_kill,
             "kill_seconds_after_store_back": round(wait, 2), "kill": kill})
+
+    def folder_outage(self, number):
+        """storedown's outage on a folder: read-only in every node's mount
+        namespace (checked from each) for --store-down-seconds, then
+        writable again. Returns what to report, read once the store is back
+        and before the kill: the namespaces, and what the nodes said of
+        the store while it refused writes (their own errors and
+        Litestream's, which logs to the server's output)."""
+        pids = [pid for node in self.live_nodes() for pid in [node.process.pid] + descendants(node.process.pid)]
+        logged = {node.node_id: count_in(node.log_path, "read-only file system") for node in self.live_nodes()}
+        try:
+            namespaces = self.store_fault.set_read_only(True, pids)
+            writable_while_down = self.store_fault.writable_in(pids)
+            if writable_while_down:
+                self.problems.append(f"storedown {number}: the store stayed writable in {writable_while_down} of "
+                                     f"{namespaces} mount namespaces")
+            time.sleep(self.arguments.store_down_seconds)
+        finally:
+            self.store_fault.set_read_only(False, pids)
+        writable_after = self.store_fault.writable_in(pids)
         if writable_after != namespaces:
             self.problems.append(f"storedown {number}: the store writable again in {writable_after} of {namespaces} mount namespaces only")
 
-    def storedown_s3(self, number):
-        """storedown on a bucket: the fault proxy in front of moto closes
-        every connection without answering (the store unreachable) for
-        --store-down-seconds, then passes again; the same writers, checks
-        and kill as on a folder. The fault must reach the nodes: some of
-        their requests refused while it lasts."""
-        window = self.open_window("storedown", None, "any")
-        down = time.monotonic()
-        tail_before = self.tail_rows_last(down)
+        def details():
+            errors = sum(count_in(node.log_path, "read-only file system") - logged.get(node.node_id, 0)
+                         for node in self.live_nodes())
+            return {"mount_namespaces": namespaces, "writable_namespaces_while_down": writable_while_down,
+                    "writable_namespaces_after": writable_after, "read_only_errors_logged": errors}
+        return details
+
+    def bucket_outage(self, number):
+        """storedown's outage on a bucket: the fault proxy in front of moto
+        closes every connection without answering (the store unreachable)
+        for --store-down-seconds, then passes again. The fault must reach
+        the nodes: some of their requests refused while it lasts."""
         before = self.s3.set_fault("refuse")
         try:
             time.sleep(self.arguments.store_down_seconds)
         finally:
             during = self.s3.set_fault("pass")
-        up = time.monotonic()
-        refused_requests = during["requests"] - before["requests"]
-        if refused_requests == 0:
-            self.problems.append(f"storedown {number}: no node sent the store a request in {up - down:.1f} s of outage")
-        with self.lock:
-            acknowledged = sum(1 for acks in self.acks.values() for ack in acks if down < ack.start and ack.end < up)
-        refused, examples = window.failures, list(window.failure_examples)
-        wait = 0.5
-        time.sleep(wait)
-        window.end = time.monotonic()
-        self.store_outages.append((down, window.end))
-        tail_at_kill = self.tail_rows_last(window.end)
-        kill = self.kill_node(self.encrypted_owner(number), number, label="storedown")
-        self.details["storedown"].append({
-            "down_seconds": round(up - down, 2), "store": "s3: every request refused by the fault proxy",
-            "store_requests_refused": refused_requests,
-            "acknowledged_while_down": acknowledged, "refused_or_failed_requests": refused, "refusal_examples": examples,
-            "tail_rows_before": tail_before, "tail_rows_max_while_down": self.tail_rows_between(down, up),
-            "tail_rows_last_sample_before_kill": tail_at_kill,
-            "kill_seconds_after_store_back": round(wait, 2), "kill": kill})
+        refused = during["requests"] - before["requests"]
+        if refused == 0:
+            self.problems.append(f"storedown {number}: no node sent the store a request in {self.arguments.store_down_seconds:.1f} s of outage")
+        return lambda: {"store": "s3: every request refused by the fault proxy", "store_requests_refused": refused}
 
     def movable(self, number):
         """A tenant on a live node (the scenario's number picks it), its

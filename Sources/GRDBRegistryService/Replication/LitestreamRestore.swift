@@ -519,13 +519,7 @@ public struct LitestreamRestore: Sendable {
             // (StagedReplica says why). The report names the bucket.
             let staged: StagedReplica?
             if store.folder == nil {
-                let root = storage.layout.root.path
-                do {
-                    try DatabaseConnections.createDirectory(atPath: root, mode: 0o700)
-                } catch {
-                    throw BackupError.fileSystem(path: root, operation: "create directory", reason: "\(error)")
-                }
-                staged = try await StagedReplica.fetch(key: newest.key, objects: objects, from: store, into: root, database: name)
+                staged = try await StagedReplica.fetch(key: newest.key, objects: objects, from: store, into: try Self.tenantsRoot(of: storage), database: name)
             } else {
                 staged = nil
             }
@@ -555,12 +549,7 @@ public struct LitestreamRestore: Sendable {
     ) async throws -> DatabaseRestore.Report {
         let name = id.databaseName
         let source = location(of: key)
-        let root = storage.layout.root.path
-        do {
-            try DatabaseConnections.createDirectory(atPath: root, mode: 0o700)
-        } catch {
-            throw BackupError.fileSystem(path: root, operation: "create directory", reason: "\(error)")
-        }
+        _ = try Self.tenantsRoot(of: storage)
         let fetched = storage.layout.provisioningPath(for: id)
         defer { Files.removeDatabase(fetched) }
         do {
@@ -587,6 +576,19 @@ public struct LitestreamRestore: Sendable {
                 },
                 encryption: encryption, destinationEncryption: encryption)
         }
+    }
+
+    /// The tenants root of `storage`, created private (0700) if missing:
+    /// where what a restore fetches is kept until it is published, on the
+    /// tenant files' filesystem.
+    private static func tenantsRoot(of storage: TenantStorage) throws -> String {
+        let root = storage.layout.root.path
+        do {
+            try DatabaseConnections.createDirectory(atPath: root, mode: 0o700)
+        } catch {
+            throw BackupError.fileSystem(path: root, operation: "create directory", reason: "\(error)")
+        }
+        return root
     }
 
     private func tenantStorage(for id: TenantID) throws -> TenantStorage {

@@ -95,14 +95,8 @@ public struct FolderReplicaStoreBackend: ReplicaStoreBackend, Sendable, Equatabl
             throw ReplicaStoreError.localFile(path: source, reason: "can't open it: \(Self.lastError())")
         }
         defer { close(input) }
-        let expected = try Self.size(of: input, path: source)
-        try Self.publish(at: path, key: key) { (fd: Int32) throws in
-            let copied = try Self.copy(from: input, path: source, to: fd, destination: path)
-            // A source that changed while it was copied would be published
-            // as an object that is neither its old nor its new state.
-            guard copied == expected else {
-                throw ReplicaStoreError.localFile(path: source, reason: "it was \(expected) bytes when opened, \(copied) were read: it changed while copied")
-            }
+        try Self.publishCopy(of: input, path: source, at: path, key: key) { expected, copied in
+            .localFile(path: source, reason: "it was \(expected) bytes when opened, \(copied) were read: it changed while copied")
         }
     }
 
@@ -139,12 +133,7 @@ public struct FolderReplicaStoreBackend: ReplicaStoreBackend, Sendable, Equatabl
     }
 
     public func get(_ key: String, toFile destination: String) throws {
-        let data = try get(key)
-        try Self.publish(at: destination, key: key, creatingDirectories: false) { (fd: Int32) throws in
-            try data.withUnsafeBytes { (buffer: UnsafeRawBufferPointer) throws in
-                try Self.writeAll(fd, buffer, path: destination)
-            }
-        }
+        try Self.write(try get(key), to: destination, key: key)
     }
 
     public func get(_ key: String, toFile destination: String, writtenElsewhereWithSize size: Int64) throws {
@@ -152,6 +141,11 @@ public struct FolderReplicaStoreBackend: ReplicaStoreBackend, Sendable, Equatabl
         guard Int64(data.count) == size else {
             throw ReplicaStoreError.corrupt(key: key, reason: "\(data.count) bytes where the listing said \(size)")
         }
+        try Self.write(data, to: destination, key: key)
+    }
+
+    /// Publishes the bytes of object `key` as the local file `destination`.
+    private static func write(_ data: Data, to destination: String, key: String) throws {
         try Self.publish(at: destination, key: key, creatingDirectories: false) { (fd: Int32) throws in
             try data.withUnsafeBytes { (buffer: UnsafeRawBufferPointer) throws in
                 try Self.writeAll(fd, buffer, path: destination)
@@ -291,14 +285,25 @@ public struct FolderReplicaStoreBackend: ReplicaStoreBackend, Sendable, Equatabl
         let to = try path(of: destination)
         let input = try Self.openObject(from, key: source)
         defer { close(input) }
-        let expected = try Self.size(of: input, path: from)
-        try Self.publish(at: to, key: destination) { (fd: Int32) throws in
-            let copied = try Self.copy(from: input, path: from, to: fd, destination: to)
-            // An object replaced in place by something else than a put
-            // would be copied as neither its old nor its new state.
-            guard copied == expected else {
-                throw ReplicaStoreError.corrupt(key: source, reason: "\(from) was \(expected) bytes when opened, \(copied) were read: it changed while copied")
-            }
+        // An object replaced in place by something else than a put would
+        // be copied as neither its old nor its new state.
+        try Self.publishCopy(of: input, path: from, at: to, key: destination) { expected, copied in
+            .corrupt(key: source, reason: "\(from) was \(expected) bytes when opened, \(copied) were read: it changed while copied")
+        }
+    }
+
+    /// Publishes a copy of the open file `input` (at `source`) as the file
+    /// `destination` of object `key`. A source that changed while it was
+    /// copied would be published as neither its old nor its new state:
+    /// `changed(expected, copied)` is then thrown, and nothing published.
+    private static func publishCopy(
+        of input: Int32, path source: String, at destination: String, key: String,
+        changed: (_ expected: Int64, _ copied: Int64) -> ReplicaStoreError
+    ) throws {
+        let expected = try Self.size(of: input, path: source)
+        try Self.publish(at: destination, key: key) { (fd: Int32) throws in
+            let copied = try Self.copy(from: input, path: source, to: fd, destination: destination)
+            guard copied == expected else { throw changed(expected, copied) }
         }
     }
 
