@@ -2,6 +2,7 @@ import Foundation
 import GRDBReplicaStore
 @testable import GRDBRegistryService
 import Testing
+import TestSupport
 
 /// What a restore from a bucket fetches before Litestream reads it as a
 /// folder: the newest snapshot and what ends past it, nothing else.
@@ -56,5 +57,33 @@ import Testing
             #expect(StagedReplica.ltxFile(Self.key + "/" + name, under: Self.key) == nil, "\(name)")
         }
         #expect(StagedReplica.ltxFile(Self.key + "x/0001/0000000000000001-0000000000000001.ltx", under: Self.key) == nil)
+    }
+
+    @Test func aStageLeftByADeadProcessIsSweptAndOthersAreKept() throws {
+        let directory = try TemporaryDirectory()
+        // A process that has exited: its id now names no process.
+        let exited = Process()
+        exited.executableURL = URL(fileURLWithPath: "/bin/true")
+        try exited.run()
+        exited.waitUntilExit()
+        let dead = exited.processIdentifier
+        let swept = [
+            ".replica-stage-\(dead)-0b1c",                       // its owner died mid-restore
+            ".replica-stage-c0ffee00-1111-2222-3333-444455556666", // the first version's name
+        ]
+        let kept = [
+            ".replica-stage-\(getpid())-5d6e",                   // a restore of this process
+            ".replica-stage-1-7f80",                              // a live process's
+            "acme",                                               // a tenant's folder
+            "acme.sqlite",
+        ]
+        for name in swept + kept.dropLast() {
+            try FileManager.default.createDirectory(atPath: directory.path(name), withIntermediateDirectories: false)
+            FileManager.default.createFile(atPath: directory.path(name + "/piece"), contents: Data("x".utf8))
+        }
+        FileManager.default.createFile(atPath: directory.path("acme.sqlite"), contents: Data("x".utf8))
+        StagedReplica.sweepAbandoned(in: directory.path)
+        let left = Set(try FileManager.default.contentsOfDirectory(atPath: directory.path))
+        #expect(left == Set(kept))
     }
 }

@@ -66,4 +66,17 @@ int grdbregistry_changeset_tables(
 int grdbregistry_changeset_apply(
     void *connection, const void *bytes, int size, int *conflictKind, char **conflictTable);
 
+/// Applies `count` changesets to database "main" of `connection`, in order:
+/// changeset i is the `sizes[i]` bytes at `offsets[i]` of `bytes`, and after
+/// it the only row of `sequenceTable` must hold `sequences[i]`. Statements
+/// are prepared once per run, not once per changeset. No conflict is ever
+/// resolved: SQLITE_OK when every change applied as recorded, else an error
+/// code (a conflict, a constraint, a foreign key, a sequence, or a change it
+/// does not handle) with `*failedIndex` the changeset at fault, or -1. The
+/// caller runs it in a savepoint, rolls back on any error, and applies the
+/// changesets one by one to learn what failed.
+int grdbregistry_changesets_apply_in_order(
+    void *connection, int count, const void *bytes, const int *offsets, const int *sizes,
+    const char *sequenceTable, const long long *sequences, int *failedIndex);
+
 #endif

@@ -29,6 +29,14 @@ public enum ChangeReplay {
     /// (SQLite would silently skip such a change). Any conflict aborts
     /// (``ChangeReplayError/conflict(sequence:table:kind:)``), and after
     /// each change the database's sequence must be the change's.
+    ///
+    /// The changes are applied in one pass whose statements are prepared
+    /// once per table, not once per change as `sqlite3changeset_apply`
+    /// does: a 10,000-change tail replays in a fraction of a second. Each
+    /// change is still checked on its own, row by row, against the rows it
+    /// was recorded on. When that pass meets anything but a clean run, it
+    /// is rolled back and the changes are applied one by one with
+    /// `sqlite3changeset_apply`, which names the change that failed.
     public static func apply(_ changes: [TransactionChange], to db: Database) throws -> ChangeReplayReport {
         guard let connection = db.sqliteConnection else {
             throw DatabaseError(resultCode: .SQLITE_MISUSE, message: "the connection is closed")
@@ -59,6 +67,19 @@ public enum ChangeReplay {
         for change in pending {
             try checkSchema(of: change, in: db, skipping: &checked)
         }
+        // Most runs apply at once, with statements prepared once; a run
+        // that does not is rolled back and applied change by change, which
+        // says what failed.
+        if pending.count > 1 {
+            var appliedAtOnce = false
+            try db.inSavepoint {
+                appliedAtOnce = applyAtOnce(pending, to: UnsafeMutableRawPointer(connection))
+                return appliedAtOnce ? .commit : .rollback
+            }
+            if appliedAtOnce {
+                return ChangeReplayReport(skipped: skipped, applied: pending.count, sequence: try ChangeSequence.current(db))
+            }
+        }
         try db.inSavepoint {
             for change in pending {
                 try apply(change, to: UnsafeMutableRawPointer(connection))
@@ -70,6 +91,35 @@ public enum ChangeReplay {
             return .commit
         }
         return ChangeReplayReport(skipped: skipped, applied: pending.count, sequence: try ChangeSequence.current(db))
+    }
+
+    /// Applies `changes` with grdbregistry_changesets_apply_in_order: true
+    /// when every change applied as recorded, each leaving the database at
+    /// its own sequence. False for anything else (a conflict, a constraint,
+    /// a change it does not handle, a run too large for its offsets): the
+    /// caller rolls back and applies them one by one.
+    static func applyAtOnce(_ changes: [TransactionChange], to connection: UnsafeMutableRawPointer) -> Bool {
+        var bytes: [UInt8] = []
+        var offsets: [Int32] = []
+        var sizes: [Int32] = []
+        var sequences: [Int64] = []
+        bytes.reserveCapacity(changes.reduce(0) { $0 + $1.changeset.count })
+        for change in changes {
+            guard let offset = Int32(exactly: bytes.count), let size = Int32(exactly: change.changeset.count),
+                  let sequence = Int64(exactly: change.sequence)
+            else { return false }
+            offsets.append(offset)
+            sizes.append(size)
+            sequences.append(sequence)
+            bytes.append(contentsOf: change.changeset)
+        }
+        guard let count = Int32(exactly: changes.count), Int32(exactly: bytes.count) != nil else { return false }
+        var failedIndex: Int32 = -1
+        let code = bytes.withUnsafeBytes { buffer in
+            grdbregistry_changesets_apply_in_order(
+                connection, count, buffer.baseAddress, offsets, sizes, ChangeSequence.tableName, sequences, &failedIndex)
+        }
+        return code == SQLITE_OK
     }
 
     private static func apply(_ change: TransactionChange, to connection: UnsafeMutableRawPointer) throws {

@@ -48,7 +48,9 @@ struct StagedReplica: Sendable {
         key: String, objects: [ReplicaObject], from store: ReplicaStore, into parent: String, database: String
     ) async throws -> StagedReplica {
         let needed = neededFiles(under: key, in: objects)
-        let directory = (parent as NSString).appendingPathComponent(".replica-stage-\(UUID().uuidString.lowercased())")
+        sweepAbandoned(in: parent)
+        let directory = (parent as NSString).appendingPathComponent(
+            "\(namePrefix)\(getpid())-\(UUID().uuidString.lowercased())")
         guard mkdir(directory, 0o700) == 0 else {
             throw ReplicationError.restoreFailed(
                 database: database, reason: "can't create the staging folder \(directory): \(String(cString: strerror(errno)))")
@@ -92,6 +94,30 @@ struct StagedReplica: Sendable {
     /// Deletes the staging folder and what it holds.
     func remove() {
         try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    /// A stage's name: this prefix, the process's id, a UUID. A dot folder,
+    /// which no scan of the tenants root takes for a tenant.
+    static let namePrefix = ".replica-stage-"
+
+    /// Deletes the stages under `parent` that no running process owns: left
+    /// by a process killed in the middle of a restore (a stage is removed
+    /// whatever happens otherwise). A stage whose process is alive (this
+    /// one's, or another restore's on the same root) is kept; a process id
+    /// taken again by an unrelated process only keeps a stale stage a
+    /// little longer. A stage of the first version, named without a
+    /// process id, was abandoned. Best effort: a stage that can't be
+    /// deleted stays for the next sweep.
+    static func sweepAbandoned(in parent: String) {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: parent) else { return }
+        for name in names where name.hasPrefix(namePrefix) {
+            let rest = name.dropFirst(namePrefix.count)
+            if let owner = rest.split(separator: "-", maxSplits: 1).first.flatMap({ pid_t($0) }), owner > 0,
+               owner == getpid() || kill(owner, 0) == 0 || errno == EPERM {
+                continue
+            }
+            try? FileManager.default.removeItem(atPath: (parent as NSString).appendingPathComponent(name))
+        }
     }
 
     /// One LTX file of a replica in a bucket: `<key>/<level, 4 digits>/<min TXID>-<max TXID>.ltx`,
