@@ -136,7 +136,13 @@ final class FailingChangeLog: TenantChangeLog {
     /// so its first durable write goes straight to the tail; a copy kept
     /// from the node's previous tenure may hold commits that reached
     /// neither, so its first write brings the base up to date first.
+    /// How many durations timer `label` has recorded in this process.
+    static func timed(_ label: String) -> Int {
+        (try? testMetrics.expectTimer(label))?.values.count ?? 0
+    }
+
     @Test func theFirstDurableWriteAfterACreationOrARestoreNeedsNoReplicaRound() async throws {
+        _ = testMetrics
         let directory = try TemporaryDirectory()
         let (nodeA, nodeB, log) = try Self.twoNodes(directory)
         let hostA = try #require(nodeA.host), hostB = try #require(nodeB.host)
@@ -150,10 +156,15 @@ final class FailingChangeLog: TenantChangeLog {
                 try tenantsA.provision(acme)
                 try await hostA.created(acme, epoch: 1, encrypted: false)
                 let roundsA = acknowledgementsA.rounds
+                let (waitsBefore, durationsBefore) = (Self.timed("grdbregistry_tail_round_wait"), Self.timed("grdbregistry_tail_round_duration"))
                 _ = try await tenantsA.withRepository(acme) { try await $0.add(name: "one", score: 1) }
                 _ = try await tenantsA.withRepository(acme) { try await $0.add(name: "two", score: 2) }
                 #expect(log.sequences(of: acme) == [1, 2])
                 #expect(acknowledgementsA.rounds == roundsA, "a new tenant's first durable write ran a replica round")
+                // Each change's wait for its round, and each round, is timed
+                // (other tests' tails may add to the same timers meanwhile).
+                #expect(Self.timed("grdbregistry_tail_round_wait") >= waitsBefore + 2)
+                #expect(Self.timed("grdbregistry_tail_round_duration") >= durationsBefore + 2)
 
                 try await hostB.acquire(acme, epoch: 2, encrypted: false, keepLocal: false)
                 let roundsB = acknowledgementsB.rounds

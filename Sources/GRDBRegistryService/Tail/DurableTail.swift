@@ -48,6 +48,7 @@ final class DurableTail: Sendable {
     private struct Pending: Sendable {
         let change: LoggedChange
         let continuation: CheckedContinuation<Void, any Error>
+        var since = ContinuousClock.now
     }
 
     private struct Tenant: Sendable {
@@ -97,6 +98,11 @@ final class DurableTail: Sendable {
     private let catchUps = Counter(label: "grdbregistry_tail_base_catch_ups_total")
     private let refusals = Counter(label: "grdbregistry_tail_refused_writes_total")
     private let nodeRows = Gauge(label: "grdbregistry_tail_node_changes")
+    /// How long a round takes in the log (its store's statement and
+    /// commit), and how long a change waits for its round to start: a
+    /// durable write's overhead is the two together.
+    private let roundDuration = Metrics.Timer(label: "grdbregistry_tail_round_duration", preferredDisplayUnit: .seconds)
+    private let roundWait = Metrics.Timer(label: "grdbregistry_tail_round_wait", preferredDisplayUnit: .seconds)
 
     init(log: any TenantChangeLog, acknowledgements: ReplicaAcknowledgements, storage: TenantStorage, limits: Limits = Limits(), logger: Logger) {
         self.log = log
@@ -258,6 +264,10 @@ final class DurableTail: Sendable {
     private func run(_ round: [TenantID: [Pending]]) async {
         appendRounds.increment()
         let changes = round.values.flatMap { $0.map(\.change) }
+        let started = ContinuousClock.now
+        for run in round.values {
+            for pending in run { roundWait.record(duration: started - pending.since) }
+        }
         let outcome: Result<Set<TenantID>, any Error>
         do {
             outcome = .success(try await log.append(changes))
@@ -265,6 +275,7 @@ final class DurableTail: Sendable {
             outcome = .failure(error)
         }
         let now = ContinuousClock.now
+        roundDuration.record(duration: now - started)
         var resumptions: [(CheckedContinuation<Void, any Error>, Result<Void, any Error>)] = []
         state.withLock { state in
             state.rounds -= 1
