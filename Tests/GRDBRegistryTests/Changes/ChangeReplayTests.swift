@@ -229,15 +229,7 @@ import Testing
 
     @Test func aForeignKeyViolationIsAConflict() throws {
         let directory = try TemporaryDirectory()
-        let base = directory.path("base.sqlite")
-        try DatabaseQueue(path: base).write { db in
-            try db.execute(sql: """
-                CREATE TABLE author (id INTEGER PRIMARY KEY);
-                CREATE TABLE book (id INTEGER PRIMARY KEY, authorId INTEGER NOT NULL REFERENCES author(id));
-                INSERT INTO author VALUES (1);
-                """)
-            try ChangeSequence.prepare(db)
-        }
+        let base = try makeAuthorsAndBooksBase(in: directory, authors: [1])
         let replicaPath = try copyDatabase(base, to: "replica.sqlite", in: directory)
         let change = try #require(try recordedWrite(DatabaseQueue(path: base)) { db in
             try db.execute(sql: "INSERT INTO book VALUES (1, 1)")

@@ -124,15 +124,7 @@ import TestSupport
 
     @Test func aForeignKeyViolationLaterInARunIsAConflictOfThatChange() throws {
         let directory = try TemporaryDirectory()
-        let base = directory.path("base.sqlite")
-        try DatabaseQueue(path: base).write { db in
-            try db.execute(sql: """
-                CREATE TABLE author (id INTEGER PRIMARY KEY);
-                CREATE TABLE book (id INTEGER PRIMARY KEY, authorId INTEGER NOT NULL REFERENCES author(id));
-                INSERT INTO author VALUES (1), (2);
-                """)
-            try ChangeSequence.prepare(db)
-        }
+        let base = try makeAuthorsAndBooksBase(in: directory, authors: [1, 2])
         let replicaPath = try copyDatabase(base, to: "replica.sqlite", in: directory)
         let source = try DatabaseQueue(path: base)
         let changes = try [

@@ -73,3 +73,18 @@ func dumpTables(_ db: Database) throws -> [String: [[DatabaseValue]]] {
     }
     return dump
 }
+
+/// A base (closed) with authors `authors` and a `book` table whose
+/// `authorId` references them, at `base.sqlite` in `directory`.
+func makeAuthorsAndBooksBase(in directory: TemporaryDirectory, authors: [Int]) throws -> String {
+    let base = directory.path("base.sqlite")
+    try DatabaseQueue(path: base).write { db in
+        try db.execute(sql: """
+            CREATE TABLE author (id INTEGER PRIMARY KEY);
+            CREATE TABLE book (id INTEGER PRIMARY KEY, authorId INTEGER NOT NULL REFERENCES author(id));
+            """)
+        for author in authors { try db.execute(sql: "INSERT INTO author VALUES (?)", arguments: [author]) }
+        try ChangeSequence.prepare(db)
+    }
+    return base
+}
