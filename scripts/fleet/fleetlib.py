@@ -57,7 +57,7 @@ class Response:
 
 def request(base, method, path, body=None, token=None, timeout=10.0, headers=None):
     """One request on a new connection to `base` (http://host:port).
-    Raises OSError / http.client.HTTPException when no answer came."""
+    Raises OSError when no whole answer came (an answer cut short too)."""
     url = urllib.parse.urlsplit(base)
     if url.scheme == "https":
         # A node's certificate, checked against the fleet's CA (name included).
@@ -76,6 +76,11 @@ def request(base, method, path, body=None, token=None, timeout=10.0, headers=Non
         response = connection.getresponse()
         data = response.read().decode("utf-8", "replace")
         return Response(response.status, {k.lower(): v for k, v in response.getheaders()}, data)
+    except http.client.HTTPException as error:
+        # An answer cut short (a node killed mid-response: IncompleteRead)
+        # is no answer: an OSError, as every caller expects, not an
+        # exception that ends a writer's thread.
+        raise ConnectionError(f"{method} {path}: {error!r}") from error
     finally:
         connection.close()
 

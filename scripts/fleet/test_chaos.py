@@ -1,6 +1,7 @@
 """The campaign's own judgement, on histories written out by hand: what
 counts as a lost write and what as a fork (scripts/fleet/chaos.py's
-analyze), and the percentile of the failover figures; and its faults,
+analyze), the percentile of the failover figures and an answer cut
+short; and its faults,
 for real: a PostgreSQL cluster killed (pgkill) and a folder made
 read-only for processes in other mount namespaces (storedown), which
 need root, PostgreSQL's binaries and util-linux's nsenter, as the
@@ -14,11 +15,13 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from chaos import Ack, analyze, count_in, in_flight_during, loss_age  # noqa: E402
+import fleetlib  # noqa: E402
 from fleetlib import ROOT, ReadOnlyFolder, descendants, percentile, postgres_kill, process_exists  # noqa: E402
 
 
@@ -184,3 +187,27 @@ class ReadOnlyFolderTests(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class CutAnswerTests(unittest.TestCase):
+    def test_an_answer_cut_short_by_a_dying_node_is_an_os_error(self):
+        # A real server that promises 34 bytes of body, sends none and
+        # closes, as a node killed mid-response does behind HAProxy.
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+
+        def answer():
+            connection, _ = listener.accept()
+            connection.recv(65536)
+            connection.sendall(b"HTTP/1.1 201 Created\r\nContent-Length: 34\r\nContent-Type: application/json\r\n\r\n")
+            connection.close()
+
+        thread = threading.Thread(target=answer)
+        thread.start()
+        try:
+            with self.assertRaises(OSError):
+                fleetlib.request(f"http://127.0.0.1:{listener.getsockname()[1]}", "POST", "/tenants/t0/players", {"name": "x"})
+        finally:
+            thread.join()
+            listener.close()
