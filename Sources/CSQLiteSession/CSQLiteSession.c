@@ -419,7 +419,11 @@ int grdbregistry_changesets_apply_in_order(
     // of each changeset, not after each of its rows.
     if (rc == SQLITE_OK) rc = sqlite3_exec(db, "PRAGMA defer_foreign_keys = 1", NULL, NULL, NULL);
     if (rc == SQLITE_OK) {
-        char *sql = sqlite3_mprintf("SELECT sequence FROM main.\"%w\"", sequenceTable);
+        // The row the sequence lives in, and how many rows the table holds:
+        // one, as ChangeSequence reads it.
+        char *sql = sqlite3_mprintf(
+            "SELECT s.sequence, (SELECT count(*) FROM main.\"%w\") FROM main.\"%w\" AS s WHERE s.id = 1",
+            sequenceTable, sequenceTable);
         if (!sql) rc = SQLITE_NOMEM;
         else {
             rc = sqlite3_prepare_v2(db, sql, -1, &sequence, NULL);
@@ -445,7 +449,8 @@ int grdbregistry_changesets_apply_in_order(
             // Each transaction leaves the database at its own sequence.
             if (sqlite3_step(sequence) != SQLITE_ROW
                 || sqlite3_column_type(sequence, 0) != SQLITE_INTEGER
-                || sqlite3_column_int64(sequence, 0) != sequences[i]) rc = SQLITE_MISMATCH;
+                || sqlite3_column_int64(sequence, 0) != sequences[i]
+                || sqlite3_column_int64(sequence, 1) != 1) rc = SQLITE_MISMATCH;
             sqlite3_reset(sequence);
         }
         if (rc != SQLITE_OK) *failedIndex = i;

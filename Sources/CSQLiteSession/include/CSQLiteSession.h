@@ -68,7 +68,8 @@ int grdbregistry_changeset_apply(
 
 /// Applies `count` changesets to database "main" of `connection`, in order:
 /// changeset i is the `sizes[i]` bytes at `offsets[i]` of `bytes`, and after
-/// it the only row of `sequenceTable` must hold `sequences[i]`. Statements
+/// it `sequenceTable` must hold one row, of id 1, whose integer `sequence`
+/// is `sequences[i]`. Statements
 /// are prepared once per run, not once per changeset. No conflict is ever
 /// resolved: SQLITE_OK when every change applied as recorded, else an error
 /// code (a conflict, a constraint, a foreign key, a sequence, or a change it
