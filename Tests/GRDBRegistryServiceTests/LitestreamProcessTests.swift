@@ -212,6 +212,72 @@ private func startOrphan(_ arguments: [String]) throws {
         await first.stop()
     }
 
+    /// A process that holds the socket without answering as a replicator
+    /// (here: it listens and never reads) is not taken for an empty
+    /// socket: start refuses, and its socket file is still the same one.
+    @Test func aSocketThatDoesNotAnswerIsRefusedNotTaken() async throws {
+        let directory = try TemporaryDirectory()
+        let configuration = try ReplicatedDaemon.configuration(in: directory)
+        let socketPath = try #require(configuration.replication?.socket)
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        try #require(fd >= 0)
+        defer { close(fd) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            let bytes = Array(socketPath.utf8)
+            raw.copyBytes(from: bytes)
+            raw[bytes.count] = 0
+        }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        try #require(bound == 0 && listen(fd, 8) == 0)
+        let before = try FileManager.default.attributesOfItem(atPath: socketPath)[.systemFileNumber] as? Int
+
+        let process = LitestreamProcess(
+            executable: try LitestreamExecutable(configuration: configuration, environment: [:]),
+            control: LitestreamControl(socketPath: socketPath, timeout: .seconds(1)), logger: LogRecorder().logger())
+        let error = await #expect(throws: ReplicationError.self) { try await process.start() }
+        #expect("\(String(describing: error))".contains("did not answer as a litestream replicator"))
+        // Litestream, had it been launched, would have unlinked the path
+        // and bound its own socket there: the inode would have changed.
+        try await Task.sleep(for: .milliseconds(500))
+        let after = try FileManager.default.attributesOfItem(atPath: socketPath)[.systemFileNumber] as? Int
+        #expect(before != nil && after == before)
+    }
+
+    /// A socket file no process listens on (a killed replicator's) is
+    /// free: start launches its own replicator there.
+    @Test func aSocketFileNoOneListensOnIsTaken() async throws {
+        let directory = try TemporaryDirectory()
+        let configuration = try ReplicatedDaemon.configuration(in: directory)
+        let socketPath = try #require(configuration.replication?.socket)
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        try #require(fd >= 0)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            let bytes = Array(socketPath.utf8)
+            raw.copyBytes(from: bytes)
+            raw[bytes.count] = 0
+        }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        try #require(bound == 0)
+        close(fd)
+        #expect(FileManager.default.fileExists(atPath: socketPath))
+
+        let control = LitestreamControl(socketPath: socketPath)
+        let process = LitestreamProcess(
+            executable: try LitestreamExecutable(configuration: configuration, environment: [:]),
+            control: control, logger: LogRecorder().logger())
+        try await process.start()
+        #expect(try control.info().pid > 0)
+        await process.stop()
+    }
+
     /// A replicator that dies is started again at the next scan, and the
     /// tenants it replicated are registered with the new one.
     @Test func aReplicatorThatDiesIsStartedAgainAndItsTenantsRegisteredAgain() async throws {

@@ -136,6 +136,18 @@ package struct LitestreamControl: Sendable {
         try decode(Info.self, request("GET", "/info", body: nil))
     }
 
+    /// The replicator that listens on the socket, or nil when no process
+    /// does: no socket file, or a file no process listens on (what a
+    /// killed replicator leaves behind, `ECONNREFUSED`).
+    ///
+    /// Anything else throws: a listener that does not answer in time, or
+    /// not as Litestream does, is still a listener, and taking its socket
+    /// for free would start a second replicator on it.
+    package func listener() throws -> Info? {
+        guard let answer = try exchange("GET", "/info", body: nil) else { return nil }
+        return try decode(Info.self, answer)
+    }
+
     // MARK: - HTTP/1.0 on a Unix socket
 
     private func decode<T: Decodable>(_ type: T.Type, _ body: Data) throws -> T {
@@ -147,6 +159,15 @@ package struct LitestreamControl: Sendable {
     }
 
     private func request(_ method: String, _ path: String, body: Data?) throws -> Data {
+        guard let answer = try exchange(method, path, body: body) else {
+            throw ReplicationError.controlSocket(path: socketPath, reason: "no litestream replicator listens on it")
+        }
+        return answer
+    }
+
+    /// The body of a 200 answer to the request, or nil when no process
+    /// listens on the socket (`ENOENT`, `ECONNREFUSED`).
+    private func exchange(_ method: String, _ path: String, body: Data?) throws -> Data? {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw ReplicationError.controlSocket(path: socketPath, reason: String(cString: strerror(errno))) }
         defer { close(fd) }
@@ -171,7 +192,9 @@ package struct LitestreamControl: Sendable {
             }
         }
         guard connected == 0 else {
-            throw ReplicationError.controlSocket(path: socketPath, reason: String(cString: strerror(errno)))
+            let failure = errno
+            if failure == ENOENT || failure == ECONNREFUSED { return nil }
+            throw ReplicationError.controlSocket(path: socketPath, reason: String(cString: strerror(failure)))
         }
 
         var head = "\(method) \(path) HTTP/1.0\r\nHost: localhost\r\n"

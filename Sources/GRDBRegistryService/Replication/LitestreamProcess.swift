@@ -74,12 +74,21 @@ final class LitestreamProcess: Sendable {
     /// socket, and returns once its control socket answers.
     ///
     /// - throws: ``ReplicationError``: a live daemon's replicator answers on
-    ///   the socket, Litestream could not start, exited, or its socket did
+    ///   the socket, or a process listens on it without answering as a
+    ///   replicator does, Litestream could not start, exited, or its socket did
     ///   not answer within ``startTimeout``.
     func start() async throws(ReplicationError) {
         let control = self.control
-        if let orphan = await BlockingWork.run({ try? control.info() }) {
+        let listener = await BlockingWork.run { Result { try control.listener() } }
+        switch listener {
+        case .success(nil):
+            break
+        case let .success(orphan?):
             try await replace(orphan: orphan.pid)
+        case let .failure(error):
+            // Something holds the socket and did not answer as a
+            // replicator does: launching would take its path from it.
+            throw .controlSocket(path: control.socketPath, reason: "a process listens on it but did not answer as a litestream replicator (\(error)): stop it, or give this daemon its own socket")
         }
         try launch()
         try await waitUntilAnswering()
