@@ -118,7 +118,7 @@ public final class ChangeRecorder {
                 throw ChangeRecordingError.malformedSequence("the transaction wrote \(table) itself; only ChangeRecorder.finish(_:) may")
             }
             let keyColumns = try Int.fetchOne(
-                db, sql: "SELECT count(*) FROM pragma_table_info(?, 'main') WHERE pk > 0", arguments: [table]) ?? 0
+                db.cachedStatement(sql: "SELECT count(*) FROM pragma_table_info(?, 'main') WHERE pk > 0"), arguments: [table]) ?? 0
             guard keyColumns > 0 else { throw ChangeRecordingError.tableWithoutPrimaryKey(table: table) }
         }
 
@@ -127,8 +127,8 @@ public final class ChangeRecorder {
         // every changed row again, so it is the costly step). Changes that
         // cancel out (an UPDATE to the same values, a row inserted then
         // deleted) leave the increment alone in it: then undo the increment.
-        let bump = "UPDATE main.\(ChangeSequence.tableName) SET sequence = sequence + ? WHERE id = 1"
-        try db.execute(sql: bump, arguments: [1])
+        let bump = try db.cachedStatement(sql: "UPDATE main.\(ChangeSequence.tableName) SET sequence = sequence + ? WHERE id = 1")
+        try bump.execute(arguments: [1])
         let changeset = try Self.changeset(of: recording)
         let tables: [ChangesetTable]
         do {
@@ -137,7 +137,7 @@ public final class ChangeRecorder {
             throw ChangeRecordingError.session(code: error.code)
         }
         guard tables.contains(where: { $0.name != ChangeSequence.tableName }) else {
-            try db.execute(sql: bump, arguments: [-1])
+            try bump.execute(arguments: [-1])
             return nil
         }
         // `sequence` comes from an SQLite integer, below UInt64.max.

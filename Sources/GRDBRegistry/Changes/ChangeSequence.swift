@@ -1,3 +1,4 @@
+import Foundation
 import GRDB
 
 /// The sequence row: one table,
@@ -54,18 +55,23 @@ public enum ChangeSequence {
     /// let version = try dbQueue.read { db in try ChangeSequence.schemaVersion(db) }
     /// ```
     public static func schemaVersion(_ db: Database) throws -> Int32 {
-        let entries = try Row.fetchAll(db, sql: """
+        // Every recorded transaction reads it: a cached statement, and the
+        // text's bytes hashed where SQLite holds them (no String made).
+        let entries = try Row.fetchCursor(db.cachedStatement(sql: """
             SELECT type, name, tbl_name, sql FROM main.sqlite_master
             WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\' AND name NOT LIKE '\\_litestream\\_%' ESCAPE '\\'
             ORDER BY type, name
-            """)
+            """))
         // FNV-1a: a collision would only skip a catch-up of the replica,
         // and the replay of a change onto a base of another schema fails
         // on the tables it touches (ChangeReplayError.schemaMismatch).
         var hash: UInt32 = 2_166_136_261
-        for row in entries {
-            for column in ["type", "name", "tbl_name", "sql"] {
-                for byte in ((row[column] as String?) ?? "").utf8 { hash = (hash ^ UInt32(byte)) &* 16_777_619 }
+        while let row = try entries.next() {
+            for index in 0..<4 {
+                try row.withUnsafeData(atIndex: index) { data in
+                    guard let data else { return }
+                    for byte in data { hash = (hash ^ UInt32(byte)) &* 16_777_619 }
+                }
                 hash = (hash ^ 0) &* 16_777_619
             }
         }
@@ -83,14 +89,17 @@ public enum ChangeSequence {
 
     /// The sequence, or nil when the table is missing.
     static func read(_ db: Database) throws -> UInt64? {
-        guard try db.tableExists(tableName, in: "main") else { return nil }
-        let columns = try Row.fetchAll(
-            db, sql: "SELECT name, pk FROM pragma_table_info(?, 'main') ORDER BY cid", arguments: [tableName]
-        ).map { "\($0["name"] as String? ?? "?")\(($0["pk"] as Int? ?? 0) > 0 ? " PRIMARY KEY" : "")" }
+        // Every recorded transaction reads it twice (at its start and in
+        // its increment): cached statements, and no schema lookup apart.
+        let columns = try Row.fetchAll(db.cachedStatement(sql: """
+            SELECT p.name, p.pk FROM main.sqlite_master AS m, pragma_table_info(m.name, 'main') AS p
+            WHERE m.type = 'table' AND m.name = '\(tableName)' COLLATE NOCASE ORDER BY p.cid
+            """)).map { "\($0[0] as String? ?? "?")\(($0[1] as Int? ?? 0) > 0 ? " PRIMARY KEY" : "")" }
+        guard !columns.isEmpty else { return nil }
         guard columns == ["id PRIMARY KEY", "sequence"] else {
             throw ChangeRecordingError.malformedSequence("columns are \(columns), expected [id PRIMARY KEY, sequence]")
         }
-        let rows = try Row.fetchAll(db, sql: "SELECT id, sequence, typeof(sequence) AS type FROM main.\(tableName) LIMIT 2")
+        let rows = try Row.fetchAll(db.cachedStatement(sql: "SELECT id, sequence, typeof(sequence) AS type FROM main.\(tableName) LIMIT 2"))
         guard rows.count == 1, let row = rows.first else {
             throw ChangeRecordingError.malformedSequence(rows.isEmpty ? "the table has no row" : "the table has several rows")
         }

@@ -576,7 +576,7 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
         // The sequence row comes before the recording: creating it is a
         // schema change, which no changeset describes; the acknowledgement
         // sees the new schema version and brings its base up to date first.
-        if try !db.tableExists(ChangeSequence.tableName) { try ChangeSequence.prepare(db) }
+        try ChangeSequence.prepare(db)
         let recorder = try ChangeRecorder(db)
         let result = try updates(db)
         return (result, try recorder.finish(db))

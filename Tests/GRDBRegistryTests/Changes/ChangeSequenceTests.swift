@@ -58,6 +58,58 @@ import Testing
         #expect(try queue.read(ChangeSequence.schemaVersion) != indexed)
     }
 
+    /// The schema version is the FNV-1a digest of the schema's entries
+    /// (type, name, table, SQL: their UTF-8 text, each followed by a zero),
+    /// ordered by type and name: the one the tails of earlier releases
+    /// carry. Computed here from the entries read as strings.
+    @Test func theSchemaVersionIsTheDigestOfTheSchemasText() throws {
+        let directory = try TemporaryDirectory()
+        let queue = try DatabaseQueue(path: directory.path("db.sqlite"))
+        try queue.write { db in
+            try db.execute(sql: """
+                CREATE TABLE "joueur é" (id INTEGER PRIMARY KEY, "nom ü" TEXT);
+                CREATE INDEX "joueur é par nom" ON "joueur é"("nom ü");
+                CREATE VIEW vue AS SELECT * FROM "joueur é";
+                """)
+            try ChangeSequence.prepare(db)
+        }
+        let expected = try queue.read { db -> Int32 in
+            var hash: UInt32 = 2_166_136_261
+            let rows = try Row.fetchAll(db, sql: """
+                SELECT type, name, tbl_name, sql FROM sqlite_master
+                WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\' AND name NOT LIKE '\\_litestream\\_%' ESCAPE '\\'
+                ORDER BY type, name
+                """)
+            #expect(rows.count == 4)
+            for row in rows {
+                for index in 0..<4 {
+                    for byte in ((row[index] as String?) ?? "").utf8 { hash = (hash ^ UInt32(byte)) &* 16_777_619 }
+                    hash = (hash ^ 0) &* 16_777_619
+                }
+            }
+            return Int32(bitPattern: hash)
+        }
+        #expect(try queue.read(ChangeSequence.schemaVersion) == expected)
+        // Read again on the same connection after a change of schema.
+        try queue.write { db in try db.execute(sql: "DROP VIEW vue") }
+        #expect(try queue.read(ChangeSequence.schemaVersion) != expected)
+    }
+
+    /// SQLite's names ignore case: a sequence table created under another
+    /// case is the sequence table, not a missing one.
+    @Test func theSequenceTableIsFoundWhateverTheCaseOfItsName() throws {
+        let directory = try TemporaryDirectory()
+        let queue = try DatabaseQueue(path: directory.path("db.sqlite"))
+        try queue.write { db in
+            try db.execute(sql: """
+                CREATE TABLE GRDBRegistry_Sequence (id INTEGER PRIMARY KEY CHECK (id = 1), sequence INTEGER NOT NULL CHECK (sequence >= 0));
+                INSERT INTO GRDBRegistry_Sequence VALUES (1, 7);
+                """)
+        }
+        try queue.write(ChangeSequence.prepare)
+        #expect(try queue.read(ChangeSequence.current) == 7)
+    }
+
     @Test(arguments: [
         "CREATE TABLE grdbregistry_sequence (id INTEGER PRIMARY KEY, sequence INTEGER); INSERT INTO grdbregistry_sequence VALUES (1, 1), (2, 2)",
         "CREATE TABLE grdbregistry_sequence (id INTEGER PRIMARY KEY, sequence INTEGER); INSERT INTO grdbregistry_sequence VALUES (1, -3)",
