@@ -134,6 +134,8 @@ let package = Package(
                 "GRDBCipher",
                 "GRDBBackup",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                // SQLite's own statement trace (StatementMetrics).
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
