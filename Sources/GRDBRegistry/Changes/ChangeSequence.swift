@@ -35,13 +35,20 @@ public enum ChangeSequence {
     /// opening the database.
     public static func prepare(_ db: Database) throws {
         if try read(db) != nil { return }
-        try db.execute(sql: """
-            CREATE TABLE main.\(tableName) (
-              id INTEGER PRIMARY KEY CHECK (id = 1),
-              sequence INTEGER NOT NULL CHECK (sequence >= 0));
-            INSERT INTO main.\(tableName) (id, sequence) VALUES (1, 0);
-            """)
+        // Unqualified, a CREATE TABLE goes to `main`; SQLite keeps its text
+        // as written, which read(_:) then recognizes.
+        try db.execute(sql: definition)
+        try db.execute(sql: "INSERT INTO main.\(tableName) (id, sequence) VALUES (1, 0)")
     }
+
+    /// The table's definition, as ``prepare(_:)`` creates it and SQLite
+    /// keeps it in `sqlite_master` (this text, to the byte, is the one of
+    /// every release so far).
+    static let definition = """
+        CREATE TABLE \(tableName) (
+          id INTEGER PRIMARY KEY CHECK (id = 1),
+          sequence INTEGER NOT NULL CHECK (sequence >= 0))
+        """
 
     /// The version of the database's own schema, the one recorded changes
     /// carry (``TransactionChange/schemaVersion``): a digest of the schema's
@@ -90,14 +97,21 @@ public enum ChangeSequence {
     /// The sequence, or nil when the table is missing.
     static func read(_ db: Database) throws -> UInt64? {
         // Every recorded transaction reads it twice (at its start and in
-        // its increment): cached statements, and no schema lookup apart.
-        let columns = try Row.fetchAll(db.cachedStatement(sql: """
-            SELECT p.name, p.pk FROM main.sqlite_master AS m, pragma_table_info(m.name, 'main') AS p
-            WHERE m.type = 'table' AND m.name = '\(tableName)' COLLATE NOCASE ORDER BY p.cid
-            """)).map { "\($0[0] as String? ?? "?")\(($0[1] as Int? ?? 0) > 0 ? " PRIMARY KEY" : "")" }
-        guard !columns.isEmpty else { return nil }
-        guard columns == ["id PRIMARY KEY", "sequence"] else {
-            throw ChangeRecordingError.malformedSequence("columns are \(columns), expected [id PRIMARY KEY, sequence]")
+        // its increment): cached statements, and the table's shape read
+        // from its definition. A definition of another text (created by
+        // hand) has its columns checked one by one: pragma_table_info
+        // compiles a PRAGMA at each run.
+        let entry = try Row.fetchOne(db.cachedStatement(sql: """
+            SELECT sql FROM main.sqlite_master WHERE type = 'table' AND name = '\(tableName)' COLLATE NOCASE
+            """))
+        guard let entry else { return nil }
+        if entry[0] as String? != definition {
+            let columns = try Row.fetchAll(db, sql: """
+                SELECT name, pk FROM pragma_table_info(?, 'main') ORDER BY cid
+                """, arguments: [tableName]).map { "\($0[0] as String? ?? "?")\(($0[1] as Int? ?? 0) > 0 ? " PRIMARY KEY" : "")" }
+            guard columns == ["id PRIMARY KEY", "sequence"] else {
+                throw ChangeRecordingError.malformedSequence("columns are \(columns), expected [id PRIMARY KEY, sequence]")
+            }
         }
         let rows = try Row.fetchAll(db.cachedStatement(sql: "SELECT id, sequence, typeof(sequence) AS type FROM main.\(tableName) LIMIT 2"))
         guard rows.count == 1, let row = rows.first else {

@@ -95,6 +95,31 @@ import Testing
         #expect(try queue.read(ChangeSequence.schemaVersion) != expected)
     }
 
+    /// The table is created with the text of every earlier release, the
+    /// one its reads recognize without a column-by-column check; a table
+    /// of the same shape written otherwise is read too, and one of another
+    /// shape is refused.
+    @Test func theTableKeepsTheDefinitionOfEarlierReleases() throws {
+        let directory = try TemporaryDirectory()
+        let queue = try DatabaseQueue(path: directory.path("db.sqlite"))
+        try queue.write(ChangeSequence.prepare)
+        let stored = try queue.read { db in
+            try String.fetchOne(db, sql: "SELECT sql FROM sqlite_master WHERE name = 'grdbregistry_sequence'")
+        }
+        #expect(stored == "CREATE TABLE grdbregistry_sequence (\n  id INTEGER PRIMARY KEY CHECK (id = 1),\n  sequence INTEGER NOT NULL CHECK (sequence >= 0))")
+
+        let other = try DatabaseQueue(path: directory.path("other.sqlite"))
+        try other.write { db in
+            try db.execute(sql: """
+                CREATE TABLE grdbregistry_sequence (id INTEGER PRIMARY KEY, sequence INTEGER NOT NULL);
+                INSERT INTO grdbregistry_sequence VALUES (1, 5);
+                """)
+        }
+        #expect(try other.read(ChangeSequence.current) == 5)
+        try other.write { db in try db.execute(sql: "DROP TABLE grdbregistry_sequence; CREATE TABLE grdbregistry_sequence (id INTEGER, sequence INTEGER PRIMARY KEY); INSERT INTO grdbregistry_sequence VALUES (1, 5)") }
+        #expect(throws: ChangeRecordingError.self) { try other.read(ChangeSequence.current) }
+    }
+
     /// SQLite's names ignore case: a sequence table created under another
     /// case is the sequence table, not a missing one.
     @Test func theSequenceTableIsFoundWhateverTheCaseOfItsName() throws {
