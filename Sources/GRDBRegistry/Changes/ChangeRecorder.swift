@@ -109,6 +109,7 @@ public final class ChangeRecorder {
         guard newSchemaVersion == schemaVersion else {
             throw ChangeRecordingError.schemaChanged(from: schemaVersion, to: newSchemaVersion)
         }
+        var changedTables: [String] = []
         for index in 0..<grdbregistry_recording_table_count(recording) {
             guard let name = grdbregistry_recording_table_name(recording, index) else { continue }
             let table = String(cString: name)
@@ -117,12 +118,13 @@ public final class ChangeRecorder {
             guard table != ChangeSequence.tableName else {
                 throw ChangeRecordingError.malformedSequence("the transaction wrote \(table) itself; only ChangeRecorder.finish(_:) may")
             }
-            let keyColumns = try Int.fetchOne(
-                db.cachedStatement(sql: "SELECT count(*) FROM pragma_table_info(?, 'main') WHERE pk > 0"), arguments: [table]) ?? 0
-            guard keyColumns > 0 else { throw ChangeRecordingError.tableWithoutPrimaryKey(table: table) }
+            changedTables.append(table)
         }
 
-        guard grdbregistry_recording_is_empty(recording) == 0 else { return nil }
+        guard grdbregistry_recording_is_empty(recording) == 0 else {
+            try Self.checkPrimaryKeys(of: changedTables, db)
+            return nil
+        }
         // Increment first and make the changeset once (its generation reads
         // every changed row again, so it is the costly step). Changes that
         // cancel out (an UPDATE to the same values, a row inserted then
@@ -136,12 +138,27 @@ public final class ChangeRecorder {
         } catch {
             throw ChangeRecordingError.session(code: error.code)
         }
+        // A table in the changeset has a primary key (the session records
+        // no other); a changed table missing from it either has none, or
+        // its changes cancelled out: only those are looked up.
+        let described = Set(tables.map { $0.name.lowercased() })
+        try Self.checkPrimaryKeys(of: changedTables.filter { !described.contains($0.lowercased()) }, db)
         guard tables.contains(where: { $0.name != ChangeSequence.tableName }) else {
             try bump.execute(arguments: [-1])
             return nil
         }
         // `sequence` comes from an SQLite integer, below UInt64.max.
         return TransactionChange(sequence: sequence + 1, changeset: changeset, schemaVersion: try ChangeSequence.schemaVersion(db))
+    }
+
+    /// Throws ``ChangeRecordingError/tableWithoutPrimaryKey(table:)`` for
+    /// the first of `tables` without an explicit PRIMARY KEY.
+    private static func checkPrimaryKeys(of tables: [String], _ db: Database) throws {
+        for table in tables {
+            let keyColumns = try Int.fetchOne(
+                db.cachedStatement(sql: "SELECT count(*) FROM pragma_table_info(?, 'main') WHERE pk > 0"), arguments: [table]) ?? 0
+            guard keyColumns > 0 else { throw ChangeRecordingError.tableWithoutPrimaryKey(table: table) }
+        }
     }
 
     private static func changeset(of recording: UnsafeMutableRawPointer) throws -> Data {

@@ -576,8 +576,13 @@ public final class ManagedDatabase: TopLevelDatabaseReader, Sendable {
         // The sequence row comes before the recording: creating it is a
         // schema change, which no changeset describes; the acknowledgement
         // sees the new schema version and brings its base up to date first.
-        try ChangeSequence.prepare(db)
-        let recorder = try ChangeRecorder(db)
+        let recorder: ChangeRecorder
+        do {
+            recorder = try ChangeRecorder(db)
+        } catch ChangeRecordingError.sequenceMissing {
+            try ChangeSequence.prepare(db)
+            recorder = try ChangeRecorder(db)
+        }
         let result = try updates(db)
         return (result, try recorder.finish(db))
     }
