@@ -58,28 +58,62 @@ public final class FleetChangeLog: TenantChangeLog {
         let epochs = try changes.map { try Self.bigint($0.epoch, "epoch") }
         let schemas = changes.map(\.schemaVersion)
         let payloads = changes.map { ByteBuffer(bytes: $0.payload) }
-        let rows = try await store.run("an append of \(changes.count) changes to the durable tail") { client in
-            try await client.query("""
-                INSERT INTO fleet_tail (tenant_id, sequence, epoch, schema_version, change)
-                SELECT c.tenant_id, c.sequence, c.epoch, c.schema_version, c.change
-                FROM unnest(\(tenants)::text[], \(sequences)::bigint[], \(epochs)::bigint[], \(schemas)::integer[], \(payloads)::bytea[])
-                     AS c(tenant_id, sequence, epoch, schema_version, change)
-                JOIN (SELECT tenant_id, epoch FROM fleet_tenants
-                      WHERE tenant_id = ANY(\(tenants)::text[]) AND owner = \(nodeID) FOR SHARE) AS t
-                  ON t.tenant_id = c.tenant_id AND t.epoch = c.epoch
-                ON CONFLICT (tenant_id, sequence) DO UPDATE SET epoch = EXCLUDED.epoch
-                   WHERE fleet_tail.epoch = EXCLUDED.epoch AND fleet_tail.change = EXCLUDED.change
-                RETURNING tenant_id
-                """).collect()
+        let statement = Append(
+            tenants: tenants, sequences: sequences, epochs: epochs, schemas: schemas, payloads: payloads, owner: nodeID)
+        let returnedTenants = try await store.run("an append of \(changes.count) changes to the durable tail") { client in
+            var returned: [String] = []
+            for try await tenant in try await client.execute(statement) { returned.append(tenant) }
+            return returned
         }
         // A retry of a round whose answer was lost finds its own rows
         // (same epoch, same change) and counts them; anything else in
         // the way is refused.
         var returned: [String: Int] = [:]
-        for row in rows { returned[try row.decode(String.self), default: 0] += 1 }
+        for tenant in returnedTenants { returned[tenant, default: 0] += 1 }
         var expected: [TenantID: Int] = [:]
         for change in changes { expected[change.tenant, default: 0] += 1 }
         return Set(expected.filter { returned[$0.key.rawValue] == $0.value }.keys)
+    }
+
+    /// A round's append, prepared once per connection: PostgreSQL parses
+    /// and plans it once, not at every round.
+    private struct Append: PostgresPreparedStatement {
+        static let name = "grdbregistry_fleet_tail_append"
+        static let sql = """
+            INSERT INTO fleet_tail (tenant_id, sequence, epoch, schema_version, change)
+            SELECT c.tenant_id, c.sequence, c.epoch, c.schema_version, c.change
+            FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::integer[], $5::bytea[])
+                 AS c(tenant_id, sequence, epoch, schema_version, change)
+            JOIN (SELECT tenant_id, epoch FROM fleet_tenants
+                  WHERE tenant_id = ANY($1::text[]) AND owner = $6 FOR SHARE) AS t
+              ON t.tenant_id = c.tenant_id AND t.epoch = c.epoch
+            ON CONFLICT (tenant_id, sequence) DO UPDATE SET epoch = EXCLUDED.epoch
+               WHERE fleet_tail.epoch = EXCLUDED.epoch AND fleet_tail.change = EXCLUDED.change
+            RETURNING tenant_id
+            """
+        typealias Row = String
+
+        let tenants: [String]
+        let sequences: [Int64]
+        let epochs: [Int64]
+        let schemas: [Int32]
+        let payloads: [ByteBuffer]
+        let owner: String
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 6)
+            bindings.append(tenants)
+            bindings.append(sequences)
+            bindings.append(epochs)
+            bindings.append(schemas)
+            bindings.append(payloads)
+            bindings.append(owner)
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> String {
+            try row.decode(String.self)
+        }
     }
 
     public func changes(of id: TenantID, after sequence: UInt64) async throws -> [LoggedChange] {
