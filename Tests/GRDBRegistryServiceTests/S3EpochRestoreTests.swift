@@ -80,8 +80,14 @@ private let quiet = Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() }
         // listing's) stops the restore, and leaves no stage behind.
         let store = try ReplicaStore(replica: "s3://replicas/fleet", environment: environment)
         let objects = try await store.backend.list(prefix: epochs[0].key + "/")
-        // The newest file a restore needs: always in Litestream's plan.
-        let victim = try #require(StagedReplica.neededFiles(under: epochs[0].key, in: objects).max { $0.maxTXID < $1.maxTXID })
+        // The newest file a restore needs: always in Litestream's plan. Of
+        // the files that reach the newest transaction, the one of the
+        // highest level: on a slow run, Litestream's compaction (every 30 s)
+        // may have copied a level-0 file into level 1, and the plan then
+        // reads level 1's.
+        let needed = StagedReplica.neededFiles(under: epochs[0].key, in: objects)
+        let newest = try #require(needed.map(\.maxTXID).max())
+        let victim = try #require(needed.filter { $0.maxTXID == newest }.max { $0.level < $1.level })
         let copy = root + "/victim"
         try await store.backend.get(victim.key, toFile: copy, writtenElsewhereWithSize: victim.size)
         // Another length than the listing's: refused before Litestream runs.
