@@ -308,4 +308,40 @@ final class FailingChangeLog: TenantChangeLog {
             #expect(DatabaseServiceError.tailFull(tenant: "acme", changes: 3, limit: 3).description.contains("can't catch up"))
         }
     }
+
+    /// The node's limit counts every tenant's changes together, and a
+    /// tenant the node lets go no longer counts.
+    @Test func theNodesLimitCountsEveryTenantAndForgetsOneLetGo() async throws {
+        let directory = try TemporaryDirectory()
+        let replica = directory.url.appendingPathComponent("replica")
+        let node = try ReplicatedDaemon(
+            configuration: try EpochReplicationTests.nodeConfiguration(
+                directory, node: "a", replica: replica, extra: #", "acknowledgements": "durable""#),
+            scanInterval: .seconds(3600), hosting: true)
+        let host = try #require(node.host)
+        var limits = DurableTail.Limits()
+        limits.truncateAfterRows = .max
+        limits.truncateAfterAge = .seconds(3600)
+        limits.maxRows = 4
+        limits.sweepInterval = .seconds(3600)
+        host.recordChanges(in: FailingChangeLog(), limits: limits)
+        let acme = try TenantID("acme"), globex = try TenantID("globex"), tenants = node.tenants
+
+        try await node.run {
+            for id in [acme, globex] {
+                try tenants.provision(id)
+                try await host.created(id, epoch: 1, encrypted: false)
+            }
+            for index in 1...3 {
+                _ = try await tenants.withRepository(acme) { try await $0.add(name: "a\(index)", score: index) }
+            }
+            _ = try await tenants.withRepository(globex) { try await $0.add(name: "g1", score: 1) }
+            await #expect(throws: DatabaseServiceError.tailFull(tenant: "globex", changes: 4, limit: 4)) {
+                _ = try await tenants.withRepository(globex) { try await $0.add(name: "refused", score: 0) }
+            }
+            await host.relinquish(acme)
+            _ = try await tenants.withRepository(globex) { try await $0.add(name: "g2", score: 2) }
+            #expect(try await Self.names(tenants, globex) == ["g1", "g2"])
+        }
+    }
 }
