@@ -277,22 +277,29 @@ final class FailingChangeLog: TenantChangeLog {
         #expect(log.sequences(of: acme) == [1, 2])
     }
 
-    @Test func durableWritesAreRefusedBeforeTheirTransactionOnceTheTailHoldsItsLimit() async throws {
-        let directory = try TemporaryDirectory()
-        let replica = directory.url.appendingPathComponent("replica")
+    /// A durable node whose tail's base never catches up (no cut): the
+    /// tail only grows, up to the `limits` set.
+    private static func nodeWithAGrowingTail(
+        in directory: TemporaryDirectory, _ set: (inout DurableTail.Limits) -> Void
+    ) throws -> (ReplicatedDaemon, TenantHost<PlayerRepository>) {
         let node = try ReplicatedDaemon(
             configuration: try EpochReplicationTests.nodeConfiguration(
-                directory, node: "a", replica: replica, extra: #", "acknowledgements": "durable""#),
+                directory, node: "a", replica: directory.url.appendingPathComponent("replica"),
+                extra: #", "acknowledgements": "durable""#),
             scanInterval: .seconds(3600), hosting: true)
         let host = try #require(node.host)
-        let log = FailingChangeLog()
-        // The base never catches up here (no cut): the tail only grows.
         var limits = DurableTail.Limits()
         limits.truncateAfterRows = .max
         limits.truncateAfterAge = .seconds(3600)
-        limits.maxRowsPerTenant = 3
         limits.sweepInterval = .seconds(3600)
-        host.recordChanges(in: log, limits: limits)
+        set(&limits)
+        host.recordChanges(in: FailingChangeLog(), limits: limits)
+        return (node, host)
+    }
+
+    @Test func durableWritesAreRefusedBeforeTheirTransactionOnceTheTailHoldsItsLimit() async throws {
+        let directory = try TemporaryDirectory()
+        let (node, host) = try Self.nodeWithAGrowingTail(in: directory) { $0.maxRowsPerTenant = 3 }
         let acme = try TenantID("acme"), tenants = node.tenants
 
         try await node.run {
@@ -313,18 +320,7 @@ final class FailingChangeLog: TenantChangeLog {
     /// tenant the node lets go no longer counts.
     @Test func theNodesLimitCountsEveryTenantAndForgetsOneLetGo() async throws {
         let directory = try TemporaryDirectory()
-        let replica = directory.url.appendingPathComponent("replica")
-        let node = try ReplicatedDaemon(
-            configuration: try EpochReplicationTests.nodeConfiguration(
-                directory, node: "a", replica: replica, extra: #", "acknowledgements": "durable""#),
-            scanInterval: .seconds(3600), hosting: true)
-        let host = try #require(node.host)
-        var limits = DurableTail.Limits()
-        limits.truncateAfterRows = .max
-        limits.truncateAfterAge = .seconds(3600)
-        limits.maxRows = 4
-        limits.sweepInterval = .seconds(3600)
-        host.recordChanges(in: FailingChangeLog(), limits: limits)
+        let (node, host) = try Self.nodeWithAGrowingTail(in: directory) { $0.maxRows = 4 }
         let acme = try TenantID("acme"), globex = try TenantID("globex"), tenants = node.tenants
 
         try await node.run {

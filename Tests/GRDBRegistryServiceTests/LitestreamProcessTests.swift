@@ -36,6 +36,29 @@ private func startOrphan(_ arguments: [String]) throws {
     while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
 }
 
+/// A Unix stream socket bound at `path` (a socket file appears there), not
+/// yet listening.
+private func bindUnixSocket(at path: String) throws -> Int32 {
+    let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EINVAL) }
+    var address = sockaddr_un()
+    address.sun_family = sa_family_t(AF_UNIX)
+    withUnsafeMutableBytes(of: &address.sun_path) { raw in
+        let bytes = Array(path.utf8)
+        raw.copyBytes(from: bytes)
+        raw[bytes.count] = 0
+    }
+    let bound = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+    }
+    guard bound == 0 else {
+        let failure = errno
+        close(fd)
+        throw POSIXError(POSIXErrorCode(rawValue: failure) ?? .EINVAL)
+    }
+    return fd
+}
+
 @Suite struct LitestreamExecutableTests {
     private static func configuration(litestream: String, in directory: TemporaryDirectory) throws -> RegistryConfiguration {
         try RegistryConfiguration.parse(Data(#"""
@@ -219,20 +242,9 @@ private func startOrphan(_ arguments: [String]) throws {
         let directory = try TemporaryDirectory()
         let configuration = try ReplicatedDaemon.configuration(in: directory)
         let socketPath = try #require(configuration.replication?.socket)
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        try #require(fd >= 0)
+        let fd = try bindUnixSocket(at: socketPath)
         defer { close(fd) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            let bytes = Array(socketPath.utf8)
-            raw.copyBytes(from: bytes)
-            raw[bytes.count] = 0
-        }
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        try #require(bound == 0 && listen(fd, 8) == 0)
+        try #require(listen(fd, 8) == 0)
         let before = try FileManager.default.attributesOfItem(atPath: socketPath)[.systemFileNumber] as? Int
 
         let process = LitestreamProcess(
@@ -253,20 +265,7 @@ private func startOrphan(_ arguments: [String]) throws {
         let directory = try TemporaryDirectory()
         let configuration = try ReplicatedDaemon.configuration(in: directory)
         let socketPath = try #require(configuration.replication?.socket)
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        try #require(fd >= 0)
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            let bytes = Array(socketPath.utf8)
-            raw.copyBytes(from: bytes)
-            raw[bytes.count] = 0
-        }
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        try #require(bound == 0)
-        close(fd)
+        close(try bindUnixSocket(at: socketPath))
         #expect(FileManager.default.fileExists(atPath: socketPath))
 
         let control = LitestreamControl(socketPath: socketPath)
