@@ -154,7 +154,7 @@ struct S3Model {
 }
 
 struct ReplicationModel {
-    static let keys = KeyTable(["replica", "litestream", "socket", "startReplicator", "encryptedBackupDirectory", "encryptedBackupIntervalSeconds", "removedTenantRetentionSeconds", "acknowledgements", "uploadStallTimeoutSeconds", "s3"], sections: ["s3": S3Model.keys])
+    static let keys = KeyTable(["replica", "litestream", "socket", "startReplicator", "encryptedBackupDirectory", "encryptedBackupIntervalSeconds", "removedTenantRetentionSeconds", "acknowledgements", "uploadStallTimeoutSeconds", "parkIdleTenantsAfterSeconds", "s3"], sections: ["s3": S3Model.keys])
 
     var replica: String?
     var litestream: String?
@@ -165,6 +165,7 @@ struct ReplicationModel {
     var removedTenantRetentionSeconds: Double?
     var acknowledgements: String?
     var uploadStallTimeoutSeconds: Double?
+    var parkIdleTenantsAfterSeconds: Double?
     var s3: S3Model?
 
     init(_ section: some ConfigurationSection) {
@@ -178,6 +179,7 @@ struct ReplicationModel {
         removedTenantRetentionSeconds = section.value("removedTenantRetentionSeconds", expected: "a number of seconds")
         acknowledgements = section.value("acknowledgements", expected: "\"async\" or \"durable\"")
         uploadStallTimeoutSeconds = section.value("uploadStallTimeoutSeconds", expected: "a number of seconds")
+        parkIdleTenantsAfterSeconds = section.value("parkIdleTenantsAfterSeconds", expected: "a number of seconds")
         s3 = section.section("s3", keys: S3Model.keys, expected: S3Model.expected).map { S3Model($0) }
     }
 }

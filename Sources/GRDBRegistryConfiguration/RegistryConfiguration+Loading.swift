@@ -313,6 +313,10 @@ extension Builder {
         let stallTimeout = duration(
             model.uploadStallTimeoutSeconds, at: "replication.uploadStallTimeoutSeconds", allowingZero: false,
             rule: "must be a positive number of seconds", fallback: RegistryConfiguration.Replication.defaultUploadStallTimeout)
+        let parkAfter = duration(
+            model.parkIdleTenantsAfterSeconds, at: "replication.parkIdleTenantsAfterSeconds", allowingZero: true,
+            rule: "must be zero (never park) or a positive number of seconds",
+            fallback: RegistryConfiguration.Replication.defaultParkIdleTenantsAfter)
         var acknowledgements = RegistryConfiguration.Replication.Acknowledgements.asynchronous
         if let text = model.acknowledgements {
             if let value = RegistryConfiguration.Replication.Acknowledgements(rawValue: text) {
@@ -381,7 +385,7 @@ extension Builder {
         return RegistryConfiguration.Replication(
             replica: replica, litestream: litestream, socket: socket, startsReplicator: startsReplicator,
             encryptedBackupDirectory: backups, encryptedBackupInterval: interval, removedTenantRetention: retention,
-            acknowledgements: acknowledgements, uploadStallTimeout: stallTimeout, s3Region: s3Region, s3Endpoint: s3Endpoint,
+            acknowledgements: acknowledgements, uploadStallTimeout: stallTimeout, parkIdleTenantsAfter: parkAfter, s3Region: s3Region, s3Endpoint: s3Endpoint,
             s3CredentialsFile: s3CredentialsFile, s3Profile: s3Profile)
     }
 }

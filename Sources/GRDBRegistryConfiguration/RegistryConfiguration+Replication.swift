@@ -85,6 +85,13 @@ extension RegistryConfiguration {
         /// `LitestreamReplicator` asks Litestream every two seconds when
         /// each replica last synced).
         public var uploadStallTimeout: Duration
+        /// How long a plain tenant goes without a write before it is
+        /// parked: its replica confirmed whole, it is unregistered from
+        /// Litestream, which then neither holds its file open nor sends its
+        /// store any request for it (the `parkIdleTenantsAfterSeconds` key;
+        /// zero never parks). Its next write, or any change to its file,
+        /// registers it again, where Litestream left off.
+        public var parkIdleTenantsAfter: Duration
         /// The region of an `s3://` ``replica``: the `s3.region` key, else
         /// `AWS_REGION` (or `AWS_DEFAULT_REGION`) of the environment the
         /// configuration was loaded with. Litestream's URLs carry it.
@@ -116,6 +123,7 @@ extension RegistryConfiguration {
             removedTenantRetention: Duration = Replication.defaultRemovedTenantRetention,
             acknowledgements: Acknowledgements = .asynchronous,
             uploadStallTimeout: Duration = Replication.defaultUploadStallTimeout,
+            parkIdleTenantsAfter: Duration = Replication.defaultParkIdleTenantsAfter,
             s3Region: String? = nil,
             s3Endpoint: URL? = nil,
             s3CredentialsFile: String? = nil,
@@ -134,6 +142,7 @@ extension RegistryConfiguration {
             self.removedTenantRetention = removedTenantRetention
             self.acknowledgements = acknowledgements
             self.uploadStallTimeout = uploadStallTimeout
+            self.parkIdleTenantsAfter = parkIdleTenantsAfter
         }
 
         /// The file name of the control socket when none is given.
@@ -164,6 +173,12 @@ extension RegistryConfiguration {
         /// 16 s, so a store that answers again within seconds does not
         /// take a server out of its load balancer.
         public static let defaultUploadStallTimeout = Duration.seconds(30)
+
+        /// Ten minutes: past Litestream's compactions of a tenant's last
+        /// writes (level 1 every 30 s, level 2 every 5 minutes), so that a
+        /// parked tenant's replica is compact, and long enough that a
+        /// tenant written every few minutes is never parked.
+        public static let defaultParkIdleTenantsAfter = Duration.seconds(600)
 
         /// Litestream's sync interval for databases registered at runtime
         /// (`litestream register` takes none: version 0.5.17 gives each one

@@ -82,6 +82,7 @@ extension RegistryConfiguration {
                 "removedTenantRetentionSeconds": seconds(replication.removedTenantRetention),
                 "acknowledgements": replication.acknowledgements.rawValue,
                 "uploadStallTimeoutSeconds": seconds(replication.uploadStallTimeout),
+                "parkIdleTenantsAfterSeconds": seconds(replication.parkIdleTenantsAfter),
             ]
             if let socket = replication.socket { entry["socket"] = path(socket) }
             if let backups = replication.encryptedBackupDirectory { entry["encryptedBackupDirectory"] = path(backups) }

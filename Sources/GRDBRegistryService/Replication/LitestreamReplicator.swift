@@ -142,6 +142,12 @@ public final class LitestreamReplicator: Service, Sendable {
         /// registered that long ago): their writes since are not in the
         /// replica store.
         public var stalledReplicas: Set<String> = []
+        /// The plain tenants, by path, parked after
+        /// `replication.parkIdleTenantsAfterSeconds` without a write: their
+        /// replica holds every commit, and Litestream does not have them
+        /// (no open file, no request to the store) until their next write
+        /// or any change to their file registers them again.
+        public var parked: Set<String> = []
     }
 
     /// The result of a forced sync (``sync(path:)``).
@@ -225,6 +231,13 @@ public final class LitestreamReplicator: Service, Sendable {
     /// How often Litestream is asked when each replica last synced.
     static let uploadCheckInterval: Duration = .seconds(2)
     private let stalledGauge = Gauge(label: "grdbregistry_replica_stalled_databases")
+    private let parkedGauge = Gauge(label: "grdbregistry_replica_parked_tenants")
+    /// Idle tenants, and when registered ones were last written: its own
+    /// lock, taken by each commit of a replicated tenant.
+    private let parking = Mutex(TenantParking())
+    /// The most tenants parked in one scan: each parking is a sync and an
+    /// unregistration, and the scan also registers new files.
+    static let parksPerScan = 16
     /// Where the spans of syncs go (``/GRDBRegistry/DatabaseSpan/Name/sync``).
     private let tracing: DatabaseTracing
     private let state = Mutex(State())
@@ -281,6 +294,7 @@ public final class LitestreamReplicator: Service, Sendable {
     public var status: Status {
         var status = state.withLock { $0.status }
         status.backedUp = encryptedBackups.status.backedUp
+        status.parked = parking.withLock { Set($0.parked.keys) }
         return status
     }
 
@@ -356,7 +370,12 @@ public final class LitestreamReplicator: Service, Sendable {
     public func sync(path: String) async throws -> SyncResult {
         let control = self.control
         return try await tracing.withSpan(.sync, database: candidates.displayName(ofDatabaseAt: path)) { _ in
-            try await BlockingWork.run { () throws -> SyncResult in try control.sync(path: path, wait: true) }
+            try await BlockingWork.run { () throws -> SyncResult in
+                // A parked tenant's replica has every commit up to its
+                // parking; a change since is read once registered again.
+                try self.unpark(path: path)
+                return try control.sync(path: path, wait: true)
+            }
         }
     }
 
@@ -409,10 +428,17 @@ public final class LitestreamReplicator: Service, Sendable {
         }
         let candidates = candidates.present { record(error: $0) }
         let (registered, refused, urls) = state.withLock { ($0.status.registered, $0.status.refused, $0.replicaURLs) }
+        let parked = parking.withLock { $0.parked }
         let present = Set(candidates.map(\.path))
         // New files, and, in a fleet, tenants claimed again at a newer epoch.
         for candidate in candidates where !refused.contains(candidate.path)
             && (!registered.contains(candidate.path) || urls[candidate.path] != candidate.replicaURL) {
+            // A parked tenant whose file is as Litestream left it stays
+            // parked; any change (a write, a checkpoint) registers it again.
+            if let parked = parked[candidate.path], parked.candidate.replicaURL == candidate.replicaURL,
+               parked.fingerprint == FileFingerprint(ofDatabaseAt: candidate.path) {
+                continue
+            }
             do {
                 _ = try await BlockingWork.run { () throws -> Bool in try self.registerLocked(candidate) }
             } catch {
@@ -422,7 +448,7 @@ public final class LitestreamReplicator: Service, Sendable {
         // Files removed behind the daemon's back (not through
         // `TenantDirectory.remove`, which retires its tenants itself), and,
         // in a fleet, tenants the node let go.
-        for path in registered.subtracting(present) {
+        for path in registered.union(parked.keys).subtracting(present) {
             do {
                 // Retired meanwhile by a removal: nothing left to do.
                 guard try await BlockingWork.run({ () throws -> Bool in try self.unregisterLocked(path: path) }) else { continue }
@@ -445,6 +471,7 @@ public final class LitestreamReplicator: Service, Sendable {
             state.status.refused.formIntersection(present)
         }
         encryptedBackups.endRetiring(notIn: present)
+        await parkIdleTenants(candidates)
         do {
             let removed = try removedReplicas()
             // A bucket's listing costs a request: pruned hourly, not each second.
@@ -528,6 +555,9 @@ public final class LitestreamReplicator: Service, Sendable {
                 // the old replica, and its position state is forgotten, so
                 // that the new replica starts with a whole snapshot.
                 try unregisterHoldingLock(path: candidate.path)
+            } else if let parked = parking.withLock({ $0.parked[candidate.path] }), parked.candidate.replicaURL != candidate.replicaURL {
+                // Parked under another epoch: the same.
+                try unregisterHoldingLock(path: candidate.path)
             }
             // No key in the configuration, and a plain file: any doubt answers no.
             guard try candidate.key() == nil, try PlainDatabaseFile.isPlain(atPath: candidate.path) else {
@@ -535,12 +565,16 @@ public final class LitestreamReplicator: Service, Sendable {
                 return false
             }
             let result = try control.register(path: candidate.path, replicaURL: candidate.replicaURL)
-            state.withLock { state in
-                state.status.registered.insert(candidate.path)
-                state.replicaURLs[candidate.path] = candidate.replicaURL
-                state.registeredAt[candidate.path] = Date()
+            recordRegistered(candidate)
+            let wasParked = parking.withLock { parking in
+                parking.lastActive[candidate.path] = .now
+                return parking.parked.removeValue(forKey: candidate.path) != nil
             }
-            logger.info("replicating", metadata: ["database": "\(candidate.name)", "replica": "\(candidate.replicaURL)", "status": "\(result)"])
+            if wasParked {
+                logger.debug("replicating again: no longer idle", metadata: ["database": "\(candidate.name)", "status": "\(result)"])
+            } else {
+                logger.info("replicating", metadata: ["database": "\(candidate.name)", "replica": "\(candidate.replicaURL)", "status": "\(result)"])
+            }
             return true
         }
     }
@@ -558,16 +592,173 @@ public final class LitestreamReplicator: Service, Sendable {
     /// registration lock.
     @discardableResult
     private func unregisterHoldingLock(path: String) throws -> Bool {
-        guard state.withLock({ $0.status.registered.contains(path) }) else { return false }
-        _ = try control.unregister(path: path)
+        let wasParked = parking.withLock { parking in
+            parking.lastActive[path] = nil
+            return parking.parked.removeValue(forKey: path) != nil
+        }
+        if state.withLock({ $0.status.registered.contains(path) }) {
+            _ = try control.unregister(path: path)
+            recordUnregistered(path)
+        } else if !wasParked {
+            return false
+        }
+        Self.forgetPositions(ofDatabaseAt: path)
+        return true
+    }
+
+    private func recordRegistered(_ candidate: ReplicationCandidate) {
+        state.withLock { state in
+            state.status.registered.insert(candidate.path)
+            state.replicaURLs[candidate.path] = candidate.replicaURL
+            state.registeredAt[candidate.path] = Date()
+        }
+    }
+
+    private func recordUnregistered(_ path: String) {
         state.withLock { state in
             state.status.registered.remove(path)
             state.replicaURLs[path] = nil
             state.registeredAt[path] = nil
             state.status.stalledReplicas.remove(path)
         }
-        Self.forgetPositions(ofDatabaseAt: path)
-        return true
+    }
+
+    // MARK: - Idle tenants
+
+    /// Parks the registered tenants among `candidates` that no one wrote
+    /// to for `replication.parkIdleTenantsAfter` (``TenantParking``).
+    private func parkIdleTenants(_ candidates: [ReplicationCandidate]) async {
+        let after = replication.parkIdleTenantsAfter
+        guard after > .zero else { return }
+        let now = ContinuousClock.now
+        let (registered, urls, retiring) = state.withLock { ($0.status.registered, $0.replicaURLs, $0.retiring) }
+        let idle = parking.withLock { parking -> [ReplicationCandidate] in
+            var idle: [ReplicationCandidate] = []
+            for candidate in candidates where candidate.tenant != nil && registered.contains(candidate.path)
+                && urls[candidate.path] == candidate.replicaURL && !retiring.contains(candidate.path) {
+                guard let last = parking.lastActive[candidate.path] else {
+                    // Registered before this record began (a restarted
+                    // Litestream): counts from now.
+                    parking.lastActive[candidate.path] = now
+                    continue
+                }
+                if now - last >= after { idle.append(candidate) }
+                if idle.count == Self.parksPerScan { break }
+            }
+            return idle
+        }
+        for candidate in idle {
+            do {
+                if try await BlockingWork.run({ () throws -> Bool in try self.parkLocked(candidate, idleFor: after) }) {
+                    logger.debug("parked: idle", metadata: ["database": "\(candidate.name)", "idle": "\(after)"])
+                }
+            } catch {
+                record(error: "parking \(candidate.name): \(error)")
+            }
+        }
+        parkedGauge.record(parking.withLock { $0.parked.count })
+    }
+
+    /// Parks `candidate` if it is still registered and idle: once its
+    /// replica confirms every commit, unregisters it from Litestream,
+    /// keeping Litestream's position state. A write that comes in
+    /// meanwhile (seen by ``tenantCommitted(path:)``, or in the WAL)
+    /// keeps it registered, or registers it again at once. Blocking.
+    ///
+    /// The sync runs outside the registration lock: a slow store delays
+    /// no tenant's opening.
+    ///
+    /// - returns: Whether it is parked.
+    private func parkLocked(_ candidate: ReplicationCandidate, idleFor after: Duration) throws -> Bool {
+        let path = candidate.path
+        func isEligible() -> Bool {
+            state.withLock { state in
+                state.status.registered.contains(path) && state.replicaURLs[path] == candidate.replicaURL
+                    && !state.retiring.contains(path) && !state.isStopped
+            }
+        }
+        guard isEligible() else { return false }
+        let now = ContinuousClock.now
+        let begun = parking.withLock { parking -> Bool in
+            guard let last = parking.lastActive[path], now - last >= after, !parking.parking.contains(path) else { return false }
+            parking.parking.insert(path)
+            parking.woken.remove(path)
+            return true
+        }
+        guard begun else { return false }
+        defer {
+            parking.withLock { parking in
+                parking.parking.remove(path)
+                parking.woken.remove(path)
+            }
+        }
+        let before = FileFingerprint(ofDatabaseAt: path)
+        // Written lately by someone this service does not see (another
+        // process): not idle.
+        if let lastWrite = before.lastWrite, Date().timeIntervalSince(lastWrite) < after.timeInterval {
+            parking.withLock { $0.lastActive[path] = now }
+            return false
+        }
+        let synced = try control.sync(path: path, wait: true)
+        guard synced.isFinishedUpload else { return false }
+        return try registration.withLock { _ in
+            // A write since `before` is in the WAL: it changed, or the
+            // commit was seen.
+            func written() -> Bool {
+                parking.withLock { $0.woken.contains(path) } || FileFingerprint(ofDatabaseAt: path).wal != before.wal
+            }
+            guard isEligible(), !written() else {
+                parking.withLock { $0.lastActive[path] = .now }
+                return false
+            }
+            _ = try control.unregister(path: path)
+            recordUnregistered(path)
+            // Litestream's close syncs what it has not read, then may
+            // checkpoint (the database file changes, the WAL does not). A
+            // write that came in meanwhile may not be in the replica:
+            // registered again, Litestream reads it from the WAL.
+            let left = FileFingerprint(ofDatabaseAt: path)
+            // Parked in the same step as the last look for a commit: a
+            // commit after it finds the tenant parked, and registers it
+            // again (once this lock is released).
+            let parked = left.wal == before.wal && parking.withLock { parking -> Bool in
+                guard !parking.woken.contains(path) else { return false }
+                parking.parked[path] = TenantParking.Parked(candidate: candidate, fingerprint: left)
+                parking.lastActive[path] = nil
+                return true
+            }
+            if !parked {
+                _ = try control.register(path: path, replicaURL: candidate.replicaURL)
+                recordRegistered(candidate)
+                parking.withLock { $0.lastActive[path] = .now }
+            }
+            return parked
+        }
+    }
+
+    /// Registers the tenant at `path` again if it is parked. Blocking.
+    private func unpark(path: String) throws {
+        guard let parked = parking.withLock({ $0.parked[path] }) else { return }
+        try registerLocked(parked.candidate)
+    }
+
+    /// A commit of the replicated tenant at `path`, on its writing
+    /// connection (``ReplicatedTenantCommits``): a parked tenant is
+    /// registered again before the write is acknowledged.
+    func tenantCommitted(path: String) {
+        guard parking.withLock({ $0.committed(path: path, at: .now) }) else { return }
+        do {
+            try unpark(path: path)
+        } catch {
+            // The scan registers it at its next round (its file changed).
+            record(error: "registering the written tenant \(path) again: \(error)")
+        }
+    }
+
+    /// Whether tenants are parked when idle: then the service tells the
+    /// replicator of each commit (``ReplicatedTenantCommits``).
+    var parksIdleTenants: Bool {
+        replication.parkIdleTenantsAfter > .zero
     }
 
     /// Removes Litestream's position state of the file at `path`

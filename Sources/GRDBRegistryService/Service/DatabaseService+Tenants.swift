@@ -224,8 +224,14 @@ extension DatabaseService {
                     reportedAs: "tenants", observer: observer, logger: logger)
             }
         }
-        if let replicator, key == nil, FileManager.default.fileExists(atPath: path) {
-            try replicator.registerOpeningTenant(id, path: path)
+        if let replicator, key == nil {
+            // An idle tenant is parked; its writes register it again.
+            if replicator.parksIdleTenants {
+                ReplicatedTenantCommits.install(in: &configuration, path: path, replicator: replicator)
+            }
+            if FileManager.default.fileExists(atPath: path) {
+                try replicator.registerOpeningTenant(id, path: path)
+            }
         }
         return configuration
     }
@@ -257,6 +263,11 @@ extension DatabaseService {
             configuration.addCommitChecks([.fence(writeFence)], database: name) { refusal in
                 observer(.database(name, .commitRefused(refusal)))
             }
+        }
+        // A plain tenant written through this configuration tells the
+        // replicator of its commits, as one the directory opens.
+        if !encrypted, let replicator, replicator.parksIdleTenants {
+            ReplicatedTenantCommits.install(in: &configuration, path: storage.path(of: id), replicator: replicator)
         }
         return configuration
     }

@@ -1,0 +1,248 @@
+import Foundation
+import GRDB
+import GRDBRegistry
+import GRDBRegistryExamples
+import Synchronization
+@testable import GRDBRegistryService
+import Testing
+
+/// Idle plain tenants are parked: unregistered from Litestream once their
+/// replica holds every commit, so that the store gets no request for them;
+/// their next write, or any change to their file, registers them again,
+/// and the replica then has every write, as a restore with the real
+/// `litestream restore` shows.
+@Suite(.serialized) struct IdleTenantParkingTests {
+    static func configuration(
+        in directory: TemporaryDirectory, replica: String = "replica", parkAfter: String = "1",
+        acknowledgements: String = "async", environment: [String: String] = [:]
+    ) throws -> RegistryConfiguration {
+        try RegistryConfiguration.parse(Data(#"""
+            {"tenants": {"root": "tenants", "migrations": "\#(repositoryRoot.path)/Migrations/players"},
+             "replication": {"replica": "\#(replica)", "litestream": "\#(litestreamPath)", "socket": "\#(directory.path("ls.sock"))",
+                             "parkIdleTenantsAfterSeconds": \#(parkAfter), "acknowledgements": "\#(acknowledgements)"}}
+            """#.utf8), baseDirectory: directory.url, environment: environment)
+    }
+
+    /// The players of the replica at `replicaURL`, restored by the real
+    /// Litestream (with the environment the service gives it) into a new
+    /// file.
+    static func replicatedPlayers(
+        of replicaURL: String, in directory: TemporaryDirectory, configuration: RegistryConfiguration, environment: [String: String] = [:]
+    ) async throws -> [String] {
+        let output = directory.path("restored-\(UUID().uuidString).sqlite")
+        let pipe = Pipe()
+        let process = try LitestreamExecutable(configuration: configuration, environment: environment).start(["restore", "-o", output, replicaURL]) {
+            $0.standardOutput = pipe
+            $0.standardError = pipe
+        }
+        let said = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        try #require(process.terminationStatus == 0, "litestream restore failed: \(said)")
+        let queue = try DatabaseQueue(path: output)
+        defer { try? queue.close() }
+        return try await queue.read { try String.fetchAll($0, sql: "SELECT name FROM player ORDER BY id") }
+    }
+
+    @Test func theDelayIsReadAndChecked() throws {
+        let directory = try TemporaryDirectory()
+        #expect(try Self.configuration(in: directory, parkAfter: "0").replication?.parkIdleTenantsAfter == .zero)
+        #expect(try Self.configuration(in: directory, parkAfter: "90").replication?.parkIdleTenantsAfter == .seconds(90))
+        let defaulted = try RegistryConfiguration.parse(Data(#"{"tenants": {"root": "t"}, "replication": {"replica": "r"}}"#.utf8), baseDirectory: directory.url, environment: [:])
+        #expect(defaulted.replication?.parkIdleTenantsAfter == .seconds(600))
+        #expect(throws: (any Error).self) { _ = try Self.configuration(in: directory, parkAfter: "-1") }
+        do {
+            _ = try Self.configuration(in: directory, parkAfter: "-1")
+        } catch {
+            #expect("\(error)".contains("replication.parkIdleTenantsAfterSeconds: must be zero (never park) or a positive number of seconds"), "\(error)")
+        }
+    }
+
+    @Test func anIdleTenantIsParkedAndItsNextWriteIsReplicated() async throws {
+        let directory = try TemporaryDirectory()
+        let configuration = try Self.configuration(in: directory)
+        let daemon = try ReplicatedDaemon(configuration: configuration, scanInterval: .milliseconds(200))
+        let (replicator, tenants) = (daemon.replicator, daemon.tenants)
+        let acme = try TenantID("acme")
+        let path = try tenants.path(of: acme)
+        let replicaURL = try #require(try configuration.replication?.replicaURL(forTenant: "acme"))
+        try await daemon.run {
+            try tenants.provision(acme)
+            for index in 1...10 {
+                _ = try await tenants.withRepository(acme) { try await $0.add(name: "player-\(index)", score: index) }
+            }
+            // Idle for a second: parked, and Litestream no longer has it.
+            try await eventually(within: 30) { replicator.status.parked.contains(path) }
+            #expect(!replicator.status.registered.contains(path))
+            #expect(try !replicator.control.list().map(\.path).contains(path))
+            #expect(try await Self.replicatedPlayers(of: replicaURL, in: directory, configuration: configuration) == (1...10).map { "player-\($0)" })
+
+            // Reads leave it parked.
+            for _ in 1...10 {
+                _ = try await tenants.withRepository(acme) { try await $0.reader.read { try Player.fetchCount($0) } }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            #expect(replicator.status.parked.contains(path))
+
+            // The tenant is still open: its next write registers it again
+            // before it returns.
+            _ = try await tenants.withRepository(acme) { try await $0.add(name: "player-11", score: 11) }
+            #expect(replicator.status.registered.contains(path))
+            #expect(!replicator.status.parked.contains(path))
+            try await replicator.sync(path: path)
+            #expect(try await Self.replicatedPlayers(of: replicaURL, in: directory, configuration: configuration) == (1...11).map { "player-\($0)" })
+            // Registered again where Litestream left off, not anew: the
+            // replica's first file is still the first snapshot.
+            let level0 = try FileManager.default.contentsOfDirectory(atPath: directory.path("replica/tenants/acme/ltx/0"))
+            #expect(level0.contains("0000000000000001-0000000000000001.ltx"), "\(level0.sorted())")
+        }
+    }
+
+    @Test func aParkedTenantChangedBehindTheServiceIsReplicatedAgain() async throws {
+        let directory = try TemporaryDirectory()
+        let configuration = try Self.configuration(in: directory)
+        let daemon = try ReplicatedDaemon(configuration: configuration, scanInterval: .milliseconds(200))
+        let (replicator, tenants) = (daemon.replicator, daemon.tenants)
+        let acme = try TenantID("acme")
+        let path = try tenants.path(of: acme)
+        let replicaURL = try #require(try configuration.replication?.replicaURL(forTenant: "acme"))
+        try await daemon.run {
+            try tenants.provision(acme)
+            _ = try await tenants.withRepository(acme) { try await $0.add(name: "by-the-service", score: 1) }
+            try await eventually(within: 30) { replicator.status.parked.contains(path) }
+
+            // Another process's write (a connection the service does not
+            // know): the scan sees the file changed.
+            let other = try DatabaseQueue(path: path)
+            try await other.write { try $0.execute(sql: "INSERT INTO player (name, score) VALUES ('behind-its-back', 2)") }
+            try other.close()
+            try await eventually(within: 10) { replicator.status.registered.contains(path) }
+            try await replicator.sync(path: path)
+            #expect(try await Self.replicatedPlayers(of: replicaURL, in: directory, configuration: configuration) == ["by-the-service", "behind-its-back"])
+
+            // Parked again, then its file checkpointed and its WAL deleted
+            // (as SQLite does when the last connection closes) with a write
+            // in it: registered again, and the write is in the replica.
+            try await eventually(within: 30) { replicator.status.parked.contains(path) }
+            await tenants.close(drainTimeout: .seconds(5))
+            let last = try DatabaseQueue(path: path)
+            try await last.write { try $0.execute(sql: "INSERT INTO player (name, score) VALUES ('then-closed', 3)") }
+            try last.close()
+            #expect(!FileManager.default.fileExists(atPath: path + "-wal"))
+            try await eventually(within: 10) { replicator.status.registered.contains(path) }
+            try await replicator.sync(path: path)
+            #expect(try await Self.replicatedPlayers(of: replicaURL, in: directory, configuration: configuration) == ["by-the-service", "behind-its-back", "then-closed"])
+        }
+    }
+
+    @Test func aTenantWrittenMoreOftenThanTheDelayIsNeverParked() async throws {
+        let directory = try TemporaryDirectory()
+        let configuration = try Self.configuration(in: directory, parkAfter: "1.5")
+        let daemon = try ReplicatedDaemon(configuration: configuration, scanInterval: .milliseconds(100))
+        let (replicator, tenants) = (daemon.replicator, daemon.tenants)
+        let acme = try TenantID("acme")
+        let path = try tenants.path(of: acme)
+        try await daemon.run {
+            try tenants.provision(acme)
+            for index in 1...25 {
+                _ = try await tenants.withRepository(acme) { try await $0.add(name: "player-\(index)", score: index) }
+                #expect(!replicator.status.parked.contains(path))
+                try await Task.sleep(for: .milliseconds(200))
+            }
+            #expect(replicator.status.registered.contains(path))
+        }
+    }
+
+    /// Writes that come in around each parking (the delay close to the
+    /// pauses between writes): none is left out of the replica. Once the
+    /// tenant is parked for good, the replica has every write, without a
+    /// forced sync (which would register it again, and hide a write
+    /// Litestream missed).
+    @Test func writesDuringParkingAreAllReplicated() async throws {
+        let directory = try TemporaryDirectory()
+        let configuration = try Self.configuration(in: directory, parkAfter: "0.3")
+        let daemon = try ReplicatedDaemon(configuration: configuration, scanInterval: .milliseconds(50))
+        let (replicator, tenants) = (daemon.replicator, daemon.tenants)
+        let acme = try TenantID("acme")
+        let path = try tenants.path(of: acme)
+        let replicaURL = try #require(try configuration.replication?.replicaURL(forTenant: "acme"))
+        var generator = SeededGenerator(seed: 36)
+        try await daemon.run {
+            try tenants.provision(acme)
+            let parkings = Mutex(0)
+            let watcher = Task {
+                var wasParked = false
+                while !Task.isCancelled {
+                    let isParked = replicator.status.parked.contains(path)
+                    if isParked && !wasParked { parkings.withLock { $0 += 1 } }
+                    wasParked = isParked
+                    try? await Task.sleep(for: .milliseconds(10))
+                }
+            }
+            for index in 1...40 {
+                _ = try await tenants.withRepository(acme) { try await $0.add(name: "player-\(index)", score: index) }
+                try await Task.sleep(for: .milliseconds(Int.random(in: 250...450, using: &generator)))
+            }
+            try await eventually(within: 30) { replicator.status.parked.contains(path) }
+            watcher.cancel()
+            #expect(parkings.withLock { $0 } >= 5, "parked \(parkings.withLock { $0 }) times")
+            #expect(try await Self.replicatedPlayers(of: replicaURL, in: directory, configuration: configuration) == (1...40).map { "player-\($0)" })
+        }
+    }
+
+    /// With durable acknowledgements, the write to a parked tenant is
+    /// answered once it is in the replica, as any other.
+    @Test func aDurableWriteToAParkedTenantIsInTheReplicaWhenAnswered() async throws {
+        let directory = try TemporaryDirectory()
+        let configuration = try Self.configuration(in: directory, acknowledgements: "durable")
+        let daemon = try ReplicatedDaemon(configuration: configuration, scanInterval: .milliseconds(200))
+        let (replicator, tenants) = (daemon.replicator, daemon.tenants)
+        let acme = try TenantID("acme")
+        let path = try tenants.path(of: acme)
+        let replicaURL = try #require(try configuration.replication?.replicaURL(forTenant: "acme"))
+        try await daemon.run {
+            try tenants.provision(acme)
+            _ = try await tenants.withRepository(acme) { try await $0.add(name: "first", score: 1) }
+            try await eventually(within: 30) { replicator.status.parked.contains(path) }
+            _ = try await tenants.withRepository(acme) { try await $0.add(name: "durable", score: 2) }
+            // No sync: answered means replicated.
+            #expect(try await Self.replicatedPlayers(of: replicaURL, in: directory, configuration: configuration) == ["first", "durable"])
+        }
+    }
+
+    /// An idle tenant costs its store no request once parked: the proxy in
+    /// front of moto counts none over 40 s, which span Litestream's
+    /// level-1 compaction (every 30 s) that a registered tenant would
+    /// have sent requests for.
+    @Test func aParkedTenantCostsItsStoreNoRequest() async throws {
+        let moto = try await onOwnThread { try MotoServer(buckets: ["replicas"]) }
+        defer { moto.stop() }
+        let upstream = moto.endpoint
+        let proxy = try await onOwnThread { try S3FaultProxy(upstream: upstream) }
+        defer { proxy.stop() }
+        var environment = moto.environment
+        environment["AWS_ENDPOINT_URL"] = proxy.endpoint.absoluteString
+        let directory = try TemporaryDirectory()
+        let configuration = try Self.configuration(in: directory, replica: "s3://replicas/registry", environment: environment)
+        let daemon = try ReplicatedDaemon(configuration: configuration, environment: environment, scanInterval: .milliseconds(200))
+        let (replicator, tenants) = (daemon.replicator, daemon.tenants)
+        let acme = try TenantID("acme")
+        let path = try tenants.path(of: acme)
+        let replicaURL = try #require(try configuration.replication?.replicaURL(forTenant: "acme"))
+        try await daemon.run {
+            try tenants.provision(acme)
+            for index in 1...5 {
+                _ = try await tenants.withRepository(acme) { try await $0.add(name: "player-\(index)", score: index) }
+            }
+            try await eventually(within: 30) { replicator.status.parked.contains(path) }
+            let before = try await proxy.requestCount()
+            try await Task.sleep(for: .seconds(40))
+            let during = try await proxy.requestCount() - before
+            #expect(during == 0, "\(during) requests to the store for a parked tenant")
+            #expect(replicator.status.parked.contains(path))
+
+            _ = try await tenants.withRepository(acme) { try await $0.add(name: "player-6", score: 6) }
+            try await replicator.sync(path: path)
+            #expect(try await Self.replicatedPlayers(of: replicaURL, in: directory, configuration: configuration, environment: environment) == (1...6).map { "player-\($0)" })
+        }
+    }
+}
