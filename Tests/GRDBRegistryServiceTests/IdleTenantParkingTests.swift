@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import GRDBRegistry
 import GRDBRegistryExamples
+import Logging
 import Synchronization
 @testable import GRDBRegistryService
 import Testing
@@ -187,6 +188,42 @@ import Testing
             #expect(parkings.withLock { $0 } >= 5, "parked \(parkings.withLock { $0 }) times")
             #expect(try await Self.replicatedPlayers(of: replicaURL, in: directory, configuration: configuration) == (1...40).map { "player-\($0)" })
         }
+    }
+
+    /// On a fleet node, a tenant parked at one epoch and claimed again at
+    /// the next is replicated whole under the new epoch (Litestream's
+    /// position of the old replica is forgotten, as for a registered
+    /// one), and a tenant let go while parked is parked no more.
+    @Test func aTenantParkedAtOneEpochIsReplicatedWholeUnderTheNext() async throws {
+        let directory = try TemporaryDirectory()
+        let replica = directory.url.appendingPathComponent("replica")
+        let configuration = try EpochReplicationTests.nodeConfiguration(
+            directory, node: "a", replica: replica, extra: #", "parkIdleTenantsAfterSeconds": 1"#)
+        let node = try ReplicatedDaemon(configuration: configuration, scanInterval: .milliseconds(200), hosting: true)
+        let (tenants, replicator, host) = (node.tenants, node.replicator, try #require(node.host))
+        let acme = try TenantID("acme")
+        let path = try tenants.path(of: acme)
+        try await node.run {
+            try tenants.provision(acme)
+            try await host.created(acme, epoch: 1, encrypted: false)
+            _ = try await tenants.withRepository(acme) { try await $0.add(name: "epoch-1", score: 1) }
+            try await eventually(within: 30) { replicator.status.parked.contains(path) }
+
+            try await host.acquire(acme, epoch: 2, encrypted: false, keepLocal: true)
+            _ = try await tenants.withRepository(acme) { try await $0.add(name: "epoch-2", score: 2) }
+            try await eventually(within: 30) { replicator.status.parked.contains(path) }
+
+            await host.relinquish(acme)
+            #expect(!replicator.status.parked.contains(path) && !replicator.status.registered.contains(path))
+        }
+        let restore = LitestreamRestore(
+            configuration: try EpochReplicationTests.nodeConfiguration(directory, node: "b", replica: replica), environment: [:],
+            logger: Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() })
+        let report = try #require(try await restore.restoreNewestEpoch(tenant: acme, encrypted: false, checks: EpochReplicationTests.checks))
+        #expect(report.source.hasSuffix("epoch-00000000000000000002"))
+        #expect(try EpochReplicationTests.names(inTenantAt: report.destination) == ["epoch-1", "epoch-2"])
+        let one = try #require(try await restore.restoreNewestEpoch(tenant: acme, below: 2, encrypted: false, checks: EpochReplicationTests.checks))
+        #expect(try EpochReplicationTests.names(inTenantAt: one.destination) == ["epoch-1"])
     }
 
     /// With durable acknowledgements, the write to a parked tenant is
