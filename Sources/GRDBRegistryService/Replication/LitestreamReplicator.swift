@@ -50,6 +50,20 @@ import Tracing
 ///   and a file removed behind the daemon's back unregistered: Litestream's
 ///   first sync copies the whole database, so nothing written before is
 ///   missed. ``registerNow()`` does a scan at once.
+/// - **Idle tenants are parked.** A plain tenant with no write for
+///   `replication.parkIdleTenantsAfterSeconds` (10 minutes) is unregistered
+///   once Litestream confirms its replica holds every commit, with
+///   Litestream's position state kept beside the file: Litestream then
+///   neither holds it open nor sends its store any request for it
+///   (level-0 retention and compactions list every registered replica,
+///   idle or not). The service tells the replicator of each commit of a
+///   replicated tenant, on the writing connection: the next write
+///   registers a parked tenant again before it is acknowledged; any other
+///   change to its file (another process, a checkpoint) is seen by the
+///   next scan; ``sync(path:)`` and removals register it first. Litestream
+///   resumes where it left off, without a new snapshot.
+///   ``Status/parked`` lists them; the gauge
+///   `grdbregistry_replica_parked_tenants` counts them.
 /// - **Encrypted databases are never registered**: the tenant-key policy
 ///   gives them a key, or their first bytes are not a plain SQLite header,
 ///   or a plain read-only connection can't read their schema. Litestream's
