@@ -144,7 +144,7 @@ package struct LitestreamControl: Sendable {
     /// not as Litestream does, is still a listener, and taking its socket
     /// for free would start a second replicator on it.
     package func listener() throws -> Info? {
-        guard let answer = try exchange("GET", "/info", body: nil) else { return nil }
+        guard case .answered(let answer) = try exchange("GET", "/info", body: nil) else { return nil }
         return try decode(Info.self, answer)
     }
 
@@ -159,15 +159,22 @@ package struct LitestreamControl: Sendable {
     }
 
     private func request(_ method: String, _ path: String, body: Data?) throws -> Data {
-        guard let answer = try exchange(method, path, body: body) else {
-            throw ReplicationError.controlSocket(path: socketPath, reason: "no litestream replicator listens on it")
+        switch try exchange(method, path, body: body) {
+        case .answered(let answer):
+            return answer
+        case .nobodyListens(let why):
+            throw ReplicationError.controlSocket(path: socketPath, reason: "no litestream replicator listens on it (\(why))")
         }
-        return answer
     }
 
-    /// The body of a 200 answer to the request, or nil when no process
-    /// listens on the socket (`ENOENT`, `ECONNREFUSED`).
-    private func exchange(_ method: String, _ path: String, body: Data?) throws -> Data? {
+    private enum Exchange {
+        /// The body of a 200 answer.
+        case answered(Data)
+        /// No process listens on the socket: why (`ENOENT`, `ECONNREFUSED`).
+        case nobodyListens(String)
+    }
+
+    private func exchange(_ method: String, _ path: String, body: Data?) throws -> Exchange {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw ReplicationError.controlSocket(path: socketPath, reason: String(cString: strerror(errno))) }
         defer { close(fd) }
@@ -193,7 +200,7 @@ package struct LitestreamControl: Sendable {
         }
         guard connected == 0 else {
             let failure = errno
-            if failure == ENOENT || failure == ECONNREFUSED { return nil }
+            if failure == ENOENT || failure == ECONNREFUSED { return .nobodyListens(String(cString: strerror(failure))) }
             throw ReplicationError.controlSocket(path: socketPath, reason: String(cString: strerror(failure)))
         }
 
@@ -225,7 +232,7 @@ package struct LitestreamControl: Sendable {
             let reason = (try? JSONDecoder().decode(Failure.self, from: answer).error) ?? String(decoding: answer, as: UTF8.self)
             throw ReplicationError.litestreamRefused(reason: "\(method) \(path): \(code) \(reason)")
         }
-        return answer
+        return .answered(answer)
     }
 
     private func writeAll(_ fd: Int32, _ data: Data) throws {

@@ -100,6 +100,10 @@ final class DurableTail: Sendable {
         var dirty: Set<TenantID> = []
         var rounds = 0
         var keys: [TenantID: ChangeSealingKey] = [:]
+        /// Each tenant's gauge, made once: a round records the gauges of
+        /// its tenants, and making one is a lookup in the metrics
+        /// factory.
+        var gauges: [TenantID: Gauge] = [:]
     }
 
     let log: any TenantChangeLog
@@ -534,12 +538,16 @@ final class DurableTail: Sendable {
     private func updateGauges(_ ids: some Sequence<TenantID>) {
         let ids = Array(ids)
         let (perTenant, total) = state.withLock { state in
-            (ids.map { ($0, state.tenants[$0]?.kept ?? 0) }, state.tenants.kept)
+            let perTenant = ids.map { id -> (Gauge, Int) in
+                let gauge = state.gauges[id] ?? Gauge(label: "grdbregistry_tail_changes", dimensions: [("database", id.databaseName)])
+                // A tenant forgotten records 0 a last time.
+                state.gauges[id] = state.tenants[id] == nil ? nil : gauge
+                return (gauge, state.tenants[id]?.kept ?? 0)
+            }
+            return (perTenant, state.tenants.kept)
         }
         nodeRows.record(total)
-        for (id, kept) in perTenant {
-            Gauge(label: "grdbregistry_tail_changes", dimensions: [("database", id.databaseName)]).record(kept)
-        }
+        for (gauge, kept) in perTenant { gauge.record(kept) }
     }
 
     private static func lost(_ id: TenantID, epoch: UInt64) -> DatabaseServiceError {
