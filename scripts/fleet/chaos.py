@@ -62,7 +62,11 @@ and when the request started and ended), and these scenarios under load:
              restored from lagging replicas plus the tail. In async mode the
              writes it acknowledged from the outage on are lost, counted
              (lost_acknowledged_during_store_outage), not held to the loss
-             window.
+             window. With --tail-burst N (durable mode), 16 more writers
+             write to one tenant of the node to be killed (its encrypted
+             one, if any) and the outage lasts until fleet_tail holds N of
+             that tenant's changes: its failover replays them
+             (details.storedown[].tail_burst, failover_seconds).
 
 Checks, at the end of each mode, against what every tenant holds (read over
 HTTP): an acknowledged write missing or holding another name is lost; a
@@ -461,6 +465,7 @@ class Campaign:
             "failover_seconds_max_plain": round(max(plain), 3) if plain else None,
             "failover_seconds_max_encrypted": round(max(encrypted), 3) if encrypted else None,
             "not_writable_again": len(tenants) - len(recovered),
+            "failover_seconds_by_tenant": {tenant: (None if seconds is None else round(seconds, 3)) for tenant, seconds in times.items()},
             "rejoin_seconds": round(time.monotonic() - rejoin_started, 2), "tenants_after_rejoin": share}
 
     def scenario_appendkill(self, number):
@@ -683,10 +688,12 @@ class Campaign:
         if self.s3 is None and self.store_fault_error:
             raise RuntimeError(self.store_fault_error)
         outage = self.bucket_outage if self.s3 is not None else self.folder_outage
+        victim = self.encrypted_owner(number)
+        burst = self.start_tail_burst(victim) if self.arguments.tail_burst and self.mode == "durable" else None
         window = self.open_window("storedown", None, "any")
         down = time.monotonic()
         tail_before = self.tail_rows_last(down)
-        store_details = outage(number)
+        store_details = outage(number, burst)
         up = time.monotonic()
         with self.lock:
             acknowledged = sum(1 for acks in self.acks.values() for ack in acks if down < ack.start and ack.end < up)
@@ -702,15 +709,74 @@ class Campaign:
         self.store_outages.append((down, window.end))
         tail_at_kill = self.tail_rows_last(window.end)
         details = store_details()
-        kill = self.kill_node(self.encrypted_owner(number), number, label="storedown")
+        kill = self.kill_node(victim, number, label="storedown")
+        burst_details = {}
+        if burst is not None:
+            tenant = burst["tenant"]
+            burst_details = {"tail_burst": {
+                "tenant": tenant, "encrypted": self.encrypted[tenant], "tail_rows_at_kill": burst["rows"],
+                "burst_writes_acknowledged": burst["acknowledged"],
+                "failover_seconds": kill.get("failover_seconds_by_tenant", {}).get(tenant)}}
         self.details["storedown"].append({
-            "down_seconds": round(up - down, 2), **details,
+            "down_seconds": round(up - down, 2), **details, **burst_details,
             "acknowledged_while_down": acknowledged, "refused_or_failed_requests": refused, "refusal_examples": examples,
             "tail_rows_before": tail_before, "tail_rows_max_while_down": self.tail_rows_between(down, up),
             "tail_rows_last_sample_before_kill": tail_at_kill,
             "kill_seconds_after_store_back": round(wait, 2), "kill": kill})
 
-    def folder_outage(self, number):
+    def start_tail_burst(self, node):
+        """--tail-burst N: writers on one tenant of `node` (its encrypted
+        one, when it owns one) during the store's outage, until fleet_tail
+        holds N of its changes; the outage lasts until then (so the base
+        can't catch up and cut them), and `node` is then killed: its
+        failover replays them."""
+        tenants = self.owned_by(node.node_id)
+        if not tenants:
+            raise RuntimeError(f"{node.node_id} owns no tenant to burst")
+        tenant = next((t for t in tenants if self.encrypted[t]), tenants[0])
+        burst = {"tenant": tenant, "rows": 0, "acknowledged": 0, "stop": threading.Event(), "done": threading.Event()}
+
+        def burster(number):
+            sequence = 0
+            while not burst["stop"].is_set():
+                sequence += 1
+                if self.write(tenant, f"burst{number}-{sequence}", sequence) is not None:
+                    with self.lock:
+                        burst["acknowledged"] += 1
+                else:
+                    time.sleep(0.02)
+
+        def counter():
+            psql = sorted(glob.glob("/usr/lib/postgresql/*/bin/psql"))[-1]
+            sql = f"SELECT count(*) FROM fleet_tail WHERE tenant_id = '{tenant}'"
+            while not burst["stop"].wait(0.5):
+                result = subprocess.run([psql, self.database_url, "-AtX", "-c", sql], capture_output=True, text=True, timeout=10)
+                if result.returncode == 0 and result.stdout.strip().isdigit():
+                    burst["rows"] = int(result.stdout.strip())
+                    if burst["rows"] >= self.arguments.tail_burst:
+                        burst["stop"].set()
+            burst["done"].set()
+
+        burst["threads"] = [threading.Thread(target=burster, args=(number,), daemon=True) for number in range(16)]
+        burst["threads"].append(threading.Thread(target=counter, daemon=True))
+        burst["started"] = False
+        return burst
+
+    def wait_outage(self, burst):
+        """The outage's length: --store-down-seconds, and, with a tail
+        burst, until the burst is done (at most 300 s more)."""
+        if burst is not None:
+            for thread in burst["threads"]:
+                thread.start()
+        time.sleep(self.arguments.store_down_seconds)
+        if burst is not None:
+            if not burst["done"].wait(300):
+                self.problems.append(f"storedown: the tail burst reached {burst['rows']} of {self.arguments.tail_burst} changes in 300 s")
+            burst["stop"].set()
+            for thread in burst["threads"]:
+                thread.join(timeout=60)
+
+    def folder_outage(self, number, burst=None):
         """storedown's outage on a folder: read-only in every node's mount
         namespace (checked from each) for --store-down-seconds, then
         writable again. Returns what to report, read once the store is back
@@ -725,7 +791,7 @@ class Campaign:
             if writable_while_down:
                 self.problems.append(f"storedown {number}: the store stayed writable in {writable_while_down} of "
                                      f"{namespaces} mount namespaces")
-            time.sleep(self.arguments.store_down_seconds)
+            self.wait_outage(burst)
         finally:
             self.store_fault.set_read_only(False, pids)
         writable_after = self.store_fault.writable_in(pids)
@@ -739,14 +805,14 @@ class Campaign:
                     "writable_namespaces_after": writable_after, "read_only_errors_logged": errors}
         return details
 
-    def bucket_outage(self, number):
+    def bucket_outage(self, number, burst=None):
         """storedown's outage on a bucket: the fault proxy in front of moto
         closes every connection without answering (the store unreachable)
         for --store-down-seconds, then passes again. The fault must reach
         the nodes: some of their requests refused while it lasts."""
         before = self.s3.set_fault("refuse")
         try:
-            time.sleep(self.arguments.store_down_seconds)
+            self.wait_outage(burst)
         finally:
             during = self.s3.set_fault("pass")
         refused = during["requests"] - before["requests"]
@@ -1102,6 +1168,8 @@ def main():
                         help="encrypted tenants' backup interval: their loss window, and a durable write's wait")
     parser.add_argument("--drain-seconds", type=float, default=None, help="how long a drain may take (120 s; 30 with --short)")
     parser.add_argument("--pg-down-seconds", type=float, default=3.0, help="pgkill: how long PostgreSQL stays dead")
+    parser.add_argument("--tail-burst", type=int, default=0,
+                        help="storedown, durable mode: writers on one tenant of the node then killed until fleet_tail holds this many of its changes (0: none)")
     parser.add_argument("--store-down-seconds", type=float, default=None, help="storedown: how long the store is read-only (30 s; 10 with --short)")
     parser.add_argument("--store", choices=["folder", "s3"], default="folder",
                         help="the replica store: a shared folder, or a bucket of a moto_server (S3-compatible) behind scripts/s3-fault-proxy.py")

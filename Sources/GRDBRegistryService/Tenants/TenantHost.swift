@@ -199,20 +199,24 @@ public final class TenantHost<Repository: TenantRepository>: Sendable {
                 // The store is read asynchronously; the restore runs the
                 // file's work (Litestream, SQLite) off the cooperative pool
                 // itself (BlockingWork).
+                let started = ContinuousClock.now
                 let report = try await restore.restoreNewestEpoch(tenant: id, below: epoch + 1, encrypted: encrypted, checks: checks)
                 guard let report else {
                     throw TenantHostError.noReplica(tenant: id.rawValue, below: epoch + 1)
                 }
-                logger.info("restored tenant", metadata: ["tenant": "\(id)", "epoch": "\(epoch)", "source": "\(report.source)"])
+                logger.info("restored tenant", metadata: [
+                    "tenant": "\(id)", "epoch": "\(epoch)", "source": "\(report.source)",
+                    "seconds": "\((ContinuousClock.now - started).timeInterval)"])
             }
             if let tail = ownership.changeTail {
                 // What the base lacks of the acknowledged writes: nothing
                 // is served before it is back, or if any is missing.
                 tail.forget(id)
+                let started = ContinuousClock.now
                 let report = try await tail.replay(id, epoch: epoch, encrypted: encrypted, path: path, restored: !keptLocal)
                 logger.info("replayed the durable tail", metadata: [
                     "tenant": "\(id)", "epoch": "\(epoch)", "applied": "\(report.applied)", "skipped": "\(report.skipped)",
-                    "sequence": "\(report.sequence)"])
+                    "sequence": "\(report.sequence)", "seconds": "\((ContinuousClock.now - started).timeInterval)"])
             }
             // Served (so replicated) only after the restore: a scan would
             // otherwise upload the stale copy under the new epoch.
