@@ -61,6 +61,11 @@ let package = Package(
             name: "CSQLiteSession",
             linkerSettings: [.linkedLibrary("sqlite3")]
         ),
+        // sqlite3_db_config, variadic, which Swift can't call.
+        .target(
+            name: "CSQLiteConfig",
+            linkerSettings: [.linkedLibrary("sqlite3")]
+        ),
         .testTarget(
             name: "GRDBRegistryTests",
             dependencies: [
@@ -136,6 +141,8 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
                 // SQLite's own statement trace (StatementMetrics).
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
+                // No checkpoint at the last close of a replicated tenant.
+                "CSQLiteConfig",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),

@@ -535,16 +535,17 @@ private let quiet = Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() }
             }
             let rounds = acknowledgements.rounds - roundsBefore
             #expect(rounds >= 1 && rounds < writers, "\(rounds) rounds for \(writers) writers")
-            // The metrics say the same (this suite runs its tests one at a time).
-            #expect(testMetrics.counterTotal(label: "grdbregistry_replica_ack_waiters_total", dimensions: []) - waitersBefore == Int64(writers))
-            #expect(testMetrics.counterTotal(label: "grdbregistry_replica_ack_rounds_total", dimensions: [("result", "ok")]) - okBefore == Int64(rounds))
+            // The metrics count them too. They are the process's: another
+            // suite's durable writes, at the same time, count in them.
+            #expect(testMetrics.counterTotal(label: "grdbregistry_replica_ack_waiters_total", dimensions: []) - waitersBefore >= Int64(writers))
+            #expect(testMetrics.counterTotal(label: "grdbregistry_replica_ack_rounds_total", dimensions: [("result", "ok")]) - okBefore >= Int64(rounds))
 
             // A tenant this node let go: the wait fails, never pretends.
             await host.relinquish(acme)
             await #expect(throws: ReplicationError.notPlaced(tenant: "acme")) {
                 try await acknowledgements.waitUntilReplicated(acme)
             }
-            #expect(testMetrics.counterTotal(label: "grdbregistry_replica_ack_rounds_total", dimensions: [("result", "failed")]) - failedBefore == 1)
+            #expect(testMetrics.counterTotal(label: "grdbregistry_replica_ack_rounds_total", dimensions: [("result", "failed")]) - failedBefore >= 1)
         }
     }
 

@@ -73,6 +73,8 @@ import Testing
             }
             // Idle for a second: parked, and Litestream no longer has it.
             try await eventually(within: 30) { replicator.status.parked.contains(path) }
+            let level0 = directory.path("replica/tenants/acme/ltx/0")
+            let filesAtParking = Set(try FileManager.default.contentsOfDirectory(atPath: level0))
             #expect(!replicator.status.registered.contains(path))
             #expect(try !replicator.control.list().map(\.path).contains(path))
             #expect(try await Self.replicatedPlayers(of: replicaURL, in: directory, configuration: configuration) == (1...10).map { "player-\($0)" })
@@ -92,9 +94,11 @@ import Testing
             try await replicator.sync(path: path)
             #expect(try await Self.replicatedPlayers(of: replicaURL, in: directory, configuration: configuration) == (1...11).map { "player-\($0)" })
             // Registered again where Litestream left off, not anew: the
-            // replica's first file is still the first snapshot.
-            let level0 = try FileManager.default.contentsOfDirectory(atPath: directory.path("replica/tenants/acme/ltx/0"))
-            #expect(level0.contains("0000000000000001-0000000000000001.ltx"), "\(level0.sorted())")
+            // files it uploaded since start past the last transaction it
+            // had (a new snapshot would start at transaction 1).
+            let newFiles = Set(try FileManager.default.contentsOfDirectory(atPath: level0)).subtracting(filesAtParking)
+            #expect(!newFiles.isEmpty)
+            #expect(newFiles.allSatisfy { !$0.hasPrefix("0000000000000001-") }, "\(newFiles.sorted())")
         }
     }
 
@@ -132,6 +136,54 @@ import Testing
             try await eventually(within: 10) { replicator.status.registered.contains(path) }
             try await replicator.sync(path: path)
             #expect(try await Self.replicatedPlayers(of: replicaURL, in: directory, configuration: configuration) == ["by-the-service", "behind-its-back", "then-closed"])
+        }
+    }
+
+    /// A parked tenant that the service closes (evicted: with Litestream
+    /// unregistered, its connections are the last) keeps its WAL: its
+    /// next write is uploaded as a change, not as a new copy of the whole
+    /// database (Litestream copies the whole file when the WAL it read is
+    /// gone).
+    @Test func aParkedTenantClosedThenWrittenIsNotUploadedWhole() async throws {
+        let directory = try TemporaryDirectory()
+        let configuration = try Self.configuration(in: directory)
+        let daemon = try ReplicatedDaemon(configuration: configuration, scanInterval: .milliseconds(200))
+        let (replicator, tenants) = (daemon.replicator, daemon.tenants)
+        let acme = try TenantID("acme")
+        let path = try tenants.path(of: acme)
+        let level0 = directory.path("replica/tenants/acme/ltx/0")
+        func uploaded() throws -> [String: Int] {
+            let names = try FileManager.default.contentsOfDirectory(atPath: level0)
+            return try Dictionary(uniqueKeysWithValues: names.map { name in
+                (name, try #require(try FileManager.default.attributesOfItem(atPath: level0 + "/" + name)[.size] as? Int))
+            })
+        }
+        try await daemon.run {
+            try tenants.provision(acme)
+            // About 2 MB.
+            _ = try await tenants.withRepository(acme) { repository in
+                try await repository.managedDatabase.write { db in
+                    try db.execute(sql: """
+                        WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 20000)
+                        INSERT INTO player (name, score) SELECT printf('%0100d', i), i FROM n
+                        """)
+                }
+            }
+            try await eventually(within: 30) { replicator.status.parked.contains(path) }
+            let whole = try #require(try uploaded().values.max())
+            #expect(whole > 500_000)
+            let before = try uploaded()
+            tenants.closeIdleTenants()
+            #expect(FileManager.default.fileExists(atPath: path + "-wal"), "closing the parked tenant removed its WAL")
+            #expect(replicator.status.parked.contains(path))
+
+            _ = try await tenants.withRepository(acme) { try await $0.add(name: "after-closing", score: 1) }
+            try await replicator.sync(path: path)
+            let new = try uploaded().filter { before[$0.key] == nil }
+            #expect(!new.isEmpty)
+            #expect(new.values.reduce(0, +) < whole / 10, "uploaded \(new) after a \(whole)-byte copy")
+            #expect(try await Self.replicatedPlayers(of: try #require(try configuration.replication?.replicaURL(forTenant: "acme")),
+                                                      in: directory, configuration: configuration).count == 20_001)
         }
     }
 

@@ -29,6 +29,9 @@ enum PlainDatabaseFile {
         var configuration = Configuration()
         configuration.readonly = true
         configuration.busyMode = .timeout(busyTimeout)
+        // The last connection to close would checkpoint: a parked tenant's
+        // WAL stays as Litestream left it.
+        configuration.leavingCheckpointsToLitestream()
         do {
             let queue = try DatabaseQueue(path: path, configuration: configuration)
             defer { try? queue.close() }

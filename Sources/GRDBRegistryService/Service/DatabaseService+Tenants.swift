@@ -208,13 +208,20 @@ extension DatabaseService {
         let key = try storage.key(for: id, recordedEncrypted: try recordedEncryption?(id))
         var configuration = try storage.connectionConfiguration(key: key)
         configuration.prepareDatabase { db in metrics.install(in: db) }
+        // Every connection of a replicated tenant, the migrations' too:
+        // with the tenant parked, the last to close would checkpoint.
+        if replicator != nil, key == nil { configuration.leavingCheckpointsToLitestream() }
         if let writeFence {
             configuration.addCommitChecks([.fence(writeFence)], database: name) { refusal in
                 observer(.database(name, .commitRefused(refusal)))
             }
         }
         if var runner, FileManager.default.fileExists(atPath: path) {
-            if let key { runner.prepareConfiguration = { try $0.encrypt(with: key) } }
+            if let key {
+                runner.prepareConfiguration = { try $0.encrypt(with: key) }
+            } else if replicator != nil {
+                runner.prepareConfiguration = { $0.leavingCheckpointsToLitestream() }
+            }
             var logger = logger
             logger[metadataKey: "database"] = "\(name)"
             // Runs inside the directory's open span (task-local context).
@@ -266,8 +273,11 @@ extension DatabaseService {
         }
         // A plain tenant written through this configuration tells the
         // replicator of its commits, as one the directory opens.
-        if !encrypted, let replicator, replicator.parksIdleTenants {
-            ReplicatedTenantCommits.install(in: &configuration, path: storage.path(of: id), replicator: replicator)
+        if !encrypted, let replicator {
+            configuration.leavingCheckpointsToLitestream()
+            if replicator.parksIdleTenants {
+                ReplicatedTenantCommits.install(in: &configuration, path: storage.path(of: id), replicator: replicator)
+            }
         }
         return configuration
     }

@@ -1,0 +1,26 @@
+import CSQLiteConfig
+import GRDB
+
+extension Configuration {
+    /// Leaves the WAL of a replicated plain tenant to Litestream, even when
+    /// the tenant's last connection closes: SQLite then runs no
+    /// checkpoint, and the WAL keeps its frames.
+    ///
+    /// Litestream holds a connection to every database it replicates, so
+    /// a tenant's own connections are never the last, except while the
+    /// tenant is parked (``TenantParking``): then the checkpoint SQLite
+    /// runs at the last close deletes the WAL that Litestream read, and
+    /// Litestream, registered again, finds its position gone and uploads
+    /// the whole database instead of the new changes ("wal header salt
+    /// reset, snapshotting"). Every connection the service opens on such a
+    /// tenant has it: the repository's, the migration runner's, the
+    /// replicator's sniff of the file.
+    mutating func leavingCheckpointsToLitestream() {
+        prepareDatabase { db in
+            let code = grdbregistry_set_no_checkpoint_on_close(db.sqliteConnection.map(UnsafeMutableRawPointer.init), 1)
+            guard code == 0 else {
+                throw DatabaseError(resultCode: ResultCode(rawValue: code), message: "SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE was refused")
+            }
+        }
+    }
+}
