@@ -187,6 +187,48 @@ import Testing
         }
     }
 
+    /// A daemon stopped and started again: Litestream stops first, so the
+    /// tenants' own connections close last, and keep the WAL (no
+    /// checkpoint at close). The restarted Litestream finds its position
+    /// and uploads the new changes only, not every tenant whole.
+    @Test func aRestartedDaemonUploadsTheNewChangesNotTheWholeTenant() async throws {
+        let directory = try TemporaryDirectory()
+        let configuration = try Self.configuration(in: directory, parkAfter: "0")
+        let acme = try TenantID("acme")
+        let level0 = directory.path("replica/tenants/acme/ltx/0")
+        func uploaded() throws -> [String: Int] {
+            let names = try FileManager.default.contentsOfDirectory(atPath: level0)
+            return try Dictionary(uniqueKeysWithValues: names.map { name in
+                (name, try #require(try FileManager.default.attributesOfItem(atPath: level0 + "/" + name)[.size] as? Int))
+            })
+        }
+        let first = try ReplicatedDaemon(configuration: configuration, scanInterval: .milliseconds(200))
+        try await first.run {
+            try first.tenants.provision(acme)
+            _ = try await first.tenants.withRepository(acme) { repository in
+                try await repository.managedDatabase.write { db in
+                    try db.execute(sql: """
+                        WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 20000)
+                        INSERT INTO player (name, score) SELECT printf('%0100d', i), i FROM n
+                        """)
+                }
+            }
+            try await first.replicator.sync(path: try first.tenants.path(of: acme))
+        }
+        let whole = try #require(try uploaded().values.max())
+        #expect(whole > 500_000)
+        let before = try uploaded()
+
+        let second = try ReplicatedDaemon(configuration: configuration, scanInterval: .milliseconds(200))
+        try await second.run {
+            _ = try await second.tenants.withRepository(acme) { try await $0.add(name: "after-the-restart", score: 1) }
+            try await second.replicator.sync(path: try second.tenants.path(of: acme))
+        }
+        let new = try uploaded().filter { before[$0.key] == nil }
+        #expect(!new.isEmpty)
+        #expect(new.values.reduce(0, +) < whole / 10, "uploaded \(new) after a \(whole)-byte copy")
+    }
+
     @Test func aTenantWrittenMoreOftenThanTheDelayIsNeverParked() async throws {
         let directory = try TemporaryDirectory()
         let configuration = try Self.configuration(in: directory, parkAfter: "1.5")
