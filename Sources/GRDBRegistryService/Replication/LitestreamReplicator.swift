@@ -79,8 +79,10 @@ import Tracing
 ///   timeout and then fails. ``DatabaseService`` therefore turns off
 ///   automatic checkpoints of replicated tenants (`wal_autocheckpoint = 0`)
 ///   and the checkpoint tenants run when they are evicted or closed
-///   (`TenantDirectory(checkpointOnClose: nil)`): the WAL stays for
-///   Litestream, which checkpoints it once copied.
+///   (`TenantDirectory(checkpointOnClose: nil)`), and SQLite's own when a
+///   tenant's last connection closes (`SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE`):
+///   the WAL stays for Litestream, which checkpoints it once copied, and
+///   which finds it as it left it after a restart or a parking.
 /// - **In a fleet** (a service that hosts its tenants through a
 ///   ``TenantHost``), only the tenants the node owns and serves
 ///   (``TenantOwnership``) are replicated, each under its epoch
