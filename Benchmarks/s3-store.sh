@@ -16,14 +16,17 @@
 #   2. requests per second of idle tenants: `tenants` tenants written once,
 #      then left alone for two windows of `idle_seconds` (the first holds
 #      whatever Litestream does after the writes, the second is the steady
-#      state);
+#      state), on a server that never parks idle tenants and on one that
+#      parks them after PARK_SECONDS (60), each behind its own counting
+#      proxy (an idle window of 330 s or more spans Litestream's level-0
+#      retention check, every 5 minutes);
 #   3. restore time of a tenant of about `megabytes` MB with
 #      `registryctl restore --from-replica --tenant`: from the bucket
 #      (moto directly, not through the counting proxy) against from a
 #      file:// folder, in alternating rounds, each restore checked by its
 #      row count.
 #
-# Usage: Benchmarks/s3-store.sh [tenants=20] [writes=200] [idle_seconds=30] [megabytes=10] [rounds=3]
+# Usage: [PARK_SECONDS=60] Benchmarks/s3-store.sh [tenants=20] [writes=200] [idle_seconds=30] [megabytes=10] [rounds=3]
 # Prints a Markdown block for Benchmarks/RESULTS.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -100,14 +103,26 @@ for _ in $(seq 1 100); do
 done
 [ -n "$proxy_port" ] || { echo "the proxy did not start:" >&2; cat "$work/proxy.log" >&2; exit 1; }
 proxy="http://127.0.0.1:$proxy_port"
+# The parking server's own proxy: its requests counted apart.
+"$venv/bin/python" scripts/s3-fault-proxy.py --upstream "http://127.0.0.1:$moto_port" >"$work/proxy-parked.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 1 100); do
+    parked_proxy_port=$(grep -o 'listening on [0-9]*' "$work/proxy-parked.log" | grep -o '[0-9]*$' || true)
+    [ -n "$parked_proxy_port" ] && break
+    sleep 0.1
+done
+[ -n "$parked_proxy_port" ] || { echo "the second proxy did not start:" >&2; cat "$work/proxy-parked.log" >&2; exit 1; }
+parked_proxy="http://127.0.0.1:$parked_proxy_port"
+park_seconds=${PARK_SECONDS:-60}
 
 printf '[default]\naws_access_key_id = bench\naws_secret_access_key = bench-secret\n' >"$work/s3.credentials"
 chmod 600 "$work/s3.credentials"
 
 # A data directory with its registry.json. $2: "s3 NAME ENDPOINT" or
-# "folder DIR"; $3: async or durable.
+# "folder DIR"; $3: async or durable; $4: parkIdleTenantsAfterSeconds (0,
+# never, unless given).
 configure() {
-    local data=$1 kind=$2 acks=$3 replica
+    local data=$1 kind=$2 acks=$3 park=${4:-0} replica
     mkdir -p "$data"
     case "$kind" in
         s3\ *)
@@ -121,7 +136,8 @@ configure() {
 {"databases": {"catalog": {"path": "catalog.sqlite", "migrations": "migrations/catalog"}},
  "tenants": {"root": "tenants", "migrations": "migrations/players", "maxOpen": 2048},
  "shutdownTimeoutSeconds": 5,
- "replication": {$replica, "litestream": "$litestream", "socket": "$data/ls.sock", "acknowledgements": "$acks"}}
+ "replication": {$replica, "litestream": "$litestream", "socket": "$data/ls.sock", "acknowledgements": "$acks",
+                 "parkIdleTenantsAfterSeconds": $park}}
 JSON
 }
 
@@ -163,7 +179,7 @@ write_many() {
     [ "$codes" = " $count 201" ] || { echo "writes to $id on $base: $codes" >&2; exit 1; }
 }
 
-counts() { curl -sf "$proxy/__fault__"; }
+counts() { curl -sf "${1:-$proxy}/__fault__"; }
 
 # "total kind=n kind=n…" of the requests between snapshots $1 and $2,
 # divided by $3.
@@ -181,7 +197,9 @@ PY
 configure "$work/durable" "s3 durable $proxy" durable
 configure "$work/async" "s3 async $proxy" async
 configure "$work/folder" "folder $work/folder-replica" async
+configure "$work/parked" "s3 parked $parked_proxy" async "$park_seconds"
 serve durable "$work/durable"
+serve parked "$work/parked"
 serve async "$work/async"
 serve folder "$work/folder"
 
@@ -211,16 +229,22 @@ echo "2. $tenants idle tenants, two windows of $idle_seconds s…" >&2
 for t in $(seq 1 "$tenants"); do
     token=$(create "$async" "idle$t")
     write_many "$async" "idle$t" "$token" 1
+    token=$(create "$parked" "idle$t")
+    write_many "$parked" "idle$t" "$token" 1
 done
 # The durable server's tenant is idle too from now on.
-first=$(counts)
+first=$(counts); parked_first=$(counts "$parked_proxy")
 sleep "$idle_seconds"
-second=$(counts)
+second=$(counts); parked_second=$(counts "$parked_proxy")
 sleep "$idle_seconds"
-third=$(counts)
+third=$(counts); parked_third=$(counts "$parked_proxy")
 idle_units=$(( (tenants + 2) * idle_seconds ))
 idle_first=$(per "$first" "$second" "$idle_units")
 idle_second=$(per "$second" "$third" "$idle_units")
+parked_units=$(( tenants * idle_seconds ))
+parked_idle_first=$(per "$parked_first" "$parked_second" "$parked_units")
+parked_idle_second=$(per "$parked_second" "$parked_third" "$parked_units")
+stop "$parked_pid"
 
 echo "3. restore of a ~$megabytes MB tenant, S3 against a folder…" >&2
 create "$async" big >/dev/null
@@ -287,5 +311,7 @@ $(date -u +%Y-%m-%d) $(date -u +%H:%M) UTC, $build_config build, $(nproc) cores,
 | requests per asynchronous write (one at a time, $async_rate writes/s, with the 3 s after) | $async_per_write |
 | requests per idle tenant-second, first $idle_seconds s after the writes ($((tenants + 2)) tenants) | $idle_first |
 | requests per idle tenant-second, the next $idle_seconds s | $idle_second |
+| the same, tenants parked after $park_seconds s ($tenants tenants): first $idle_seconds s | $parked_idle_first |
+| the same, parked: the next $idle_seconds s | $parked_idle_second |
 | restore of a $((size_kb / 1024)) MB tenant ($expected players), \`registryctl restore --from-replica\`, median of $rounds | S3 $s3_median s, folder $folder_median s (S3: ${s3_times[*]}; folder: ${folder_times[*]}) |
 EOF

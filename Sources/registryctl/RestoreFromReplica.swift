@@ -43,8 +43,9 @@ extension RestoreCommand {
                 throw ValidationError("Database \(database.name) is encrypted: it is never replicated (its backups are in replication.encryptedBackupDirectory; restore them with --from).")
             }
             let databaseChecks = try sets.checks(in: database.migrations)
-            items.append(Item(name: database.name, destination: database.path) {
-                .init(try restore.restore(database: database.name, at: date, checks: databaseChecks))
+            let name = database.name
+            items.append(Item(name: name, destination: database.path) {
+                .init(try waitForAsync { try await restore.restore(database: name, at: date, checks: databaseChecks) })
             })
         }
         if let tenant {
@@ -80,13 +81,13 @@ extension RestoreCommand {
     /// Restores tenant `id` the way the replica store keeps it: a single
     /// server's replica as it is (or at `date`), a fleet's from its
     /// newest epoch (the library decides both: ``LitestreamRestore``).
-    /// Runs on a worker thread of `processInParallel`, which may wait for
-    /// the store (`waitForAsync`); a single server's restore runs here.
+    /// Runs on a worker thread of `processInParallel`, which waits for the
+    /// store and the restore (`waitForAsync`).
     private static func restoreTenant(
         _ id: TenantID, with restore: LitestreamRestore, at date: Date?, checks: DatabaseRestore.Checks
     ) throws -> JSONRestoreDocument.Restored {
         let layout = try waitForAsync { try await restore.replicaLayout(of: id) }
-        guard case .epochs = layout else { return .init(try restore.restore(tenant: id, at: date, checks: checks)) }
+        guard case .epochs = layout else { return .init(try waitForAsync { try await restore.restore(tenant: id, at: date, checks: checks) }) }
         guard date == nil else {
             throw ReplicationError.restoreFailed(
                 database: id.databaseName,

@@ -85,7 +85,7 @@ private final class TestTenures: TenantTenures {
                 // Right now: a restore of the replica into a fresh folder has it.
                 let fresh = try Self.configuration(directory, root: "restored-\(index)", environment: environment)
                 let restore = LitestreamRestore(configuration: fresh, environment: environment, logger: Self.quiet)
-                let report = try await BlockingWork.run { try restore.restore(tenant: acme) }
+                let report = try await restore.restore(tenant: acme)
                 #expect(try EpochReplicationTests.names(inTenantAt: report.destination).contains("row-\(index)"), "row-\(index) returned before the replica had it")
             }
             #expect(service.acknowledgements?.rounds ?? 0 >= 3)

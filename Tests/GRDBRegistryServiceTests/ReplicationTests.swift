@@ -137,8 +137,8 @@ private func files(under url: URL) -> [URL] {
         try FileManager.default.removeItem(atPath: configuration.tenants!.root)
         let restore = LitestreamRestore(configuration: configuration, environment: [:], logger: Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() })
         #expect(try await restore.replicatedTenants().contains(acme))
-        try restore.restore(tenant: acme)
-        #expect(throws: BackupError.destinationExists(path: path)) { try restore.restore(tenant: acme) }
+        try await restore.restore(tenant: acme)
+        await #expect(throws: BackupError.destinationExists(path: path)) { try await restore.restore(tenant: acme) }
         let restored = path
         let queue = try DatabaseQueue(path: restored)
         #expect(try await queue.read { try String.fetchOne($0, sql: "PRAGMA integrity_check") } == "ok")
@@ -282,13 +282,13 @@ private func files(under url: URL) -> [URL] {
         let checks = DatabaseRestore.Checks(migrations: try MigrationSet(directory: repositoryRoot.appendingPathComponent("Migrations/players")))
         let restore = LitestreamRestore(configuration: configuration, environment: [:], logger: Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() })
         // An existing tenant is never replaced.
-        #expect(throws: BackupError.destinationExists(path: path)) { try restore.restore(tenant: acme, checks: checks) }
+        await #expect(throws: BackupError.destinationExists(path: path)) { try await restore.restore(tenant: acme, checks: checks) }
         // Moved away with its WAL: the daemon does not checkpoint what
         // Litestream replicates.
         for suffix in ["", "-wal", "-shm"] where FileManager.default.fileExists(atPath: path + suffix) {
             try FileManager.default.moveItem(atPath: path + suffix, toPath: directory.path("acme-moved-away.sqlite" + suffix))
         }
-        let report = try restore.restore(tenant: acme, checks: checks)
+        let report = try await restore.restore(tenant: acme, checks: checks)
         #expect(report.pendingMigrations.isEmpty)
         #expect(try Self.names(inTenantAt: path) == ["second life"])
         // The undo of the removal: every write of the removed tenant.

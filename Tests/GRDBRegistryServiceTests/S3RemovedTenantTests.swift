@@ -97,7 +97,7 @@ private let quiet = Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() }
         let checks = try Self.checks
         // The replica of the tenant provisioned again holds its rows only.
         try Self.moveAway(path, to: directory, as: "acme-second-life.sqlite")
-        try restore.restore(tenant: acme, checks: checks)
+        try await restore.restore(tenant: acme, checks: checks)
         #expect(try Self.names(inTenantAt: path) == ["second life"])
         // The undo of the removal: every row of the removed tenant.
         try Self.moveAway(path, to: directory, as: "acme-restored-second-life.sqlite")

@@ -47,7 +47,7 @@ import Testing
         // The machine is lost: the tenant comes back from the bucket.
         try FileManager.default.removeItem(atPath: try #require(configuration.tenants).root)
         let restore = LitestreamRestore(configuration: configuration, environment: moto.environment, logger: Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() })
-        try restore.restore(tenant: acme)
+        try await restore.restore(tenant: acme)
         let queue = try DatabaseQueue(path: try tenants.path(of: acme))
         defer { try? queue.close() }
         #expect(try await queue.read { try String.fetchAll($0, sql: "SELECT name FROM player ORDER BY score") }

@@ -47,6 +47,41 @@ import TestSupport
         #expect(StagedReplica.neededFiles(under: Self.key, in: []).isEmpty)
     }
 
+    /// A restore to a point in time may need any file: every LTX file of
+    /// the replica is staged, and nothing else.
+    @Test func aPointInTimeRestoreStagesEveryLTXFile() {
+        let files = [Self.ltx(9, 1, 40), Self.ltx(9, 1, 90), Self.ltx(1, 10, 20), Self.ltx(0, 121, 121)]
+        let objects = files.map(Self.object) + [ReplicaObject(key: Self.key + "/encrypted.sqlite", size: 10)]
+        let needed = StagedReplica.neededFiles(under: Self.key, in: objects, at: Date(timeIntervalSince1970: 1_800_000_000))
+        #expect(needed.map(\.relativePath) == files.sorted())
+    }
+
+    /// A staged file's modification time is the time its LTX header
+    /// records, as in Litestream's own folder replicas, where a
+    /// point-in-time restore reads it; a file with no LTX header is
+    /// refused.
+    @Test func aStagedFileTakesTheTimeOfItsLTXHeader() throws {
+        let directory = try TemporaryDirectory()
+        let milliseconds: Int64 = 1_795_000_123_456
+        var header = Data("LTX1".utf8) + Data(count: 28)
+        header += withUnsafeBytes(of: UInt64(milliseconds).bigEndian) { Data($0) }
+        header += Data(count: StagedReplica.headerSize - header.count + 16)
+        #expect(StagedReplica.headerTimestamp(header) == milliseconds)
+        let path = directory.path("0000000000000001-0000000000000001.ltx")
+        #expect(FileManager.default.createFile(atPath: path, contents: header))
+        try StagedReplica.setTimeFromHeader(ofLTXFileAt: path, key: "k", database: "tenants/acme")
+        let modified = try #require(try FileManager.default.attributesOfItem(atPath: path)[.modificationDate] as? Date)
+        #expect(abs(modified.timeIntervalSince1970 - Double(milliseconds) / 1000) < 0.000_01)
+
+        for damaged in [Data("LTX1".utf8), Data("LTX2".utf8) + header.dropFirst(4)] {
+            #expect(StagedReplica.headerTimestamp(damaged) == nil)
+            #expect(FileManager.default.createFile(atPath: path, contents: damaged))
+            #expect(throws: ReplicationError.restoreFailed(database: "tenants/acme", reason: "k is not an LTX file: its header is missing or damaged")) {
+                try StagedReplica.setTimeFromHeader(ofLTXFileAt: path, key: "k", database: "tenants/acme")
+            }
+        }
+    }
+
     @Test func anLTXNameIsParsedStrictly() throws {
         let file = try #require(StagedReplica.ltxFile(Self.key + "/0001/0000000000000001-00000000000000ff.ltx", under: Self.key))
         #expect(file.level == 1 && file.minTXID == 1 && file.maxTXID == 255 && file.relativePath == "0001/0000000000000001-00000000000000ff.ltx")

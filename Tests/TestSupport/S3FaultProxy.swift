@@ -62,6 +62,15 @@ public final class S3FaultProxy {
         return state?["requests"] as? Int ?? -1
     }
 
+    /// How many requests of each kind the proxy has seen (`GET`, `LIST`,
+    /// `HEAD`, `PUT`, `DELETE`, `POST`: what an S3 bill counts apart;
+    /// control requests excluded).
+    public func requestKinds() async throws -> [String: Int] {
+        let (data, _) = try await URLSession.shared.data(from: endpoint.appendingPathComponent("__fault__"))
+        let state = try JSONSerialization.jsonObject(with: data) as? [String: Any]
+        return state?["kinds"] as? [String: Int] ?? [:]
+    }
+
     /// Stops the proxy (SIGKILL, as ``MotoServer/stop()``: it keeps no state).
     public func stop() {
         guard !stopped else { return }

@@ -16,12 +16,22 @@ import Tracing
 ///
 /// ```swift
 /// let restore = LitestreamRestore(configuration: configuration, logger: logger)
-/// try restore.restore(database: "catalog", checks: .init(migrations: catalogSet))
-/// for id in try await restore.replicatedTenants() { try restore.restore(tenant: id) }
+/// try await restore.restore(database: "catalog", checks: .init(migrations: catalogSet))
+/// for id in try await restore.replicatedTenants() { try await restore.restore(tenant: id) }
 /// // The state of acme one hour ago, or as it was when it was removed:
-/// try restore.restore(tenant: TenantID("acme"), at: Date(timeIntervalSinceNow: -3600))
+/// try await restore.restore(tenant: TenantID("acme"), at: Date(timeIntervalSinceNow: -3600))
 /// try await restore.restoreRemoved(tenant: TenantID("acme"))
 /// ```
+///
+/// Where Litestream reads the replica depends on the store. A folder
+/// (`file://`) it reads itself. From an S3-compatible bucket, the
+/// replica's objects are listed and fetched by the replica store's own
+/// client (`GRDBReplicaStore`), which refuses a listing cut short and an
+/// object whose length is not the listing's, into a private stage beside
+/// the destination, and Litestream restores from that folder (checking
+/// the LTX files' checksums); the stage is removed whatever happens. A
+/// replica of a scheme this build has no store backend for (`gs://`…)
+/// is given to Litestream as its URL.
 ///
 /// It only fetches the file: `litestream restore -o` writes it under a
 /// hidden name beside the destination (for a tenant, a provisioning name
@@ -140,7 +150,7 @@ public struct LitestreamRestore: Sendable {
     /// your catalog.
     ///
     /// ```swift
-    /// for id in try await restore.replicatedTenants() { try restore.restore(tenant: id) }
+    /// for id in try await restore.replicatedTenants() { try await restore.restore(tenant: id) }
     /// ```
     ///
     /// - throws: ``ReplicationError/restoreFailed(database:reason:)`` when
@@ -210,16 +220,39 @@ public struct LitestreamRestore: Sendable {
         return (try? ReplicaStore.url(of: key, under: replication.replica, s3Region: replication.s3Region, s3Endpoint: replication.s3Endpoint)) ?? key
     }
 
-    /// Restores tenant `id` into the tenants root, as it is in the replica,
-    /// or as it was at `date` (Litestream's point-in-time restore).
+    /// Restores tenant `id` into the tenants root, as it is in the replica
+    /// (`<replica>/tenants/<id>`), or as it was at `date` (Litestream's
+    /// point-in-time restore, `-timestamp`).
+    ///
+    /// ```swift
+    /// let id = try TenantID("acme")
+    /// let report = try await restore.restore(tenant: id, checks: .init(migrations: playersSet))
+    /// let earlier = Date(timeIntervalSinceNow: -3600)
+    /// try await restore.restore(tenant: TenantID("initech"), at: earlier, checks: .init(migrations: playersSet))
+    /// ```
+    ///
+    /// From a folder, Litestream reads the replica. From an S3-compatible
+    /// bucket, the replica store's client lists `tenants/<id>/` and
+    /// fetches the LTX files the restore needs (for a point in time,
+    /// every one) into a private stage of the tenants root, and
+    /// Litestream restores from that folder: a listing cut short or an
+    /// object that does not match it fails the restore before Litestream
+    /// runs, and nothing is published. The stage is removed whatever
+    /// happens. The store is read asynchronously; Litestream, SQLite's
+    /// checks and the file's publication run off the cooperative pool
+    /// (``BlockingWork``).
     ///
     /// - throws: ``/GRDBBackup/BackupError`` when the tenant has a file
-    ///   (``/GRDBBackup/BackupError/destinationExists(path:)``) or the
-    ///   restored file fails a check; ``ReplicationError/restoreFailed(database:reason:)``
-    ///   when Litestream restores nothing.
+    ///   (``/GRDBBackup/BackupError/destinationExists(path:)``, before
+    ///   anything is fetched) or the restored file fails a check;
+    ///   ``ReplicationError/restoreFailed(database:reason:)`` when the
+    ///   bucket can't be listed, an object can't be fetched or is
+    ///   damaged, or Litestream restores nothing.
     @discardableResult
-    public func restore(tenant id: TenantID, at date: Date? = nil, checks: DatabaseRestore.Checks = .init()) throws -> DatabaseRestore.Report {
-        try restore(tenant: id, from: try replication.replicaURL(forTenant: id.rawValue), at: date, checks: checks)
+    public func restore(tenant id: TenantID, at date: Date? = nil, checks: DatabaseRestore.Checks = .init()) async throws -> DatabaseRestore.Report {
+        try await restore(
+            tenant: id, from: try ReplicaStore.tenantKey(id.rawValue), url: try replication.replicaURL(forTenant: id.rawValue),
+            at: date, checks: checks, force: false)
     }
 
     /// Restores the most recent removal of tenant `id` that is kept (see
@@ -233,9 +266,11 @@ public struct LitestreamRestore: Sendable {
     /// ```
     ///
     /// The removals kept are listed in the replica store, a folder or an
-    /// S3-compatible bucket (`removed/tenants/<id>/<time>`), asynchronously;
-    /// the restore itself (Litestream, SQLite's checks, the file's
-    /// publication) runs off the cooperative pool (``BlockingWork``).
+    /// S3-compatible bucket (`removed/tenants/<id>/<time>`), asynchronously.
+    /// The replica kept aside is restored as ``restore(tenant:at:checks:)``
+    /// restores the tenant's: from a bucket, its objects are listed and
+    /// fetched by the store's client into a private stage, which
+    /// Litestream reads; from a folder, Litestream reads it.
     ///
     /// - throws: ``ReplicationError/noRemovedReplica(tenant:)``;
     ///   ``ReplicationError/restoreFailed(database:reason:)`` when the store
@@ -251,8 +286,8 @@ public struct LitestreamRestore: Sendable {
             throw ReplicationError.restoreFailed(database: id.databaseName, reason: "can't list the removed tenants of the replica store: \(error)")
         }
         guard let latest = kept.first else { throw ReplicationError.noRemovedReplica(tenant: id.rawValue) }
-        if let url = latest.replicaURL {
-            return try await BlockingWork.run { try restore(tenant: id, from: url, at: date, checks: checks) }
+        if let url = latest.replicaURL, let key = latest.replicaKey {
+            return try await restore(tenant: id, from: key, url: url, at: date, checks: checks, force: false)
         }
         guard let backup = latest.encryptedBackup else { throw ReplicationError.noRemovedReplica(tenant: id.rawValue) }
         guard date == nil else {
@@ -453,7 +488,7 @@ public struct LitestreamRestore: Sendable {
     ///
     /// ```swift
     /// switch try await restore.replicaLayout(of: id) {
-    /// case .single: try restore.restore(tenant: id)
+    /// case .single: try await restore.restore(tenant: id)
     /// case .epochs: try await restore.restoreNewestEpoch(ofMissing: id)
     /// }
     /// ```
@@ -514,22 +549,9 @@ public struct LitestreamRestore: Sendable {
                 throw ReplicationError.restoreFailed(database: name, reason: "the catalog says the tenant is encrypted, but \(folder) holds a plain Litestream replica")
             }
             guard let url = storage.replicaURL(for: id, epoch: newest.epoch) else { throw ReplicationError.notConfigured }
-            // A bucket: what the restore needs is fetched first, from the
-            // listing in hand, and Litestream reads it as a folder
-            // (StagedReplica says why). The report names the bucket.
-            let staged: StagedReplica?
-            if store.folder == nil {
-                staged = try await StagedReplica.fetch(key: newest.key, objects: objects, from: store, into: try Self.tenantsRoot(of: storage), database: name)
-            } else {
-                staged = nil
-            }
-            defer { staged?.remove() }
-            let candidate = DatabaseRestore.Candidate(tenant: id, source: url, layout: storage.layout)
-            let stagedURL = staged?.url
-            report = try await BlockingWork.run {
-                let key = storage.restoreEncryption(for: id, database: candidate.displayName)
-                return try restore(candidate, from: stagedURL, at: nil, encryption: key, destinationEncryption: key, checks: checks, force: force)
-            }
+            // The listing in hand covers the epoch: a bucket's objects
+            // are fetched from it, not listed again.
+            report = try await restore(tenant: id, from: newest.key, url: url, listing: objects, at: nil, checks: checks, force: force)
         }
         // Litestream's positions of the file it replaced would describe
         // another database.
@@ -582,13 +604,18 @@ public struct LitestreamRestore: Sendable {
     /// where what a restore fetches is kept until it is published, on the
     /// tenant files' filesystem.
     private static func tenantsRoot(of storage: TenantStorage) throws -> String {
-        let root = storage.layout.root.path
+        try createPrivateDirectory(storage.layout.root.path)
+    }
+
+    /// `directory`, created private (0700) if missing, as the pipeline
+    /// creates the directory of a destination.
+    private static func createPrivateDirectory(_ directory: String) throws -> String {
         do {
-            try DatabaseConnections.createDirectory(atPath: root, mode: 0o700)
+            try DatabaseConnections.createDirectory(atPath: directory, mode: 0o700)
         } catch {
-            throw BackupError.fileSystem(path: root, operation: "create directory", reason: "\(error)")
+            throw BackupError.fileSystem(path: directory, operation: "create directory", reason: "\(error)")
         }
-        return root
+        return directory
     }
 
     private func tenantStorage(for id: TenantID) throws -> TenantStorage {
@@ -599,20 +626,35 @@ public struct LitestreamRestore: Sendable {
         }
     }
 
-    private func restore(tenant id: TenantID, from replicaURL: String, at date: Date?, checks: DatabaseRestore.Checks) throws -> DatabaseRestore.Report {
+    /// Restores tenant `id` from the Litestream replica at `key` of the
+    /// replica store (`url`, as Litestream is given it, which the report
+    /// names), a single server's, a removed tenant's or an epoch's.
+    private func restore(
+        tenant id: TenantID, from key: String, url: String, listing objects: [ReplicaObject]? = nil, at date: Date?,
+        checks: DatabaseRestore.Checks, force: Bool
+    ) async throws -> DatabaseRestore.Report {
         let storage = try tenantStorage(for: id)
-        let candidate = DatabaseRestore.Candidate(tenant: id, source: replicaURL, layout: storage.layout)
+        let candidate = DatabaseRestore.Candidate(tenant: id, source: url, layout: storage.layout)
         // Replicas hold plain tenants: the tenant-key policy refuses the
         // plain file when it would refuse it at open.
-        let key = storage.restoreEncryption(for: id, database: candidate.displayName)
-        return try restore(candidate, at: date, encryption: key, checks: checks)
+        let encryption = storage.restoreEncryption(for: id, database: candidate.displayName)
+        return try await restore(
+            candidate, fromReplica: key, listing: objects, stagingIn: { try Self.tenantsRoot(of: storage) }, at: date,
+            encryption: encryption, destinationEncryption: encryption, checks: checks, force: force)
     }
 
-    /// Restores the named database `name` to its configured path.
+    /// Restores the named database `name` to its configured path, from its
+    /// replica (`<replica>/databases/<name>`), as ``restore(tenant:at:checks:)``
+    /// restores a tenant: from a bucket, through a private stage beside
+    /// the database's path.
+    ///
+    /// ```swift
+    /// try await restore.restore(database: "catalog", checks: .init(migrations: catalogSet))
+    /// ```
     ///
     /// - throws: the errors of ``restore(tenant:at:checks:)``.
     @discardableResult
-    public func restore(database name: String, at date: Date? = nil, checks: DatabaseRestore.Checks = .init()) throws -> DatabaseRestore.Report {
+    public func restore(database name: String, at date: Date? = nil, checks: DatabaseRestore.Checks = .init()) async throws -> DatabaseRestore.Report {
         guard let database = configuration.database(named: name) else {
             throw ReplicationError.restoreFailed(database: name, reason: "no database of that name in the configuration")
         }
@@ -620,18 +662,64 @@ public struct LitestreamRestore: Sendable {
         let candidate = DatabaseRestore.Candidate(
             database: name, source: try replication.replicaURL(forDatabase: name), destination: destination.path,
             temporary: DatabaseRestore.temporaryPath(beside: destination))
+        let directory = destination.deletingLastPathComponent().path
         // Replicas hold plain databases only.
-        return try restore(candidate, at: date, encryption: { _ in nil }, checks: checks)
+        return try await restore(
+            candidate, fromReplica: try ReplicaStore.databaseKey(name),
+            stagingIn: { try Self.createPrivateDirectory(directory) }, at: date,
+            encryption: { _ in nil }, checks: checks, force: false)
+    }
+
+    /// Restores `candidate` from the Litestream replica at `key` of the
+    /// replica store, to its newest state or to `date`: every restore
+    /// from a replica goes through here.
+    ///
+    /// From a bucket, `objects` (listed now when not given) are fetched
+    /// into a ``StagedReplica`` under `parent()`, which Litestream reads
+    /// as a folder, and which is removed whatever happens; a folder, or a
+    /// scheme with no store backend here, is given to Litestream as the
+    /// candidate's source. An existing destination is refused before
+    /// anything is fetched, unless `force` (the pipeline checks again).
+    private func restore(
+        _ candidate: DatabaseRestore.Candidate, fromReplica key: String, listing objects: [ReplicaObject]? = nil,
+        stagingIn parent: () throws -> String, at date: Date?,
+        encryption: @escaping @Sendable (String) throws -> BackupEncryption?,
+        destinationEncryption: @escaping @Sendable (String) throws -> BackupEncryption? = { _ in nil },
+        checks: DatabaseRestore.Checks, force: Bool
+    ) async throws -> DatabaseRestore.Report {
+        let name = candidate.displayName
+        if !force && FileManager.default.fileExists(atPath: candidate.destination) {
+            throw BackupError.destinationExists(path: candidate.destination)
+        }
+        let staged: StagedReplica?
+        if let store = try replicaStore(for: name), store.folder == nil {
+            let listing: [ReplicaObject]
+            if let objects {
+                listing = objects
+            } else {
+                listing = try await list(store, prefix: key + "/", for: name)
+            }
+            staged = try await StagedReplica.fetch(key: key, objects: listing, from: store, into: try parent(), database: name, at: date)
+        } else {
+            staged = nil
+        }
+        defer { staged?.remove() }
+        let stagedURL = staged?.url
+        return try await BlockingWork.run {
+            try runLitestreamRestore(
+                candidate, from: stagedURL, at: date, encryption: encryption, destinationEncryption: destinationEncryption,
+                checks: checks, force: force)
+        }
     }
 
     /// Fetches the replica with `litestream restore -o` and hands the file
     /// to the pipeline. Litestream reads `staged` instead of the
     /// candidate's source when given: a local copy of that replica
     /// (``StagedReplica``).
-    private func restore(
-        _ candidate: DatabaseRestore.Candidate, from staged: String? = nil, at date: Date?, encryption: (String) throws -> BackupEncryption?,
-        destinationEncryption: (String) throws -> BackupEncryption? = { _ in nil },
-        checks: DatabaseRestore.Checks, force: Bool = false
+    private func runLitestreamRestore(
+        _ candidate: DatabaseRestore.Candidate, from staged: String?, at date: Date?, encryption: (String) throws -> BackupEncryption?,
+        destinationEncryption: (String) throws -> BackupEncryption?,
+        checks: DatabaseRestore.Checks, force: Bool
     ) throws -> DatabaseRestore.Report {
         try pipeline.restore(
             candidate, checks: checks, force: force,

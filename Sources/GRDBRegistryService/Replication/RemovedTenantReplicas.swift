@@ -48,6 +48,9 @@ package struct RemovedTenantReplicas: Sendable {
         /// The Litestream replica kept aside (`file://…` or `s3://…`, as
         /// Litestream is given it), if the tenant was replicated.
         package var replicaURL: String?
+        /// Its key in the replica store, `removed/tenants/<id>/<time>`:
+        /// what a restore lists and fetches from a bucket.
+        package var replicaKey: String?
         /// The encrypted backup kept aside, if the tenant was encrypted.
         package var encryptedBackup: String?
     }
@@ -107,6 +110,7 @@ package struct RemovedTenantReplicas: Sendable {
             }
             if let kept = try await keepReplica(id, in: store, removedAt: removedAt) {
                 entry.replicaURL = try url(of: kept, in: store)
+                entry.replicaKey = kept
             }
         }
         if let backups = replication.encryptedBackups, let backup = storage.encryptedBackupPath(for: id) {
@@ -213,7 +217,10 @@ package struct RemovedTenantReplicas: Sendable {
             }
         }
         if let store {
-            try scan(try await store.backend.list(prefix: prefix)) { entry, key in entry.replicaURL = try url(of: key, in: store) }
+            try scan(try await store.backend.list(prefix: prefix)) { entry, key in
+                entry.replicaURL = try url(of: key, in: store)
+                entry.replicaKey = key
+            }
         }
         if let backups = replication.encryptedBackups {
             try scan(try backups.list(prefix: prefix)) { entry, key in entry.encryptedBackup = try backups.path(of: key) }

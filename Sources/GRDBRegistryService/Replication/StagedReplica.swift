@@ -4,28 +4,37 @@ import GRDBReplicaStore
 /// A private local copy of the part of a Litestream replica that a
 /// restore needs, fetched from a store that is not a folder (an
 /// S3-compatible bucket), for `litestream restore` to read as a `file://`
-/// replica.
+/// replica. Every restore from a bucket goes through it: a single
+/// server's, to the newest state or to a point in time, a removed
+/// tenant's, and a fleet's newest epoch.
 ///
 /// ```swift
-/// let staged = try await StagedReplica.fetch(key: epoch.key, objects: objects, from: store, into: root)
+/// let staged = try await StagedReplica.fetch(key: epoch.key, objects: objects, from: store, into: root, database: name)
 /// defer { staged.remove() }
 /// // litestream restore -o … staged.url
 /// ```
 ///
-/// Litestream's own S3 client plans a restore with four sweeps of
-/// `ListObjectsV2` over the ten levels of the replica (about forty
-/// requests, one after the other, before the first byte: 3 s against
-/// moto_server, 2026-11-29), while the store's listing of the tenant is
-/// already in hand. The stage fetches, with bounded parallelism, each
-/// file's length checked against the listing (Litestream checks the LTX
-/// checksums as it restores), only the LTX files a restore
-/// to the newest state can use: the newest snapshot (level 9) and every
-/// file of a lower level that ends past it (all of them when there is no
-/// snapshot). Litestream then plans over a folder that holds every file
-/// of its plan. A point-in-time restore goes to the store itself: an
-/// older state may need older files.
+/// The store's client lists and reads the bucket, so the restore gets its
+/// checks: a listing cut short is an error, never a shorter replica, and
+/// each file's length is checked against the listing (Litestream checks
+/// the LTX checksums as it restores). Litestream's own S3 client would
+/// plan a restore with four sweeps of `ListObjectsV2` over the ten levels
+/// of the replica (about forty requests, one after the other, before the
+/// first byte: 3 s against moto_server, 2026-11-29), and take a listing
+/// that says it is cut short, with no token to go on, for the whole
+/// replica (it did, behind the fault proxy). The stage fetches, with
+/// bounded parallelism, only the LTX files a restore can use
+/// (``neededFiles(under:in:at:)``): to the newest state, the newest
+/// snapshot (level 9) and every file of a lower level that ends past it
+/// (all of them when there is no snapshot); to a point in time, every LTX
+/// file, since an older state may need older files. Each staged file's
+/// modification time is the time its LTX header records, as Litestream's
+/// own `file://` replicas keep it, so that a point-in-time restore
+/// (`-timestamp`) picks the files it would pick in the bucket. Litestream
+/// then plans over a folder that holds every file of its plan.
 struct StagedReplica: Sendable {
-    /// The staging folder: private (0700), beside the tenants.
+    /// The staging folder: private (0700), beside the destination (the
+    /// tenants root for a tenant).
     let directory: String
 
     /// The folder as Litestream reads a replica: `file://<directory>`.
@@ -37,17 +46,21 @@ struct StagedReplica: Sendable {
     /// The level of Litestream's snapshots.
     static let snapshotLevel = 9
 
-    /// Fetches what a restore of the replica at `key` needs, among
-    /// `objects` (a listing of the store that covers `key`), into a new
-    /// private folder under `parent`.
+    /// Fetches what a restore of the replica at `key` (to the newest
+    /// state, or to `date`) needs, among `objects` (a listing of the store
+    /// that covers `key`), into a new private folder under `parent`.
     ///
     /// - throws: ``ReplicationError/restoreFailed(database:reason:)``
-    ///   naming the object that could not be fetched; nothing is left
-    ///   behind.
+    ///   when `objects` holds no LTX file under `key`, or naming the
+    ///   object that could not be fetched or is no LTX file; nothing is
+    ///   left behind.
     static func fetch(
-        key: String, objects: [ReplicaObject], from store: ReplicaStore, into parent: String, database: String
+        key: String, objects: [ReplicaObject], from store: ReplicaStore, into parent: String, database: String, at date: Date? = nil
     ) async throws -> StagedReplica {
-        let needed = neededFiles(under: key, in: objects)
+        let needed = neededFiles(under: key, in: objects, at: date)
+        guard !needed.isEmpty else {
+            throw ReplicationError.restoreFailed(database: database, reason: "the replica store holds no Litestream file under \(key)/: nothing to restore")
+        }
         sweepAbandoned(in: parent)
         let directory = (parent as NSString).appendingPathComponent(
             "\(namePrefix)\(getpid())-\(UUID().uuidString.lowercased())")
@@ -68,22 +81,40 @@ struct StagedReplica: Sendable {
                         database: database, reason: "can't create \(folder): \(String(cString: strerror(errno)))")
                 }
             }
-            try await withThrowingTaskGroup(of: Void.self) { group in
+            // The fetches never throw in the group: a child that threw would
+            // make the group cancel the others, and cancelling a URLSession
+            // task while its transfer completes deadlocks swift-corelibs-
+            // foundation (issue 5412; seen here with Swift 6.3, 2026-11-29).
+            // The first failure stops new fetches; those under way end on
+            // their own, then it is thrown.
+            let failure = await withTaskGroup(of: (any Error)?.self) { group -> (any Error)? in
                 var pending = needed[...]
+                var failure: (any Error)?
                 func next() {
-                    guard let file = pending.popFirst() else { return }
+                    guard failure == nil, let file = pending.popFirst() else { return }
                     let path = (directory as NSString).appendingPathComponent(file.stagedPath)
                     group.addTask {
                         do {
                             try await store.backend.get(file.key, toFile: path, writtenElsewhereWithSize: file.size)
                         } catch {
-                            throw ReplicationError.restoreFailed(database: database, reason: "can't fetch \(file.key): \(error)")
+                            return ReplicationError.restoreFailed(database: database, reason: "can't fetch \(file.key): \(error)")
                         }
+                        do {
+                            try setTimeFromHeader(ofLTXFileAt: path, key: file.key, database: database)
+                        } catch {
+                            return error
+                        }
+                        return nil
                     }
                 }
                 for _ in 0..<parallelFetches { next() }
-                while try await group.next() != nil { next() }
+                while let result = await group.next() {
+                    if failure == nil { failure = result }
+                    next()
+                }
+                return failure
             }
+            if let failure { throw failure }
         } catch {
             staged.remove()
             throw error
@@ -144,15 +175,62 @@ struct StagedReplica: Sendable {
     /// newest state can use, sorted by key: the snapshot (level 9) that
     /// reaches the highest transaction, and every file of a lower level
     /// whose last transaction is past it; every LTX file when there is no
-    /// snapshot. Other objects (an encrypted snapshot, Litestream 0.3's
-    /// `generations/`) are not LTX files of this replica.
-    static func neededFiles(under key: String, in objects: [ReplicaObject]) -> [LTXFile] {
+    /// snapshot. A restore to a point in time (`date`) may need any of
+    /// them: every LTX file (which ones a state needs depends on their
+    /// times, in their headers). Other objects (an encrypted snapshot,
+    /// Litestream 0.3's `generations/`) are not LTX files of this replica.
+    static func neededFiles(under key: String, in objects: [ReplicaObject], at date: Date? = nil) -> [LTXFile] {
         let files = objects.compactMap { ltxFile($0.key, size: $0.size, under: key) }
-        guard let snapshot = files.filter({ $0.level == snapshotLevel }).max(by: { $0.maxTXID < $1.maxTXID }) else {
+        guard date == nil, let snapshot = files.filter({ $0.level == snapshotLevel }).max(by: { $0.maxTXID < $1.maxTXID }) else {
             return files.sorted { $0.key < $1.key }
         }
         return files.filter { $0 == snapshot || ($0.level < snapshotLevel && $0.maxTXID > snapshot.maxTXID) }
             .sorted { $0.key < $1.key }
+    }
+
+    /// The length of an LTX header (`ltx.HeaderSize`), and where it keeps
+    /// the file's time: milliseconds since 1970, a big-endian 64-bit
+    /// integer at byte 32, after the magic `LTX1`.
+    static let headerSize = 100
+    private static let timestampOffset = 32
+
+    /// Sets the modification time of the LTX file at `path` (`key` in the
+    /// store) to the time its header records: what Litestream's
+    /// `file://` replicas do (`WriteLTXFile`), and what a point-in-time
+    /// restore reads of a file in a folder (in a bucket, the
+    /// `litestream-timestamp` metadata of the object, the same time).
+    ///
+    /// - throws: ``ReplicationError/restoreFailed(database:reason:)``
+    ///   when the file has no LTX header.
+    static func setTimeFromHeader(ofLTXFileAt path: String, key: String, database: String) throws {
+        let header: Data
+        do {
+            let handle = try FileHandle(forReadingFrom: URL(fileURLWithPath: path))
+            defer { try? handle.close() }
+            header = try handle.read(upToCount: headerSize) ?? Data()
+        } catch {
+            throw ReplicationError.restoreFailed(database: database, reason: "can't read the fetched \(key): \(error)")
+        }
+        guard let milliseconds = headerTimestamp(header) else {
+            throw ReplicationError.restoreFailed(database: database, reason: "\(key) is not an LTX file: its header is missing or damaged")
+        }
+        let time = timespec(tv_sec: Int(milliseconds / 1000), tv_nsec: Int(milliseconds % 1000) * 1_000_000)
+        var times = [time, time]   // access, modification
+        guard utimensat(AT_FDCWD, path, &times, 0) == 0 else {
+            throw ReplicationError.restoreFailed(
+                database: database, reason: "can't set the time of the fetched \(key): \(String(cString: strerror(errno)))")
+        }
+    }
+
+    /// The time an LTX header records, in milliseconds since 1970, or nil
+    /// for bytes that are not an LTX header (too short, another magic, a
+    /// time before 1970).
+    static func headerTimestamp(_ header: Data) -> Int64? {
+        let bytes = [UInt8](header.prefix(headerSize))
+        guard bytes.count == headerSize, bytes.prefix(4).elementsEqual("LTX1".utf8) else { return nil }
+        let value = bytes[timestampOffset..<(timestampOffset + 8)].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+        let milliseconds = Int64(bitPattern: value)
+        return milliseconds >= 0 ? milliseconds : nil
     }
 
     /// The LTX file `objectKey` names under `key`, or nil.
