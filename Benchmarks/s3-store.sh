@@ -94,25 +94,23 @@ while True:
 boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
              aws_access_key_id="bench", aws_secret_access_key="bench-secret").create_bucket(Bucket="bench")
 PY
-"$venv/bin/python" scripts/s3-fault-proxy.py --upstream "http://127.0.0.1:$moto_port" >"$work/proxy.log" 2>&1 &
-pids+=($!)
-for _ in $(seq 1 100); do
-    proxy_port=$(grep -o 'listening on [0-9]*' "$work/proxy.log" | grep -o '[0-9]*$' || true)
-    [ -n "$proxy_port" ] && break
-    sleep 0.1
-done
-[ -n "$proxy_port" ] || { echo "the proxy did not start:" >&2; cat "$work/proxy.log" >&2; exit 1; }
-proxy="http://127.0.0.1:$proxy_port"
+# Starts a counting proxy in front of moto, logging to $work/$2; sets the
+# variable named $1 to its URL.
+start_proxy() {
+    local port=
+    "$venv/bin/python" scripts/s3-fault-proxy.py --upstream "http://127.0.0.1:$moto_port" >"$work/$2" 2>&1 &
+    pids+=($!)
+    for _ in $(seq 1 100); do
+        port=$(grep -o 'listening on [0-9]*' "$work/$2" | grep -o '[0-9]*$' || true)
+        [ -n "$port" ] && break
+        sleep 0.1
+    done
+    [ -n "$port" ] || { echo "a proxy did not start:" >&2; cat "$work/$2" >&2; exit 1; }
+    printf -v "$1" 'http://127.0.0.1:%s' "$port"
+}
+start_proxy proxy proxy.log
 # The parking server's own proxy: its requests counted apart.
-"$venv/bin/python" scripts/s3-fault-proxy.py --upstream "http://127.0.0.1:$moto_port" >"$work/proxy-parked.log" 2>&1 &
-pids+=($!)
-for _ in $(seq 1 100); do
-    parked_proxy_port=$(grep -o 'listening on [0-9]*' "$work/proxy-parked.log" | grep -o '[0-9]*$' || true)
-    [ -n "$parked_proxy_port" ] && break
-    sleep 0.1
-done
-[ -n "$parked_proxy_port" ] || { echo "the second proxy did not start:" >&2; cat "$work/proxy-parked.log" >&2; exit 1; }
-parked_proxy="http://127.0.0.1:$parked_proxy_port"
+start_proxy parked_proxy proxy-parked.log
 park_seconds=${PARK_SECONDS:-60}
 
 printf '[default]\naws_access_key_id = bench\naws_secret_access_key = bench-secret\n' >"$work/s3.credentials"

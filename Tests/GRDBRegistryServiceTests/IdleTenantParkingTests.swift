@@ -44,6 +44,56 @@ import Testing
         return try await queue.read { try String.fetchAll($0, sql: "SELECT name FROM player ORDER BY id") }
     }
 
+    /// A replicated daemon of `configuration` and its tenant `acme`: its
+    /// file and its replica's URL.
+    struct Acme {
+        let daemon: ReplicatedDaemon
+        let id: TenantID
+        let path: String
+        let replicaURL: String
+        var replicator: LitestreamReplicator { daemon.replicator }
+        var tenants: TenantDirectory<PlayerRepository> { daemon.tenants }
+
+        init(_ configuration: RegistryConfiguration, environment: [String: String] = [:], scanInterval: Duration = .milliseconds(200)) throws {
+            daemon = try ReplicatedDaemon(configuration: configuration, environment: environment, scanInterval: scanInterval)
+            id = try TenantID("acme")
+            path = try daemon.tenants.path(of: id)
+            replicaURL = try #require(try configuration.replication?.replicaURL(forTenant: "acme"))
+        }
+
+        /// Provisions acme, writes players `range` one transaction each,
+        /// and waits until the idle tenant is parked.
+        func provisionWriteAndWaitUntilParked(_ range: ClosedRange<Int>) async throws {
+            try tenants.provision(id)
+            for index in range {
+                _ = try await tenants.withRepository(id) { try await $0.add(name: "player-\(index)", score: index) }
+            }
+            let (replicator, path) = (replicator, path)
+            try await eventually(within: 30) { replicator.status.parked.contains(path) }
+        }
+
+        /// Writes about 2 MB of players in one transaction.
+        func writeTwoMegabytes() async throws {
+            _ = try await tenants.withRepository(id) { repository in
+                try await repository.managedDatabase.write { db in
+                    try db.execute(sql: """
+                        WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 20000)
+                        INSERT INTO player (name, score) SELECT printf('%0100d', i), i FROM n
+                        """)
+                }
+            }
+        }
+    }
+
+    /// The size of each level-0 file of a folder replica's tenant acme.
+    static func uploaded(in directory: TemporaryDirectory) throws -> [String: Int] {
+        let level0 = directory.path("replica/tenants/acme/ltx/0")
+        let names = try FileManager.default.contentsOfDirectory(atPath: level0)
+        return try Dictionary(uniqueKeysWithValues: names.map { name in
+            (name, try #require(try FileManager.default.attributesOfItem(atPath: level0 + "/" + name)[.size] as? Int))
+        })
+    }
+
     @Test func theDelayIsReadAndChecked() throws {
         let directory = try TemporaryDirectory()
         #expect(try Self.configuration(in: directory, parkAfter: "0").replication?.parkIdleTenantsAfter == .zero)
@@ -61,18 +111,12 @@ import Testing
     @Test func anIdleTenantIsParkedAndItsNextWriteIsReplicated() async throws {
         let directory = try TemporaryDirectory()
         let configuration = try Self.configuration(in: directory)
-        let daemon = try ReplicatedDaemon(configuration: configuration, scanInterval: .milliseconds(200))
-        let (replicator, tenants) = (daemon.replicator, daemon.tenants)
-        let acme = try TenantID("acme")
-        let path = try tenants.path(of: acme)
-        let replicaURL = try #require(try configuration.replication?.replicaURL(forTenant: "acme"))
+        let setup = try Acme(configuration, scanInterval: .milliseconds(200))
+        let (daemon, replicator, tenants, acme, path) = (setup.daemon, setup.replicator, setup.tenants, setup.id, setup.path)
+        let replicaURL = setup.replicaURL
         try await daemon.run {
-            try tenants.provision(acme)
-            for index in 1...10 {
-                _ = try await tenants.withRepository(acme) { try await $0.add(name: "player-\(index)", score: index) }
-            }
             // Idle for a second: parked, and Litestream no longer has it.
-            try await eventually(within: 30) { replicator.status.parked.contains(path) }
+            try await setup.provisionWriteAndWaitUntilParked(1...10)
             let level0 = directory.path("replica/tenants/acme/ltx/0")
             let filesAtParking = Set(try FileManager.default.contentsOfDirectory(atPath: level0))
             #expect(!replicator.status.registered.contains(path))
@@ -105,11 +149,9 @@ import Testing
     @Test func aParkedTenantChangedBehindTheServiceIsReplicatedAgain() async throws {
         let directory = try TemporaryDirectory()
         let configuration = try Self.configuration(in: directory)
-        let daemon = try ReplicatedDaemon(configuration: configuration, scanInterval: .milliseconds(200))
-        let (replicator, tenants) = (daemon.replicator, daemon.tenants)
-        let acme = try TenantID("acme")
-        let path = try tenants.path(of: acme)
-        let replicaURL = try #require(try configuration.replication?.replicaURL(forTenant: "acme"))
+        let setup = try Acme(configuration, scanInterval: .milliseconds(200))
+        let (daemon, replicator, tenants, acme, path) = (setup.daemon, setup.replicator, setup.tenants, setup.id, setup.path)
+        let replicaURL = setup.replicaURL
         try await daemon.run {
             try tenants.provision(acme)
             _ = try await tenants.withRepository(acme) { try await $0.add(name: "by-the-service", score: 1) }
@@ -147,28 +189,13 @@ import Testing
     @Test func aParkedTenantClosedThenWrittenIsNotUploadedWhole() async throws {
         let directory = try TemporaryDirectory()
         let configuration = try Self.configuration(in: directory)
-        let daemon = try ReplicatedDaemon(configuration: configuration, scanInterval: .milliseconds(200))
-        let (replicator, tenants) = (daemon.replicator, daemon.tenants)
-        let acme = try TenantID("acme")
-        let path = try tenants.path(of: acme)
-        let level0 = directory.path("replica/tenants/acme/ltx/0")
-        func uploaded() throws -> [String: Int] {
-            let names = try FileManager.default.contentsOfDirectory(atPath: level0)
-            return try Dictionary(uniqueKeysWithValues: names.map { name in
-                (name, try #require(try FileManager.default.attributesOfItem(atPath: level0 + "/" + name)[.size] as? Int))
-            })
-        }
+        let setup = try Acme(configuration, scanInterval: .milliseconds(200))
+        let (daemon, replicator, tenants, acme, path) = (setup.daemon, setup.replicator, setup.tenants, setup.id, setup.path)
+        func uploaded() throws -> [String: Int] { try IdleTenantParkingTests.uploaded(in: directory) }
         try await daemon.run {
             try tenants.provision(acme)
             // About 2 MB.
-            _ = try await tenants.withRepository(acme) { repository in
-                try await repository.managedDatabase.write { db in
-                    try db.execute(sql: """
-                        WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 20000)
-                        INSERT INTO player (name, score) SELECT printf('%0100d', i), i FROM n
-                        """)
-                }
-            }
+            try await setup.writeTwoMegabytes()
             try await eventually(within: 30) { replicator.status.parked.contains(path) }
             let whole = try #require(try uploaded().values.max())
             #expect(whole > 500_000)
@@ -182,8 +209,7 @@ import Testing
             let new = try uploaded().filter { before[$0.key] == nil }
             #expect(!new.isEmpty)
             #expect(new.values.reduce(0, +) < whole / 10, "uploaded \(new) after a \(whole)-byte copy")
-            #expect(try await Self.replicatedPlayers(of: try #require(try configuration.replication?.replicaURL(forTenant: "acme")),
-                                                      in: directory, configuration: configuration).count == 20_001)
+            #expect(try await Self.replicatedPlayers(of: setup.replicaURL, in: directory, configuration: configuration).count == 20_001)
         }
     }
 
@@ -194,35 +220,21 @@ import Testing
     @Test func aRestartedDaemonUploadsTheNewChangesNotTheWholeTenant() async throws {
         let directory = try TemporaryDirectory()
         let configuration = try Self.configuration(in: directory, parkAfter: "0")
-        let acme = try TenantID("acme")
-        let level0 = directory.path("replica/tenants/acme/ltx/0")
-        func uploaded() throws -> [String: Int] {
-            let names = try FileManager.default.contentsOfDirectory(atPath: level0)
-            return try Dictionary(uniqueKeysWithValues: names.map { name in
-                (name, try #require(try FileManager.default.attributesOfItem(atPath: level0 + "/" + name)[.size] as? Int))
-            })
-        }
-        let first = try ReplicatedDaemon(configuration: configuration, scanInterval: .milliseconds(200))
-        try await first.run {
-            try first.tenants.provision(acme)
-            _ = try await first.tenants.withRepository(acme) { repository in
-                try await repository.managedDatabase.write { db in
-                    try db.execute(sql: """
-                        WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 20000)
-                        INSERT INTO player (name, score) SELECT printf('%0100d', i), i FROM n
-                        """)
-                }
-            }
-            try await first.replicator.sync(path: try first.tenants.path(of: acme))
+        func uploaded() throws -> [String: Int] { try IdleTenantParkingTests.uploaded(in: directory) }
+        let first = try Acme(configuration)
+        try await first.daemon.run {
+            try first.tenants.provision(first.id)
+            try await first.writeTwoMegabytes()
+            try await first.replicator.sync(path: first.path)
         }
         let whole = try #require(try uploaded().values.max())
         #expect(whole > 500_000)
         let before = try uploaded()
 
-        let second = try ReplicatedDaemon(configuration: configuration, scanInterval: .milliseconds(200))
-        try await second.run {
-            _ = try await second.tenants.withRepository(acme) { try await $0.add(name: "after-the-restart", score: 1) }
-            try await second.replicator.sync(path: try second.tenants.path(of: acme))
+        let second = try Acme(configuration)
+        try await second.daemon.run {
+            _ = try await second.tenants.withRepository(second.id) { try await $0.add(name: "after-the-restart", score: 1) }
+            try await second.replicator.sync(path: second.path)
         }
         let new = try uploaded().filter { before[$0.key] == nil }
         #expect(!new.isEmpty)
@@ -234,10 +246,8 @@ import Testing
         // Writes 200 ms apart, parked after 3 s without one: a write that
         // takes seconds on a loaded machine does not make the tenant idle.
         let configuration = try Self.configuration(in: directory, parkAfter: "3")
-        let daemon = try ReplicatedDaemon(configuration: configuration, scanInterval: .milliseconds(100))
-        let (replicator, tenants) = (daemon.replicator, daemon.tenants)
-        let acme = try TenantID("acme")
-        let path = try tenants.path(of: acme)
+        let setup = try Acme(configuration, scanInterval: .milliseconds(100))
+        let (daemon, replicator, tenants, acme, path) = (setup.daemon, setup.replicator, setup.tenants, setup.id, setup.path)
         try await daemon.run {
             try tenants.provision(acme)
             for index in 1...25 {
@@ -257,11 +267,9 @@ import Testing
     @Test func writesDuringParkingAreAllReplicated() async throws {
         let directory = try TemporaryDirectory()
         let configuration = try Self.configuration(in: directory, parkAfter: "0.3")
-        let daemon = try ReplicatedDaemon(configuration: configuration, scanInterval: .milliseconds(50))
-        let (replicator, tenants) = (daemon.replicator, daemon.tenants)
-        let acme = try TenantID("acme")
-        let path = try tenants.path(of: acme)
-        let replicaURL = try #require(try configuration.replication?.replicaURL(forTenant: "acme"))
+        let setup = try Acme(configuration, scanInterval: .milliseconds(50))
+        let (daemon, replicator, tenants, acme, path) = (setup.daemon, setup.replicator, setup.tenants, setup.id, setup.path)
+        let replicaURL = setup.replicaURL
         var generator = SeededGenerator(seed: 36)
         try await daemon.run {
             try tenants.provision(acme)
@@ -329,11 +337,9 @@ import Testing
     @Test func aDurableWriteToAParkedTenantIsInTheReplicaWhenAnswered() async throws {
         let directory = try TemporaryDirectory()
         let configuration = try Self.configuration(in: directory, acknowledgements: "durable")
-        let daemon = try ReplicatedDaemon(configuration: configuration, scanInterval: .milliseconds(200))
-        let (replicator, tenants) = (daemon.replicator, daemon.tenants)
-        let acme = try TenantID("acme")
-        let path = try tenants.path(of: acme)
-        let replicaURL = try #require(try configuration.replication?.replicaURL(forTenant: "acme"))
+        let setup = try Acme(configuration, scanInterval: .milliseconds(200))
+        let (daemon, replicator, tenants, acme, path) = (setup.daemon, setup.replicator, setup.tenants, setup.id, setup.path)
+        let replicaURL = setup.replicaURL
         try await daemon.run {
             try tenants.provision(acme)
             _ = try await tenants.withRepository(acme) { try await $0.add(name: "first", score: 1) }
@@ -349,26 +355,16 @@ import Testing
     /// level-1 compaction (every 30 s) that a registered tenant would
     /// have sent requests for.
     @Test func aParkedTenantCostsItsStoreNoRequest() async throws {
-        let moto = try await onOwnThread { try MotoServer(buckets: ["replicas"]) }
-        defer { moto.stop() }
-        let upstream = moto.endpoint
-        let proxy = try await onOwnThread { try S3FaultProxy(upstream: upstream) }
-        defer { proxy.stop() }
-        var environment = moto.environment
-        environment["AWS_ENDPOINT_URL"] = proxy.endpoint.absoluteString
+        let proxiedMoto = try await ProxiedMoto.start()
+        defer { proxiedMoto.stop() }
+        let (proxy, environment) = (proxiedMoto.proxy, proxiedMoto.environment)
         let directory = try TemporaryDirectory()
         let configuration = try Self.configuration(in: directory, replica: "s3://replicas/registry", environment: environment)
-        let daemon = try ReplicatedDaemon(configuration: configuration, environment: environment, scanInterval: .milliseconds(200))
-        let (replicator, tenants) = (daemon.replicator, daemon.tenants)
-        let acme = try TenantID("acme")
-        let path = try tenants.path(of: acme)
-        let replicaURL = try #require(try configuration.replication?.replicaURL(forTenant: "acme"))
+        let setup = try Acme(configuration, environment: environment, scanInterval: .milliseconds(200))
+        let (daemon, replicator, tenants, acme, path) = (setup.daemon, setup.replicator, setup.tenants, setup.id, setup.path)
+        let replicaURL = setup.replicaURL
         try await daemon.run {
-            try tenants.provision(acme)
-            for index in 1...5 {
-                _ = try await tenants.withRepository(acme) { try await $0.add(name: "player-\(index)", score: index) }
-            }
-            try await eventually(within: 30) { replicator.status.parked.contains(path) }
+            try await setup.provisionWriteAndWaitUntilParked(1...5)
             let before = try await proxy.requestCount()
             try await Task.sleep(for: .seconds(40))
             let during = try await proxy.requestCount() - before

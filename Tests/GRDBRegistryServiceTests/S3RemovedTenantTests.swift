@@ -152,13 +152,9 @@ private let quiet = Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() }
     /// deleted, every original stays, and the tenant's file too. Once the
     /// proxy passes, removing the tenant again moves its replica whole.
     @Test func aCopyThatFailsFailsTheRemovalAndLeavesEveryOriginalUntilARetryMovesThem() async throws {
-        let moto = try await onOwnThread { try MotoServer(buckets: ["replicas"]) }
-        defer { moto.stop() }
-        let upstream = moto.endpoint
-        let proxy = try await onOwnThread { try S3FaultProxy(upstream: upstream) }
-        defer { proxy.stop() }
-        var environment = moto.environment
-        environment["AWS_ENDPOINT_URL"] = proxy.endpoint.absoluteString
+        let proxiedMoto = try await ProxiedMoto.start()
+        defer { proxiedMoto.stop() }
+        let (moto, proxy, environment) = (proxiedMoto.moto, proxiedMoto.proxy, proxiedMoto.environment)
         let directory = try TemporaryDirectory()
         let configuration = try Self.configuration(directory, environment: environment)
         let replication = try #require(configuration.replication)

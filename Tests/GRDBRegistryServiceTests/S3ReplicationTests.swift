@@ -98,13 +98,9 @@ import Testing
     /// rounds with nothing to upload send no request, and succeed). When
     /// the store answers again, Litestream's next round clears it.
     @Test func aStoreThatTakesNoUploadMakesTheServiceUnhealthyAndIsNamed() async throws {
-        let moto = try await onOwnThread { try MotoServer(buckets: ["replicas"]) }
-        defer { moto.stop() }
-        let upstream = moto.endpoint
-        let proxy = try await onOwnThread { try S3FaultProxy(upstream: upstream) }
-        defer { proxy.stop() }
-        var environment = moto.environment
-        environment["AWS_ENDPOINT_URL"] = proxy.endpoint.absoluteString
+        let proxiedMoto = try await ProxiedMoto.start()
+        defer { proxiedMoto.stop() }
+        let (proxy, environment) = (proxiedMoto.proxy, proxiedMoto.environment)
         let directory = try TemporaryDirectory()
         let configuration = try RegistryConfiguration.parse(Data(#"""
             {"tenants": {"root": "tenants", "migrations": "\#(repositoryRoot.path)/Migrations/players"},

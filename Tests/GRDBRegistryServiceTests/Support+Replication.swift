@@ -74,3 +74,32 @@ struct ReplicatedDaemon {
         }
     }
 }
+
+/// A real S3-compatible store (moto_server) behind the fault proxy of the
+/// tests: `environment` sends every S3 client of the test through the
+/// proxy. Stop both with ``stop()``.
+struct ProxiedMoto {
+    let moto: MotoServer
+    let proxy: S3FaultProxy
+    let environment: [String: String]
+
+    static func start() async throws -> ProxiedMoto {
+        let moto = try await onOwnThread { try MotoServer(buckets: ["replicas"]) }
+        let upstream = moto.endpoint
+        let proxy: S3FaultProxy
+        do {
+            proxy = try await onOwnThread { try S3FaultProxy(upstream: upstream) }
+        } catch {
+            moto.stop()
+            throw error
+        }
+        var environment = moto.environment
+        environment["AWS_ENDPOINT_URL"] = proxy.endpoint.absoluteString
+        return ProxiedMoto(moto: moto, proxy: proxy, environment: environment)
+    }
+
+    func stop() {
+        proxy.stop()
+        moto.stop()
+    }
+}
