@@ -747,19 +747,17 @@ class Campaign:
                     time.sleep(0.02)
 
         def counter():
-            psql = sorted(glob.glob("/usr/lib/postgresql/*/bin/psql"))[-1]
             sql = f"SELECT count(*) FROM fleet_tail WHERE tenant_id = '{tenant}'"
             while not burst["stop"].wait(0.5):
-                result = subprocess.run([psql, self.database_url, "-AtX", "-c", sql], capture_output=True, text=True, timeout=10)
-                if result.returncode == 0 and result.stdout.strip().isdigit():
-                    burst["rows"] = int(result.stdout.strip())
-                    if burst["rows"] >= self.arguments.tail_burst:
+                rows = self.count_tail(sql)
+                if rows is not None:
+                    burst["rows"] = rows
+                    if rows >= self.arguments.tail_burst:
                         burst["stop"].set()
             burst["done"].set()
 
         burst["threads"] = [threading.Thread(target=burster, args=(number,), daemon=True) for number in range(16)]
         burst["threads"].append(threading.Thread(target=counter, daemon=True))
-        burst["started"] = False
         return burst
 
     def wait_outage(self, burst):
@@ -988,22 +986,32 @@ class Campaign:
     def sample_tail(self, stop):
         """Durable mode: samples the durable tail in PostgreSQL each second
         (the most changes any tenant has there), until `stop`."""
-        candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin/psql"))
-        if not candidates:
+        if not glob.glob("/usr/lib/postgresql/*/bin/psql"):
             self.problems.append("no psql to sample fleet_tail")
             return
         sql = "SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n FROM fleet_tail GROUP BY tenant_id) AS counts"
         while not stop.wait(1.0):
-            try:
-                result = subprocess.run([candidates[-1], self.database_url, "-AtX", "-c", sql],
-                                        capture_output=True, text=True, timeout=5)
-            except subprocess.TimeoutExpired:
-                continue   # PostgreSQL restarting or partitioned: the next sample
-            if result.returncode == 0 and result.stdout.strip().isdigit():
-                rows = int(result.stdout.strip())
+            rows = self.count_tail(sql)
+            if rows is not None:
                 self.tail_rows_max = max(self.tail_rows_max or 0, rows)
                 with self.lock:
                     self.tail_samples.append((time.monotonic(), rows))
+
+    def count_tail(self, sql):
+        """The number `sql` counts in fleet_tail, read with psql; None when
+        PostgreSQL did not answer within 5 s (restarting, partitioned) or
+        there is no psql."""
+        candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin/psql"))
+        if not candidates:
+            return None
+        try:
+            result = subprocess.run([candidates[-1], self.database_url, "-AtX", "-c", sql],
+                                    capture_output=True, text=True, timeout=5)
+        except subprocess.TimeoutExpired:
+            return None
+        if result.returncode == 0 and result.stdout.strip().isdigit():
+            return int(result.stdout.strip())
+        return None
 
     def tail_rows_last(self, before):
         """The last sample of fleet_tail taken before `before` (None: none)."""
