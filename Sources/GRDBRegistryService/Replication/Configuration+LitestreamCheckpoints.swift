@@ -23,4 +23,17 @@ extension Configuration {
             }
         }
     }
+
+    /// Prepares the connections of the plain tenant at `path`, which
+    /// `replicator` replicates: no checkpoint at the last close
+    /// (``leavingCheckpointsToLitestream()``), and, when the replicator
+    /// parks idle tenants, each commit told to it
+    /// (``ReplicatedTenantCommits``), so that a parked tenant is
+    /// registered again before its write is answered.
+    mutating func replicatingTenant(at path: String, with replicator: LitestreamReplicator) {
+        leavingCheckpointsToLitestream()
+        if replicator.parksIdleTenants {
+            ReplicatedTenantCommits.install(in: &self, path: path, replicator: replicator)
+        }
+    }
 }

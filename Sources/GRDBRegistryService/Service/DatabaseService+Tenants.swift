@@ -208,9 +208,11 @@ extension DatabaseService {
         let key = try storage.key(for: id, recordedEncrypted: try recordedEncryption?(id))
         var configuration = try storage.connectionConfiguration(key: key)
         configuration.prepareDatabase { db in metrics.install(in: db) }
-        // Every connection of a replicated tenant, the migrations' too:
-        // with the tenant parked, the last to close would checkpoint.
-        if replicator != nil, key == nil { configuration.leavingCheckpointsToLitestream() }
+        // Every connection of a replicated tenant, the migrations' too
+        // (below): with the tenant parked, the last to close would
+        // checkpoint. An idle tenant is parked; its writes register it
+        // again.
+        if let replicator, key == nil { configuration.replicatingTenant(at: path, with: replicator) }
         if let writeFence {
             configuration.addCommitChecks([.fence(writeFence)], database: name) { refusal in
                 observer(.database(name, .commitRefused(refusal)))
@@ -231,14 +233,8 @@ extension DatabaseService {
                     reportedAs: "tenants", observer: observer, logger: logger)
             }
         }
-        if let replicator, key == nil {
-            // An idle tenant is parked; its writes register it again.
-            if replicator.parksIdleTenants {
-                ReplicatedTenantCommits.install(in: &configuration, path: path, replicator: replicator)
-            }
-            if FileManager.default.fileExists(atPath: path) {
-                try replicator.registerOpeningTenant(id, path: path)
-            }
+        if let replicator, key == nil, FileManager.default.fileExists(atPath: path) {
+            try replicator.registerOpeningTenant(id, path: path)
         }
         return configuration
     }
@@ -271,13 +267,9 @@ extension DatabaseService {
                 observer(.database(name, .commitRefused(refusal)))
             }
         }
-        // A plain tenant written through this configuration tells the
-        // replicator of its commits, as one the directory opens.
+        // Prepared as the directory prepares the tenant it opens.
         if !encrypted, let replicator {
-            configuration.leavingCheckpointsToLitestream()
-            if replicator.parksIdleTenants {
-                ReplicatedTenantCommits.install(in: &configuration, path: storage.path(of: id), replicator: replicator)
-            }
+            configuration.replicatingTenant(at: storage.path(of: id), with: replicator)
         }
         return configuration
     }
