@@ -138,6 +138,8 @@ let package = Package(
                 "GRDBMigrations",
                 "GRDBCipher",
                 "GRDBBackup",
+                // The checksum of the durable tail's rounds.
+                "GRDBDigests",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 // SQLite's own statement trace (StatementMetrics).
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),

@@ -154,7 +154,7 @@ struct S3Model {
 }
 
 struct ReplicationModel {
-    static let keys = KeyTable(["replica", "litestream", "socket", "startReplicator", "encryptedBackupDirectory", "encryptedBackupIntervalSeconds", "removedTenantRetentionSeconds", "acknowledgements", "uploadStallTimeoutSeconds", "parkIdleTenantsAfterSeconds", "s3"], sections: ["s3": S3Model.keys])
+    static let keys = KeyTable(["replica", "litestream", "socket", "startReplicator", "encryptedBackupDirectory", "encryptedBackupIntervalSeconds", "removedTenantRetentionSeconds", "acknowledgements", "uploadStallTimeoutSeconds", "parkIdleTenantsAfterSeconds", "durableTail", "s3"], sections: ["s3": S3Model.keys])
 
     var replica: String?
     var litestream: String?
@@ -166,6 +166,7 @@ struct ReplicationModel {
     var acknowledgements: String?
     var uploadStallTimeoutSeconds: Double?
     var parkIdleTenantsAfterSeconds: Double?
+    var durableTail: Bool?
     var s3: S3Model?
 
     init(_ section: some ConfigurationSection) {
@@ -180,6 +181,7 @@ struct ReplicationModel {
         acknowledgements = section.value("acknowledgements", expected: "\"async\" or \"durable\"")
         uploadStallTimeoutSeconds = section.value("uploadStallTimeoutSeconds", expected: "a number of seconds")
         parkIdleTenantsAfterSeconds = section.value("parkIdleTenantsAfterSeconds", expected: "a number of seconds")
+        durableTail = section.value("durableTail", expected: "true or false")
         s3 = section.section("s3", keys: S3Model.keys, expected: S3Model.expected).map { S3Model($0) }
     }
 }

@@ -385,7 +385,7 @@ extension Builder {
         return RegistryConfiguration.Replication(
             replica: replica, litestream: litestream, socket: socket, startsReplicator: startsReplicator,
             encryptedBackupDirectory: backups, encryptedBackupInterval: interval, removedTenantRetention: retention,
-            acknowledgements: acknowledgements, uploadStallTimeout: stallTimeout, parkIdleTenantsAfter: parkAfter, s3Region: s3Region, s3Endpoint: s3Endpoint,
+            acknowledgements: acknowledgements, uploadStallTimeout: stallTimeout, parkIdleTenantsAfter: parkAfter, durableTail: model.durableTail ?? true, s3Region: s3Region, s3Endpoint: s3Endpoint,
             s3CredentialsFile: s3CredentialsFile, s3Profile: s3Profile)
     }
 }

@@ -92,6 +92,16 @@ extension RegistryConfiguration {
         /// zero never parks). Its next write, or any change to its file,
         /// registers it again, where Litestream left off.
         public var parkIdleTenantsAfter: Duration
+        /// Whether a single server's durable writes to plain tenants are
+        /// answered once their change is in the replica store's durable
+        /// tail (`tail/`, one object per round of every tenant's changes;
+        /// the default), rather than once Litestream has uploaded the
+        /// tenant (the `durableTail` key). The tail costs a write what it
+        /// changed, and groups the writes of every tenant; a restore from
+        /// the replica replays it. Only with a store this build has a
+        /// backend for (a folder or an S3-compatible bucket); a fleet's
+        /// tail is in PostgreSQL whatever this says.
+        public var durableTail: Bool
         /// The region of an `s3://` ``replica``: the `s3.region` key, else
         /// `AWS_REGION` (or `AWS_DEFAULT_REGION`) of the environment the
         /// configuration was loaded with. Litestream's URLs carry it.
@@ -124,6 +134,7 @@ extension RegistryConfiguration {
             acknowledgements: Acknowledgements = .asynchronous,
             uploadStallTimeout: Duration = Replication.defaultUploadStallTimeout,
             parkIdleTenantsAfter: Duration = Replication.defaultParkIdleTenantsAfter,
+            durableTail: Bool = true,
             s3Region: String? = nil,
             s3Endpoint: URL? = nil,
             s3CredentialsFile: String? = nil,
@@ -143,6 +154,7 @@ extension RegistryConfiguration {
             self.acknowledgements = acknowledgements
             self.uploadStallTimeout = uploadStallTimeout
             self.parkIdleTenantsAfter = parkIdleTenantsAfter
+            self.durableTail = durableTail
         }
 
         /// The file name of the control socket when none is given.

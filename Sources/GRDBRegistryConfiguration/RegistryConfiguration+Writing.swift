@@ -83,6 +83,7 @@ extension RegistryConfiguration {
                 "acknowledgements": replication.acknowledgements.rawValue,
                 "uploadStallTimeoutSeconds": seconds(replication.uploadStallTimeout),
                 "parkIdleTenantsAfterSeconds": seconds(replication.parkIdleTenantsAfter),
+                "durableTail": replication.durableTail,
             ]
             if let socket = replication.socket { entry["socket"] = path(socket) }
             if let backups = replication.encryptedBackupDirectory { entry["encryptedBackupDirectory"] = path(backups) }

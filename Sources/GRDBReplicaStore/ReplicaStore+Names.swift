@@ -142,6 +142,30 @@ extension ReplicaStore {
         return formatter
     }
 
+    /// `tail/`: the prefix of a single server's durable tail, the change
+    /// of every durable write its tenants' replicas may not hold yet
+    /// (GRDBRegistryService's `ReplicaStoreChangeLog`).
+    public static let tailPrefix = "tail/"
+
+    /// `tail/<run>-<round, 20 digits>`: one round of a single server's
+    /// durable tail, the changes of every tenant appended at once. `run`
+    /// names the process that wrote it (each run counts its rounds from
+    /// 1), so that two runs never write the same key.
+    ///
+    /// ```swift
+    /// print(try ReplicaStore.tailRoundKey(run: "5f0c2a91d3b4e677", round: 12))
+    /// // tail/5f0c2a91d3b4e677-00000000000000000012
+    /// ```
+    ///
+    /// - throws: ``ReplicaStoreError/invalidKey(_:reason:)`` when `run`
+    ///   is not one path component.
+    public static func tailRoundKey(run: String, round: UInt64) throws(ReplicaStoreError) -> String {
+        let digits = String(round)
+        let name = run + "-" + String(repeating: "0", count: 20 - digits.count) + digits
+        try validateName(name)
+        return tailPrefix + name
+    }
+
     /// The names directly under `key` in a listing of its prefix
     /// (`key/`), sorted and each once: the "folders" and objects a key
     /// holds, whatever the backend (a bucket has no folders).

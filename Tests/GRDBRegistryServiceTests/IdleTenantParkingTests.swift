@@ -15,12 +15,13 @@ import Testing
 @Suite(.serialized) struct IdleTenantParkingTests {
     static func configuration(
         in directory: TemporaryDirectory, replica: String = "replica", parkAfter: String = "1",
-        acknowledgements: String = "async", environment: [String: String] = [:]
+        acknowledgements: String = "async", durableTail: Bool = true, root: String = "tenants", environment: [String: String] = [:]
     ) throws -> RegistryConfiguration {
         try RegistryConfiguration.parse(Data(#"""
-            {"tenants": {"root": "tenants", "migrations": "\#(repositoryRoot.path)/Migrations/players"},
+            {"tenants": {"root": "\#(root)", "migrations": "\#(repositoryRoot.path)/Migrations/players"},
              "replication": {"replica": "\#(replica)", "litestream": "\#(litestreamPath)", "socket": "\#(directory.path("ls.sock"))",
-                             "parkIdleTenantsAfterSeconds": \#(parkAfter), "acknowledgements": "\#(acknowledgements)"}}
+                             "parkIdleTenantsAfterSeconds": \#(parkAfter), "acknowledgements": "\#(acknowledgements)",
+                             "durableTail": \#(durableTail)}}
             """#.utf8), baseDirectory: directory.url, environment: environment)
     }
 
@@ -333,10 +334,12 @@ import Testing
     }
 
     /// With durable acknowledgements, the write to a parked tenant is
-    /// answered once it is in the replica, as any other.
-    @Test func aDurableWriteToAParkedTenantIsInTheReplicaWhenAnswered() async throws {
+    /// answered once it is in the replica (without the durable tail), or
+    /// once a restore from the store has it (the replica and the tail), as
+    /// any other.
+    @Test(arguments: [false, true]) func aDurableWriteToAParkedTenantIsInTheReplicaWhenAnswered(durableTail: Bool) async throws {
         let directory = try TemporaryDirectory()
-        let configuration = try Self.configuration(in: directory, acknowledgements: "durable")
+        let configuration = try Self.configuration(in: directory, acknowledgements: "durable", durableTail: durableTail)
         let setup = try Acme(configuration, scanInterval: .milliseconds(200))
         let (daemon, replicator, tenants, acme, path) = (setup.daemon, setup.replicator, setup.tenants, setup.id, setup.path)
         let replicaURL = setup.replicaURL
@@ -346,7 +349,14 @@ import Testing
             try await eventually(within: 30) { replicator.status.parked.contains(path) }
             _ = try await tenants.withRepository(acme) { try await $0.add(name: "durable", score: 2) }
             // No sync: answered means replicated.
-            #expect(try await Self.replicatedPlayers(of: replicaURL, in: directory, configuration: configuration) == ["first", "durable"])
+            if durableTail {
+                let fresh = try Self.configuration(in: directory, acknowledgements: "durable", root: "restored")
+                let report = try await LitestreamRestore(configuration: fresh, logger: Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() })
+                    .restore(tenant: acme)
+                #expect(try EpochReplicationTests.names(inTenantAt: report.destination) == ["first", "durable"])
+            } else {
+                #expect(try await Self.replicatedPlayers(of: replicaURL, in: directory, configuration: configuration) == ["first", "durable"])
+            }
         }
     }
 

@@ -15,6 +15,8 @@ import Logging
 ///   write returns once the log holds it, appended while the tenant's
 ///   epoch was still this node's: the log's store itself checks the
 ///   fencing token, so a node frozen past its lease can't acknowledge.
+///   A single server's plain tenants do the same with the service's tail
+///   in the replica store (``ReplicaStoreChangeLog``), at epoch 0.
 /// - Otherwise, it waits for a round of the service's
 ///   ``ReplicaAcknowledgements`` (shared with the tenant's other
 ///   writers), then checks the tenure still holds.
@@ -32,20 +34,38 @@ struct DurableTenantWrites: WriteAcknowledgement {
     /// ``DatabaseService/Hooks/beforeTailAppend``.
     var beforeAppend: (@Sendable (TenantID, UInt64) -> Void)?
 
-    var recordsChanges: Bool { ownership.changeTail != nil }
+    /// On a single server (no fleet hosts the tenants): whether the
+    /// tenant is plain, so that its changes may go to the service's tail
+    /// in the replica store (``ReplicaStoreChangeLog``). A single server
+    /// restores an encrypted tenant from its encrypted backup, which
+    /// replays no tail: its durable writes wait for a round.
+    var plainOnSingleServer = false
+
+    var recordsChanges: Bool { tail != nil }
+
+    /// The tail this tenant's durable writes append to, if any.
+    private var tail: DurableTail? {
+        guard let tail = ownership.changeTail else { return nil }
+        return ownership.isHosting || plainOnSingleServer ? tail : nil
+    }
 
     func claim() throws -> Claim {
         let tenure = try ownership.tenureForWrite(tenant)
-        guard let tail = ownership.changeTail else { return Claim(tenure: tenure, epoch: nil) }
-        guard let epoch = ownership.servedEpoch(of: tenant) else {
-            throw DatabaseServiceError.tenantNotHeld(tenant: tenant.rawValue)
+        guard let tail else { return Claim(tenure: tenure, epoch: nil) }
+        // A single server has no epoch: its tail is its own.
+        var epoch: UInt64 = 0
+        if ownership.isHosting {
+            guard let served = ownership.servedEpoch(of: tenant) else {
+                throw DatabaseServiceError.tenantNotHeld(tenant: tenant.rawValue)
+            }
+            epoch = served
         }
         try tail.admit(tenant)
         return Claim(tenure: tenure, epoch: epoch)
     }
 
     func acknowledge(_ claim: Claim, change: TransactionChange?) async throws {
-        if let tail = ownership.changeTail, let epoch = claim.epoch {
+        if let tail, let epoch = claim.epoch {
             // A transaction that changed nothing has nothing to keep.
             guard let change else { return try checkStillHeld(claim.tenure) }
             beforeAppend?(tenant, change.sequence)

@@ -1,6 +1,7 @@
 import Foundation
 import GRDBBackup
 import GRDBRegistry
+import GRDBReplicaStore
 import Logging
 import Metrics
 import ServiceLifecycle
@@ -977,6 +978,12 @@ public final class LitestreamReplicator: Service, Sendable {
     /// own, handed over when the service is made.
     func attach(_ ownership: TenantOwnership, storage: (@Sendable () throws -> TenantStorage?)?) {
         candidates.attach(ownership, storage: storage)
+    }
+
+    /// The configuration's replica store, built once: where a single
+    /// server's durable tail goes (``ReplicaStoreChangeLog``).
+    func replicaStore() throws -> ReplicaStore {
+        try candidates.replicaStore()
     }
 
     /// What the acknowledgement round of tenant `id` works on: its file,

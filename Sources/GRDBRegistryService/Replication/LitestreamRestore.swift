@@ -70,6 +70,7 @@ public struct LitestreamRestore: Sendable {
     /// Where Litestream's credentials (S3) are read.
     public let environment: [String: String]
     private let pipeline: DatabaseRestore
+    private let logger: Logger
     /// The tenants' storage (master key read once), or why there is none:
     /// only a tenant restore needs it.
     private let storage: Result<TenantStorage, any Error>
@@ -127,6 +128,7 @@ public struct LitestreamRestore: Sendable {
         self.configuration = configuration
         self.environment = environment
         self.pipeline = DatabaseRestore(logger: logger, tracer: tracer)
+        self.logger = logger
         self.storage = storage
         self.store = Result {
             guard let replication = configuration.replication else { throw ReplicationError.notConfigured }
@@ -250,9 +252,29 @@ public struct LitestreamRestore: Sendable {
     ///   damaged, or Litestream restores nothing.
     @discardableResult
     public func restore(tenant id: TenantID, at date: Date? = nil, checks: DatabaseRestore.Checks = .init()) async throws -> DatabaseRestore.Report {
-        try await restore(
-            tenant: id, from: try ReplicaStore.tenantKey(id.rawValue), url: try replication.replicaURL(forTenant: id.rawValue),
-            at: date, checks: checks, force: false)
+        let key = try ReplicaStore.tenantKey(id.rawValue)
+        let url = try replication.replicaURL(forTenant: id.rawValue)
+        // The newest state is the replica and the durable tail past it; a
+        // point in time is the replica's alone.
+        let tail = date == nil ? try await durableTail(of: id) : []
+        return try await restore(tenant: id, from: key, url: url, at: date, checks: checks, force: false, replaying: tail)
+    }
+
+    /// The changes of tenant `id` in a single server's durable tail
+    /// (``ReplicaStoreChangeLog``): acknowledged durable writes its
+    /// replica may not hold yet. None for a store this build has no
+    /// backend for: no tail is written there.
+    private func durableTail(of id: TenantID) async throws -> [TransactionChange] {
+        guard let store = try replicaStore(for: id.databaseName) else { return [] }
+        let logged: [LoggedChange]
+        do {
+            logged = try await ReplicaStoreChangeLog.changes(of: id, after: 0, in: store)
+        } catch let error as DatabaseServiceError {
+            throw error
+        } catch {
+            throw ReplicationError.restoreFailed(database: id.databaseName, reason: "can't read the durable tail of the replica store: \(error)")
+        }
+        return logged.map { TransactionChange(sequence: $0.sequence, changeset: $0.payload, schemaVersion: $0.schemaVersion) }
     }
 
     /// Restores the most recent removal of tenant `id` that is kept (see
@@ -629,18 +651,34 @@ public struct LitestreamRestore: Sendable {
     /// Restores tenant `id` from the Litestream replica at `key` of the
     /// replica store (`url`, as Litestream is given it, which the report
     /// names), a single server's, a removed tenant's or an epoch's.
+    ///
+    /// `replaying`: the durable tail's changes, applied to the restored
+    /// file before its checks (those at or below its sequence number are
+    /// skipped; a gap or a conflict fails the restore).
     private func restore(
         tenant id: TenantID, from key: String, url: String, listing objects: [ReplicaObject]? = nil, at date: Date?,
-        checks: DatabaseRestore.Checks, force: Bool
+        checks: DatabaseRestore.Checks, force: Bool, replaying tail: [TransactionChange] = []
     ) async throws -> DatabaseRestore.Report {
         let storage = try tenantStorage(for: id)
         let candidate = DatabaseRestore.Candidate(tenant: id, source: url, layout: storage.layout)
         // Replicas hold plain tenants: the tenant-key policy refuses the
         // plain file when it would refuse it at open.
         let encryption = storage.restoreEncryption(for: id, database: candidate.displayName)
+        var replay: (@Sendable (String) throws -> Void)?
+        if !tail.isEmpty {
+            let logger = self.logger
+            replay = { restored in
+                // The restored file is plain (a replica holds plain
+                // tenants only), and private to this restore.
+                let (report, _) = try TailReplay.apply(tail, to: restored, configuration: Configuration(), tenant: id)
+                logger.info("replayed the durable tail into the restored replica", metadata: [
+                    "database": "\(id.databaseName)", "applied": "\(report.applied)", "skipped": "\(report.skipped)",
+                    "sequence": "\(report.sequence)"])
+            }
+        }
         return try await restore(
             candidate, fromReplica: key, listing: objects, stagingIn: { try Self.tenantsRoot(of: storage) }, at: date,
-            encryption: encryption, destinationEncryption: encryption, checks: checks, force: force)
+            encryption: encryption, destinationEncryption: encryption, checks: checks, force: force, thenApply: replay)
     }
 
     /// Restores the named database `name` to its configured path, from its
@@ -685,7 +723,7 @@ public struct LitestreamRestore: Sendable {
         stagingIn parent: () throws -> String, at date: Date?,
         encryption: @escaping @Sendable (String) throws -> BackupEncryption?,
         destinationEncryption: @escaping @Sendable (String) throws -> BackupEncryption? = { _ in nil },
-        checks: DatabaseRestore.Checks, force: Bool
+        checks: DatabaseRestore.Checks, force: Bool, thenApply replay: (@Sendable (String) throws -> Void)? = nil
     ) async throws -> DatabaseRestore.Report {
         let name = candidate.displayName
         if !force && FileManager.default.fileExists(atPath: candidate.destination) {
@@ -708,7 +746,7 @@ public struct LitestreamRestore: Sendable {
         return try await BlockingWork.run {
             try runLitestreamRestore(
                 candidate, from: stagedURL, at: date, encryption: encryption, destinationEncryption: destinationEncryption,
-                checks: checks, force: force)
+                checks: checks, force: force, thenApply: replay)
         }
     }
 
@@ -719,7 +757,7 @@ public struct LitestreamRestore: Sendable {
     private func runLitestreamRestore(
         _ candidate: DatabaseRestore.Candidate, from staged: String?, at date: Date?, encryption: (String) throws -> BackupEncryption?,
         destinationEncryption: (String) throws -> BackupEncryption?,
-        checks: DatabaseRestore.Checks, force: Bool
+        checks: DatabaseRestore.Checks, force: Bool, thenApply replay: ((String) throws -> Void)?
     ) throws -> DatabaseRestore.Report {
         try pipeline.restore(
             candidate, checks: checks, force: force,
@@ -730,6 +768,7 @@ public struct LitestreamRestore: Sendable {
                 guard FileManager.default.fileExists(atPath: temporary) else {
                     throw ReplicationError.restoreFailed(database: candidate.displayName, reason: "litestream restored nothing from \(candidate.source): \(output)")
                 }
+                try replay?(temporary)
             },
             encryption: encryption, destinationEncryption: destinationEncryption)
     }

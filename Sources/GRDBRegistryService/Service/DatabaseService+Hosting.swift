@@ -48,6 +48,9 @@ extension DatabaseService {
         guard ownership.startHosting() else {
             throw DatabaseServiceError.invalidConfiguration(problems: ["the service already hosts its tenants: make one TenantHost per service"])
         }
+        // A single server's tail (in the replica store, at epoch 0) checks
+        // no fencing token: a fleet's tail is the one its host is given.
+        ownership.takeChangeTail(nil)
         let storage = try tenantStorage()
         return TenantHost(
             directory: directory, ownership: ownership, replicator: replicator,

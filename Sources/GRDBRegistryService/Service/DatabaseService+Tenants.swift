@@ -88,17 +88,36 @@ extension DatabaseService {
             let recordedEncryption = hooks.recordedEncryption
             let metrics = StatementMetrics(database: "tenants")
             // The last writes reach the replica before the files go.
-            var willRemove: (@Sendable (TenantID, String) throws -> Void)?
-            if let replicator { willRemove = { id, path in try replicator.retireTenant(id, path: path) } }
-            let observer = self.observer
             var acknowledgement: @Sendable (TenantID) -> (any WriteAcknowledgement)? = { _ in nil }
+            var storeTail: ReplicaStoreChangeLog?
             if configuration.replication?.acknowledgements == .durable, let acknowledgements {
                 let beforeAppend = hooks.beforeTailAppend
+                storeTail = startSingleServerTail(acknowledgements: acknowledgements, storage: storage)
+                let tailsPlainTenants = storeTail != nil
                 acknowledgement = { [ownership, logger] id in
-                    DurableTenantWrites(
+                    var writes = DurableTenantWrites(
                         tenant: id, acknowledgements: acknowledgements, ownership: ownership, logger: logger, beforeAppend: beforeAppend)
+                    // A tenant whose key can't be read now is not known to
+                    // be plain: its writes wait for rounds, as encrypted
+                    // ones do (its opening fails on the same error anyway).
+                    writes.plainOnSingleServer = tailsPlainTenants && ((try? storage.key(for: id)) == .some(nil))
+                    return writes
                 }
             }
+            var willRemove: (@Sendable (TenantID, String) throws -> Void)?
+            if let replicator {
+                willRemove = { [ownership, storeTail] id, path in
+                    try replicator.retireTenant(id, path: path)
+                    // Its replica has every commit now: a tenant created
+                    // again under this id starts its sequence numbers
+                    // again, and must find nothing of this one in the tail.
+                    if let storeTail {
+                        ownership.changeTail?.forget(id)
+                        _ = storeTail.forgetTenant(id)
+                    }
+                }
+            }
+            let observer = self.observer
             let budget = try fileDescriptorBudget(maxOpen: tenants.maxOpen)
             state.fileDescriptors = budget
             let directory = try TenantDirectory<Repository>(

@@ -59,6 +59,12 @@ public enum DatabaseServiceError: Error, CustomStringConvertible, Sendable, Equa
     /// key). Nothing leaves the process in plaintext.
     case tailKeyMissing(tenant: String)
 
+    /// An object of a single server's durable tail in the replica store
+    /// (`key`) is not a whole round (`reason`: cut, damaged, of another
+    /// version), or two rounds disagree on a change: a restore that needs
+    /// the tail refuses to guess, and publishes nothing.
+    case tailObjectDamaged(key: String, reason: String)
+
     public var description: String {
         switch self {
         case let .unknownDatabase(name, knownNames):
@@ -87,6 +93,8 @@ public enum DatabaseServiceError: Error, CustomStringConvertible, Sendable, Equa
             return "The durable tail of tenant \(tenant), replayed into its restored replica, fails the integrity check (\(problems.prefix(3).joined(separator: "; "))): the tenant is not served."
         case let .tailKeyMissing(tenant):
             return "The change of encrypted tenant \(tenant) can't be sealed: no key for it (its file is plain, or the configuration has no tenant key). Nothing was sent in plaintext."
+        case let .tailObjectDamaged(key, reason):
+            return "The durable tail's object \(key) in the replica store can't be read: \(reason). Nothing was restored: the tail holds acknowledged writes the replica may not have; recover the object (a versioned bucket keeps its earlier versions) before restoring."
         }
     }
 }

@@ -461,13 +461,8 @@ final class DurableTail: Sendable {
                 changeset: try sealing?.open(logged.payload, tenant: id.rawValue, epoch: logged.epoch, sequence: logged.sequence) ?? logged.payload,
                 schemaVersion: logged.schemaVersion)
         }
-        let (report, schema) = try await BlockingWork.run { () throws -> (ChangeReplayReport, Int32) in
-            let queue = try DatabaseQueue(path: path, configuration: configuration)
-            defer { try? queue.close() }
-            let report = try queue.write { try ChangeReplay.apply(changes, to: $0) }
-            let check = try queue.read { try String.fetchAll($0, sql: "PRAGMA quick_check") }
-            guard check == ["ok"] else { throw DatabaseServiceError.tailReplayDamaged(tenant: id.rawValue, problems: check) }
-            return (report, try queue.read { try ChangeSequence.schemaVersion($0) })
+        let (report, schema) = try await BlockingWork.run {
+            try TailReplay.apply(changes, to: path, configuration: configuration, tenant: id)
         }
         state.withLock { state in
             var tenant = Tenant(epoch: epoch)
@@ -500,6 +495,27 @@ final class DurableTail: Sendable {
             return true
         }
         if changed { pump() }
+    }
+
+    /// Takes the changes an earlier run left in the log (`leftovers`: the
+    /// newest sequence number of each tenant's), tenants whose file is
+    /// here, at `epoch`: the next sweep brings each one's base up to date,
+    /// then cuts them. They count in no limit (they were admitted by the
+    /// run that wrote them), and a tenant's next durable write brings its
+    /// base up to date first, as after any opening.
+    func adopt(_ leftovers: [TenantID: UInt64], epoch: UInt64) {
+        state.withLock { state in
+            for (id, newest) in leftovers {
+                var tenant = state.tenants[id] ?? Tenant(epoch: epoch)
+                guard tenant.epoch == epoch, !tenant.lost else { continue }
+                if tenant.lastAppended < newest {
+                    tenant.lastAppended = newest
+                    tenant.truncatedThrough = max(tenant.truncatedThrough, newest)
+                }
+                tenant.cutPending = true
+                state.tenants[id] = tenant
+            }
+        }
     }
 
     /// Forgets tenant `id` (let go, or about to be restored): its waiting

@@ -161,9 +161,14 @@ public final class TenantOwnership: Sendable {
         tail.withLock { $0 }
     }
 
-    /// Where durable writes append their changes from now on.
-    func takeChangeTail(_ changeTail: DurableTail) {
-        tail.withLock { $0 = changeTail }
+    /// Where durable writes append their changes from now on (nil:
+    /// nowhere). The tail it replaces stops its sweep.
+    func takeChangeTail(_ changeTail: DurableTail?) {
+        let replaced = tail.withLock { tail in
+            defer { tail = changeTail }
+            return tail
+        }
+        if let replaced, replaced !== changeTail { replaced.stop() }
     }
 
     /// A number no other step of this table had.

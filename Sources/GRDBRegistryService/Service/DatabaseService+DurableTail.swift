@@ -1,0 +1,53 @@
+import Foundation
+import GRDBRegistry
+import GRDBRegistryConfiguration
+
+extension DatabaseService {
+    /// Gives a single server's durable writes to plain tenants their tail
+    /// in the replica store (``ReplicaStoreChangeLog``), when the
+    /// configuration asks for durable acknowledgements with `durableTail`
+    /// (the default) and its store has a backend here (a folder or an
+    /// S3-compatible bucket); nil otherwise, and durable writes wait for
+    /// replica rounds. A fleet node drops it when it starts hosting: its
+    /// tail is the fleet's.
+    ///
+    /// Rounds an earlier run left in the store (it stopped or crashed
+    /// before cutting them) are read in the background: the tenants whose
+    /// file is here have their replica brought up to date, then those
+    /// rounds are cut; the others stay for the tenant's restore.
+    func startSingleServerTail(acknowledgements: ReplicaAcknowledgements, storage: TenantStorage) -> ReplicaStoreChangeLog? {
+        guard let replication = configuration.replication, replication.acknowledgements == .durable, replication.durableTail,
+            replication.hasStoreBackend, !ownership.isHosting, let replicator
+        else { return nil }
+        let log: ReplicaStoreChangeLog
+        do {
+            log = ReplicaStoreChangeLog(store: try replicator.replicaStore())
+        } catch {
+            // Rounds are as durable, only slower: never a weaker promise.
+            logger.error("the durable tail has no replica store: durable writes wait for replica rounds", metadata: ["error": "\(error)"])
+            return nil
+        }
+        let tail = DurableTail(log: log, acknowledgements: acknowledgements, storage: storage, logger: logger)
+        ownership.takeChangeTail(tail)
+        let logger = logger
+        // Not a child of anything: it lists and reads the store once, and
+        // ends.
+        Task { [weak tail] in
+            do {
+                let leftovers = try await log.adoptLeftovers()
+                guard !leftovers.isEmpty else { return }
+                let here = leftovers.filter { FileManager.default.fileExists(atPath: storage.path(of: $0.key)) }
+                tail?.adopt(here, epoch: 0)
+                logger.info("took the durable tail's rounds left by an earlier run", metadata: [
+                    "tenants": "\(here.count)", "withoutFile": "\(leftovers.count - here.count)"])
+                if here.count < leftovers.count {
+                    logger.warning("the durable tail holds changes of tenants with no file here: they stay in the store for the tenants' restore", metadata: [
+                        "tenants": "\(leftovers.keys.filter { here[$0] == nil }.map(\.rawValue).sorted().prefix(10))"])
+                }
+            } catch {
+                logger.error("the durable tail's rounds left by an earlier run can't be read: they stay in the store", metadata: ["error": "\(error)"])
+            }
+        }
+        return log
+    }
+}

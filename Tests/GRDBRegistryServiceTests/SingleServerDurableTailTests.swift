@@ -1,0 +1,250 @@
+import Foundation
+import GRDB
+import GRDBRegistry
+import GRDBRegistryExamples
+import GRDBReplicaStore
+@testable import GRDBRegistryService
+import Logging
+import Testing
+
+/// A single server's durable tail (issue 33, item 5): with durable
+/// acknowledgements and a replica store, a write to a plain tenant is
+/// answered once its round is in the store's `tail/`, a restore from the
+/// replica replays the tail past the replica, the tail is cut once the
+/// replica caught up, and what fails says so. Real Litestream, real
+/// files, real moto.
+@Suite(.serialized) struct SingleServerDurableTailTests {
+    private static let quiet = Logger(label: "restore") { _ in SwiftLogNoOpLogHandler() }
+    private static let environment = DurableTenantWritesTests.environment
+
+    /// The rounds in the folder store of `directory`.
+    private static func rounds(in directory: TemporaryDirectory) -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: directory.path("replica/tail"))) ?? []).filter { !$0.hasPrefix(".") }.sorted()
+    }
+
+    /// The names of tenant `id` restored from the store of `directory`
+    /// into a fresh root (`root`): the replica and the tail.
+    private static func restoredNames(_ id: TenantID, in directory: TemporaryDirectory, root: String) async throws -> [String] {
+        let fresh = try DurableTenantWritesTests.configuration(directory, root: root, environment: environment)
+        let report = try await LitestreamRestore(configuration: fresh, environment: environment, logger: quiet).restore(tenant: id)
+        return try EpochReplicationTests.names(inTenantAt: report.destination)
+    }
+
+    /// The names of tenant `id` in its Litestream replica alone (the real
+    /// `litestream restore`).
+    private static func replicaOnlyNames(_ id: TenantID, in directory: TemporaryDirectory) async throws -> [String] {
+        let configuration = try DurableTenantWritesTests.configuration(directory, environment: environment)
+        let url = try #require(configuration.replication).replicaURL(forTenant: id.rawValue)
+        return try await IdleTenantParkingTests.replicatedPlayers(of: url, in: directory, configuration: configuration)
+    }
+
+    private static func add(_ name: String, to id: TenantID, in tenants: TenantDirectory<PlayerRepository>) async throws {
+        _ = try await tenants.withRepository(id) { try await $0.add(name: name, score: 1) }
+    }
+
+    @Test func aWriteAnsweredFromTheTailIsInARestoreThatLitestreamNeverUploaded() async throws {
+        let durable = try DurableTenantWritesTests.durableNode(), node = durable.node, directory = durable.directory
+        let tenants = node.tenants, service = node.service, replicator = node.replicator
+        let acme = try TenantID("acme")
+
+        try await node.run {
+            try tenants.provision(acme, configuration: service.tenantConfiguration(for: acme, encrypted: false))
+            // The first write brings the new tenant's replica up to date.
+            try await Self.add("base", to: acme, in: tenants)
+            // From now on Litestream uploads nothing of it.
+            try await replicator.stopReplicating(acme)
+            for index in 1...5 { try await Self.add("tail-\(index)", to: acme, in: tenants) }
+            #expect(!Self.rounds(in: directory).isEmpty, "no round in the store's tail")
+            #expect(service.acknowledgements?.rounds == 1, "the tail's writes waited for replica rounds")
+
+            // Litestream's replica alone has the first write only…
+            #expect(try await Self.replicaOnlyNames(acme, in: directory) == ["base"])
+            // …and a restore of the newest state replays the tail past it.
+            #expect(try await Self.restoredNames(acme, in: directory, root: "restored")
+                == ["base"] + (1...5).map { "tail-\($0)" })
+        }
+    }
+
+    @Test func aWriteWhoseRoundTheStoreRefusesIsNotAcknowledgedAndLeavesNoGap() async throws {
+        let durable = try DurableTenantWritesTests.durableNode(), node = durable.node, directory = durable.directory
+        let tenants = node.tenants, service = node.service
+        let acme = try TenantID("acme")
+
+        try await node.run {
+            try tenants.provision(acme, configuration: service.tenantConfiguration(for: acme, encrypted: false))
+            try await Self.add("acknowledged", to: acme, in: tenants)
+            // A file where the tail's folder goes: the store refuses every round.
+            let tail = directory.path("replica/tail")
+            try? FileManager.default.removeItem(atPath: tail)
+            #expect(FileManager.default.createFile(atPath: tail, contents: Data("not a folder".utf8)))
+            let error = await #expect(throws: ManagedDatabaseError.self) { try await Self.add("refused", to: acme, in: tenants) }
+            guard case let .notAcknowledged(database, _) = error else {
+                Issue.record("expected notAcknowledged, got \(String(describing: error))")
+                return
+            }
+            #expect(database == "tenants/acme")
+            // Committed here: its outcome is unknown, not "nothing written".
+            let local = try await tenants.withRepository(acme) { repository in
+                try await repository.managedDatabase.writer.read { try String.fetchAll($0, sql: "SELECT name FROM player ORDER BY id") }
+            }
+            #expect(local == ["acknowledged", "refused"])
+            #expect(node.logs.all.contains { $0.message.contains("the durable tail did not take a round") })
+
+            // The store is back: the next write first brings the replica up
+            // to date (the refused change is in no round), so that a
+            // restore finds no gap.
+            try FileManager.default.removeItem(atPath: tail)
+            let roundsBefore = service.acknowledgements?.rounds ?? 0
+            try await Self.add("after", to: acme, in: tenants)
+            #expect((service.acknowledgements?.rounds ?? 0) > roundsBefore, "the next write did not bring the replica up to date")
+            #expect(try await Self.restoredNames(acme, in: directory, root: "restored") == ["acknowledged", "refused", "after"])
+        }
+    }
+
+    @Test func theTailIsCutOnceTheReplicaHasCaughtUp() async throws {
+        let directory = try TemporaryDirectory()
+        let configuration = try DurableTenantWritesTests.configuration(directory, environment: Self.environment)
+        // Litestream's own cadence (a scan each second) replicates the writes.
+        let node = try ReplicatedDaemon(configuration: configuration, environment: Self.environment, scanInterval: .seconds(1))
+        let tenants = node.tenants, service = node.service
+        let acme = try TenantID("acme")
+
+        try await node.run {
+            try tenants.provision(acme, configuration: service.tenantConfiguration(for: acme, encrypted: false))
+            for index in 1...4 { try await Self.add("player-\(index)", to: acme, in: tenants) }
+            #expect(!Self.rounds(in: directory).isEmpty)
+            // Cut 10 s after the oldest change, once a replica round covers it.
+            let deadline = ContinuousClock.now + .seconds(40)
+            while !Self.rounds(in: directory).isEmpty, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(250)) }
+            #expect(Self.rounds(in: directory).isEmpty, "the tail was never cut: \(Self.rounds(in: directory))")
+            // What was cut is in the replica itself.
+            #expect(try await Self.replicaOnlyNames(acme, in: directory) == (1...4).map { "player-\($0)" })
+        }
+    }
+
+    @Test func roundsLeftByAStoppedServerAreCutByTheNextOnceTheReplicaHasThem() async throws {
+        let durable = try DurableTenantWritesTests.durableNode(), first = durable.node, directory = durable.directory
+        let acme = try TenantID("acme")
+        try await first.run {
+            try first.tenants.provision(acme, configuration: first.service.tenantConfiguration(for: acme, encrypted: false))
+            try await Self.add("base", to: acme, in: first.tenants)
+            try await first.replicator.stopReplicating(acme)
+            for index in 1...3 { try await Self.add("tail-\(index)", to: acme, in: first.tenants) }
+        }
+        let left = Self.rounds(in: directory)
+        #expect(!left.isEmpty, "the stopped server left no round")
+        #expect(try await Self.replicaOnlyNames(acme, in: directory) == ["base"])
+
+        // The next run of the same server: it reads what the first left,
+        // has Litestream bring the replica up to date, then cuts.
+        let second = try ReplicatedDaemon(configuration: durable.configuration, environment: Self.environment, scanInterval: .seconds(1))
+        try await second.run {
+            let deadline = ContinuousClock.now + .seconds(30)
+            while Self.rounds(in: directory).contains(where: left.contains), ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(250))
+            }
+            #expect(!Self.rounds(in: directory).contains(where: left.contains), "the rounds left were never cut")
+            #expect(second.logs.all.contains { $0.message.contains("took the durable tail's rounds left by an earlier run") })
+        }
+        #expect(try await Self.replicaOnlyNames(acme, in: directory)
+            == ["base"] + (1...3).map { "tail-\($0)" })
+    }
+
+    @Test func aDamagedRoundFailsTheRestoreAndPublishesNothing() async throws {
+        let durable = try DurableTenantWritesTests.durableNode(), node = durable.node, directory = durable.directory
+        let tenants = node.tenants, service = node.service, replicator = node.replicator
+        let acme = try TenantID("acme")
+        try await node.run {
+            try tenants.provision(acme, configuration: service.tenantConfiguration(for: acme, encrypted: false))
+            try await Self.add("base", to: acme, in: tenants)
+            try await replicator.stopReplicating(acme)
+            try await Self.add("tail-1", to: acme, in: tenants)
+        }
+        let round = directory.path("replica/tail/" + (try #require(Self.rounds(in: directory).last)))
+        var bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: round)))
+        bytes[bytes.count / 2] ^= 0x01
+        try Data(bytes).write(to: URL(fileURLWithPath: round))
+
+        let fresh = try DurableTenantWritesTests.configuration(directory, root: "restored", environment: Self.environment)
+        let error = await #expect(throws: DatabaseServiceError.self) {
+            try await LitestreamRestore(configuration: fresh, environment: Self.environment, logger: Self.quiet).restore(tenant: acme)
+        }
+        guard case let .tailObjectDamaged(key, reason) = error else {
+            Issue.record("expected tailObjectDamaged, got \(String(describing: error))")
+            return
+        }
+        #expect(round.hasSuffix(key), "\(key)")
+        #expect(reason.contains("SHA-256"), "\(reason)")
+        #expect(!FileManager.default.fileExists(atPath: directory.path("restored/acme.sqlite")), "a tenant was published")
+        #expect((try? FileManager.default.contentsOfDirectory(atPath: directory.path("restored")))?.isEmpty ?? true)
+    }
+
+    @Test func anEncryptedTenantsChangesNeverReachTheTail() async throws {
+        let durable = try DurableTenantWritesTests.durableNode(), node = durable.node, directory = durable.directory
+        let tenants = node.tenants, service = node.service
+        let vault = try TenantID("vault"), acme = try TenantID("acme")
+        try await node.run {
+            try tenants.provision(vault, configuration: service.tenantConfiguration(for: vault, encrypted: true))
+            try tenants.provision(acme, configuration: service.tenantConfiguration(for: acme, encrypted: false))
+            for index in 1...3 {
+                try await Self.add("secret-\(index)", to: vault, in: tenants)
+                try await Self.add("plain-\(index)", to: acme, in: tenants)
+            }
+        }
+        let rounds = Self.rounds(in: directory)
+        #expect(!rounds.isEmpty)
+        for round in rounds {
+            let key = "tail/" + round
+            let changes = try TailRoundObject.decode(try Data(contentsOf: URL(fileURLWithPath: directory.path("replica/" + key))), key: key)
+            #expect(changes.allSatisfy { $0.tenant == acme }, "\(round) holds \(Set(changes.map(\.tenant.rawValue)))")
+        }
+    }
+
+    @Test func aRemovedTenantsChangesLeaveTheTailAndItsNewSelfRestores() async throws {
+        let durable = try DurableTenantWritesTests.durableNode(), node = durable.node, directory = durable.directory
+        let tenants = node.tenants, service = node.service
+        let acme = try TenantID("acme")
+        try await node.run {
+            try tenants.provision(acme, configuration: service.tenantConfiguration(for: acme, encrypted: false))
+            for index in 1...3 { try await Self.add("old-\(index)", to: acme, in: tenants) }
+            #expect(!Self.rounds(in: directory).isEmpty)
+            try tenants.remove(acme)
+            let deadline = ContinuousClock.now + .seconds(10)
+            while !Self.rounds(in: directory).isEmpty, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(100)) }
+            #expect(Self.rounds(in: directory).isEmpty, "the removed tenant's rounds stayed")
+
+            // The same id again: its sequence numbers start again.
+            try tenants.provision(acme, configuration: service.tenantConfiguration(for: acme, encrypted: false))
+            try await Self.add("new", to: acme, in: tenants)
+            #expect(try await Self.restoredNames(acme, in: directory, root: "restored") == ["new"])
+        }
+    }
+
+    @Test func aRoundIsOneObjectInAnS3StoreAndARestoreFromTheBucketReplaysIt() async throws {
+        let moto = try await onOwnThread { try MotoServer(buckets: ["replicas"]) }
+        defer { moto.stop() }
+        let directory = try TemporaryDirectory()
+        func configuration(root: String) throws -> RegistryConfiguration {
+            try RegistryConfiguration.parse(Data(#"""
+                {"tenants": {"root": "\#(root)", "migrations": "\#(repositoryRoot.path)/Migrations/players"},
+                 "replication": {"replica": "s3://replicas/registry", "litestream": "\#(litestreamPath)",
+                                 "socket": "\#(directory.path("ls.sock"))", "acknowledgements": "durable"}}
+                """#.utf8), baseDirectory: directory.url, environment: moto.environment)
+        }
+        let daemon = try ReplicatedDaemon(configuration: try configuration(root: "tenants"), environment: moto.environment, scanInterval: .seconds(3600))
+        let tenants = daemon.tenants
+        let acme = try TenantID("acme")
+        try await daemon.run {
+            try tenants.provision(acme)
+            try await Self.add("base", to: acme, in: tenants)
+            try await daemon.replicator.stopReplicating(acme)
+            for index in 1...3 { try await Self.add("tail-\(index)", to: acme, in: tenants) }
+        }
+        let store = try ReplicaStore(replica: "s3://replicas/registry", environment: moto.environment)
+        #expect(!(try await store.backend.list(prefix: ReplicaStore.tailPrefix)).isEmpty, "no round in the bucket")
+
+        let fresh = try configuration(root: "restored")
+        let report = try await LitestreamRestore(configuration: fresh, environment: moto.environment, logger: Self.quiet).restore(tenant: acme)
+        #expect(try EpochReplicationTests.names(inTenantAt: report.destination) == ["base"] + (1...3).map { "tail-\($0)" })
+    }
+}
