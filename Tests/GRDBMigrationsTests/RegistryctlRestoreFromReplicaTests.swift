@@ -121,4 +121,57 @@ import Testing
         let leftovers = try FileManager.default.contentsOfDirectory(atPath: directory.path("data/tenants")).filter { $0.hasPrefix(".") }
         #expect(leftovers.isEmpty, "\(leftovers)")
     }
+
+    /// A single server's durable writes that only its durable tail holds
+    /// (Litestream stopped replicating the tenant after the first): the
+    /// operator's restore replays them past the replica; a damaged round
+    /// fails it, naming the object, with nothing published.
+    @Test func registryctlReplaysTheDurableTailPastTheReplica() async throws {
+        let directory = try TemporaryDirectory()
+        let config = directory.path("registry.json")
+        try Data("""
+            {
+              "tenants": {"root": "data/tenants", "migrations": "\(Self.playersSet)"},
+              "replication": {"replica": "replica", "litestream": "\(Self.litestream)", "socket": "ls.sock", "acknowledgements": "durable"}
+            }
+            """.utf8).write(to: URL(fileURLWithPath: config))
+        let configuration = try RegistryConfiguration.load(contentsOf: URL(fileURLWithPath: config), environment: [:])
+        let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
+        let replicator = try LitestreamReplicator(configuration: configuration, environment: [:], logger: logger)
+        let service = DatabaseService(configuration: configuration, environment: [:], logger: logger, replicator: replicator)
+        let tenants = try service.tenants(of: PlayerRepository.self)
+        let acme = try TenantID("acme")
+        let group = ServiceGroup(configuration: .init(services: [service, replicator], logger: logger))
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            try await service.waitUntilReady()
+            try await replicator.waitUntilReady()
+            try tenants.provision(acme)
+            _ = try await tenants.withRepository(acme) { try await $0.add(name: "in the replica", score: 1) }
+            try await replicator.stopReplicating(acme)
+            for score in 2...3 {
+                _ = try await tenants.withRepository(acme) { try await $0.add(name: "in the tail \(score)", score: score) }
+            }
+            await group.triggerGracefulShutdown()
+            try await tasks.waitForAll()
+        }
+        let acmePath = try #require(configuration.tenants).layout.path(of: acme)
+        try FileManager.default.removeItem(atPath: directory.path("data"))
+
+        let restored = try await Registryctl.run(["restore", "--config", config, "--from-replica", "--tenant", "acme"])
+        #expect(restored.status == 0, "\(restored.stdout)\(restored.stderr)")
+        #expect(try Self.names(inTenantAt: acmePath) == ["in the replica", "in the tail 2", "in the tail 3"])
+
+        // A damaged round: refused, naming it, nothing published.
+        try FileManager.default.removeItem(atPath: directory.path("data"))
+        let rounds = try FileManager.default.contentsOfDirectory(atPath: directory.path("replica/tail")).filter { !$0.hasPrefix(".") }
+        let round = directory.path("replica/tail/" + (try #require(rounds.sorted().last)))
+        var bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: round)))
+        bytes[bytes.count - 1] ^= 0xff
+        try Data(bytes).write(to: URL(fileURLWithPath: round))
+        let refused = try await Registryctl.run(["restore", "--config", config, "--from-replica", "--tenant", "acme"])
+        #expect(refused.status == 1, "\(refused.stdout)\(refused.stderr)")
+        #expect((refused.stdout + refused.stderr).contains(URL(fileURLWithPath: round).lastPathComponent), "\(refused.stdout)\(refused.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: acmePath))
+    }
 }
