@@ -49,9 +49,10 @@ configure async async true
 configure tail durable true
 configure rounds durable false
 for name in async tail rounds; do
-    start "$name" "$sample_bin/MultiTenantServer" --port 0 --data "$work/$name"
+    start "url_$name" "$sample_bin/MultiTenantServer" --port 0 --data "$work/$name"
+    url="url_$name"
     : >"$work/$name-tenants"
-    for t in $(seq 0 $((tenants - 1))); do create_tenant "${!name}" "t$t" 0 "$work/$name-tenants"; done
+    for t in $(seq 0 $((tenants - 1))); do create_tenant "${!url}" "t$t" 0 "$work/$name-tenants"; done
 done
 
 export WRK_SCRIPTS="$PWD/Benchmarks/wrk"
@@ -68,7 +69,7 @@ ms() { awk -v v="$1" 'BEGIN { n = v + 0; if (v ~ /us$/) n /= 1000; else if (v ~ 
 median() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 
 echo "warming up (every tenant opened; the durable ones' first write brings their replica up to date)…" >&2
-for name in async tail rounds; do seconds=3 load "${!name}" "$work/$name-tenants" "$connections" >/dev/null; done
+for name in async tail rounds; do url="url_$name"; seconds=3 load "${!url}" "$work/$name-tenants" "$connections" >/dev/null; done
 
 declare -A rps p50 p99 errors
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -76,7 +77,8 @@ orders=("async tail rounds" "rounds tail async" "tail async rounds")
 for round in $(seq 1 "$rounds"); do
     for name in ${orders[$(((round - 1) % 3))]}; do
         echo "round $round: $name…" >&2
-        read -r r a b e < <(load "${!name}" "$work/$name-tenants" "$connections")
+        url="url_$name"
+        read -r r a b e < <(load "${!url}" "$work/$name-tenants" "$connections")
         rps[$name-$round]=$r p50[$name-$round]=$a p99[$name-$round]=$b errors[$name-$round]=$e
     done
 done
@@ -93,21 +95,21 @@ tail_objects=$(find "$work/tail-replica/tail" -type f 2>/dev/null | wc -l)
 
 # A big tenant against a small one, on the tail server.
 echo "a tenant of $players players against one of 20…" >&2
-create_tenant "$tail" small 20 "$work/small"
-create_tenant "$tail" big 20 "$work/big"
+create_tenant "$url_tail" small 20 "$work/small"
+create_tenant "$url_tail" big 20 "$work/big"
 kill "${pids[1]}"; wait "${pids[1]}" 2>/dev/null || true
 big_file=$(find "$work/tail" -name 'big.sqlite' | head -n 1)
 sqlite3 "$big_file" "WITH RECURSIVE n(i) AS (SELECT 20 UNION ALL SELECT i + 1 FROM n WHERE i < $players - 1)
     INSERT INTO player (name, score) SELECT 'seed' || i, i % 1000 FROM n;"
-start tail "$sample_bin/MultiTenantServer" --port 0 --data "$work/tail"
+start url_tail "$sample_bin/MultiTenantServer" --port 0 --data "$work/tail"
 for tenant in small big; do
-    curl -sf -o /dev/null -X POST "$tail/tenants/$tenant/players" -H "Authorization: Bearer $(cut -d' ' -f2 "$work/$tenant")" \
+    curl -sf -o /dev/null -X POST "$url_tail/tenants/$tenant/players" -H "Authorization: Bearer $(cut -d' ' -f2 "$work/$tenant")" \
         -H 'Content-Type: application/json' -d '{"name":"warm-up","score":1}'
 done
 ratios=()
 for round in $(seq 1 "$rounds"); do
-    read -r small _ _ _ < <(load "$tail" "$work/small" 8)
-    read -r big _ _ _ < <(load "$tail" "$work/big" 8)
+    read -r small _ _ _ < <(load "$url_tail" "$work/small" 8)
+    read -r big _ _ _ < <(load "$url_tail" "$work/big" 8)
     ratios+=("$(awk -v a="$big" -v b="$small" 'BEGIN {printf "%.2f", a / b}')")
     echo "round $round: small $small, big $big writes/s" >&2
 done

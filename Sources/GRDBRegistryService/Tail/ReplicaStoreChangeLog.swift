@@ -70,7 +70,14 @@ final class ReplicaStoreChangeLog: TenantChangeLog {
     func append(_ changes: [LoggedChange]) async throws -> Set<TenantID> {
         guard !changes.isEmpty else { return [] }
         let key = try ReplicaStore.tailRoundKey(run: run, round: rounds.add(1, ordering: .relaxed).newValue)
-        try await store.backend.put(key, data: TailRoundObject.encode(changes))
+        let data = TailRoundObject.encode(changes)
+        if let folder = store.folder {
+            // A folder's put writes and fsyncs on the calling thread: off
+            // the cooperative pool, which the server's requests run on.
+            try await BlockingWork.run { try folder.put(key, data: data) }
+        } else {
+            try await store.backend.put(key, data: data)
+        }
         index.withLock { $0.add(key, changes) }
         return Set(changes.map(\.tenant))
     }
@@ -157,6 +164,11 @@ final class ReplicaStoreChangeLog: TenantChangeLog {
     }
 
     private func delete(_ keys: [String]) async throws {
-        for key in keys { try await store.backend.delete(key) }
+        guard !keys.isEmpty else { return }
+        if let folder = store.folder {
+            try await BlockingWork.run { for key in keys { try folder.delete(key) } }
+        } else {
+            for key in keys { try await store.backend.delete(key) }
+        }
     }
 }
