@@ -39,13 +39,16 @@ extension DatabaseService {
         ownership.takeChangeTail(tail)
         let logger = logger
         // Not a child of anything: it lists and reads the store once, and
-        // ends.
-        Task { [weak tail] in
+        // ends. A second after: a fleet node's host, made right after its
+        // tenants, drops this tail, and its store has nothing to adopt.
+        Task { [weak tail, ownership] in
+            try? await Task.sleep(for: .seconds(1))
+            guard let tail, ownership.changeTail === tail else { return }
             do {
                 let leftovers = try await log.adoptLeftovers()
                 guard !leftovers.isEmpty else { return }
                 let here = leftovers.filter { FileManager.default.fileExists(atPath: storage.path(of: $0.key)) }
-                tail?.adopt(here, epoch: 0)
+                tail.adopt(here, epoch: 0)
                 logger.info("took the durable tail's rounds left by an earlier run", metadata: [
                     "tenants": "\(here.count)", "withoutFile": "\(leftovers.count - here.count)"])
                 if here.count < leftovers.count {
