@@ -42,18 +42,25 @@ import Testing
         _ = try await tenants.withRepository(id) { try await $0.add(name: name, score: 1) }
     }
 
+    /// In a run of `node`: a plain tenant `acme` whose first write,
+    /// "base", brought its replica up to date; then Litestream stops
+    /// replicating it, and the writes named `tail` are answered from the
+    /// durable tail alone.
+    private static func acmeWithATail(on node: ReplicatedDaemon, tail: [String]) async throws -> TenantID {
+        let acme = try TenantID("acme")
+        try node.tenants.provision(acme, configuration: node.service.tenantConfiguration(for: acme, encrypted: false))
+        try await add("base", to: acme, in: node.tenants)
+        try await node.replicator.stopReplicating(acme)
+        for name in tail { try await add(name, to: acme, in: node.tenants) }
+        return acme
+    }
+
     @Test func aWriteAnsweredFromTheTailIsInARestoreThatLitestreamNeverUploaded() async throws {
         let durable = try DurableTenantWritesTests.durableNode(), node = durable.node, directory = durable.directory
-        let tenants = node.tenants, service = node.service, replicator = node.replicator
-        let acme = try TenantID("acme")
+        let service = node.service
 
         try await node.run {
-            try tenants.provision(acme, configuration: service.tenantConfiguration(for: acme, encrypted: false))
-            // The first write brings the new tenant's replica up to date.
-            try await Self.add("base", to: acme, in: tenants)
-            // From now on Litestream uploads nothing of it.
-            try await replicator.stopReplicating(acme)
-            for index in 1...5 { try await Self.add("tail-\(index)", to: acme, in: tenants) }
+            let acme = try await Self.acmeWithATail(on: node, tail: (1...5).map { "tail-\($0)" })
             #expect(!Self.rounds(in: directory).isEmpty, "no round in the store's tail")
             #expect(service.acknowledgements?.rounds == 1, "the tail's writes waited for replica rounds")
 
@@ -126,10 +133,7 @@ import Testing
         let durable = try DurableTenantWritesTests.durableNode(), first = durable.node, directory = durable.directory
         let acme = try TenantID("acme")
         try await first.run {
-            try first.tenants.provision(acme, configuration: first.service.tenantConfiguration(for: acme, encrypted: false))
-            try await Self.add("base", to: acme, in: first.tenants)
-            try await first.replicator.stopReplicating(acme)
-            for index in 1...3 { try await Self.add("tail-\(index)", to: acme, in: first.tenants) }
+            _ = try await Self.acmeWithATail(on: first, tail: (1...3).map { "tail-\($0)" })
         }
         let left = Self.rounds(in: directory)
         #expect(!left.isEmpty, "the stopped server left no round")
@@ -152,13 +156,9 @@ import Testing
 
     @Test func aDamagedRoundFailsTheRestoreAndPublishesNothing() async throws {
         let durable = try DurableTenantWritesTests.durableNode(), node = durable.node, directory = durable.directory
-        let tenants = node.tenants, service = node.service, replicator = node.replicator
         let acme = try TenantID("acme")
         try await node.run {
-            try tenants.provision(acme, configuration: service.tenantConfiguration(for: acme, encrypted: false))
-            try await Self.add("base", to: acme, in: tenants)
-            try await replicator.stopReplicating(acme)
-            try await Self.add("tail-1", to: acme, in: tenants)
+            _ = try await Self.acmeWithATail(on: node, tail: ["tail-1"])
         }
         let round = directory.path("replica/tail/" + (try #require(Self.rounds(in: directory).last)))
         var bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: round)))
@@ -232,13 +232,9 @@ import Testing
                 """#.utf8), baseDirectory: directory.url, environment: moto.environment)
         }
         let daemon = try ReplicatedDaemon(configuration: try configuration(root: "tenants"), environment: moto.environment, scanInterval: .seconds(3600))
-        let tenants = daemon.tenants
         let acme = try TenantID("acme")
         try await daemon.run {
-            try tenants.provision(acme)
-            try await Self.add("base", to: acme, in: tenants)
-            try await daemon.replicator.stopReplicating(acme)
-            for index in 1...3 { try await Self.add("tail-\(index)", to: acme, in: tenants) }
+            _ = try await Self.acmeWithATail(on: daemon, tail: (1...3).map { "tail-\($0)" })
         }
         let store = try ReplicaStore(replica: "s3://replicas/registry", environment: moto.environment)
         #expect(!(try await store.backend.list(prefix: ReplicaStore.tailPrefix)).isEmpty, "no round in the bucket")

@@ -87,7 +87,6 @@ extension DatabaseService {
             let opening = runner
             let recordedEncryption = hooks.recordedEncryption
             let metrics = StatementMetrics(database: "tenants")
-            // The last writes reach the replica before the files go.
             var acknowledgement: @Sendable (TenantID) -> (any WriteAcknowledgement)? = { _ in nil }
             var storeTail: ReplicaStoreChangeLog?
             if configuration.replication?.acknowledgements == .durable, let acknowledgements {
@@ -104,14 +103,16 @@ extension DatabaseService {
                     return writes
                 }
             }
+            // The last writes reach the replica before the files go.
             var willRemove: (@Sendable (TenantID, String) throws -> Void)?
             if let replicator {
                 willRemove = { [ownership, storeTail] id, path in
                     try replicator.retireTenant(id, path: path)
                     // Its replica has every commit now: a tenant created
                     // again under this id starts its sequence numbers
-                    // again, and must find nothing of this one in the tail.
-                    if let storeTail {
+                    // again, and must find nothing of this one in the
+                    // single server's tail (a fleet's tail is the fleet's).
+                    if let storeTail, !ownership.isHosting {
                         ownership.changeTail?.forget(id)
                         _ = storeTail.forgetTenant(id)
                     }
