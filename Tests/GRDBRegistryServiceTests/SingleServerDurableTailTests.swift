@@ -179,6 +179,31 @@ import Testing
         #expect((try? FileManager.default.contentsOfDirectory(atPath: directory.path("restored")))?.isEmpty ?? true)
     }
 
+    /// A round that went missing from the store (deleted by hand, lost
+    /// with a bucket's versions) leaves a gap: the restore refuses it and
+    /// publishes nothing, rather than a tenant without acknowledged writes.
+    @Test func aMissingRoundFailsTheRestoreOnTheGapAndPublishesNothing() async throws {
+        let durable = try DurableTenantWritesTests.durableNode(), node = durable.node, directory = durable.directory
+        let acme = try TenantID("acme")
+        try await node.run {
+            // One writer: each change is a round of its own.
+            _ = try await Self.acmeWithATail(on: node, tail: (1...3).map { "tail-\($0)" })
+        }
+        let rounds = Self.rounds(in: directory)
+        try #require(rounds.count >= 3, "\(rounds)")
+        try FileManager.default.removeItem(atPath: directory.path("replica/tail/" + rounds[rounds.count - 2]))
+
+        let fresh = try DurableTenantWritesTests.configuration(directory, root: "restored", environment: Self.environment)
+        let error = await #expect(throws: ChangeReplayError.self) {
+            try await LitestreamRestore(configuration: fresh, environment: Self.environment, logger: Self.quiet).restore(tenant: acme)
+        }
+        guard case .gap = error else {
+            Issue.record("expected a gap, got \(String(describing: error))")
+            return
+        }
+        #expect((try? FileManager.default.contentsOfDirectory(atPath: directory.path("restored")))?.isEmpty ?? true)
+    }
+
     @Test func anEncryptedTenantsChangesNeverReachTheTail() async throws {
         let durable = try DurableTenantWritesTests.durableNode(), node = durable.node, directory = durable.directory
         let tenants = node.tenants, service = node.service

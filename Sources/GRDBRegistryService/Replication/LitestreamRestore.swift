@@ -252,12 +252,11 @@ public struct LitestreamRestore: Sendable {
     ///   damaged, or Litestream restores nothing.
     @discardableResult
     public func restore(tenant id: TenantID, at date: Date? = nil, checks: DatabaseRestore.Checks = .init()) async throws -> DatabaseRestore.Report {
-        let key = try ReplicaStore.tenantKey(id.rawValue)
-        let url = try replication.replicaURL(forTenant: id.rawValue)
         // The newest state is the replica and the durable tail past it; a
         // point in time is the replica's alone.
-        let tail = date == nil ? try await durableTail(of: id) : []
-        return try await restore(tenant: id, from: key, url: url, at: date, checks: checks, force: false, replaying: tail)
+        try await restore(
+            tenant: id, from: try ReplicaStore.tenantKey(id.rawValue), url: try replication.replicaURL(forTenant: id.rawValue),
+            at: date, checks: checks, force: false, replayingTail: date == nil)
     }
 
     /// The changes of tenant `id` in a single server's durable tail
@@ -652,28 +651,34 @@ public struct LitestreamRestore: Sendable {
     /// replica store (`url`, as Litestream is given it, which the report
     /// names), a single server's, a removed tenant's or an epoch's.
     ///
-    /// `replaying`: the durable tail's changes, applied to the restored
-    /// file before its checks (those at or below its sequence number are
-    /// skipped; a gap or a conflict fails the restore).
+    /// `replayingTail`: the tenant's durable tail is read once the replica
+    /// is staged (a destination that exists is refused before the store is
+    /// read, and the replica's own errors come first), and applied to the
+    /// restored file before its checks (changes at or below its sequence
+    /// number are skipped; a gap or a conflict fails the restore).
     private func restore(
         tenant id: TenantID, from key: String, url: String, listing objects: [ReplicaObject]? = nil, at date: Date?,
-        checks: DatabaseRestore.Checks, force: Bool, replaying tail: [TransactionChange] = []
+        checks: DatabaseRestore.Checks, force: Bool, replayingTail: Bool = false
     ) async throws -> DatabaseRestore.Report {
         let storage = try tenantStorage(for: id)
         let candidate = DatabaseRestore.Candidate(tenant: id, source: url, layout: storage.layout)
         // Replicas hold plain tenants: the tenant-key policy refuses the
         // plain file when it would refuse it at open.
         let encryption = storage.restoreEncryption(for: id, database: candidate.displayName)
-        var replay: (@Sendable (String) throws -> Void)?
-        if !tail.isEmpty {
-            let logger = self.logger
-            replay = { restored in
-                // The restored file is plain (a replica holds plain
-                // tenants only), and private to this restore.
-                let (report, _) = try TailReplay.apply(tail, to: restored, configuration: Configuration(), tenant: id)
-                logger.info("replayed the durable tail into the restored replica", metadata: [
-                    "database": "\(id.databaseName)", "applied": "\(report.applied)", "skipped": "\(report.skipped)",
-                    "sequence": "\(report.sequence)"])
+        var replay: (@Sendable () async throws -> (@Sendable (String) throws -> Void)?)?
+        if replayingTail {
+            replay = { [self] in
+                let tail = try await durableTail(of: id)
+                guard !tail.isEmpty else { return nil }
+                let logger = self.logger
+                return { restored in
+                    // The restored file is plain (a replica holds plain
+                    // tenants only), and private to this restore.
+                    let (report, _) = try TailReplay.apply(tail, to: restored, configuration: Configuration(), tenant: id)
+                    logger.info("replayed the durable tail into the restored replica", metadata: [
+                        "database": "\(id.databaseName)", "applied": "\(report.applied)", "skipped": "\(report.skipped)",
+                        "sequence": "\(report.sequence)"])
+                }
             }
         }
         return try await restore(
@@ -723,7 +728,8 @@ public struct LitestreamRestore: Sendable {
         stagingIn parent: () throws -> String, at date: Date?,
         encryption: @escaping @Sendable (String) throws -> BackupEncryption?,
         destinationEncryption: @escaping @Sendable (String) throws -> BackupEncryption? = { _ in nil },
-        checks: DatabaseRestore.Checks, force: Bool, thenApply replay: (@Sendable (String) throws -> Void)? = nil
+        checks: DatabaseRestore.Checks, force: Bool,
+        thenApply replay: (@Sendable () async throws -> (@Sendable (String) throws -> Void)?)? = nil
     ) async throws -> DatabaseRestore.Report {
         let name = candidate.displayName
         if !force && FileManager.default.fileExists(atPath: candidate.destination) {
@@ -743,10 +749,11 @@ public struct LitestreamRestore: Sendable {
         }
         defer { staged?.remove() }
         let stagedURL = staged?.url
+        let apply = try await replay?()
         return try await BlockingWork.run {
             try runLitestreamRestore(
                 candidate, from: stagedURL, at: date, encryption: encryption, destinationEncryption: destinationEncryption,
-                checks: checks, force: force, thenApply: replay)
+                checks: checks, force: force, thenApply: apply)
         }
     }
 
