@@ -46,7 +46,6 @@ for round in $(seq 1 "$rounds"); do
     done
 done
 
-median() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 summary() {  # config -> "rps p50 p99" medians over the rounds
     local config=$1 r=() a=() b=() round
     for round in $(seq 1 "$rounds"); do r+=("${rps[$config-$round]}"); a+=("${p50[$config-$round]}"); b+=("${p99[$config-$round]}"); done

@@ -78,7 +78,6 @@ for round in $(seq 1 "$rounds"); do
         rps[$config-$round]=$r p50[$config-$round]=$a size[$config-$round]=$(count "$id")
     done
 done
-median() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 declare -A mrps mp50 msize
 for config in $configs; do
     r=() a=() z=()

@@ -41,7 +41,6 @@ for round in $(seq 1 "$rounds"); do
     rows+="| $round | forwarded (n2 → n1) | $fr | $f50 | $f99 | $fe |"$'\n'
     direct_p50s+=("$d50"); forwarded_p50s+=("$f50"); direct_rps+=("$dr"); forwarded_rps+=("$fr")
 done
-median() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 d50=$(median "${direct_p50s[@]}"); f50=$(median "${forwarded_p50s[@]}")
 dr=$(median "${direct_rps[@]}"); fr=$(median "${forwarded_rps[@]}")
 

@@ -66,7 +66,6 @@ load() {
 }
 # wrk's latency (850.00us, 1.20ms, 2.01s) in ms.
 ms() { awk -v v="$1" 'BEGIN { n = v + 0; if (v ~ /us$/) n /= 1000; else if (v ~ /ms$/) n += 0; else if (v ~ /s$/) n *= 1000; printf "%.2f", n }'; }
-median() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 
 echo "warming up (every tenant opened; the durable ones' first write brings their replica up to date)…" >&2
 for name in async tail rounds; do url="url_$name"; seconds=3 load "${!url}" "$work/$name-tenants" "$connections" >/dev/null; done

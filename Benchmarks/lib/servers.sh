@@ -70,3 +70,7 @@ sample_release() {
     swift build -c release --package-path Samples/MultiTenantServer --product MultiTenantServer >&2
     sample_bin="$(swift build -c release --package-path Samples/MultiTenantServer --show-bin-path)"
 }
+
+# The median of the numbers given (the mean of the middle two for an even
+# count): the figure of several alternating rounds.
+median() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
