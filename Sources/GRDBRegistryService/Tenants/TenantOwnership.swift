@@ -156,7 +156,9 @@ public final class TenantOwnership: Sendable {
     }
 
     /// The durable tail the node's durable writes append their changes
-    /// to: nil unless a fleet gave its host a ``TenantChangeLog``.
+    /// to: a fleet's (its host's ``TenantChangeLog``), or a single
+    /// server's in its replica store (`ReplicaStoreChangeLog`); nil
+    /// without durable acknowledgements.
     var changeTail: DurableTail? {
         tail.withLock { $0 }
     }
