@@ -58,8 +58,12 @@ final class LitestreamProcess: Sendable {
     /// configuration error, never an orphan to replace.
     private static let startedHere = Mutex<Set<Int32>>([])
 
-    /// How long ``start()`` waits for the control socket to answer.
-    static let startTimeout = Duration.seconds(15)
+    /// How long ``start()`` waits for the control socket to answer. Long
+    /// enough for a machine that is swamped as a daemon starts: 15 s failed
+    /// a start in a CI run of the library's tests, where every trivial test
+    /// that began at the same moment took 32 s (the whole machine stalled);
+    /// a Litestream that exits is reported at once, whatever this says.
+    static let startTimeout = Duration.seconds(45)
     /// How long ``stop()`` waits after SIGTERM before SIGKILL: Litestream's
     /// `shutdown-sync-timeout` (30 s) and a margin.
     static let stopTimeout = Duration.seconds(35)
