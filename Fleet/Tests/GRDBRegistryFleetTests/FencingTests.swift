@@ -33,12 +33,28 @@ struct FencingTests {
                 let (leaseUntil, session) = try await connection.query(
                     "SELECT extract(epoch FROM lease_until)::float8, session::text FROM fleet_nodes WHERE node_id = 'n1'", logger: testLogger
                 ).collect().first!.decode((Double, String).self)
-                let deadline = ContinuousClock.now + .seconds(5)
-                while node.fence.isOpen && ContinuousClock.now < deadline {
-                    try await Task.sleep(for: .milliseconds(5))
+                // When the fence closes, in PostgreSQL's clock: each sample
+                // reads what the fence has left, then PostgreSQL's time, so
+                // `time + left` is an upper bound of the closing, too late
+                // by the query's latency. The tightest bound counts, among
+                // the samples taken after the fence's last extension (a
+                // renewal that committed just before the lock may extend it
+                // after), told by the fence's deadline in our own clock.
+                var samples: [(deadline: ContinuousClock.Instant, bound: Double)] = []
+                let giveUp = ContinuousClock.now + .seconds(5)
+                while ContinuousClock.now < giveUp {
+                    let now = ContinuousClock.now
+                    let left = node.fence.remaining
+                    guard left > .zero else { break }
+                    let time = try await connection.query("SELECT extract(epoch FROM clock_timestamp())::float8", logger: testLogger)
+                        .collect().first!.decode(Double.self)
+                    let (seconds, attoseconds) = left.components
+                    samples.append((now + left, time + Double(seconds) + Double(attoseconds) / 1e18))
+                    try await Task.sleep(for: .milliseconds(20))
                 }
-                let closedAt = try await connection.query("SELECT extract(epoch FROM clock_timestamp())::float8", logger: testLogger)
-                    .collect().first!.decode(Double.self)
+                #expect(!node.fence.isOpen, "the fence stayed open 5 s with its renewals blocked")
+                let finalDeadline = try #require(samples.last?.deadline)
+                let closedAt = try #require(samples.filter { abs(($0.deadline - finalDeadline) / .milliseconds(1)) < 2 }.map(\.bound).min())
                 // While PostgreSQL does not answer, commits are refused.
                 await #expect(throws: ManagedDatabaseError.self) {
                     try await guarded.writer.write { try $0.execute(sql: "INSERT INTO t VALUES (1)") }
@@ -53,7 +69,7 @@ struct FencingTests {
         }
         print("fencing: the fence closed \(leaseUntil - closedAt) s before lease_until (PostgreSQL's clock; lease 2 s, margin 0.5 s)")
         #expect(closedAt < leaseUntil, "fence closed at \(closedAt), lease ended at \(leaseUntil)")
-        // The margin is a quarter of the 2 s lease; allow for the polling.
+        // The margin is a quarter of the 2 s lease; allow for the latency.
         #expect(leaseUntil - closedAt > 0.3, "fence closed only \(leaseUntil - closedAt) s before the lease ended")
         // PostgreSQL answers again: a new session, the tenant claimed back
         // at epoch 2 with its local copy.
