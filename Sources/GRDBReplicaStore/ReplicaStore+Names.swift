@@ -213,6 +213,20 @@ extension ReplicaStore {
         return tenantsPrefix + id + ".sqlite"
     }
 
+    /// The tenant whose scheduled encrypted backup is `key`
+    /// (``encryptedBackupKey(forTenant:)``), or nil when `key` names
+    /// something else.
+    ///
+    /// ```swift
+    /// print(ReplicaStore.tenant(ofEncryptedBackupKey: "tenants/acme.sqlite") ?? "-") // acme
+    /// ```
+    public static func tenant(ofEncryptedBackupKey key: String) -> String? {
+        guard key.hasPrefix(tenantsPrefix), key.hasSuffix(".sqlite") else { return nil }
+        let id = String(key.dropFirst(tenantsPrefix.count).dropLast(".sqlite".count))
+        guard (try? encryptedBackupKey(forTenant: id)) == key else { return nil }
+        return id
+    }
+
     /// `removed/tenants/<id>/<stamp>.sqlite`: the encrypted backup of
     /// tenant `id`, removed at `date`, kept in the encrypted backup
     /// directory.

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import GRDBCipher
 import GRDBRegistry
 import GRDBRegistryExamples
 import GRDBReplicaStore
@@ -204,25 +205,92 @@ import Testing
         #expect((try? FileManager.default.contentsOfDirectory(atPath: directory.path("restored")))?.isEmpty ?? true)
     }
 
-    @Test func anEncryptedTenantsChangesNeverReachTheTail() async throws {
+    /// The changes of the tenants of `directory`'s tail, round by round,
+    /// and the raw bytes of every round.
+    private static func loggedChanges(in directory: TemporaryDirectory) throws -> (changes: [LoggedChange], bytes: [Data]) {
+        var changes: [LoggedChange] = [], bytes: [Data] = []
+        for round in rounds(in: directory) {
+            let key = "tail/" + round
+            let data = try Data(contentsOf: URL(fileURLWithPath: directory.path("replica/" + key)))
+            bytes.append(data)
+            changes += try TailRoundObject.decode(data, key: key)
+        }
+        return (changes, bytes)
+    }
+
+    /// In a run of `node`: an encrypted tenant `vault` whose first write,
+    /// "secret-1", brought its encrypted backup up to date (the schedule's
+    /// interval is an hour), then the writes `2...last`, answered from the
+    /// tail alone.
+    private static func vaultWithATail(on node: ReplicatedDaemon, last: Int) async throws -> TenantID {
+        let vault = try TenantID("vault")
+        try node.tenants.provision(vault, configuration: node.service.tenantConfiguration(for: vault, encrypted: true))
+        for index in 1...last { try await add("secret-\(index)", to: vault, in: node.tenants) }
+        return vault
+    }
+
+    @Test func anEncryptedTenantsChangesAreSealedInTheTailAndItsRestoreReplaysThem() async throws {
         let durable = try DurableTenantWritesTests.durableNode(), node = durable.node, directory = durable.directory
         let tenants = node.tenants, service = node.service
-        let vault = try TenantID("vault"), acme = try TenantID("acme")
+        let acme = try TenantID("acme")
+        let storage = try TenantStorage(configuration: durable.configuration, environment: Self.environment)
+        var vault = try TenantID("vault")
         try await node.run {
-            try tenants.provision(vault, configuration: service.tenantConfiguration(for: vault, encrypted: true))
+            vault = try await Self.vaultWithATail(on: node, last: 5)
             try tenants.provision(acme, configuration: service.tenantConfiguration(for: acme, encrypted: false))
-            for index in 1...3 {
-                try await Self.add("secret-\(index)", to: vault, in: tenants)
-                try await Self.add("plain-\(index)", to: acme, in: tenants)
-            }
+            try await Self.add("plain-1", to: acme, in: tenants)
+            #expect(!node.replicator.status.registered.contains(try tenants.path(of: vault)), "Litestream never sees an encrypted tenant")
         }
-        let rounds = Self.rounds(in: directory)
-        #expect(!rounds.isEmpty)
-        for round in rounds {
-            let key = "tail/" + round
-            let changes = try TailRoundObject.decode(try Data(contentsOf: URL(fileURLWithPath: directory.path("replica/" + key))), key: key)
-            #expect(changes.allSatisfy { $0.tenant == acme }, "\(round) holds \(Set(changes.map(\.tenant.rawValue)))")
+        // Sealed: no round holds a byte of the encrypted tenant's data,
+        // and its changes are not changesets SQLite reads.
+        let (changes, bytes) = try Self.loggedChanges(in: directory)
+        let sealed = changes.filter { $0.tenant == vault }
+        #expect(Set(sealed.map(\.sequence)).count >= 4, "\(sealed.map(\.sequence))")
+        #expect(changes.contains { $0.tenant == acme })
+        for data in bytes {
+            #expect(data.firstRange(of: Data("secret-".utf8)) == nil, "a round holds the encrypted tenant's plaintext")
         }
+        #expect(bytes.contains { $0.firstRange(of: Data("plain-1".utf8)) != nil }, "the plain tenant's change is not where the test looks")
+
+        // The encrypted backup alone has the first write; the restore
+        // replays the sealed tail past it.
+        let backup = try #require(storage.encryptedBackupPath(for: vault))
+        let key = try #require(try storage.encryption.key(forTenant: "vault", atPath: backup))
+        #expect(try EpochReplicationTests.names(inTenantAt: backup, key: key) == ["secret-1"])
+        let fresh = try DurableTenantWritesTests.configuration(directory, root: "restored", environment: Self.environment)
+        let report = try await LitestreamRestore(configuration: fresh, environment: Self.environment, logger: Self.quiet)
+            .restore(tenant: vault, checks: EpochReplicationTests.checks)
+        #expect(CipherDatabase.isEncrypted(atPath: report.destination) == true)
+        #expect(try EpochReplicationTests.names(inTenantAt: report.destination, key: key) == (1...5).map { "secret-\($0)" })
+    }
+
+    /// A sealed change authenticates its tenant, epoch and sequence
+    /// number: one relabelled (another epoch, in a round whose digest is
+    /// made again, as a writer with the store's credentials could) fails
+    /// the restore, which publishes nothing.
+    @Test func aSealedChangeRelabelledFailsItsRestoreAndPublishesNothing() async throws {
+        let durable = try DurableTenantWritesTests.durableNode(), node = durable.node, directory = durable.directory
+        var vault = try TenantID("vault")
+        try await node.run { vault = try await Self.vaultWithATail(on: node, last: 3) }
+        let round = try #require(Self.rounds(in: directory).last)
+        let path = directory.path("replica/tail/" + round)
+        let changes = try TailRoundObject.decode(try Data(contentsOf: URL(fileURLWithPath: path)), key: "tail/" + round)
+        let relabelled = changes.map {
+            LoggedChange(tenant: $0.tenant, epoch: $0.epoch + 1, sequence: $0.sequence, schemaVersion: $0.schemaVersion, payload: $0.payload)
+        }
+        try TailRoundObject.encode(relabelled).write(to: URL(fileURLWithPath: path))
+
+        let fresh = try DurableTenantWritesTests.configuration(directory, root: "restored", environment: Self.environment)
+        await #expect(throws: ChangeSealingError.self) {
+            try await LitestreamRestore(configuration: fresh, environment: Self.environment, logger: Self.quiet).restore(tenant: vault)
+        }
+        #expect((try? FileManager.default.contentsOfDirectory(atPath: directory.path("restored")))?.filter { !$0.hasPrefix(".") }.isEmpty ?? true)
+        // The point in time of an encrypted tenant is refused by name.
+        let error = await #expect(throws: ReplicationError.self) {
+            try await LitestreamRestore(configuration: fresh, environment: Self.environment, logger: Self.quiet)
+                .restore(tenant: vault, at: Date(timeIntervalSinceNow: -1))
+        }
+        #expect("\(String(describing: error))".contains("no point in time"), "\(String(describing: error))")
     }
 
     @Test func aRemovedTenantsChangesLeaveTheTailAndItsNewSelfRestores() async throws {

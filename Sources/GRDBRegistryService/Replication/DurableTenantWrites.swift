@@ -15,8 +15,10 @@ import Logging
 ///   write returns once the log holds it, appended while the tenant's
 ///   epoch was still this node's: the log's store itself checks the
 ///   fencing token, so a node frozen past its lease can't acknowledge.
-///   A single server's plain tenants do the same with the service's tail
-///   in the replica store (``ReplicaStoreChangeLog``), at epoch 0.
+///   A single server's tenants do the same with the service's tail in
+///   the replica store (``ReplicaStoreChangeLog``), at epoch 0: an
+///   encrypted tenant's changes sealed, since it is restored from its
+///   encrypted backup and that tail.
 /// - Otherwise, it waits for a round of the service's
 ///   ``ReplicaAcknowledgements`` (shared with the tenant's other
 ///   writers), then checks the tenure still holds.
@@ -34,19 +36,37 @@ struct DurableTenantWrites: WriteAcknowledgement {
     /// ``DatabaseService/Hooks/beforeTailAppend``.
     var beforeAppend: (@Sendable (TenantID, UInt64) -> Void)?
 
-    /// On a single server (no fleet hosts the tenants): whether the
-    /// tenant is plain, so that its changes may go to the service's tail
-    /// in the replica store (``ReplicaStoreChangeLog``). A single server
-    /// restores an encrypted tenant from its encrypted backup, which
-    /// replays no tail: its durable writes wait for a round.
-    var plainOnSingleServer = false
+    /// What a single server (no fleet hosts the tenants) puts of this
+    /// tenant's changes in the service's tail in the replica store
+    /// (``ReplicaStoreChangeLog``): nil when they don't go there (the
+    /// tenant's key could not be read when it opened), and its durable
+    /// writes wait for replica rounds.
+    var onSingleServer: SingleServerTail?
+
+    /// How a single server's tail holds a tenant's changes.
+    enum SingleServerTail: Sendable {
+        /// As SQLite's changesets: a plain tenant, restored from its
+        /// Litestream replica.
+        case plain
+        /// Sealed under a key derived from the tenant's: an encrypted
+        /// tenant, restored from its encrypted backup.
+        case sealed
+    }
 
     var recordsChanges: Bool { tail != nil }
 
     /// The tail this tenant's durable writes append to, if any.
     private var tail: DurableTail? {
         guard let tail = ownership.changeTail else { return nil }
-        return ownership.isHosting || plainOnSingleServer ? tail : nil
+        return ownership.isHosting || onSingleServer != nil ? tail : nil
+    }
+
+    /// Whether the tenant's changes are sealed before they leave the
+    /// process: the fleet's catalog says so of a tenant it hosts, its key
+    /// of a single server's.
+    private var sealed: Bool {
+        if ownership.isHosting { return ownership.owned(tenant)?.encrypted ?? false }
+        return onSingleServer == .sealed
     }
 
     func claim() throws -> Claim {
@@ -70,7 +90,7 @@ struct DurableTenantWrites: WriteAcknowledgement {
             guard let change else { return try checkStillHeld(claim.tenure) }
             beforeAppend?(tenant, change.sequence)
             do {
-                try await tail.append(change, of: tenant, epoch: epoch, encrypted: ownership.owned(tenant)?.encrypted ?? false)
+                try await tail.append(change, of: tenant, epoch: epoch, encrypted: sealed)
             } catch {
                 logger.error("a committed write is not in the durable tail", metadata: [
                     "database": "\(tenant.databaseName)", "sequence": "\(change.sequence)", "error": "\(error)"])

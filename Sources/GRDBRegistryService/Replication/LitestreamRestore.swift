@@ -159,7 +159,19 @@ public struct LitestreamRestore: Sendable {
     ///   the store can't be listed.
     public func replicatedTenants() async throws -> [TenantID] {
         let store = try listableStore(for: "tenants", otherwise: "restore tenants by id")
-        return try await names(under: String(ReplicaStore.tenantsPrefix.dropLast()), in: store, for: "tenants").compactMap { try? TenantID($0) }
+        let replicated = try await names(under: String(ReplicaStore.tenantsPrefix.dropLast()), in: store, for: "tenants")
+        return Set(replicated + (try encryptedBackupTenants())).sorted().compactMap { try? TenantID($0) }
+    }
+
+    /// The tenants with a scheduled encrypted backup in a single server's
+    /// `encryptedBackupDirectory`: Litestream never replicates them.
+    private func encryptedBackupTenants() throws -> [String] {
+        guard let backups = try replication.encryptedBackups else { return [] }
+        do {
+            return try backups.list(prefix: ReplicaStore.tenantsPrefix).compactMap { ReplicaStore.tenant(ofEncryptedBackupKey: $0.key) }
+        } catch {
+            throw ReplicationError.restoreFailed(database: "tenants", reason: "can't list the encrypted backups: \(error)")
+        }
     }
 
     /// The named databases that have a replica in the configuration's
@@ -252,28 +264,96 @@ public struct LitestreamRestore: Sendable {
     ///   damaged, or Litestream restores nothing.
     @discardableResult
     public func restore(tenant id: TenantID, at date: Date? = nil, checks: DatabaseRestore.Checks = .init()) async throws -> DatabaseRestore.Report {
+        let storage = try tenantStorage(for: id)
+        if let backup = storage.encryptedBackupPath(for: id), FileManager.default.fileExists(atPath: backup) {
+            return try await restoreEncryptedBackup(of: id, from: backup, at: date, into: storage, checks: checks)
+        }
         // The newest state is the replica and the durable tail past it; a
         // point in time is the replica's alone.
-        try await restore(
+        return try await restore(
             tenant: id, from: try ReplicaStore.tenantKey(id.rawValue), url: try replication.replicaURL(forTenant: id.rawValue),
             at: date, checks: checks, force: false, replayingTail: date == nil)
     }
 
     /// The changes of tenant `id` in a single server's durable tail
     /// (``ReplicaStoreChangeLog``): acknowledged durable writes its
-    /// replica may not hold yet. None for a store this build has no
-    /// backend for: no tail is written there.
-    private func durableTail(of id: TenantID) async throws -> [TransactionChange] {
+    /// replica or its encrypted backup may not hold yet. None for a store
+    /// this build has no backend for: no tail is written there.
+    private func durableTail(of id: TenantID) async throws -> [LoggedChange] {
         guard let store = try replicaStore(for: id.databaseName) else { return [] }
-        let logged: [LoggedChange]
         do {
-            logged = try await ReplicaStoreChangeLog.changes(of: id, after: 0, in: store)
+            return try await ReplicaStoreChangeLog.changes(of: id, after: 0, in: store)
         } catch let error as DatabaseServiceError {
             throw error
         } catch {
             throw ReplicationError.restoreFailed(database: id.databaseName, reason: "can't read the durable tail of the replica store: \(error)")
         }
-        return logged.map { TransactionChange(sequence: $0.sequence, changeset: $0.payload, schemaVersion: $0.schemaVersion) }
+    }
+
+    /// Restores the encrypted tenant `id` of a single server from its
+    /// scheduled encrypted backup (`backup`, in `encryptedBackupDirectory`),
+    /// then replays its durable tail past the backup's sequence number:
+    /// the changes are sealed under a key derived from the tenant's, which
+    /// the copy's salt gives, and each one's tenant, epoch and sequence
+    /// number are authenticated. All of it happens in the private copy,
+    /// before the checks and before it is published.
+    ///
+    /// Refused, with nothing published: a point in time (a backup is one
+    /// state); a tenant that also has a Litestream replica in the store
+    /// (not written by one kind of tenant); a backup that is not
+    /// encrypted; a change that fails its authentication, a gap or a
+    /// conflict.
+    private func restoreEncryptedBackup(
+        of id: TenantID, from backup: String, at date: Date?, into storage: TenantStorage, checks: DatabaseRestore.Checks
+    ) async throws -> DatabaseRestore.Report {
+        let name = id.databaseName
+        guard date == nil else {
+            throw ReplicationError.restoreFailed(
+                database: name, reason: "it is encrypted: its backup \(backup) is one state, with no point in time (drop the timestamp)")
+        }
+        let candidate = DatabaseRestore.Candidate(tenant: id, source: backup, layout: storage.layout)
+        if FileManager.default.fileExists(atPath: candidate.destination) {
+            throw BackupError.destinationExists(path: candidate.destination)
+        }
+        if let store = try replicaStore(for: name) {
+            let tenantKey = try ReplicaStore.tenantKey(id.rawValue)
+            guard try await list(store, prefix: tenantKey + "/", for: name).isEmpty else {
+                throw ReplicationError.restoreFailed(
+                    database: name,
+                    reason: "it has both an encrypted backup (\(backup)) and a Litestream replica (\(location(of: tenantKey))): not written by one kind of tenant; move aside the one that does not belong")
+            }
+        }
+        // Plaintext there was not written by the backup schedule.
+        guard CipherDatabase.isEncrypted(atPath: backup) == true else {
+            throw ReplicationError.restoreFailed(database: name, reason: "the backup \(backup) is not encrypted")
+        }
+        let tail = try await durableTail(of: id)
+        let logger = logger
+        return try await BlockingWork.run { [pipeline] in
+            let encryption = storage.restoreEncryption(for: id, database: candidate.displayName)
+            return try pipeline.restore(
+                candidate, checks: checks, force: false,
+                fetch: { temporary in
+                    try DatabaseRestore.copy(backup, to: temporary, database: candidate.displayName)
+                    guard !tail.isEmpty else { return }
+                    guard let key = try encryption(temporary)?.key else {
+                        throw ReplicationError.restoreFailed(database: name, reason: "the copy of \(backup) is not encrypted")
+                    }
+                    let sealing = try ChangeSealingKey(deriving: key)
+                    let changes = try tail.map { logged in
+                        TransactionChange(
+                            sequence: logged.sequence,
+                            changeset: try sealing.open(logged.payload, tenant: id.rawValue, epoch: logged.epoch, sequence: logged.sequence),
+                            schemaVersion: logged.schemaVersion)
+                    }
+                    let (report, _) = try TailReplay.apply(
+                        changes, to: temporary, configuration: try storage.connectionConfiguration(key: key), tenant: id)
+                    logger.info("replayed the durable tail into the restored encrypted backup", metadata: [
+                        "database": "\(name)", "applied": "\(report.applied)", "skipped": "\(report.skipped)",
+                        "sequence": "\(report.sequence)"])
+                },
+                encryption: encryption, destinationEncryption: encryption)
+        }
     }
 
     /// Restores the most recent removal of tenant `id` that is kept (see
@@ -482,7 +562,9 @@ public struct LitestreamRestore: Sendable {
     public enum ReplicaLayout: Sendable, Equatable {
         /// A single server's Litestream replica, `<replica>/tenants/<id>`
         /// (or a replica of a scheme this build has no store backend for,
-        /// which can't be listed: Litestream says what it finds there).
+        /// which can't be listed: Litestream says what it finds there), or
+        /// for an encrypted tenant its scheduled encrypted backup; either
+        /// with the durable tail past it.
         case single
         /// A fleet's replica, one key per epoch, newest first
         /// (``replicaEpochs(of:)``).
@@ -529,6 +611,11 @@ public struct LitestreamRestore: Sendable {
         let epochs = try Self.epochs(of: id, names: names, objects: objects)
         switch (epochs.isEmpty, others.isEmpty) {
         case (true, true):
+            // An encrypted tenant of a single server: its backup, and its
+            // durable tail (``restore(tenant:at:checks:)``).
+            if let backup = try tenantStorage(for: id).encryptedBackupPath(for: id), FileManager.default.fileExists(atPath: backup) {
+                return .single
+            }
             throw ReplicationError.restoreFailed(database: id.databaseName, reason: "the replica store holds nothing for it: \(tenantLocation) is missing or empty")
         case (false, false):
             throw ReplicationError.restoreFailed(
@@ -668,7 +755,9 @@ public struct LitestreamRestore: Sendable {
         var replay: (@Sendable () async throws -> (@Sendable (String) throws -> Void)?)?
         if replayingTail {
             replay = { [self] in
-                let tail = try await durableTail(of: id)
+                let tail = try await durableTail(of: id).map {
+                    TransactionChange(sequence: $0.sequence, changeset: $0.payload, schemaVersion: $0.schemaVersion)
+                }
                 guard !tail.isEmpty else { return nil }
                 let logger = self.logger
                 return { restored in

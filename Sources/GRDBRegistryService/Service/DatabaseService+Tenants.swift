@@ -92,14 +92,16 @@ extension DatabaseService {
             if configuration.replication?.acknowledgements == .durable, let acknowledgements {
                 let beforeAppend = hooks.beforeTailAppend
                 storeTail = startSingleServerTail(acknowledgements: acknowledgements, storage: storage)
-                let tailsPlainTenants = storeTail != nil
+                let tailsTenants = storeTail != nil
                 acknowledgement = { [ownership, logger] id in
                     var writes = DurableTenantWrites(
                         tenant: id, acknowledgements: acknowledgements, ownership: ownership, logger: logger, beforeAppend: beforeAppend)
-                    // A tenant whose key can't be read now is not known to
-                    // be plain: its writes wait for rounds, as encrypted
-                    // ones do (its opening fails on the same error anyway).
-                    writes.plainOnSingleServer = tailsPlainTenants && ((try? storage.key(for: id)) == .some(nil))
+                    // A tenant whose key can't be read now is neither known
+                    // to be plain nor sealable: its writes wait for rounds
+                    // (its opening fails on the same error anyway).
+                    if tailsTenants, case let .success(key) = Result(catching: { try storage.key(for: id) }) {
+                        writes.onSingleServer = key == nil ? .plain : .sealed
+                    }
                     return writes
                 }
             }
