@@ -1,7 +1,9 @@
 import Foundation
 import GRDB
+import GRDBCipher
 import GRDBMigrations
 import GRDBRegistry
+import GRDBRegistryConfiguration
 import GRDBRegistryExamples
 import GRDBRegistryService
 import Logging
@@ -173,5 +175,61 @@ import Testing
         #expect(refused.status == 1, "\(refused.stdout)\(refused.stderr)")
         #expect((refused.stdout + refused.stderr).contains(URL(fileURLWithPath: round).lastPathComponent), "\(refused.stdout)\(refused.stderr)")
         #expect(!FileManager.default.fileExists(atPath: acmePath))
+    }
+
+    /// An encrypted tenant of a single server in durable mode: its backup
+    /// (made when its first write brought it up to date) and its sealed
+    /// tail. `--all` finds it among the encrypted backups, and the restore
+    /// has every acknowledged write, encrypted.
+    @Test func registryctlRestoresAnEncryptedTenantFromItsBackupAndItsSealedTail() async throws {
+        let directory = try TemporaryDirectory()
+        let keyFile = directory.path("master.key")
+        #expect(FileManager.default.createFile(
+            atPath: keyFile, contents: Data(DaemonAndRegistryctlTests.masterKey.utf8), attributes: [.posixPermissions: 0o600]))
+        let config = directory.path("registry.json")
+        try Data("""
+            {
+              "tenants": {"root": "data/tenants", "migrations": "\(Self.playersSet)", "masterKey": {"file": "\(keyFile)"}},
+              "replication": {"replica": "replica", "litestream": "\(Self.litestream)", "socket": "ls.sock", "acknowledgements": "durable",
+                              "encryptedBackupDirectory": "backups", "encryptedBackupIntervalSeconds": 3600}
+            }
+            """.utf8).write(to: URL(fileURLWithPath: config))
+        let configuration = try RegistryConfiguration.load(contentsOf: URL(fileURLWithPath: config), environment: [:])
+        let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
+        let replicator = try LitestreamReplicator(configuration: configuration, environment: [:], logger: logger)
+        let service = DatabaseService(configuration: configuration, environment: [:], logger: logger, replicator: replicator)
+        let tenants = try service.tenants(of: PlayerRepository.self)
+        let vault = try TenantID("vault")
+        let group = ServiceGroup(configuration: .init(services: [service, replicator, replicator.encryptedBackups], logger: logger))
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            try await service.waitUntilReady()
+            try await replicator.waitUntilReady()
+            try tenants.provision(vault, configuration: service.tenantConfiguration(for: vault, encrypted: true))
+            for score in 1...3 {
+                _ = try await tenants.withRepository(vault) { try await $0.add(name: "SECRET_\(score)", score: score) }
+            }
+            await group.triggerGracefulShutdown()
+            try await tasks.waitForAll()
+        }
+        let storage = try TenantStorage(configuration: configuration, environment: [:])
+        let vaultPath = storage.path(of: vault)
+        // The backup alone: the first write only (the schedule's interval
+        // is an hour); the others are in the tail.
+        let backup = try #require(storage.encryptedBackupPath(for: vault))
+        let backupQueue = try CipherDatabase.queue(atPath: backup, key: try storage.encryption.key(forTenant: "vault", atPath: backup))
+        let inBackup = try await backupQueue.read { try String.fetchAll($0, sql: "SELECT name FROM player ORDER BY score") }
+        try backupQueue.close()
+        #expect(inBackup == ["SECRET_1"])
+        try FileManager.default.removeItem(atPath: directory.path("data"))
+
+        let restored = try await Registryctl.run(["restore", "--config", config, "--from-replica", "--all"])
+        #expect(restored.status == 0, "\(restored.stdout)\(restored.stderr)")
+        #expect(CipherDatabase.isEncrypted(atPath: vaultPath) == true)
+        let key = try #require(try storage.key(for: vault))
+        let queue = try CipherDatabase.queue(atPath: vaultPath, key: key)
+        let names = try await queue.read { try String.fetchAll($0, sql: "SELECT name FROM player ORDER BY score") }
+        try queue.close()
+        #expect(names == ["SECRET_1", "SECRET_2", "SECRET_3"])
     }
 }
