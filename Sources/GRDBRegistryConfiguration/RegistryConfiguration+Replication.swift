@@ -92,13 +92,14 @@ extension RegistryConfiguration {
         /// zero never parks). Its next write, or any change to its file,
         /// registers it again, where Litestream left off.
         public var parkIdleTenantsAfter: Duration
-        /// Whether a single server's durable writes to plain tenants are
-        /// answered once their change is in the replica store's durable
-        /// tail (`tail/`, one object per round of every tenant's changes;
-        /// the default), rather than once Litestream has uploaded the
-        /// tenant (the `durableTail` key). The tail costs a write what it
+        /// Whether a single server's durable writes are answered once
+        /// their change is in the replica store's durable tail (`tail/`,
+        /// one object per round of every tenant's changes; an encrypted
+        /// tenant's sealed; the default), rather than once Litestream has
+        /// uploaded the tenant, or an encrypted tenant's whole backup is
+        /// made (the `durableTail` key). The tail costs a write what it
         /// changed, and groups the writes of every tenant; a restore from
-        /// the replica replays it. Only with a store this build has a
+        /// the replica, or from an encrypted tenant's backup, replays it. Only with a store this build has a
         /// backend for (a folder or an S3-compatible bucket); a fleet's
         /// tail is in PostgreSQL whatever this says.
         public var durableTail: Bool

@@ -58,6 +58,7 @@ import Logging
 /// ### The encrypted backup directory of a single server
 /// - ``encryptedBackupKey(forDatabase:)``
 /// - ``encryptedBackupKey(forTenant:)``
+/// - ``tenant(ofEncryptedBackupKey:)``
 /// - ``removedEncryptedBackupKey(_:removedAt:)``
 ///
 /// ### URLs and keys

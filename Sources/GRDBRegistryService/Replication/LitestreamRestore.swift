@@ -147,7 +147,8 @@ public struct LitestreamRestore: Sendable {
     }
 
     /// The tenants that have a replica in the configuration's replica
-    /// store (a folder or an S3-compatible bucket). A replica of another
+    /// store (a folder or an S3-compatible bucket), or a scheduled
+    /// encrypted backup in its `encryptedBackupDirectory`. A replica of another
     /// scheme (`gs://`…) can't be listed here: pass the ids you know, from
     /// your catalog.
     ///
@@ -255,6 +256,14 @@ public struct LitestreamRestore: Sendable {
     /// happens. The store is read asynchronously; Litestream, SQLite's
     /// checks and the file's publication run off the cooperative pool
     /// (``BlockingWork``).
+    ///
+    /// The newest state (no `date`) is the replica plus the tenant's
+    /// durable tail past it (`replication.durableTail`), replayed into the
+    /// private copy before its checks. An encrypted tenant of a single
+    /// server has no Litestream replica: its newest state is its
+    /// scheduled encrypted backup (`encryptedBackupDirectory`) plus its
+    /// sealed tail, opened with the key the backup's salt gives, and it
+    /// has no point in time.
     ///
     /// - throws: ``/GRDBBackup/BackupError`` when the tenant has a file
     ///   (``/GRDBBackup/BackupError/destinationExists(path:)``, before

@@ -3,8 +3,9 @@ import GRDBRegistry
 import GRDBRegistryConfiguration
 
 extension DatabaseService {
-    /// Gives a single server's durable writes to plain tenants their tail
-    /// in the replica store (``ReplicaStoreChangeLog``), when the
+    /// Gives a single server's durable writes their tail in the replica
+    /// store (``ReplicaStoreChangeLog``; an encrypted tenant's changes
+    /// sealed, its base its encrypted backup), when the
     /// configuration asks for durable acknowledgements with `durableTail`
     /// (the default) and its store has a backend here (a folder or an
     /// S3-compatible bucket); nil otherwise, and durable writes wait for
