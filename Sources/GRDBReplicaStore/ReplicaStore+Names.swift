@@ -215,7 +215,7 @@ extension ReplicaStore {
 
     /// The tenant whose scheduled encrypted backup is `key`
     /// (``encryptedBackupKey(forTenant:)``), or nil when `key` names
-    /// something else.
+    /// something else (a hidden name: a file on its way in).
     ///
     /// ```swift
     /// print(ReplicaStore.tenant(ofEncryptedBackupKey: "tenants/acme.sqlite") ?? "-") // acme
@@ -223,7 +223,8 @@ extension ReplicaStore {
     public static func tenant(ofEncryptedBackupKey key: String) -> String? {
         guard key.hasPrefix(tenantsPrefix), key.hasSuffix(".sqlite") else { return nil }
         let id = String(key.dropFirst(tenantsPrefix.count).dropLast(".sqlite".count))
-        guard (try? encryptedBackupKey(forTenant: id)) == key else { return nil }
+        // A hidden name is a file on its way in, never a backup.
+        guard !id.hasPrefix("."), (try? encryptedBackupKey(forTenant: id)) == key else { return nil }
         return id
     }
 

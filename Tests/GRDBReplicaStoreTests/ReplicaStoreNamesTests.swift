@@ -17,6 +17,13 @@ import Testing
         #expect(try ReplicaStore.encryptedBackupKey(forDatabase: "catalog") == "catalog.sqlite")
     }
 
+    @Test func anEncryptedBackupKeyNamesItsTenantAndNothingElseDoes() {
+        #expect(ReplicaStore.tenant(ofEncryptedBackupKey: "tenants/acme.sqlite") == "acme")
+        for other in ["tenants/acme.sqlite-wal", "tenants/.acme.sqlite", "tenants/a/b.sqlite", "catalog.sqlite", "tenants/.sqlite", "removed/tenants/acme/x.sqlite"] {
+            #expect(ReplicaStore.tenant(ofEncryptedBackupKey: other) == nil, "\(other)")
+        }
+    }
+
     @Test func epochFolderNamesSortAsEpochsAndParseBack() {
         #expect(ReplicaStore.epochFolderName(UInt64.max) == "epoch-18446744073709551615")
         #expect(ReplicaStore.epochFolderName(9) < ReplicaStore.epochFolderName(10))
