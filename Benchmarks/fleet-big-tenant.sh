@@ -11,19 +11,43 @@
 # Prints a Markdown table for Benchmarks/RESULTS.md. Release build
 # (SAMPLE_BIN: one made beforehand).
 #
-# Usage: Benchmarks/fleet-big-tenant.sh [players=30000] [seconds=5] [connections=8] [rounds=2]
+# With server=single, the same on one server with no fleet: durable
+# acknowledgements with the durable tail in a folder replica store (an
+# encrypted tenant's changes sealed there, its base its encrypted backup).
+#
+# Usage: Benchmarks/fleet-big-tenant.sh [players=30000] [seconds=5] [connections=8] [rounds=2] [server=fleet|single]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 players=${1:-30000}
 seconds=${2:-5}
 connections=${3:-8}
 rounds=${4:-2}
+server=${5:-fleet}
 command -v wrk >/dev/null || { echo "wrk is missing: run scripts/bootstrap" >&2; exit 1; }
 source Benchmarks/lib/servers.sh
 sample_release
 source Benchmarks/lib/fleet.sh
 fleet_bench_begin 1
-fleet_bench_node 1 big durable
+case $server in
+fleet)
+    fleet_bench_node 1 big durable
+    setting="one-node fleet, durable acknowledgements (tail in PostgreSQL)" ;;
+single)
+    data="$FLEET_WORK/big/node1/data"
+    mkdir -p "$data"
+    cat >"$data/registry.json" <<JSON
+{"databases": {"catalog": {"path": "catalog.sqlite", "migrations": "migrations/catalog"}},
+ "tenants": {"root": "tenants", "migrations": "migrations/players", "maxOpen": 256,
+             "masterKey": {"env": "MTS_MASTER_KEY"}, "allowPlaintextTenants": true},
+ "shutdownTimeoutSeconds": 5,
+ "replication": {"replica": "$FLEET_WORK/big/replica", "litestream": "$PWD/.build-venv/bin/litestream", "socket": "$FLEET_WORK/big/ls.sock",
+                 "acknowledgements": "durable", "durableTail": true,
+                 "encryptedBackupDirectory": "$FLEET_WORK/big/encrypted-backups"}}
+JSON
+    fleet_bench_node 1 big single
+    setting="one server, durable acknowledgements (tail in a folder replica store on the local disk)" ;;
+*) echo "server is fleet or single, not $server" >&2; exit 2 ;;
+esac
 base=${node_url[1]}
 
 # "id token" lines, one file per tenant (wrk's tenants file).
@@ -86,7 +110,7 @@ for config in $configs; do
 done
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f×", a / b}'; }
 cat <<TABLE
-$(date -u '+%Y-%m-%d %H:%M UTC'), 2 cores, load average $load_before before, $(cut -d' ' -f1-3 /proc/loadavg) after; one-node fleet, durable acknowledgements; wrk -t2 -c$connections -d${seconds}s writes.lua on one tenant at a time; medians of $rounds alternating rounds.
+$(date -u '+%Y-%m-%d %H:%M UTC'), 2 cores, load average $load_before before, $(cut -d' ' -f1-3 /proc/loadavg) after; $setting; wrk -t2 -c$connections -d${seconds}s writes.lua on one tenant at a time; medians of $rounds alternating rounds.
 
 | tenant | players after its rounds | writes/s | p50 ms | against its small one | against plain |
 |---|---|---|---|---|---|

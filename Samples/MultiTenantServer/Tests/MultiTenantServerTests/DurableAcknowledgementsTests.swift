@@ -17,25 +17,36 @@ import Testing
         let stop = Mutex(false)
     }
 
-    @Test func losingTheMachineLosesNoAcknowledgedWrite() async throws {
+    /// Plain, the tenant comes back from its Litestream replica and the
+    /// tail; encrypted, from its encrypted backup (made by its first
+    /// durable write; the schedule's interval is an hour) and its sealed
+    /// tail, and no byte of its players reaches the store in the clear.
+    @Test(arguments: [false, true]) func losingTheMachineLosesNoAcknowledgedWrite(encrypted: Bool) async throws {
         let root = temporaryTestDirectory()
         defer { try? FileManager.default.removeItem(at: root) }
         let data = root.appendingPathComponent("data")
         let replica = root.appendingPathComponent("replica")
+        let backups = root.appendingPathComponent("encrypted-backups")
+        let masterKey = root.appendingPathComponent("master.key")
         try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
+        #expect(FileManager.default.createFile(
+            atPath: masterKey.path, contents: Data(String(repeating: "5a", count: 32).utf8), attributes: [.posixPermissions: 0o600]))
         try Data("""
             {"databases": {"catalog": {"path": "catalog.sqlite", "migrations": "migrations/catalog"}},
-             "tenants": {"root": "tenants", "migrations": "migrations/players", "maxOpen": 256},
+             "tenants": {"root": "tenants", "migrations": "migrations/players", "maxOpen": 256,
+                         "masterKey": {"file": "\(masterKey.path)"}, "allowPlaintextTenants": true},
              "shutdownTimeoutSeconds": 5,
              "replication": {"replica": "\(replica.path)", "litestream": "\(litestream)", "acknowledgements": "durable",
-                             "socket": "\(root.appendingPathComponent("ls.sock").path)"}}
+                             "socket": "\(root.appendingPathComponent("ls.sock").path)",
+                             "encryptedBackupDirectory": "\(backups.path)", "encryptedBackupIntervalSeconds": 3600}}
             """.utf8).write(to: data.appendingPathComponent("registry.json"))
 
         let acknowledged = Acknowledged()
         let server = try await ServerProcess.start(dataDirectory: data)
         let api = APIClient(client: HTTPClient.shared, baseURL: server.baseURL)
+        let token: String
         do {
-            let token = try await api.createTenant(#"{"id":"alpha"}"#)
+            token = try await api.createTenant(#"{"id":"alpha","encrypted":\#(encrypted)}"#)
             let health = try await api.send(.GET, "/health/ready").body
             #expect(health.contains(#""lossWindow":{"acknowledgements":"durable","encryptedSeconds":0,"plainSeconds":0}"#)
                     || (health.contains(#""acknowledgements":"durable""#) && health.contains(#""plainSeconds":0"#) && health.contains(#""encryptedSeconds":0"#)), "\(health)")
@@ -57,7 +68,7 @@ import Testing
                             var index = 0
                             while !acknowledged.stop.withLock({ $0 }) {
                                 index += 1
-                                let name = "w\(writer)-\(index)"
+                                let name = "SECRET-w\(writer)-\(index)"
                                 guard let reply = try? await api.send(.POST, "/tenants/alpha/players", json: #"{"name":"\#(name)","score":1}"#, token: token, timeout: .seconds(10)) else { break }
                                 if reply.status == 201 {
                                     acknowledged.names.withLock { $0.append(name) }
@@ -102,12 +113,35 @@ import Testing
             FileManager.default.enumerator(atPath: tenantsRoot.path)?.compactMap { $0 as? String }.first { $0.hasSuffix("alpha.sqlite") },
             "no alpha.sqlite under \(tenantsRoot.path) after: \(restore.output)")
         let restored = tenantsRoot.appendingPathComponent(file)
-        let names = Set(try Self.playerNames(in: restored))
+        let names: Set<String>
+        if encrypted {
+            #expect(try Data(contentsOf: restored).prefix(16) != Data("SQLite format 3\0".utf8), "the restored tenant is plaintext")
+            for store in [replica, backups] {
+                for path in FileManager.default.enumerator(atPath: store.path)?.compactMap({ $0 as? String }) ?? [] {
+                    let bytes = (try? Data(contentsOf: store.appendingPathComponent(path))) ?? Data()
+                    #expect(bytes.firstRange(of: Data("SECRET-".utf8)) == nil, "\(path) holds the encrypted tenant's plaintext")
+                }
+            }
+            // Read back through the server, which opens it with its key.
+            let again = try await ServerProcess.start(dataDirectory: data)
+            let reply: APIClient.Reply
+            do {
+                reply = try await APIClient(client: HTTPClient.shared, baseURL: again.baseURL).send(.GET, "/tenants/alpha/players", token: token)
+            } catch {
+                _ = try? await again.stop(signal: SIGKILL)
+                throw error
+            }
+            _ = try await again.stop(signal: SIGTERM)
+            try #require(reply.status == 200, "\(reply.status) \(reply.body)")
+            names = Set(try reply.json([PlayerJSON].self).map(\.name))
+        } else {
+            names = Set(try Self.playerNames(in: restored))
+        }
         let writes = acknowledged.names.withLock { $0 }
         #expect(writes.count > 20, "too few acknowledged writes to mean anything: \(writes.count); refusals: \(acknowledged.refusals.withLock { $0.prefix(5) })")
         let lost = writes.filter { !names.contains($0) }
         #expect(lost.isEmpty, "\(lost.count) of \(writes.count) acknowledged writes are not in the restored tenant: \(lost.prefix(10))")
-        print("durable acknowledgements: \(writes.count) acknowledged writes by 8 writers, \(lost.count) lost after SIGKILL of the server and Litestream")
+        print("durable acknowledgements (\(encrypted ? "encrypted" : "plain") tenant): \(writes.count) acknowledged writes by 8 writers, \(lost.count) lost after SIGKILL of the server and Litestream")
     }
 
     static func playerNames(in file: URL) throws -> [String] {
