@@ -264,6 +264,42 @@ import Testing
         #expect(try EpochReplicationTests.names(inTenantAt: report.destination, key: key) == (1...5).map { "secret-\($0)" })
     }
 
+    /// While the store refuses every round, an encrypted tenant's durable
+    /// writes are refused without each paying a whole encrypted copy
+    /// (its catch-up) that the store would refuse again: after a failure,
+    /// its next catch-up waits, and the writes meanwhile fail at once.
+    /// Once the store is back and the wait is over, the next write
+    /// catches up and is acknowledged, and a restore has every write.
+    @Test func aStoreThatRefusesRoundsCostsAnEncryptedTenantNoCopyPerWrite() async throws {
+        let durable = try DurableTenantWritesTests.durableNode(), node = durable.node, directory = durable.directory
+        let tenants = node.tenants, service = node.service
+        let storage = try TenantStorage(configuration: durable.configuration, environment: Self.environment)
+        let vault = try TenantID("vault")
+        try await node.run {
+            try tenants.provision(vault, configuration: service.tenantConfiguration(for: vault, encrypted: true))
+            try await Self.add("secret-1", to: vault, in: tenants)
+            let tail = directory.path("replica/tail")
+            try? FileManager.default.removeItem(atPath: tail)
+            #expect(FileManager.default.createFile(atPath: tail, contents: Data("not a folder".utf8)))
+            let copiesBefore = service.acknowledgements?.rounds ?? 0
+            for index in 2...11 {
+                await #expect(throws: ManagedDatabaseError.self) { try await Self.add("secret-\(index)", to: vault, in: tenants) }
+            }
+            let copies = (service.acknowledgements?.rounds ?? 0) - copiesBefore
+            #expect(copies <= 2, "\(copies) whole copies for 10 refused writes")
+            #expect(node.logs.all.contains { $0.message.contains("the durable tail did not take a round") })
+
+            try FileManager.default.removeItem(atPath: tail)
+            try await Task.sleep(for: .seconds(1))
+            try await Self.add("secret-12", to: vault, in: tenants)
+        }
+        let fresh = try DurableTenantWritesTests.configuration(directory, root: "restored", environment: Self.environment)
+        let report = try await LitestreamRestore(configuration: fresh, environment: Self.environment, logger: Self.quiet).restore(tenant: vault)
+        let backup = try #require(storage.encryptedBackupPath(for: vault))
+        let key = try #require(try storage.encryption.key(forTenant: "vault", atPath: backup))
+        #expect(try EpochReplicationTests.names(inTenantAt: report.destination, key: key) == (1...12).map { "secret-\($0)" })
+    }
+
     /// A sealed change authenticates its tenant, epoch and sequence
     /// number: one relabelled (another epoch, in a round whose digest is
     /// made again, as a writer with the store's credentials could) fails

@@ -36,6 +36,10 @@ extension DatabaseService {
         // two (Benchmarks/single-server-durable.sh, RESULTS.md).
         var limits = DurableTail.Limits()
         limits.rounds = 2
+        // An encrypted tenant's catch-up is a whole copy into the local
+        // encrypted backup directory, which works while the store refuses
+        // every round: without a wait, each durable write would make one.
+        limits.sealedCatchUpBackoff = .milliseconds(500)
         let tail = DurableTail(log: log, acknowledgements: acknowledgements, storage: storage, limits: limits, logger: logger)
         ownership.takeChangeTail(tail)
         let logger = logger

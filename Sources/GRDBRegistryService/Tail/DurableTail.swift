@@ -43,6 +43,13 @@ final class DurableTail: Sendable {
         var rounds = 4
         /// How often the tail is checked for cuts.
         var sweepInterval: Duration = .seconds(1)
+        /// After a failed round or catch-up of a sealed tenant (an
+        /// encrypted one, whose catch-up is a whole encrypted copy), how
+        /// long its next catch-up waits, doubling with each failure in a
+        /// row up to 16 times this; its changes meanwhile fail at once with
+        /// the last failure. nil: no wait. A store that refuses every round
+        /// then costs a whole copy per wait, not per write.
+        var sealedCatchUpBackoff: Duration?
     }
 
     private struct Pending: Sendable {
@@ -71,8 +78,30 @@ final class DurableTail: Sendable {
         var truncatedThrough: UInt64 = 0
         var oldestKept: ContinuousClock.Instant?
         var blockedSince: ContinuousClock.Instant?
+        /// Its changes are sealed (``append(_:of:epoch:encrypted:)``).
+        var sealed = false
+        /// ``Limits/sealedCatchUpBackoff``: no catch-up before this
+        /// instant; until then its changes fail with `lastFailure`.
+        var catchUpAfter: ContinuousClock.Instant?
+        var lastFailure: (any Error)?
+        var failuresInARow = 0
 
         init(epoch: UInt64) { self.epoch = epoch }
+
+        /// Records a failed round or catch-up: a sealed tenant's next
+        /// catch-up waits (``Limits/sealedCatchUpBackoff``).
+        mutating func failed(_ error: any Error, backoff: Duration?, now: ContinuousClock.Instant) {
+            guard sealed, let backoff else { return }
+            failuresInARow += 1
+            catchUpAfter = now + backoff * (1 << min(failuresInARow - 1, 4))
+            lastFailure = error
+        }
+
+        mutating func succeeded() {
+            failuresInARow = 0
+            catchUpAfter = nil
+            lastFailure = nil
+        }
 
         var kept: Int { lastAppended > truncatedThrough ? Int(lastAppended - truncatedThrough) : 0 }
     }
@@ -199,6 +228,7 @@ final class DurableTail: Sendable {
                 }
                 if state.tenants[id] == nil { state.tenants[id] = Tenant(epoch: epoch) }
                 if state.tenants[id]?.lost == true { return (true, superseded) }
+                if encrypted { state.tenants[id]?.sealed = true }
                 state.tenants[id]?.pending[change.sequence] = Pending(change: logged, continuation: continuation)
                 state.dirty.insert(id)
                 return (false, superseded)
@@ -215,10 +245,11 @@ final class DurableTail: Sendable {
     /// Starts what can start: rounds of ready changes, catch-ups of bases.
     private func pump() {
         let now = ContinuousClock.now
-        let (catchUps, round, retryAfter) = state.withLock { state -> ([(TenantID, UInt64, Int32)], [TenantID: [Pending]], Duration?) in
+        let (catchUps, round, retryAfter, refused) = state.withLock { state -> ([(TenantID, UInt64, Int32)], [TenantID: [Pending]], Duration?, [(Pending, any Error)]) in
             var catchUps: [(TenantID, UInt64, Int32)] = []
             var round: [TenantID: [Pending]] = [:]
             var retryAfter: Duration?
+            var refused: [(Pending, any Error)] = []
             let roundFree = state.rounds < limits.rounds
             for id in state.dirty {
                 guard var tenant = state.tenants[id], !tenant.busy, !tenant.lost, !tenant.pending.isEmpty else {
@@ -256,6 +287,15 @@ final class DurableTail: Sendable {
                         round[id] = run.sorted { $0.change.sequence < $1.change.sequence }
                     }
                 }
+                if needsBase, let after = tenant.catchUpAfter, now < after, let failure = tenant.lastFailure {
+                    // A sealed tenant's catch-up failed a moment ago: its
+                    // waiting changes fail at once rather than each pay a
+                    // whole copy the store will refuse again.
+                    refused += tenant.pending.values.map { ($0, failure) }
+                    tenant.pending = [:]
+                    tenant.blockedSince = nil
+                    needsBase = false
+                }
                 if needsBase {
                     tenant.busy = true
                     tenant.blockedSince = nil
@@ -264,8 +304,9 @@ final class DurableTail: Sendable {
                 state.tenants[id] = tenant
             }
             if !round.isEmpty { state.rounds += 1 }
-            return (catchUps, round, retryAfter)
+            return (catchUps, round, retryAfter, refused)
         }
+        for (pending, failure) in refused { pending.continuation.resume(throwing: failure) }
         for (id, covered, schema) in catchUps {
             Task { await self.catchUp(id, covering: covered, schema: schema) }
         }
@@ -315,6 +356,7 @@ final class DurableTail: Sendable {
                         if tenant.oldestKept == nil { tenant.oldestKept = now }
                         tenant.lastAppended = last
                     }
+                    tenant.succeeded()
                     resumptions += run.map { ($0.continuation, .success(())) }
                 case .success:
                     // Refused: the tenant's epoch moved on. Nothing of this
@@ -328,6 +370,7 @@ final class DurableTail: Sendable {
                     // Unknown: the next change brings the base up to date
                     // first, so that no gap is left behind.
                     tenant.through = nil
+                    tenant.failed(error, backoff: limits.sealedCatchUpBackoff, now: now)
                     resumptions += run.map { ($0.continuation, .failure(error)) }
                 }
                 state.tenants[id] = tenant
@@ -363,10 +406,11 @@ final class DurableTail: Sendable {
             case .success:
                 tenant.through = max(tenant.through ?? 0, covered)
                 tenant.baseSchema = schema
-            case .failure:
+            case let .failure(error):
                 // No base, so no order: none of the waiting changes can go.
                 failed = Array(tenant.pending.values)
                 tenant.pending = [:]
+                tenant.failed(error, backoff: limits.sealedCatchUpBackoff, now: .now)
             }
             state.tenants[id] = tenant
             return failed
