@@ -77,7 +77,8 @@ extension MultiTenantServer {
     /// their creator asks, hence `allowPlaintextTenants`; which one each
     /// tenant is, the catalog says, and a file that is not as it says is
     /// refused when the tenant opens (RecordedEncryption).
-    static func writeDefaultConfiguration(to file: URL, data: URL) throws {
+    /// `maxOpenTenants`: its `tenants.maxOpen` (`MTS_MAX_OPEN_TENANTS`).
+    static func writeDefaultConfiguration(to file: URL, data: URL, maxOpenTenants: Int = ServerLimits.defaults.maxOpenTenants) throws {
         let masterKey: KeySource
         if ProcessInfo.processInfo.environment[ServerVariable.masterKey.rawValue] != nil {
             masterKey = .environment(ServerVariable.masterKey.rawValue)
@@ -94,7 +95,7 @@ extension MultiTenantServer {
             databases: [.init(name: "catalog", path: data.appendingPathComponent("catalog.sqlite").path, migrations: migrations.appendingPathComponent("catalog").path)],
             tenants: .init(
                 root: data.appendingPathComponent("tenants").path, migrations: migrations.appendingPathComponent("players").path,
-                maxOpen: 256, masterKey: masterKey, allowPlaintextTenants: true),
+                maxOpen: maxOpenTenants, masterKey: masterKey, allowPlaintextTenants: true),
             shutdownTimeout: .seconds(5))
         // The library's one writer of the format: paths relative to the
         // data directory, so that it can move as a whole.

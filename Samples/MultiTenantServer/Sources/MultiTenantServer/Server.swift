@@ -72,10 +72,11 @@ struct MultiTenantServer {
         if let fleet = settings.fleet {
             // A fleet node: tenants only (the catalog is the fleet's),
             // replicated to the shared store (Fleet/).
-            configuration = try FleetNodeConfiguration.load(file: configurationFile, data: data, mode: fleet, environment: environment)
+            configuration = try FleetNodeConfiguration.load(
+                file: configurationFile, data: data, mode: fleet, maxOpenTenants: settings.limits.maxOpenTenants, environment: environment)
         } else {
             if !FileManager.default.fileExists(atPath: configurationFile.path) {
-                try writeDefaultConfiguration(to: configurationFile, data: data)
+                try writeDefaultConfiguration(to: configurationFile, data: data, maxOpenTenants: settings.limits.maxOpenTenants)
             }
             configuration = try RegistryConfiguration.load(contentsOf: configurationFile)
         }

@@ -13,6 +13,7 @@ import Foundation
 /// | `MTS_MAX_STREAMS_PER_TENANT` | 16 | event streams of one tenant (beyond: 429) |
 /// | `MTS_MAX_PLAYERS` | 10000 | players of one tenant (beyond: 409) |
 /// | `MTS_FREE_SIGNIN_FAILURES` | 5 | failed sign-ins of one address in a minute before each waits (SignInThrottle) |
+/// | `MTS_MAX_OPEN_TENANTS` | 256 | tenants kept open at once: the `tenants.maxOpen` a first start writes into registry.json (the file's value is kept afterwards); lowered to fit the limit of open files |
 ///
 /// A stream counts as a connection too. Names are at most
 /// ``TenantRequests`` `maxNameLength` characters.
@@ -24,6 +25,7 @@ struct ServerLimits: Sendable, Equatable {
     var maxStreamsPerTenant = 16
     var maxPlayers = 10_000
     var freeSignInFailures = 5
+    var maxOpenTenants = 256
     /// What a 429 asks the client to wait, in seconds.
     static let retryAfterSeconds = 5
 

@@ -59,4 +59,27 @@ import Testing
             throw error
         }
     }
+
+    /// `MTS_MAX_OPEN_TENANTS` is what a first start writes into
+    /// registry.json; a later start keeps the file's value, whatever the
+    /// variable says; a value that is not a positive number stops the start.
+    @Test func theFirstStartWritesMaxOpenTenantsAndLaterStartsKeepIt() async throws {
+        let data = temporaryTestDirectory()
+        defer { try? FileManager.default.removeItem(at: data) }
+        struct Ready: Decodable {
+            struct Budget: Decodable { var configuredMaxOpen: Int }
+            var fileDescriptors: Budget?
+        }
+        for value in ["1000", "300"] {
+            try await withTestServer(dataDirectory: data, environment: ["MTS_MAX_OPEN_TENANTS": value]) { _, api in
+                let ready = try await api.send(.GET, "/health/ready").json(Ready.self)
+                #expect(ready.fileDescriptors?.configuredMaxOpen == 1000, "MTS_MAX_OPEN_TENANTS=\(value)")
+            }
+        }
+        let file = try String(contentsOf: data.appendingPathComponent("registry.json"), encoding: .utf8)
+        #expect(file.contains(#""maxOpen" : 1000"#) || file.contains(#""maxOpen": 1000"#), "\(file)")
+        await #expect(throws: (any Error).self) {
+            try await withTestServer(dataDirectory: temporaryTestDirectory(), environment: ["MTS_MAX_OPEN_TENANTS": "0"]) { _, _ in }
+        }
+    }
 }

@@ -27,8 +27,18 @@ import Testing
             #expect(configuration.replication?.replicaDirectory == "/srv/replica")
             #expect(configuration.replication?.acknowledgements == .durable)
             #expect(configuration.replication?.encryptedBackupInterval == .seconds(5))
+            #expect(configuration.tenants?.maxOpen == 256)
             // What registryctl reads is the same.
             #expect(try RegistryConfiguration.load(contentsOf: file).replication?.acknowledgements == .durable)
+        }
+    }
+
+    @Test func aFirstStartWritesMaxOpenTenantsAndLaterStartsKeepTheFiles() throws {
+        try withDataDirectory { data, file in
+            let first = try FleetNodeConfiguration.load(file: file, data: data, mode: mode(), maxOpenTenants: 1000)
+            #expect(first.tenants?.maxOpen == 1000)
+            let later = try FleetNodeConfiguration.load(file: file, data: data, mode: mode(), maxOpenTenants: 300)
+            #expect(later.tenants?.maxOpen == 1000)
         }
     }
 

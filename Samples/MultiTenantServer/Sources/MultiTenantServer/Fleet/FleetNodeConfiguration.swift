@@ -18,13 +18,16 @@ import GRDBReplicaStore
 /// let configuration = try FleetNodeConfiguration.load(file: data.appendingPathComponent("registry.json"), data: data, mode: mode)
 /// ```
 enum FleetNodeConfiguration {
+    /// - parameter maxOpenTenants: The `tenants.maxOpen` of a new file
+    ///   (`MTS_MAX_OPEN_TENANTS`); an existing file's is kept.
     /// - parameter environment: Where an S3-compatible store's region,
     ///   endpoint and credentials are read (the `AWS_*` variables).
     static func load(
-        file: URL, data: URL, mode: FleetMode, environment: [String: String] = ProcessInfo.processInfo.environment
+        file: URL, data: URL, mode: FleetMode, maxOpenTenants: Int = ServerLimits.defaults.maxOpenTenants,
+        environment: [String: String] = ProcessInfo.processInfo.environment
     ) throws -> RegistryConfiguration {
         if !FileManager.default.fileExists(atPath: file.path) {
-            try make(data: data, mode: mode).fileContents(relativeTo: data).write(to: file)
+            try make(data: data, mode: mode, maxOpenTenants: maxOpenTenants).fileContents(relativeTo: data).write(to: file)
         }
         var configuration = try RegistryConfiguration.load(contentsOf: file, environment: environment)
         if configuration.databases.contains(where: { $0.name == "catalog" }) {
@@ -58,13 +61,13 @@ enum FleetNodeConfiguration {
         return URL(fileURLWithPath: directory).standardizedFileURL.path == mode.replicaStore
     }
 
-    static func make(data: URL, mode: FleetMode) throws -> RegistryConfiguration {
+    static func make(data: URL, mode: FleetMode, maxOpenTenants: Int = ServerLimits.defaults.maxOpenTenants) throws -> RegistryConfiguration {
         let migrations = data.appendingPathComponent("migrations")
         var configuration = RegistryConfiguration(
             databases: [],
             tenants: .init(
                 root: data.appendingPathComponent("tenants").path, migrations: migrations.appendingPathComponent("players").path,
-                maxOpen: 256, masterKey: .environment(ServerVariable.masterKey.rawValue), allowPlaintextTenants: true),
+                maxOpen: maxOpenTenants, masterKey: .environment(ServerVariable.masterKey.rawValue), allowPlaintextTenants: true),
             shutdownTimeout: .seconds(5))
         configuration.replication = RegistryConfiguration.Replication(
             replica: mode.replica, litestream: mode.litestream,

@@ -11,6 +11,7 @@ enum ServerVariable: String, CaseIterable, Sendable {
     case maxStreamsPerTenant = "MTS_MAX_STREAMS_PER_TENANT"
     case maxPlayers = "MTS_MAX_PLAYERS"
     case freeSignInFailures = "MTS_FREE_SIGNIN_FAILURES"
+    case maxOpenTenants = "MTS_MAX_OPEN_TENANTS"
     case otlpEndpoint = "OTEL_EXPORTER_OTLP_ENDPOINT"
     case otlpTracesEndpoint = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
     case tracesExporter = "OTEL_TRACES_EXPORTER"
@@ -29,6 +30,7 @@ enum ServerVariable: String, CaseIterable, Sendable {
         case .maxStreamsPerTenant: \.maxStreamsPerTenant
         case .maxPlayers: \.maxPlayers
         case .freeSignInFailures: \.freeSignInFailures
+        case .maxOpenTenants: \.maxOpenTenants
         default: nil
         }
     }
@@ -44,6 +46,7 @@ enum ServerVariable: String, CaseIterable, Sendable {
         case .maxStreamsPerTenant: "event streams of one tenant (beyond: 429)"
         case .maxPlayers: "players of one tenant (beyond: 409)"
         case .freeSignInFailures: "failed sign-ins of one address in a minute before each waits longer"
+        case .maxOpenTenants: "tenants kept open at once, written into registry.json by the first start (its value is kept afterwards); lowered to fit the limit of open files"
         case .otlpEndpoint, .otlpTracesEndpoint: "export traces over OTLP/HTTP to this URL (swift-otel reads the other OTEL_* variables: OTEL_SERVICE_NAME, headers, sampler)"
         case .tracesExporter: "otlp turns traces on, none off"
         case .sdkDisabled: "true turns traces off"
