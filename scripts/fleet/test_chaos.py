@@ -20,7 +20,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from chaos import Ack, analyze, count_in, in_flight_during, loss_age  # noqa: E402
+from chaos import Ack, Campaign, analyze, count_in, in_flight_during, loss_age  # noqa: E402
 import fleetlib  # noqa: E402
 from fleetlib import ROOT, ReadOnlyFolder, descendants, percentile, postgres_kill, process_exists  # noqa: E402
 
@@ -115,6 +115,40 @@ class PercentileTests(unittest.TestCase):
         self.assertEqual(percentile([1, 2, 3, 4, 5], 0.5), 3)
         self.assertEqual(percentile(list(range(1, 101)), 0.99), 99)
         self.assertEqual(percentile([1, 2, 3], 1.0), 3)
+
+
+class WaitWritableTests(unittest.TestCase):
+    """The failover prober: each tenant of a killed node is measured on its
+    own, so a tenant that answers slowly (or never) adds nothing to the
+    others' figures, as it did when one prober wrote to them in turn."""
+
+    class Probed:
+        """What wait_writable uses of a campaign: its writes (2 s for
+        "a-slow", 20 ms otherwise) and its acknowledgements."""
+
+        def __init__(self):
+            self.lock = threading.Lock()
+            self.acks = {}
+
+        def write(self, tenant, name, score, timeout=30):
+            start = time.monotonic()
+            time.sleep(2.0 if tenant == "a-slow" else 0.02)
+            acknowledged = ack(score, name, start, time.monotonic())
+            with self.lock:
+                self.acks.setdefault(tenant, []).append(acknowledged)
+            return acknowledged
+
+        def first_ack_after(self, tenant, instant):
+            return Campaign.first_ack_after(self, tenant, instant)
+
+    def test_a_slow_tenant_delays_no_other(self):
+        tenants = ["a-slow"] + [f"t{index:03d}" for index in range(100)]
+        since = time.monotonic()
+        times = Campaign.wait_writable(self.Probed(), tenants, since, 1.0, "test")
+        self.assertGreaterEqual(times["a-slow"], 2.0)
+        fast = [times[tenant] for tenant in tenants[1:]]
+        self.assertTrue(all(seconds is not None for seconds in fast), times)
+        self.assertLess(max(fast), 1.0, sorted(fast)[-5:])
 
 
 class PostgresKillTests(unittest.TestCase):
